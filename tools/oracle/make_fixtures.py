@@ -1,0 +1,528 @@
+#!/usr/bin/env python3
+"""Generate the parity fixtures (tests/fixtures/<case>/) with transformers.
+
+Owned by the oracle. For each case of cases.py: build a tiny random checkpoint with
+the transformers config class of its model_type, initialise it with a wide spread
+(seeded), save it as transformers saves it (config.json, model.safetensors,
+generation_config.json), then compute float64 reference logits at every prompt
+position and over N greedy steps (full forward each step, no cache) and write
+ref.json, prompt_logits.bin and greedy_logits.bin. Every case is checked: reload
+from disk gives the same logits, an independent float64 forward (indep_ref.py)
+agrees, and cached generate() picks the same ids.
+  python3 tools/oracle/make_fixtures.py --out DIR [--case NAME ...]   (needs torch)
+  python3 tools/oracle/make_fixtures.py --write-docs [--fixtures DIR] (no torch)
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import cases as C  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+GAP_FLOOR = 0.01          # every reference top-2 gap must be at least this
+MAX_SEED_TRIES = 400      # seeds tried per case (seed, seed+1, ...) to meet the floor
+MAX_CASE_BYTES = 1 << 20  # each case folder must stay under 1 MiB
+MIN_DISTINCT_GREEDY = 4   # greedy ids must not collapse into one repeated token
+LINEAR_GAIN = 1.3         # Linear weights ~ N(0, gain^2/fan_in); a case may set "linear_gain"
+LM_HEAD_GAIN = 1.5        # untied lm_head ~ N(0, gain^2/fan_in)
+
+
+def init_text(gain):
+    return ("Linear W ~ N(0, %.1f^2/fan_in) (untied lm_head gain %.1f), embeddings N(0,1), "
+            "norm weights 1+N(0,0.1^2), biases N(0,0.1^2); one torch.Generator seeded with "
+            "'seed', parameters in named_parameters() order" % (gain, LM_HEAD_GAIN))
+
+
+# ----------------------------------------------------------------------------- torch part
+
+def build_model(case, torch, transformers):
+    kw = dict(C.BASE)
+    kw.update(json.loads(json.dumps(case["config"])))  # deep copy
+    config = transformers.AutoConfig.for_model(case["model_type"], **kw)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    impl = getattr(model.config, "_attn_implementation", None)
+    if impl != "eager":
+        raise RuntimeError("%s: attention implementation is %r, not eager" % (case["name"], impl))
+    return model.to(torch.float32).eval()
+
+
+def init_weights(model, seed, bf16, gain, torch):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            shape = tuple(p.shape)
+            if name.endswith("embed_tokens.weight"):
+                v = torch.randn(shape, generator=g)
+            elif name.endswith("norm.weight"):
+                v = 1.0 + 0.1 * torch.randn(shape, generator=g)
+            elif name.endswith(".bias"):
+                v = 0.1 * torch.randn(shape, generator=g)
+            elif len(shape) == 2 and name.endswith(".weight"):
+                k = LM_HEAD_GAIN if name == "lm_head.weight" else gain
+                v = torch.randn(shape, generator=g) * (k / math.sqrt(shape[1]))
+            else:
+                raise RuntimeError("no init rule for parameter %s %s" % (name, shape))
+            if bf16:
+                v = v.to(torch.bfloat16).to(torch.float32)
+            p.copy_(v.to(p.dtype))
+    if model.config.tie_word_embeddings:
+        a = model.get_input_embeddings().weight
+        b = model.get_output_embeddings().weight
+        if a.data_ptr() != b.data_ptr():
+            raise RuntimeError("tie_word_embeddings is set but lm_head is not tied")
+
+
+def forward_logits(model, ids, torch):
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids], dtype=torch.long), use_cache=False)
+    return out.logits[0].to(torch.float64)
+
+
+def top2_gap(row, torch):
+    v = torch.topk(row, 2).values
+    return float(v[0] - v[1])
+
+
+def reference(model, prompt, n_greedy, torch):
+    """Prompt logits [n_prompt, V]; greedy ids and their logits [n_greedy, V]."""
+    prompt_logits = forward_logits(model, prompt, torch)
+    seq, gids, rows = list(prompt), [], []
+    for _ in range(n_greedy):
+        row = forward_logits(model, seq, torch)[-1]
+        t = int(torch.argmax(row))
+        rows.append(row)
+        gids.append(t)
+        seq.append(t)
+    greedy_logits = torch.stack(rows)
+    gaps = [top2_gap(r, torch) for r in prompt_logits] + [top2_gap(r, torch) for r in greedy_logits]
+    return prompt_logits, gids, greedy_logits, min(gaps)
+
+
+def prompt_for(case):
+    import random
+    rng = random.Random(case["seed"])
+    vocab = case["config"]["vocab_size"]
+    return [rng.randrange(C.FIRST_PROMPT_ID, vocab) for _ in range(case["n_prompt"])]
+
+
+def save_checkpoint(model, folder, bf16, torch):
+    import inspect
+    model.to(torch.bfloat16 if bf16 else torch.float32)
+    if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:
+        model.save_pretrained(folder, safe_serialization=True)
+    else:
+        model.save_pretrained(folder)
+    model.to(torch.float64)
+    names = sorted(os.listdir(folder))
+    if "model.safetensors" not in names or "config.json" not in names:
+        raise RuntimeError("save_pretrained wrote %s" % names)
+
+
+def rewrite_spelling(folder, spelling):
+    """Rewrite config.json's rope_parameters into the legacy spelling (in place)."""
+    path = os.path.join(folder, "config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    if spelling == "new":
+        if "rope_parameters" not in cfg:
+            raise RuntimeError("transformers did not write rope_parameters: %s" % sorted(cfg))
+        return cfg
+    rp = dict(cfg.pop("rope_parameters"))
+    theta = rp.pop("rope_theta")
+    rtype = rp.pop("rope_type", "default")
+    if rtype == "default" and not rp:
+        scaling = None
+    else:
+        key = "type" if spelling == "legacy_type" else "rope_type"
+        scaling = {key: rtype}
+        scaling.update(rp)
+    out = dict(cfg)
+    out["rope_scaling"] = scaling
+    out["rope_theta"] = theta
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2, sort_keys=True)
+        f.write("\n")
+    return out
+
+
+def same_rope(a, b):
+    a = {k: v for k, v in a.items() if not (k == "type" and v == a.get("rope_type"))}
+    b = {k: v for k, v in b.items() if not (k == "type" and v == b.get("rope_type"))}
+    if set(a) != set(b):
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+            if float(x) != float(y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def reload_check(folder, prompt, prompt_logits, rope_before, torch, transformers):
+    """Load the saved folder back; returns (max abs logit diff, rope params, problems)."""
+    probs = []
+    cfg = transformers.AutoConfig.from_pretrained(folder)
+    rope_after = dict(cfg.rope_parameters)
+    if not same_rope(rope_before, rope_after):
+        probs.append("reloaded rope parameters differ: %s vs %s" % (rope_before, rope_after))
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(
+        folder, attn_implementation="eager", output_loading_info=True)
+    bad = {k: sorted(v) if isinstance(v, (set, list)) else v for k, v in info.items() if v}
+    if bad:
+        probs.append("loading info not empty: %s" % bad)
+    model = model.to(torch.float64).eval()
+    again = forward_logits(model, prompt, torch)
+    return float((again - prompt_logits).abs().max()), rope_after, probs
+
+
+def generate_check(model, prompt, gids, torch):
+    """Greedy generate() with a KV cache must pick the same ids (False on any error)."""
+    try:
+        with torch.no_grad():
+            out = model.generate(torch.tensor([prompt], dtype=torch.long),
+                                 max_new_tokens=len(gids), do_sample=False, use_cache=True,
+                                 pad_token_id=0)
+    except Exception as e:  # noqa: BLE001 -- a check, recorded as failed
+        print("generate() failed: %s" % e)
+        return False
+    return [int(t) for t in out[0][len(prompt):]] == gids
+
+
+def tensor_table(folder):
+    from safetensors import safe_open
+    table = {}
+    with safe_open(os.path.join(folder, "model.safetensors"), framework="pt") as f:
+        for k in sorted(f.keys()):
+            s = f.get_slice(k)
+            table[k] = {"dtype": s.get_dtype(), "shape": list(s.get_shape())}
+    return table
+
+
+def write_f64(path, t, torch):
+    a = t.to(torch.float64).contiguous().cpu().numpy().astype("<f8")
+    with open(path, "wb") as f:
+        f.write(a.tobytes())
+
+
+def compact_json(obj):
+    """Indented JSON with lists of numbers (ids, shapes) kept on one line."""
+    import re
+    text = json.dumps(obj, indent=1)
+    return re.sub(r"\[\s*(-?[0-9.e+-]+(?:,\s*-?[0-9.e+-]+)*)\s*\]",
+                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
+
+
+def folder_bytes(folder):
+    return sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder))
+
+
+def make_case(case, out_root, torch, transformers):
+    import indep_ref
+    name = case["name"]
+    bf16 = case["dtype"] == "bfloat16"
+    prompt = prompt_for(case)
+    n_greedy = case["n_greedy"]
+    gain = case.get("linear_gain", LINEAR_GAIN)
+    chosen = None
+    for attempt in range(MAX_SEED_TRIES):
+        seed = case["seed"] + attempt
+        torch.manual_seed(seed)
+        model = build_model(case, torch, transformers)
+        init_weights(model, seed, bf16, gain, torch)
+        model.to(torch.float64)
+        pl, gids, gl, gap = reference(model, prompt, n_greedy, torch)
+        if (gap >= GAP_FLOOR and not set(gids) & set(C.SPECIAL_IDS)
+                and len(set(gids)) >= MIN_DISTINCT_GREEDY):
+            chosen = (seed, attempt, model, pl, gids, gl, gap)
+            break
+    if chosen is None:
+        raise RuntimeError("%s: no seed in %d tries met gap %.3g" % (name, MAX_SEED_TRIES, GAP_FLOOR))
+    seed, attempt, model, pl, gids, gl, gap = chosen
+    rope_before = dict(model.config.rope_parameters)
+
+    folder = os.path.join(out_root, name)
+    if os.path.exists(folder):
+        shutil.rmtree(folder)
+    os.makedirs(folder)
+    cache_ok = generate_check(model, prompt, gids, torch)
+    save_checkpoint(model, folder, bf16, torch)
+    cfg_json = rewrite_spelling(folder, case["spelling"])
+    reload_diff, rope_after, problems = reload_check(folder, prompt, pl, rope_before, torch,
+                                                     transformers)
+
+    max_abs = float(max(pl.abs().max(), gl.abs().max()))
+    ind = indep_ref.forward(folder, prompt)
+    indep_diff = float((ind - pl).abs().max())
+    ind_g = indep_ref.forward(folder, prompt + gids[:-1])[len(prompt) - 1:]
+    indep_diff = max(indep_diff, float((ind_g - gl).abs().max()))
+    _, bands = indep_ref.inv_freq(cfg_json)
+    row0_diff = float((gl[0] - pl[-1]).abs().max())
+
+    write_f64(os.path.join(folder, "prompt_logits.bin"), pl, torch)
+    write_f64(os.path.join(folder, "greedy_logits.bin"), gl, torch)
+    vocab = int(model.config.vocab_size)
+    if pl.shape != (len(prompt), vocab) or gl.shape != (n_greedy, vocab):
+        raise RuntimeError("%s: logits shapes %s %s" % (name, tuple(pl.shape), tuple(gl.shape)))
+    ref = {
+        "case": name,
+        "model_type": case["model_type"],
+        "dtype": case["dtype"],
+        "prompt_ids": prompt,
+        "greedy_ids": gids,
+        "vocab_size": vocab,
+        "n_prompt": len(prompt),
+        "n_greedy": n_greedy,
+        "min_top2_gap": gap,
+        "max_abs_logit": max_abs,
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "description": case["description"],
+        "knobs": case["knobs"],
+        "config_spelling": case["spelling"],
+        "rope_parameters": rope_after,
+        "llama3_bands": bands,
+        "seed": seed,
+        "seed_attempts": attempt + 1,
+        "gap_floor": GAP_FLOOR,
+        "init": init_text(gain),
+        "tensors": tensor_table(folder),
+        "checks": {
+            "reload_max_abs_diff": reload_diff,
+            "indep_float64_max_abs_diff": indep_diff,
+            "indep_float64_rel_diff": indep_diff / max_abs,
+            "generate_with_cache_same_ids": cache_ok,
+            "greedy_row0_vs_last_prompt_row_max_abs_diff": row0_diff,
+        },
+        "layout": {
+            "prompt_logits.bin": "float64 LE [n_prompt, vocab_size] row-major, every prompt position",
+            "greedy_logits.bin": "float64 LE [n_greedy, vocab_size]; row i = last-position logits "
+                                 "after prompt_ids + greedy_ids[:i]; greedy_ids[i] = argmax(row i)",
+        },
+    }
+    with open(os.path.join(folder, "ref.json"), "w") as f:
+        f.write(compact_json(ref) + "\n")
+    size = folder_bytes(folder)
+    if size >= MAX_CASE_BYTES:
+        problems.append("folder is %d bytes" % size)
+    if reload_diff > 1e-9 * max_abs:
+        problems.append("reload diff %.3g" % reload_diff)
+    if indep_diff > 1e-4 * max_abs:
+        problems.append("independent float64 forward differs by %.3g (max %.3g)" % (indep_diff, max_abs))
+    if not cache_ok:
+        problems.append("generate() with cache picked other ids")
+    print("%-22s seed %d (try %d) gap %.4f max|l| %.2f reload %.1e indep %.1e (rel %.1e) "
+          "cache %s bands %s size %d %s" % (
+              name, seed, attempt + 1, gap, max_abs, reload_diff, indep_diff, indep_diff / max_abs,
+              cache_ok, bands, size, "OK" if not problems else "PROBLEMS: " + "; ".join(problems)))
+    return problems
+
+
+def dump_source(path, transformers):
+    """Write the source of the reference ops we rely on (for reading, not for the repo)."""
+    import importlib
+    import inspect
+    want = [
+        ("transformers.models.llama.modeling_llama", ["LlamaRMSNorm", "LlamaRotaryEmbedding",
+                                                      "eager_attention_forward", "LlamaAttention",
+                                                      "LlamaMLP", "LlamaDecoderLayer"]),
+        ("transformers.models.qwen3.modeling_qwen3", ["Qwen3Attention"]),
+        ("transformers.models.qwen2.modeling_qwen2", ["Qwen2Attention"]),
+        ("transformers.modeling_rope_utils", ["_compute_llama3_parameters",
+                                              "_compute_linear_scaling_rope_parameters",
+                                              "_compute_default_rope_parameters"]),
+    ]
+    with open(path, "w") as f:
+        for mod, names in want:
+            try:
+                m = importlib.import_module(mod)
+            except Exception as e:  # noqa: BLE001
+                f.write("## %s: %s\n" % (mod, e))
+                continue
+            for n in names:
+                obj = getattr(m, n, None)
+                if obj is None:
+                    f.write("## %s.%s: missing\n" % (mod, n))
+                    continue
+                try:
+                    f.write("## %s.%s\n%s\n" % (mod, n, inspect.getsource(obj)))
+                except Exception as e:  # noqa: BLE001
+                    f.write("## %s.%s: %s\n" % (mod, n, e))
+        f.write("## transformers %s\n" % transformers.__version__)
+
+
+# ----------------------------------------------------------------------------- docs (no torch)
+
+def write_docs(fixtures, path):
+    rows = []
+    for name in C.CASE_NAMES:
+        ref_path = os.path.join(fixtures, name, "ref.json")
+        if not os.path.exists(ref_path):
+            continue
+        with open(ref_path) as f:
+            rows.append(json.load(f))
+    if not rows:
+        raise SystemExit("no ref.json under %s" % fixtures)
+    tv = sorted({r["transformers_version"] for r in rows})
+    lines = [
+        "# Parity fixtures",
+        "",
+        "Generated by `python3 tools/oracle/make_fixtures.py --write-docs` from",
+        "`tests/fixtures/*/ref.json`; do not edit by hand. The fixtures themselves come from",
+        "`make_fixtures.py --out tests/fixtures` run with transformers %s (see" % ", ".join(tv),
+        "`tools/oracle/README.md`).",
+        "",
+        "Each folder holds a tiny random checkpoint as transformers saves it (`config.json`,",
+        "`model.safetensors`, `generation_config.json`) and the float64 reference:",
+        "`ref.json`, `prompt_logits.bin` (float64 LE `[n_prompt, vocab]`, every prompt",
+        "position) and `greedy_logits.bin` (float64 LE `[n_greedy, vocab]`: row i holds the",
+        "last-position logits after `prompt_ids + greedy_ids[:i]`, and `greedy_ids[i]` is its",
+        "argmax). The gap column is the smallest top-1 minus top-2 logit over every prompt",
+        "position and greedy step; seeds were chosen so that it is at least %g." % rows[0]["gap_floor"],
+        "",
+        "| case | model_type | dtype | spelling | vocab | layers | prompt+greedy | min top-2 gap | max abs logit | knobs covered |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        with open(os.path.join(fixtures, r["case"], "config.json")) as f:
+            cfg = json.load(f)
+        lines.append("| `%s` | %s | %s | %s | %d | %d | %d+%d | %.4f | %.2f | %s |" % (
+            r["case"], r["model_type"], r["dtype"], r["config_spelling"], r["vocab_size"],
+            cfg["num_hidden_layers"], r["n_prompt"], r["n_greedy"], r["min_top2_gap"],
+            r["max_abs_logit"], "; ".join(r["knobs"])))
+    lines += [
+        "",
+        "Spelling: `new` = `rope_parameters` {rope_type, rope_theta, ...} as transformers 5",
+        "writes it; `legacy` = `rope_scaling` {rope_type, ...} (or null) plus top-level",
+        "`rope_theta`; `legacy_type` = the same with the older key `type`. Legacy configs were",
+        "rewritten after saving and checked: transformers loads them back to the same rope",
+        "parameters and the same logits.",
+        "",
+        "Checks recorded in each `ref.json` under `checks`: reload from disk (same logits),",
+        "an independent float64 forward written from the files alone (`tools/oracle/indep_ref.py`;",
+        "its difference measures transformers' own float32 steps inside the float64 model:",
+        "RoPE angles, RMSNorm and softmax), and `generate()` with a KV cache picking the same ids.",
+        "",
+        "| case | reload max abs diff | indep float64 rel diff | cached generate same ids |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        ch = r["checks"]
+        lines.append("| `%s` | %.1e | %.1e | %s |" % (
+            r["case"], ch["reload_max_abs_diff"], ch["indep_float64_rel_diff"],
+            "yes" if ch["generate_with_cache_same_ids"] else "NO"))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote %s (%d cases)" % (path, len(rows)))
+
+
+def check_fixture(folder):
+    """Consistency of one fixture folder without torch; returns a list of problems."""
+    probs = []
+    with open(os.path.join(folder, "ref.json")) as f:
+        r = json.load(f)
+    V, P, G = r["vocab_size"], r["n_prompt"], r["n_greedy"]
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    if cfg.get("vocab_size") != V:
+        probs.append("vocab_size differs from config.json")
+    if len(r["prompt_ids"]) != P or len(r["greedy_ids"]) != G:
+        probs.append("id counts")
+
+    def rows(name, n):
+        with open(os.path.join(folder, name), "rb") as f:
+            data = f.read()
+        if len(data) != n * V * 8:
+            probs.append("%s has %d bytes, want %d" % (name, len(data), n * V * 8))
+            return []
+        vals = struct.unpack("<%dd" % (n * V), data)
+        return [vals[i * V:(i + 1) * V] for i in range(n)]
+
+    pr, gr = rows("prompt_logits.bin", P), rows("greedy_logits.bin", G)
+    if not pr or not gr:
+        return probs
+    for i, row in enumerate(gr):
+        if max(range(V), key=row.__getitem__) != r["greedy_ids"][i]:
+            probs.append("greedy_ids[%d] is not the argmax of its row" % i)
+    if max(abs(a - b) for a, b in zip(gr[0], pr[-1])) > 1e-9 * r["max_abs_logit"]:
+        probs.append("greedy row 0 differs from the last prompt row")
+    gaps = [a - b for a, b in (sorted(row, reverse=True)[:2] for row in pr + gr)]
+    if abs(min(gaps) - r["min_top2_gap"]) > 1e-12:
+        probs.append("min_top2_gap does not match the logits")
+    if folder_bytes(folder) >= MAX_CASE_BYTES:
+        probs.append("folder over 1 MiB")
+    return probs
+
+
+# ----------------------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="write fixtures under this folder (needs torch + transformers)")
+    ap.add_argument("--case", action="append", default=[], help="only this case (repeatable)")
+    ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--write-docs", action="store_true", help="write docs/FIXTURES.md from fixtures")
+    ap.add_argument("--check", action="store_true", help="check fixture folders without torch")
+    ap.add_argument("--fixtures", default=os.path.join(REPO, "tests", "fixtures"))
+    ap.add_argument("--docs", default=os.path.join(REPO, "docs", "FIXTURES.md"))
+    ap.add_argument("--dump-source", help="write the transformers source of the ops used here")
+    args = ap.parse_args()
+
+    names = args.case or C.CASE_NAMES
+    for n in names:
+        C.get_case(n)
+    if args.list:
+        for c in C.CASES:
+            print("%-22s %-8s %-9s %s" % (c["name"], c["model_type"], c["dtype"], c["description"]))
+        return 0
+    if args.out:
+        import torch
+        import transformers
+        torch.set_num_threads(min(8, os.cpu_count() or 1))
+        print("torch %s transformers %s" % (torch.__version__, transformers.__version__))
+        if args.dump_source:
+            dump_source(args.dump_source, transformers)
+        os.makedirs(args.out, exist_ok=True)
+        failed = {}
+        for n in names:
+            try:
+                probs = make_case(C.get_case(n), args.out, torch, transformers)
+            except Exception as e:  # noqa: BLE001 -- report every case, then fail
+                import traceback
+                traceback.print_exc()
+                probs = ["exception: %s" % e]
+            if probs:
+                failed[n] = probs
+        for n, p in failed.items():
+            print("FAILED %s: %s" % (n, "; ".join(p)))
+        print("%d cases, %d with problems" % (len(names), len(failed)))
+        if failed:
+            return 1
+    if args.check:
+        root = args.out or args.fixtures
+        bad = 0
+        for n in names:
+            folder = os.path.join(root, n)
+            probs = check_fixture(folder) if os.path.isdir(folder) else ["missing"]
+            print("%-22s %s" % (n, "ok" if not probs else "; ".join(probs)))
+            bad += bool(probs)
+        if bad:
+            return 1
+    if args.write_docs:
+        write_docs(args.out or args.fixtures, args.docs)
+    if not (args.out or args.check or args.write_docs or args.list):
+        ap.print_help()
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
