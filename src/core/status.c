@@ -22,7 +22,14 @@ lmc_status lmc_fail_context(lmc_status st, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, sizeof old);
-    snprintf(last_error, sizeof last_error, "%s: %s", prefix, old);
+    size_t np = strlen(prefix), no = strlen(old), cap = sizeof last_error - 1;
+    if (np > cap) np = cap;
+    memcpy(last_error, prefix, np);
+    size_t at = np;
+    if (at + 2 <= cap) { memcpy(last_error + at, ": ", 2); at += 2; }
+    if (no > cap - at) no = cap - at;
+    memcpy(last_error + at, old, no);
+    last_error[at + no] = 0;
     return st;
 }
 

@@ -1,0 +1,147 @@
+/* cli.c — option parsing and model loading shared by the commands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/hfpath.h"
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "lmc %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see `lmc %s --help`)\n", cmd);
+    return EXIT_USAGE;
+}
+
+int cli_error(const char *what) {
+    const char *msg = lmc_last_error();
+    fprintf(stderr, "lmc: %s%s%s\n", what ? what : "", what && *msg ? ": " : "", msg);
+    return EXIT_RUNTIME;
+}
+
+const char *cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "lmc: option %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int cli_parse_int(const char *s, const char *what, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "lmc: %s must be an integer in [%ld, %ld], got '%s'\n", what, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_float(const char *s, const char *what, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v != v) {
+        fprintf(stderr, "lmc: %s must be a number, got '%s'\n", what, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_ids(const char *s, int32_t **ids) {
+    int cap = 16, n = 0;
+    int32_t *v = malloc((size_t)cap * sizeof *v);
+    if (!v) return -1;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX) {
+            fprintf(stderr, "lmc: --ids expects comma-separated token ids, got '%s'\n", s);
+            free(v);
+            return -1;
+        }
+        if (n == cap) {
+            cap *= 2;
+            int32_t *nv = realloc(v, (size_t)cap * sizeof *nv);
+            if (!nv) { free(v); return -1; }
+            v = nv;
+        }
+        v[n++] = (int32_t)x;
+        p = end;
+        while (*p == ' ') p++;
+        if (*p == ',') p++;
+        else if (*p) {
+            fprintf(stderr, "lmc: --ids expects comma-separated token ids, got '%s'\n", s);
+            free(v);
+            return -1;
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "lmc: --ids is empty\n");
+        free(v);
+        return -1;
+    }
+    *ids = v;
+    return n;
+}
+
+int cli_parse_model_opt(cli_model_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v;
+    long x;
+    if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        o->model = v;
+    } else if (!strcmp(a, "--backend")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        o->backend = v;
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--threads", 1, 1024, &x)) return -1;
+        o->n_threads = (int)x;
+    } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--ctx", 1, 1 << 24, &x)) return -1;
+        o->n_ctx = (int)x;
+    } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--batch", 1, 1 << 16, &x)) return -1;
+        o->n_batch = (int)x;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+int cli_load_model(const cli_model_opts *o, cli_model *cm) {
+    memset(cm, 0, sizeof *cm);
+    lmc_model_path mp;
+    if (lmc_hfpath_resolve(o->model, &mp) < 0) return cli_error(NULL);
+    if (mp.is_file) {
+        fprintf(stderr, "lmc: %s is a single file; lmc loads Hugging Face model directories "
+                        "(config.json + *.safetensors) — GGUF files are not supported yet\n", mp.path);
+        return EXIT_RUNTIME;
+    }
+    snprintf(cm->dir, sizeof cm->dir, "%s", mp.path);
+    lmc_backend_params bp = {.name = o->backend ? o->backend : "cpu", .n_threads = o->n_threads};
+    if (lmc_backend_init(&cm->be, &bp) < 0) return cli_error("backend");
+    if (lmc_model_load(cm->dir, cm->be, &cm->model) < 0) {
+        lmc_backend_free(cm->be);
+        cm->be = NULL;
+        return cli_error(NULL);
+    }
+    return 0;
+}
+
+void cli_free_model(cli_model *cm) {
+    lmc_model_free(cm->model);
+    lmc_backend_free(cm->be);
+    cm->model = NULL;
+    cm->be = NULL;
+}

@@ -1,0 +1,53 @@
+/* cli.h — shared pieces of the lmc command-line tool (apps/ is the only
+ * layer that prints usage or exits). Each command is `int cmd_x(int argc, char **argv)`
+ * returning the process exit code: 0 ok, 1 runtime error, 2 usage error. */
+#ifndef LMC_APPS_CLI_H
+#define LMC_APPS_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend/backend.h"
+#include "gen/context.h"
+#include "model/model.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+
+/* Options every model-running command takes. */
+typedef struct cli_model_opts {
+    const char *model;     /* -m MODEL */
+    const char *backend;   /* --backend cpu|cuda */
+    int n_threads;         /* --threads N */
+    int n_ctx;             /* --ctx N */
+    int n_batch;           /* --batch N */
+} cli_model_opts;
+
+/* A loaded model with its backend. */
+typedef struct cli_model {
+    char dir[4096];
+    lmc_backend *be;
+    lmc_model *model;
+} cli_model;
+
+/* Parse a common option at argv[*i]; returns 1 if consumed (advancing *i), 0 if
+ * not a common option, -1 on a usage error (message printed). */
+int cli_parse_model_opt(cli_model_opts *o, int argc, char **argv, int *i);
+/* The value after option argv[*i]; prints a usage error and returns NULL if missing. */
+const char *cli_value(int argc, char **argv, int *i);
+int cli_parse_int(const char *s, const char *what, long lo, long hi, long *out);
+int cli_parse_float(const char *s, const char *what, double *out);
+/* "1,2,3" → ids (malloc'ed). Returns count, or -1 with a message. */
+int cli_parse_ids(const char *s, int32_t **ids);
+
+int cli_load_model(const cli_model_opts *o, cli_model *cm);
+void cli_free_model(cli_model *cm);
+/* Print lmc_last_error() as one line and return EXIT_RUNTIME. */
+int cli_error(const char *what);
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int cmd_generate(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+
+#endif

@@ -1,0 +1,211 @@
+/* cmd_generate.c — `lmc generate` and `lmc logits` (the CLI contract in DESIGN.md). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "gen/generate.h"
+
+static const char *generate_help =
+    "usage: lmc generate -m MODEL (-p TEXT | --ids 1,2,3) [options]\n"
+    "\n"
+    "Generate a continuation of a prompt.\n"
+    "\n"
+    "  -m, --model MODEL     model directory, .gguf file, or ORG/NAME in the Hugging Face cache\n"
+    "  -p, --prompt TEXT     prompt text (needs tokenizer.json)\n"
+    "      --ids LIST        prompt as comma-separated token ids\n"
+    "  -n, --n-predict N     tokens to generate (default 64)\n"
+    "      --greedy          pick the most likely token (the default unless --temp is given)\n"
+    "      --temp T          sampling temperature (0 = greedy)\n"
+    "      --top-k K         keep the K most likely tokens (0 = off)\n"
+    "      --top-p P         nucleus sampling mass (1 = off)\n"
+    "      --min-p M         drop tokens below M x the top probability (0 = off)\n"
+    "      --repeat-penalty R  penalty on tokens of the last 64 (1 = off)\n"
+    "      --seed S          random seed (default 0): same seed, same output\n"
+    "      --ignore-eos      do not stop at end-of-sequence tokens\n"
+    "      --print-ids       print the generated ids, space-separated, on one stdout line\n"
+    "      --logits-out FILE write the logits each generated token was chosen from\n"
+    "                        (f32 little-endian [n_generated, vocab])\n"
+    "      --backend B       cpu (default) or cuda\n"
+    "  -t, --threads N       CPU threads (default: one per core)\n"
+    "  -c, --ctx N           context size (default: min(max_position_embeddings, 4096))\n"
+    "\n"
+    "examples:\n"
+    "  lmc generate -m ./Qwen2.5-0.5B --ids 9707,11 -n 16 --greedy --print-ids\n"
+    "  lmc generate -m Qwen/Qwen2.5-0.5B -p \"The capital of France is\" --temp 0.7 --top-p 0.9\n";
+
+typedef struct gen_out {
+    int print_ids;
+    FILE *logits_f;
+    int32_t *ids;
+    int n_ids, cap_ids;
+    int write_error;
+} gen_out;
+
+static int on_token(int32_t tok, const float *logits, int n_vocab, void *ud) {
+    gen_out *g = ud;
+    if (g->logits_f && fwrite(logits, sizeof(float), (size_t)n_vocab, g->logits_f) != (size_t)n_vocab) {
+        g->write_error = 1;
+        return 1;
+    }
+    if (g->n_ids == g->cap_ids) {
+        int cap = g->cap_ids ? 2 * g->cap_ids : 64;
+        int32_t *p = realloc(g->ids, (size_t)cap * sizeof *p);
+        if (!p) { g->write_error = 1; return 1; }
+        g->ids = p;
+        g->cap_ids = cap;
+    }
+    g->ids[g->n_ids++] = tok;
+    return 0;
+}
+
+int cmd_generate(int argc, char **argv) {
+    cli_model_opts mo = {0};
+    const char *prompt = NULL, *ids_arg = NULL, *logits_out = NULL;
+    long n_predict = 64;
+    int print_ids = 0, ignore_eos = 0, have_temp = 0;
+    lmc_sampler_params sp = lmc_sampler_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        long x;
+        double d;
+        int r = cli_parse_model_opt(&mo, argc, argv, &i);
+        if (r < 0) return EXIT_USAGE;
+        if (r > 0) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(generate_help, stdout); return 0; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = cli_value(argc, argv, &i))) return EXIT_USAGE; }
+        else if (!strcmp(a, "--ids")) { if (!(ids_arg = cli_value(argc, argv, &i))) return EXIT_USAGE; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "-n", 0, 1 << 24, &n_predict)) return EXIT_USAGE;
+        } else if (!strcmp(a, "--greedy")) { sp.temperature = 0; have_temp = 1; }
+        else if (!strcmp(a, "--temp")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--temp", &d)) return EXIT_USAGE;
+            sp.temperature = (float)d; have_temp = 1;
+        } else if (!strcmp(a, "--top-k")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--top-k", 0, 1 << 24, &x)) return EXIT_USAGE;
+            sp.top_k = (int)x;
+        } else if (!strcmp(a, "--top-p")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--top-p", &d)) return EXIT_USAGE;
+            sp.top_p = (float)d;
+        } else if (!strcmp(a, "--min-p")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--min-p", &d)) return EXIT_USAGE;
+            sp.min_p = (float)d;
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--repeat-penalty", &d)) return EXIT_USAGE;
+            sp.repetition_penalty = (float)d;
+        } else if (!strcmp(a, "--seed")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--seed", 0, 0x7fffffffffffffffL, &x)) return EXIT_USAGE;
+            sp.seed = (uint64_t)x;
+        } else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
+        else if (!strcmp(a, "--print-ids")) print_ids = 1;
+        else if (!strcmp(a, "--logits-out")) { if (!(logits_out = cli_value(argc, argv, &i))) return EXIT_USAGE; }
+        else return cli_usage_error("generate", "unknown option '%s'", a);
+    }
+    (void)have_temp;
+    if (!mo.model) return cli_usage_error("generate", "-m MODEL is required");
+    if (!prompt == !ids_arg) return cli_usage_error("generate", "give exactly one of -p TEXT or --ids LIST");
+    if (prompt) return cli_usage_error("generate", "-p needs the tokenizer, which this build does not have yet; use --ids");
+    int32_t *ids = NULL;
+    int n_ids = cli_parse_ids(ids_arg, &ids);
+    if (n_ids < 0) return EXIT_USAGE;
+
+    cli_model cm;
+    int rc = cli_load_model(&mo, &cm);
+    if (rc) { free(ids); return rc; }
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = mo.n_ctx ? mo.n_ctx : n_ids + (int)n_predict;
+    if (mo.n_batch) cp.n_batch = mo.n_batch;
+    lmc_context *ctx = NULL;
+    gen_out g = {.print_ids = print_ids};
+    lmc_gen_stats stats;
+    const lmc_config *c = &cm.model->cfg;
+    lmc_gen_params gp = {.n_predict = (int)n_predict, .ignore_eos = ignore_eos, .stop_ids = c->eos_token_ids,
+                         .n_stop = c->n_eos, .sampler = sp};
+    if (lmc_context_init(&ctx, cm.model, &cp) < 0) { rc = cli_error("context"); goto done; }
+    if (logits_out && !(g.logits_f = fopen(logits_out, "wb"))) {
+        fprintf(stderr, "lmc: cannot write %s\n", logits_out);
+        rc = EXIT_RUNTIME;
+        goto done;
+    }
+    if (n_predict > 0 && lmc_generate(ctx, ids, n_ids, &gp, on_token, &g, &stats) < 0) { rc = cli_error(NULL); goto done; }
+    if (g.write_error) { fprintf(stderr, "lmc: write error on %s\n", logits_out); rc = EXIT_RUNTIME; goto done; }
+    for (int i = 0; i < g.n_ids; i++) printf("%s%d", i ? " " : "", g.ids[i]);
+    printf("\n");
+    if (n_predict > 0)
+        fprintf(stderr, "lmc: prompt %d tok, %.1f tok/s | generated %d tok, %.1f tok/s | first token after %.0f ms\n",
+                stats.n_prompt, stats.n_prompt / (stats.t_prompt_s > 0 ? stats.t_prompt_s : 1e-9), stats.n_generated,
+                stats.n_generated > 1 ? (stats.n_generated - 1) / (stats.t_gen_s > 0 ? stats.t_gen_s : 1e-9) : 0.0,
+                stats.t_prompt_s * 1e3);
+done:
+    if (g.logits_f && fclose(g.logits_f) != 0 && rc == 0) { fprintf(stderr, "lmc: write error on %s\n", logits_out); rc = EXIT_RUNTIME; }
+    free(g.ids);
+    free(ids);
+    lmc_context_free(ctx);
+    cli_free_model(&cm);
+    return rc;
+}
+
+static const char *logits_help =
+    "usage: lmc logits -m MODEL --ids 1,2,3 --out FILE\n"
+    "\n"
+    "Run one prefill pass and write the logits at every position:\n"
+    "f32 little-endian [n_ids, vocab].\n"
+    "\n"
+    "  -m, --model MODEL   model directory or ORG/NAME\n"
+    "      --ids LIST      comma-separated token ids\n"
+    "      --out FILE      output file\n"
+    "      --backend B, -t N, -b N (tokens per forward)\n"
+    "\n"
+    "example:\n"
+    "  lmc logits -m tests/fixtures/llama --ids 5,17,42 --out /tmp/logits.f32\n";
+
+int cmd_logits(int argc, char **argv) {
+    cli_model_opts mo = {0};
+    const char *ids_arg = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int r = cli_parse_model_opt(&mo, argc, argv, &i);
+        if (r < 0) return EXIT_USAGE;
+        if (r > 0) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(logits_help, stdout); return 0; }
+        else if (!strcmp(a, "--ids")) { if (!(ids_arg = cli_value(argc, argv, &i))) return EXIT_USAGE; }
+        else if (!strcmp(a, "--out") || !strcmp(a, "-o")) { if (!(out = cli_value(argc, argv, &i))) return EXIT_USAGE; }
+        else return cli_usage_error("logits", "unknown option '%s'", a);
+    }
+    if (!mo.model || !ids_arg || !out) return cli_usage_error("logits", "-m MODEL, --ids LIST and --out FILE are required");
+    int32_t *ids = NULL;
+    int n = cli_parse_ids(ids_arg, &ids);
+    if (n < 0) return EXIT_USAGE;
+    cli_model cm;
+    int rc = cli_load_model(&mo, &cm);
+    if (rc) { free(ids); return rc; }
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = mo.n_ctx ? mo.n_ctx : n;
+    if (mo.n_batch) cp.n_batch = mo.n_batch;
+    lmc_context *ctx = NULL;
+    int32_t *pos = calloc((size_t)n, sizeof *pos), *seq = calloc((size_t)n, sizeof *seq);
+    uint8_t *want = malloc((size_t)n);
+    FILE *f = NULL;
+    if (!pos || !seq || !want) { fprintf(stderr, "lmc: out of memory\n"); rc = EXIT_RUNTIME; goto done; }
+    for (int i = 0; i < n; i++) { pos[i] = i; want[i] = 1; }
+    if (lmc_context_init(&ctx, cm.model, &cp) < 0) { rc = cli_error("context"); goto done; }
+    lmc_batch b = {.n_tokens = n, .token = ids, .pos = pos, .seq = seq, .want_logits = want};
+    if (lmc_context_decode(ctx, &b) < 0) { rc = cli_error(NULL); goto done; }
+    if (!(f = fopen(out, "wb"))) { fprintf(stderr, "lmc: cannot write %s\n", out); rc = EXIT_RUNTIME; goto done; }
+    size_t total = (size_t)n * cm.model->cfg.vocab_size;
+    if (fwrite(lmc_context_logits(ctx, 0), sizeof(float), total, f) != total || fclose(f) != 0) {
+        f = NULL;
+        fprintf(stderr, "lmc: write error on %s\n", out);
+        rc = EXIT_RUNTIME;
+        goto done;
+    }
+    f = NULL;
+done:
+    if (f) fclose(f);
+    free(pos);
+    free(seq);
+    free(want);
+    free(ids);
+    lmc_context_free(ctx);
+    cli_free_model(&cm);
+    return rc;
+}

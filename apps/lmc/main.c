@@ -1,0 +1,35 @@
+/* main.c — the lmc command-line tool: dispatch to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *usage =
+    "lmc — run Hugging Face language models directly from their checkpoints\n"
+    "\n"
+    "usage: lmc COMMAND [options]   (lmc COMMAND --help for details)\n"
+    "\n"
+    "commands:\n"
+    "  generate   generate a continuation (-m MODEL -p TEXT | --ids 1,2,3)\n"
+    "  logits     one prefill pass, write the logits at every position\n"
+    "  inspect    show a checkpoint's profile, tensors and weight audit\n"
+    "\n"
+    "MODEL is a Hugging Face model directory or an ORG/NAME repo id in the local\n"
+    "Hugging Face cache (~/.cache/huggingface/hub).\n"
+    "\n"
+    "examples:\n"
+    "  lmc generate -m Qwen/Qwen2.5-0.5B --ids 9707,11 -n 16 --print-ids\n"
+    "  lmc inspect ./my-model\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_USAGE : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    fprintf(stderr, "lmc: unknown command '%s' (see `lmc --help`)\n", cmd);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,17 @@
+/* backend.c — backend selection by name. */
+#include "backend.h"
+
+#include <string.h>
+
+lmc_status lmc_backend_init(lmc_backend **out, const lmc_backend_params *p) {
+    const char *name = p && p->name ? p->name : "cpu";
+    if (strcmp(name, "cpu") == 0) return lmc_backend_cpu_init(out, p ? p->n_threads : 0, 0);
+    if (strcmp(name, "cpu-ref") == 0) return lmc_backend_cpu_init(out, 1, 1);
+    if (strcmp(name, "cuda") == 0)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "this lmc was built without CUDA (rebuild with `make CUDA=1`)");
+    return lmc_fail(LMC_ERR_ARG, "unknown backend '%s' (expected cpu or cuda)", name);
+}
+
+void lmc_backend_free(lmc_backend *be) {
+    if (be) be->i->free(be);
+}

@@ -1,0 +1,117 @@
+/* backend.h — the one interface every compute backend implements.
+ *
+ * A backend is a table of function pointers (lmc_backend_i) plus an opaque
+ * context, as in ggml. Tensors passed to ops live on that backend (host
+ * memory for cpu, device memory for cuda); model code never touches raw
+ * device pointers. Kernels know nothing about models.
+ *
+ * Ops are enqueued in order and may run asynchronously; they do not return
+ * errors (shape mismatches are bugs and assert). A backend that can fail at
+ * run time (a CUDA launch) records the error and reports it from sync().
+ *
+ * Conventions: shapes innermost first (core/tensor.h). Activations are f32
+ * [features, n_tokens]. Weights keep their storage dtype (f32/f16/bf16 now,
+ * quantized formats later) and ops dispatch on it: no dequantized copies.
+ */
+#ifndef LMC_BACKEND_H
+#define LMC_BACKEND_H
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+typedef struct lmc_backend lmc_backend;
+
+typedef enum lmc_act {
+    LMC_ACT_SILU = 0,
+    LMC_ACT_GELU,       /* exact: x/2 (1 + erf(x/√2)) */
+    LMC_ACT_GELU_TANH,  /* tanh approximation */
+    LMC_ACT_RELU,
+    LMC_ACT_RELU2,      /* relu(x)² */
+} lmc_act;
+
+/* Rotary embedding of one tensor of heads. */
+typedef struct lmc_rope_op {
+    int n_rot;                  /* rotated dims per head (even, ≤ head_dim); the rest pass through */
+    int interleaved;            /* 1: pairs (2i, 2i+1) (GPT-J); 0: halves (i, i + n_rot/2) (GPT-NeoX, HF llama) */
+    float attn_factor;          /* multiplies cos and sin (yarn / longrope attention scaling); 1 = none */
+    const lmc_tensor *inv_freq; /* f32 [n_rot/2] on this backend: angle = pos · inv_freq[i] */
+} lmc_rope_op;
+
+/* Attention of a batch of queries over a per-layer KV cache. */
+typedef struct lmc_attn_op {
+    int n_head, n_kv_head, head_dim;
+    float scale;    /* multiplies q·k */
+    float softcap;  /* 0: none; else scores = softcap · tanh(scores / softcap) */
+    int window;     /* 0: every earlier position; else only positions > pos - window */
+} lmc_attn_op;
+
+typedef struct lmc_backend_i {
+    const char *name;
+    void (*free)(lmc_backend *be);
+
+    /* ---- memory ---- */
+    /* Allocate t->data for t's (contiguous) shape and dtype; zero-filled. */
+    lmc_status (*alloc)(lmc_backend *be, lmc_tensor *t);
+    void (*release)(lmc_backend *be, lmc_tensor *t);
+    /* Make a weight whose bytes live in host memory (a read-only mapping) usable
+     * by ops: cpu points at it in place, a device backend copies it. */
+    lmc_status (*bind_weight)(lmc_backend *be, lmc_tensor *t, const void *host);
+    void (*unbind_weight)(lmc_backend *be, lmc_tensor *t);
+    /* Host ↔ backend copies of nbytes at byte offset within a contiguous tensor. */
+    void (*set)(lmc_backend *be, lmc_tensor *dst, const void *src, size_t offset, size_t nbytes);
+    void (*get)(lmc_backend *be, void *dst, const lmc_tensor *src, size_t offset, size_t nbytes);
+    /* Wait for enqueued work; reports a deferred error. */
+    lmc_status (*sync)(lmc_backend *be);
+
+    /* ---- ops (y is f32 unless stated; rows = ne[1]·ne[2]·ne[3]) ---- */
+    /* y[:, t] = table[:, ids[t]] · scale. table any float dtype [D, V]; ids I32 [n]. */
+    void (*get_rows)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *table, const lmc_tensor *ids, float scale);
+    /* y[o, t] = Σ_i w[i, o] · x[i, t]   (w [in, out] any weight dtype, x f32 [in, n], y f32 [out, n]) */
+    void (*matmul)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x);
+    /* y[:, t] += b  (b any float dtype [D]) */
+    void (*add_bias)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b);
+    /* y = a + b (same shapes; y may alias a or b) */
+    void (*add)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *a, const lmc_tensor *b);
+    /* y = x · s (y may alias x) */
+    void (*scale)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float s);
+    /* Per row of ne[0]: y = x / rms(x) · (w + w_offset); w may be NULL (no scale). y may alias x. */
+    void (*rms_norm)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w, float eps, float w_offset);
+    /* Per row: y = (x - mean) / sqrt(var + eps) · w + b; w, b may be NULL. */
+    void (*layer_norm)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w, const lmc_tensor *b, float eps);
+    /* In place on x [head_dim, n_heads, n_tokens]; pos I32 [n_tokens]. */
+    void (*rope)(lmc_backend *be, lmc_tensor *x, const lmc_tensor *pos, const lmc_rope_op *op);
+    /* Store rows of kv [row, n] into cache [row, n_ctx, n_seq] at slot (pos[t] mod n_ctx, seq[t]). */
+    void (*kv_store)(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *kv, const lmc_tensor *pos, const lmc_tensor *seq);
+    /* out [head_dim·n_head, n]: token t (query rows q [head_dim·n_head, n]) attends, causally, to the
+     * cached positions of its sequence seq[t] up to pos[t] (within op->window), K/V caches
+     * [head_dim·n_kv_head, n_ctx, n_seq]; grouped-query heads share kv head h / (n_head / n_kv_head). */
+    void (*attention)(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q, const lmc_tensor *k_cache,
+                      const lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq, const lmc_attn_op *op);
+    /* y = act(gate) · up (elementwise) */
+    void (*act_mul)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *gate, const lmc_tensor *up, lmc_act act);
+    /* y = act(x) */
+    void (*act)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, lmc_act act);
+    /* y = cap · tanh(x / cap) */
+    void (*softcap)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float cap);
+} lmc_backend_i;
+
+struct lmc_backend {
+    const lmc_backend_i *i;
+    void *ctx; /* backend-private state */
+};
+
+typedef struct lmc_backend_params {
+    const char *name; /* "cpu" (default) or "cuda" */
+    int n_threads;    /* cpu: 0 = one per core */
+    int device;       /* cuda: device index */
+} lmc_backend_params;
+
+/* Create a backend by name. */
+lmc_status lmc_backend_init(lmc_backend **out, const lmc_backend_params *p);
+void lmc_backend_free(lmc_backend *be);
+
+/* The CPU backend; `reference` selects the scalar single-threaded kernels
+ * (kept built and tested as the oracle for every other kernel). */
+lmc_status lmc_backend_cpu_init(lmc_backend **out, int n_threads, int reference);
+
+#endif

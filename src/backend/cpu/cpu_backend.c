@@ -1,0 +1,450 @@
+/* cpu_backend.c — the CPU implementation of lmc_backend_i.
+ *
+ * Memory is plain host memory: alloc() is calloc, bind_weight() points at the
+ * mapped checkpoint in place (no copy). Every op splits its rows over the
+ * thread pool by (ith, nth). In reference mode the pool has one thread and
+ * matmul uses the scalar double-accumulating kernel: that mode is the oracle
+ * the fast paths (and later the CUDA backend) are tested against.
+ * The backend owns its pool and per-thread scratch; tensors are owned by callers.
+ */
+#include "backend/backend.h"
+#include "core/threadpool.h"
+#include "cpu_kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cpu_ctx {
+    lmc_pool *pool;
+    int reference;
+    int n_threads;
+    float **scratch;      /* per thread */
+    size_t scratch_floats; /* capacity of each */
+} cpu_ctx;
+
+#define CTX(be) ((cpu_ctx *)(be)->ctx)
+
+/* Make sure every thread has at least n floats of scratch (called outside parallel regions). */
+static void scratch_reserve(cpu_ctx *c, size_t n) {
+    if (n <= c->scratch_floats) return;
+    for (int i = 0; i < c->n_threads; i++) {
+        float *p = realloc(c->scratch[i], n * sizeof(float));
+        LMC_ASSERT(p != NULL);
+        c->scratch[i] = p;
+    }
+    c->scratch_floats = n;
+}
+
+static int is_contig(const lmc_tensor *t) {
+    size_t s = lmc_dtype_size(t->type);
+    for (int i = 0; i < LMC_MAX_DIMS; i++) {
+        if (t->nb[i] != s) return 0;
+        s *= (size_t)t->ne[i];
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ memory */
+
+static void cpu_free(lmc_backend *be) {
+    cpu_ctx *c = CTX(be);
+    lmc_pool_free(c->pool);
+    for (int i = 0; i < c->n_threads; i++) free(c->scratch[i]);
+    free(c->scratch);
+    free(c);
+    free(be);
+}
+
+static lmc_status cpu_alloc(lmc_backend *be, lmc_tensor *t) {
+    size_t n = lmc_tensor_nbytes(t);
+    t->data = calloc(1, n ? n : 1);
+    if (!t->data) return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes", n);
+    return LMC_OK;
+}
+
+static void cpu_release(lmc_backend *be, lmc_tensor *t) {
+    free(t->data);
+    t->data = NULL;
+}
+
+static lmc_status cpu_bind_weight(lmc_backend *be, lmc_tensor *t, const void *host) {
+    t->data = (void *)host; /* read-only mapping used in place */
+    return LMC_OK;
+}
+
+static void cpu_unbind_weight(lmc_backend *be, lmc_tensor *t) { t->data = NULL; }
+
+static void cpu_set(lmc_backend *be, lmc_tensor *dst, const void *src, size_t off, size_t n) {
+    LMC_ASSERT(off + n <= lmc_tensor_nbytes(dst));
+    memcpy((char *)dst->data + off, src, n);
+}
+
+static void cpu_get(lmc_backend *be, void *dst, const lmc_tensor *src, size_t off, size_t n) {
+    LMC_ASSERT(off + n <= lmc_tensor_nbytes(src));
+    memcpy(dst, (const char *)src->data + off, n);
+}
+
+static lmc_status cpu_sync(lmc_backend *be) { return LMC_OK; }
+
+/* ------------------------------------------------------------- op dispatch */
+
+typedef enum {
+    OP_GET_ROWS, OP_MATMUL, OP_ADD_BIAS, OP_ADD, OP_SCALE, OP_RMS_NORM, OP_LAYER_NORM, OP_ROPE,
+    OP_KV_STORE, OP_ATTENTION, OP_ACT_MUL, OP_ACT, OP_SOFTCAP,
+} op_kind;
+
+typedef struct op_args {
+    op_kind kind;
+    cpu_ctx *c;
+    lmc_tensor *y;
+    const lmc_tensor *a, *b, *w, *bias, *pos, *seq, *k, *v;
+    float f0, f1;
+    lmc_act act;
+    const lmc_rope_op *rope;
+    const lmc_attn_op *attn;
+} op_args;
+
+static float act_apply(lmc_act act, float x) {
+    switch (act) {
+    case LMC_ACT_SILU: return x / (1.0f + expf(-x));
+    case LMC_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case LMC_ACT_GELU_TANH: {
+        const float k = 0.79788456080286536f; /* sqrt(2/pi) */
+        return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    case LMC_ACT_RELU: return x > 0 ? x : 0;
+    case LMC_ACT_RELU2: return x > 0 ? x * x : 0;
+    }
+    return x;
+}
+
+static float elem_f32(const lmc_tensor *t, int64_t i) {
+    float v;
+    lmc_to_f32(t->type, (const char *)t->data + (size_t)i * lmc_dtype_size(t->type), &v, 1);
+    return v;
+}
+
+static void run_get_rows(op_args *o, int ith, int nth) {
+    const int64_t d = o->y->ne[0], n = lmc_tensor_nrows(o->y);
+    const int32_t *ids = o->pos->data;
+    long r0, r1;
+    lmc_split(n, ith, nth, &r0, &r1);
+    for (long r = r0; r < r1; r++) {
+        float *dst = (float *)o->y->data + (size_t)r * d;
+        lmc_cpu_row_to_f32(o->w->type, (const char *)o->w->data + (size_t)ids[r] * o->w->nb[1], dst, d);
+        if (o->f0 != 1.0f) for (int64_t i = 0; i < d; i++) dst[i] *= o->f0;
+    }
+}
+
+static void run_matmul(op_args *o, int ith, int nth) {
+    const int64_t out = o->w->ne[1], n_tok = lmc_tensor_nrows(o->a);
+    /* split output rows in groups of 4 so each thread keeps the 4-row kernel */
+    long g0, g1;
+    lmc_split((out + 3) / 4, ith, nth, &g0, &g1);
+    int64_t r0 = g0 * 4, r1 = g1 * 4 < out ? g1 * 4 : out;
+    if (r0 >= r1) return;
+    if (o->c->reference) lmc_cpu_matmul_rows_ref(o->y->data, o->w, o->a->data, n_tok, r0, r1);
+    else lmc_cpu_matmul_rows(o->y->data, o->w, o->a->data, n_tok, r0, r1, o->c->scratch[ith]);
+}
+
+static void run_rowwise(op_args *o, int ith, int nth) {
+    const int64_t d = o->y->ne[0], n = lmc_tensor_nrows(o->y);
+    long r0, r1;
+    lmc_split(n, ith, nth, &r0, &r1);
+    for (long r = r0; r < r1; r++) {
+        float *y = (float *)o->y->data + (size_t)r * d;
+        const float *a = o->a ? (const float *)o->a->data + (size_t)r * d : NULL;
+        switch (o->kind) {
+        case OP_ADD_BIAS:
+            for (int64_t i = 0; i < d; i++) y[i] += elem_f32(o->bias, i);
+            break;
+        case OP_ADD: {
+            const float *b = (const float *)o->b->data + (size_t)r * d;
+            for (int64_t i = 0; i < d; i++) y[i] = a[i] + b[i];
+        } break;
+        case OP_SCALE:
+            for (int64_t i = 0; i < d; i++) y[i] = a[i] * o->f0;
+            break;
+        case OP_RMS_NORM: {
+            double ss = 0;
+            for (int64_t i = 0; i < d; i++) ss += (double)a[i] * a[i];
+            float inv = (float)(1.0 / sqrt(ss / (double)d + (double)o->f0));
+            for (int64_t i = 0; i < d; i++) {
+                float wv = o->w ? elem_f32(o->w, i) + o->f1 : 1.0f;
+                y[i] = a[i] * inv * wv;
+            }
+        } break;
+        case OP_LAYER_NORM: {
+            double mean = 0, var = 0;
+            for (int64_t i = 0; i < d; i++) mean += a[i];
+            mean /= (double)d;
+            for (int64_t i = 0; i < d; i++) var += ((double)a[i] - mean) * ((double)a[i] - mean);
+            var /= (double)d;
+            float inv = (float)(1.0 / sqrt(var + (double)o->f0));
+            for (int64_t i = 0; i < d; i++) {
+                float v = ((float)((double)a[i] - mean)) * inv;
+                if (o->w) v *= elem_f32(o->w, i);
+                if (o->bias) v += elem_f32(o->bias, i);
+                y[i] = v;
+            }
+        } break;
+        case OP_ACT_MUL: {
+            const float *b = (const float *)o->b->data + (size_t)r * d;
+            for (int64_t i = 0; i < d; i++) y[i] = act_apply(o->act, a[i]) * b[i];
+        } break;
+        case OP_ACT:
+            for (int64_t i = 0; i < d; i++) y[i] = act_apply(o->act, a[i]);
+            break;
+        case OP_SOFTCAP:
+            for (int64_t i = 0; i < d; i++) y[i] = o->f0 * tanhf(a[i] / o->f0);
+            break;
+        default: LMC_ASSERT(!"not a row-wise op");
+        }
+    }
+}
+
+static void run_rope(op_args *o, int ith, int nth) {
+    lmc_tensor *x = o->y;
+    const int64_t hd = x->ne[0], n_head = x->ne[1], n_tok = x->ne[2];
+    const lmc_rope_op *r = o->rope;
+    const int half = r->n_rot / 2;
+    const float *inv = r->inv_freq->data;
+    const int32_t *pos = o->pos->data;
+    float *cs = o->c->scratch[ith]; /* [half] cos, [half] sin */
+    long t0, t1;
+    lmc_split(n_tok, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++) {
+        for (int i = 0; i < half; i++) {
+            float ang = (float)pos[t] * inv[i];
+            cs[i] = cosf(ang) * r->attn_factor;
+            cs[half + i] = sinf(ang) * r->attn_factor;
+        }
+        for (int64_t h = 0; h < n_head; h++) {
+            float *v = (float *)x->data + ((size_t)t * n_head + h) * hd;
+            for (int i = 0; i < half; i++) {
+                int i0 = r->interleaved ? 2 * i : i;
+                int i1 = r->interleaved ? 2 * i + 1 : i + half;
+                float x0 = v[i0], x1 = v[i1], c = cs[i], s = cs[half + i];
+                v[i0] = x0 * c - x1 * s;
+                v[i1] = x1 * c + x0 * s;
+            }
+        }
+    }
+}
+
+static void run_kv_store(op_args *o, int ith, int nth) {
+    lmc_tensor *cache = o->y;
+    const int64_t row = cache->ne[0], n_ctx = cache->ne[1], n_seq = cache->ne[2];
+    const int64_t n = lmc_tensor_nrows(o->a);
+    const int32_t *pos = o->pos->data, *seq = o->seq->data;
+    long t0, t1;
+    lmc_split(n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++) {
+        LMC_ASSERT(seq[t] >= 0 && seq[t] < n_seq && pos[t] >= 0);
+        size_t slot = (size_t)seq[t] * (size_t)n_ctx + (size_t)(pos[t] % n_ctx);
+        memcpy((float *)cache->data + slot * (size_t)row, (const float *)o->a->data + (size_t)t * row,
+               (size_t)row * sizeof(float));
+    }
+}
+
+static void run_attention(op_args *o, int ith, int nth) {
+    const lmc_attn_op *p = o->attn;
+    const int64_t hd = p->head_dim, nh = p->n_head, group = p->n_head / p->n_kv_head;
+    const int64_t n_tok = lmc_tensor_nrows(o->a), n_ctx = o->k->ne[1];
+    const int64_t kv_row = o->k->ne[0];
+    const int32_t *pos = o->pos->data, *seq = o->seq->data;
+    float *scores = o->c->scratch[ith];
+    long j0, j1;
+    lmc_split(n_tok * nh, ith, nth, &j0, &j1);
+    for (long j = j0; j < j1; j++) {
+        const int64_t t = j / nh, h = j % nh, kvh = h / group;
+        const float *q = (const float *)o->a->data + (size_t)t * nh * hd + (size_t)h * hd;
+        float *out = (float *)o->y->data + (size_t)t * nh * hd + (size_t)h * hd;
+        const int64_t p_end = pos[t];
+        int64_t p_begin = p->window > 0 ? p_end - p->window + 1 : 0;
+        if (p_begin < 0) p_begin = 0;
+        if (p_end - p_begin + 1 > n_ctx) p_begin = p_end - n_ctx + 1; /* caller bug guard: never read stale slots */
+        const float *kbase = (const float *)o->k->data + (size_t)seq[t] * n_ctx * kv_row + (size_t)kvh * hd;
+        const float *vbase = (const float *)o->v->data + (size_t)seq[t] * n_ctx * kv_row + (size_t)kvh * hd;
+        float mx = -INFINITY;
+        for (int64_t pp = p_begin; pp <= p_end; pp++) {
+            const float *k = kbase + (size_t)(pp % n_ctx) * kv_row;
+            float s = (o->c->reference ? 0 : lmc_cpu_dot_f32(q, k, hd));
+            if (o->c->reference) { double d = 0; for (int64_t i = 0; i < hd; i++) d += (double)q[i] * k[i]; s = (float)d; }
+            s *= p->scale;
+            if (p->softcap > 0) s = p->softcap * tanhf(s / p->softcap);
+            scores[pp - p_begin] = s;
+            if (s > mx) mx = s;
+        }
+        double sum = 0;
+        for (int64_t pp = p_begin; pp <= p_end; pp++) {
+            float e = expf(scores[pp - p_begin] - mx);
+            scores[pp - p_begin] = e;
+            sum += e;
+        }
+        float inv = (float)(1.0 / sum);
+        for (int64_t i = 0; i < hd; i++) out[i] = 0;
+        for (int64_t pp = p_begin; pp <= p_end; pp++) {
+            const float *v = vbase + (size_t)(pp % n_ctx) * kv_row;
+            float wgt = scores[pp - p_begin] * inv;
+            for (int64_t i = 0; i < hd; i++) out[i] += wgt * v[i];
+        }
+    }
+}
+
+static void op_worker(void *arg, int ith, int nth) {
+    op_args *o = arg;
+    switch (o->kind) {
+    case OP_GET_ROWS: run_get_rows(o, ith, nth); break;
+    case OP_MATMUL: run_matmul(o, ith, nth); break;
+    case OP_ROPE: run_rope(o, ith, nth); break;
+    case OP_KV_STORE: run_kv_store(o, ith, nth); break;
+    case OP_ATTENTION: run_attention(o, ith, nth); break;
+    default: run_rowwise(o, ith, nth); break;
+    }
+}
+
+static void dispatch(lmc_backend *be, op_args *o) {
+    o->c = CTX(be);
+    lmc_pool_run(o->c->pool, op_worker, o);
+}
+
+/* ------------------------------------------------------------------- ops */
+
+static void cpu_get_rows(lmc_backend *be, lmc_tensor *y, const lmc_tensor *table, const lmc_tensor *ids, float scale) {
+    LMC_ASSERT(y->type == LMC_DTYPE_F32 && ids->type == LMC_DTYPE_I32 && table->ne[0] == y->ne[0]);
+    LMC_ASSERT(lmc_tensor_nelem(ids) == lmc_tensor_nrows(y));
+    const int32_t *id = ids->data;
+    for (int64_t i = 0; i < lmc_tensor_nelem(ids); i++) LMC_ASSERT(id[i] >= 0 && id[i] < table->ne[1]);
+    op_args o = {.kind = OP_GET_ROWS, .y = y, .w = table, .pos = ids, .f0 = scale};
+    dispatch(be, &o);
+}
+
+static void cpu_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x) {
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32);
+    LMC_ASSERT(w->ne[0] == x->ne[0] && w->ne[1] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
+    LMC_ASSERT(is_contig(x) && is_contig(y) && w->nb[0] == lmc_dtype_size(w->type));
+    scratch_reserve(CTX(be), (size_t)w->ne[0] * 4);
+    op_args o = {.kind = OP_MATMUL, .y = y, .w = w, .a = x};
+    dispatch(be, &o);
+}
+
+static void cpu_add_bias(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b) {
+    LMC_ASSERT(lmc_tensor_nelem(b) == y->ne[0]);
+    op_args o = {.kind = OP_ADD_BIAS, .y = y, .bias = b};
+    dispatch(be, &o);
+}
+
+static void cpu_add(lmc_backend *be, lmc_tensor *y, const lmc_tensor *a, const lmc_tensor *b) {
+    LMC_ASSERT(lmc_tensor_nelem(a) == lmc_tensor_nelem(y) && lmc_tensor_nelem(b) == lmc_tensor_nelem(y));
+    op_args o = {.kind = OP_ADD, .y = y, .a = a, .b = b};
+    dispatch(be, &o);
+}
+
+static void cpu_scale(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float s) {
+    LMC_ASSERT(lmc_tensor_nelem(x) == lmc_tensor_nelem(y));
+    op_args o = {.kind = OP_SCALE, .y = y, .a = x, .f0 = s};
+    dispatch(be, &o);
+}
+
+static void cpu_rms_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w, float eps,
+                         float w_offset) {
+    LMC_ASSERT(x->ne[0] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
+    LMC_ASSERT(!w || lmc_tensor_nelem(w) == x->ne[0]);
+    op_args o = {.kind = OP_RMS_NORM, .y = y, .a = x, .w = w, .f0 = eps, .f1 = w_offset};
+    dispatch(be, &o);
+}
+
+static void cpu_layer_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w,
+                           const lmc_tensor *b, float eps) {
+    LMC_ASSERT(x->ne[0] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
+    op_args o = {.kind = OP_LAYER_NORM, .y = y, .a = x, .w = w, .bias = b, .f0 = eps};
+    dispatch(be, &o);
+}
+
+static void cpu_rope(lmc_backend *be, lmc_tensor *x, const lmc_tensor *pos, const lmc_rope_op *op) {
+    LMC_ASSERT(op->n_rot % 2 == 0 && op->n_rot <= x->ne[0] && lmc_tensor_nelem(pos) == x->ne[2]);
+    scratch_reserve(CTX(be), (size_t)op->n_rot);
+    op_args o = {.kind = OP_ROPE, .y = x, .pos = pos, .rope = op};
+    dispatch(be, &o);
+}
+
+static void cpu_kv_store(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *kv, const lmc_tensor *pos,
+                         const lmc_tensor *seq) {
+    LMC_ASSERT(cache->ne[0] == kv->ne[0] && cache->type == LMC_DTYPE_F32);
+    op_args o = {.kind = OP_KV_STORE, .y = cache, .a = kv, .pos = pos, .seq = seq};
+    dispatch(be, &o);
+}
+
+static void cpu_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q, const lmc_tensor *k_cache,
+                          const lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq,
+                          const lmc_attn_op *op) {
+    LMC_ASSERT(op->n_kv_head > 0 && op->n_head % op->n_kv_head == 0);
+    LMC_ASSERT(q->ne[0] * q->ne[1] * q->ne[2] * q->ne[3] ==
+               (int64_t)op->head_dim * op->n_head * lmc_tensor_nelem(pos));
+    LMC_ASSERT(k_cache->ne[0] == (int64_t)op->head_dim * op->n_kv_head);
+    scratch_reserve(CTX(be), (size_t)k_cache->ne[1]);
+    lmc_tensor qv = lmc_tensor_reshape(q, (int64_t)op->head_dim * op->n_head, lmc_tensor_nelem(pos), 1, 1);
+    op_args o = {.kind = OP_ATTENTION, .y = out, .a = &qv, .k = k_cache, .v = v_cache, .pos = pos, .seq = seq,
+                 .attn = op};
+    dispatch(be, &o);
+}
+
+static void cpu_act_mul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *gate, const lmc_tensor *up, lmc_act act) {
+    LMC_ASSERT(lmc_tensor_nelem(gate) == lmc_tensor_nelem(y) && lmc_tensor_nelem(up) == lmc_tensor_nelem(y));
+    op_args o = {.kind = OP_ACT_MUL, .y = y, .a = gate, .b = up, .act = act};
+    dispatch(be, &o);
+}
+
+static void cpu_act(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, lmc_act act) {
+    op_args o = {.kind = OP_ACT, .y = y, .a = x, .act = act};
+    dispatch(be, &o);
+}
+
+static void cpu_softcap(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float cap) {
+    op_args o = {.kind = OP_SOFTCAP, .y = y, .a = x, .f0 = cap};
+    dispatch(be, &o);
+}
+
+static const lmc_backend_i cpu_iface = {
+    .name = "cpu",
+    .free = cpu_free,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .bind_weight = cpu_bind_weight,
+    .unbind_weight = cpu_unbind_weight,
+    .set = cpu_set,
+    .get = cpu_get,
+    .sync = cpu_sync,
+    .get_rows = cpu_get_rows,
+    .matmul = cpu_matmul,
+    .add_bias = cpu_add_bias,
+    .add = cpu_add,
+    .scale = cpu_scale,
+    .rms_norm = cpu_rms_norm,
+    .layer_norm = cpu_layer_norm,
+    .rope = cpu_rope,
+    .kv_store = cpu_kv_store,
+    .attention = cpu_attention,
+    .act_mul = cpu_act_mul,
+    .act = cpu_act,
+    .softcap = cpu_softcap,
+};
+
+lmc_status lmc_backend_cpu_init(lmc_backend **out, int n_threads, int reference) {
+    lmc_backend *be = calloc(1, sizeof *be);
+    cpu_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) { free(be); free(c); return lmc_fail(LMC_ERR_NOMEM, "cpu backend"); }
+    if (reference) n_threads = 1;
+    lmc_status st = lmc_pool_init(&c->pool, n_threads);
+    if (st < 0) { free(be); free(c); return st; }
+    c->n_threads = lmc_pool_size(c->pool);
+    c->reference = reference;
+    c->scratch = calloc((size_t)c->n_threads, sizeof *c->scratch);
+    if (!c->scratch) { lmc_pool_free(c->pool); free(be); free(c); return lmc_fail(LMC_ERR_NOMEM, "cpu backend"); }
+    be->i = &cpu_iface;
+    be->ctx = c;
+    *out = be;
+    return LMC_OK;
+}

@@ -1,0 +1,54 @@
+/* kvcache.c — allocation and bookkeeping of the KV cache. */
+#include "kvcache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+size_t lmc_kv_bytes(const lmc_model *m, int n_ctx, int n_seq) {
+    const lmc_config *c = &m->cfg;
+    return (size_t)2 * c->n_layers * (size_t)c->n_kv_heads * c->head_dim * (size_t)n_ctx * n_seq * sizeof(float);
+}
+
+lmc_status lmc_kv_init(lmc_kv_cache *kv, const lmc_model *m, int n_ctx, int n_seq) {
+    memset(kv, 0, sizeof *kv);
+    if (n_ctx <= 0 || n_seq <= 0) return lmc_fail(LMC_ERR_ARG, "KV cache needs n_ctx > 0 and n_seq > 0");
+    const lmc_config *c = &m->cfg;
+    kv->be = m->be;
+    kv->n_layers = c->n_layers;
+    kv->n_ctx = n_ctx;
+    kv->n_seq = n_seq;
+    kv->k = calloc((size_t)c->n_layers, sizeof *kv->k);
+    kv->v = calloc((size_t)c->n_layers, sizeof *kv->v);
+    kv->len = calloc((size_t)n_seq, sizeof *kv->len);
+    if (!kv->k || !kv->v || !kv->len) { lmc_kv_free(kv); return lmc_fail(LMC_ERR_NOMEM, "KV cache"); }
+    const int64_t kvd = (int64_t)c->n_kv_heads * c->head_dim;
+    for (int il = 0; il < c->n_layers; il++) {
+        kv->k[il] = lmc_tensor_make(LMC_DTYPE_F32, kvd, n_ctx, n_seq, 1);
+        kv->v[il] = lmc_tensor_make(LMC_DTYPE_F32, kvd, n_ctx, n_seq, 1);
+        lmc_status st = kv->be->i->alloc(kv->be, &kv->k[il]);
+        if (st >= 0) st = kv->be->i->alloc(kv->be, &kv->v[il]);
+        if (st < 0) {
+            lmc_kv_free(kv);
+            return lmc_fail_context(st, "KV cache of %zu bytes", lmc_kv_bytes(m, n_ctx, n_seq));
+        }
+    }
+    return LMC_OK;
+}
+
+void lmc_kv_free(lmc_kv_cache *kv) {
+    for (int il = 0; kv->k && il < kv->n_layers; il++) {
+        if (kv->k[il].data) kv->be->i->release(kv->be, &kv->k[il]);
+        if (kv->v[il].data) kv->be->i->release(kv->be, &kv->v[il]);
+    }
+    free(kv->k);
+    free(kv->v);
+    free(kv->len);
+    memset(kv, 0, sizeof *kv);
+}
+
+void lmc_kv_truncate(lmc_kv_cache *kv, int seq, int n) {
+    LMC_ASSERT(seq >= 0 && seq < kv->n_seq && n >= 0);
+    if (n < kv->len[seq]) kv->len[seq] = n;
+}
+
+void lmc_kv_clear(lmc_kv_cache *kv, int seq) { lmc_kv_truncate(kv, seq, 0); }

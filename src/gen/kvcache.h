@@ -1,0 +1,28 @@
+/* kvcache.h — per-layer K/V storage addressed by (sequence, position).
+ *
+ * Each layer has K and V tensors [kv_dim, n_ctx, n_seq] on the model's
+ * backend. The cache tracks, per sequence, how many positions are filled; a
+ * tail can be dropped (speculative rollback) and a sequence cleared for
+ * reuse. The cache owns its tensors.
+ */
+#ifndef LMC_GEN_KVCACHE_H
+#define LMC_GEN_KVCACHE_H
+
+#include "model/model.h"
+
+typedef struct lmc_kv_cache {
+    lmc_backend *be;     /* borrowed */
+    int n_layers, n_ctx, n_seq;
+    lmc_tensor *k, *v;   /* [n_layers] each f32 [kv_dim, n_ctx, n_seq] */
+    int *len;            /* [n_seq] positions filled */
+} lmc_kv_cache;
+
+lmc_status lmc_kv_init(lmc_kv_cache *kv, const lmc_model *m, int n_ctx, int n_seq);
+void lmc_kv_free(lmc_kv_cache *kv);
+/* Bytes the cache would take for this model. */
+size_t lmc_kv_bytes(const lmc_model *m, int n_ctx, int n_seq);
+/* Keep the first n positions of sequence seq (n ≤ current length). */
+void lmc_kv_truncate(lmc_kv_cache *kv, int seq, int n);
+void lmc_kv_clear(lmc_kv_cache *kv, int seq);
+
+#endif

@@ -1,0 +1,138 @@
+/* arch.c — descriptor rows, aliases and profile resolution. */
+#include "arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const lmc_arch rows[] = {
+    {"llama", LMC_NORM_RMS, LMC_QK_NORM_NONE, LMC_BIAS_FROM_CONFIG, LMC_WINDOW_WHEN_SET, "model.",
+     "RMSNorm, GQA, SwiGLU; rope default/linear/llama3; optional attention/MLP biases"},
+    {"qwen2", LMC_NORM_RMS, LMC_QK_NORM_NONE, LMC_BIAS_QKV, LMC_WINDOW_QWEN2, "model.",
+     "llama block with q/k/v biases"},
+    {"qwen3", LMC_NORM_RMS, LMC_QK_NORM_HEAD_RMS, LMC_BIAS_FROM_CONFIG, LMC_WINDOW_QWEN2, "model.",
+     "llama block with per-head q/k RMSNorm before rope, explicit head_dim"},
+};
+
+static const struct { const char *from, *to; } aliases[] = {
+    {"mistral", "llama"},
+};
+
+#define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
+#define N_ALIASES ((int)(sizeof aliases / sizeof aliases[0]))
+
+int lmc_arch_count(void) { return N_ROWS; }
+const lmc_arch *lmc_arch_at(int i) { return i >= 0 && i < N_ROWS ? &rows[i] : NULL; }
+
+const lmc_arch *lmc_arch_find(const char *model_type, const char **alias_from) {
+    if (alias_from) *alias_from = NULL;
+    for (int i = 0; i < N_ALIASES; i++) {
+        if (strcmp(model_type, aliases[i].from) == 0) {
+            if (alias_from) *alias_from = aliases[i].from;
+            model_type = aliases[i].to;
+            break;
+        }
+    }
+    for (int i = 0; i < N_ROWS; i++)
+        if (strcmp(rows[i].model_type, model_type) == 0) return &rows[i];
+    return NULL;
+}
+
+static int edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63) la = 63;
+    if (lb > 63) lb = 63;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            d[i][j] = c;
+        }
+    }
+    return d[la][lb];
+}
+
+const char *lmc_arch_nearest(const char *model_type) {
+    const char *best = rows[0].model_type;
+    int bd = 1 << 30;
+    for (int i = 0; i < N_ROWS + N_ALIASES; i++) {
+        const char *name = i < N_ROWS ? rows[i].model_type : aliases[i - N_ROWS].from;
+        int d = edit_distance(model_type, name);
+        /* a shared prefix (qwen2_moe vs qwen2) counts as close */
+        if (strncmp(model_type, name, strlen(name)) == 0) d = d < 2 ? d : 2;
+        if (d < bd) { bd = d; best = name; }
+    }
+    return best;
+}
+
+void lmc_arch_supported_list(char *buf, size_t cap) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < N_ROWS + N_ALIASES && at < cap; i++) {
+        const char *name = i < N_ROWS ? rows[i].model_type : aliases[i - N_ROWS].from;
+        int n = snprintf(buf + at, cap - at, "%s%s", i ? ", " : "", name);
+        if (n < 0) break;
+        at += (size_t)n;
+    }
+}
+
+const char *lmc_tier_name(lmc_tier t) {
+    switch (t) {
+    case LMC_TIER_TARGETED: return "targeted";
+    case LMC_TIER_GENERIC: return "generic";
+    default: return "unsupported";
+    }
+}
+
+lmc_status lmc_act_from_name(const char *name, lmc_act *out) {
+    static const struct { const char *name; lmc_act act; } acts[] = {
+        {"silu", LMC_ACT_SILU}, {"swish", LMC_ACT_SILU}, {"gelu", LMC_ACT_GELU},
+        {"gelu_pytorch_tanh", LMC_ACT_GELU_TANH}, {"gelu_new", LMC_ACT_GELU_TANH}, {"gelu_fast", LMC_ACT_GELU_TANH},
+        {"relu", LMC_ACT_RELU}, {"relu2", LMC_ACT_RELU2},
+    };
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        if (strcmp(name, acts[i].name) == 0) { *out = acts[i].act; return LMC_OK; }
+    }
+    return lmc_fail(LMC_ERR_UNSUPPORTED, "activation \"%s\" is not supported", name);
+}
+
+/* Knobs of the config the generic dense forward would otherwise ignore. */
+static lmc_status check_knobs(const lmc_config *cfg, const lmc_arch *a) {
+    lmc_act act;
+    LMC_TRY(lmc_act_from_name(cfg->hidden_act, &act));
+    int b;
+    if (a->window == LMC_WINDOW_QWEN2 && lmc_config_bool(cfg, "use_sliding_window", &b) > 0 && b)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "%s with use_sliding_window=true is not supported yet", cfg->model_type);
+    lmc_rope_type rt = cfg->rope.type;
+    if (rt != LMC_ROPE_DEFAULT && rt != LMC_ROPE_LINEAR && rt != LMC_ROPE_LLAMA3)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "rope type \"%s\" is not supported yet for %s (supported: default, linear, llama3)",
+                        lmc_rope_type_name(rt), cfg->model_type);
+    if (cfg->head_dim * cfg->rope.partial_rotary_factor < 2)
+        return lmc_fail(LMC_ERR_FORMAT, "head_dim %d leaves nothing to rotate", cfg->head_dim);
+    return LMC_OK;
+}
+
+lmc_status lmc_profile_resolve(const lmc_config *cfg, lmc_profile *out) {
+    memset(out, 0, sizeof *out);
+    const char *alias_from = NULL;
+    const lmc_arch *a = lmc_arch_find(cfg->model_type, &alias_from);
+    if (!a) {
+        char list[1024];
+        lmc_arch_supported_list(list, sizeof list);
+        out->tier = LMC_TIER_UNSUPPORTED;
+        return lmc_fail(LMC_ERR_UNSUPPORTED,
+                        "model_type \"%s\" is not supported (nearest: %s). Supported: %s",
+                        cfg->model_type, lmc_arch_nearest(cfg->model_type), list);
+    }
+    LMC_TRY(check_knobs(cfg, a));
+    out->tier = LMC_TIER_GENERIC;
+    out->arch = a;
+    out->graph = "dense";
+    out->fidelity = "F1 (CPU f32 vs transformers float64, fixture-gated)";
+    snprintf(out->id, sizeof out->id, "generic-dense:%s", a->model_type);
+    if (alias_from) snprintf(out->alias_of, sizeof out->alias_of, "%s", alias_from);
+    return LMC_OK;
+}

@@ -1,0 +1,309 @@
+/* config.c — config.json + generation_config.json → lmc_config. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "io/jsonfile.h"
+
+#define CONFIG_MAX_BYTES (16u << 20)
+
+static const char *rope_names[] = {
+    [LMC_ROPE_DEFAULT] = "default", [LMC_ROPE_LINEAR] = "linear",     [LMC_ROPE_DYNAMIC] = "dynamic",
+    [LMC_ROPE_LLAMA3] = "llama3",   [LMC_ROPE_YARN] = "yarn",         [LMC_ROPE_LONGROPE] = "longrope",
+    [LMC_ROPE_PROPORTIONAL] = "proportional", [LMC_ROPE_NONE] = "none",
+};
+
+const char *lmc_rope_type_name(lmc_rope_type t) {
+    return (unsigned)t < sizeof rope_names / sizeof rope_names[0] ? rope_names[t] : "?";
+}
+
+static int lookup_int(const cJSON *a, const cJSON *b, const char *key, int64_t *out, lmc_status *st) {
+    int r = lmc_json_get_int(a, key, out);
+    if (r == 0 && b && b != a) r = lmc_json_get_int(b, key, out);
+    if (r < 0) *st = lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" must be an integer", key);
+    return r;
+}
+
+int lmc_config_int(const lmc_config *cfg, const char *key, int64_t *out) {
+    int r = lmc_json_get_int(cfg->text, key, out);
+    if (r == 0 && cfg->raw != cfg->text) r = lmc_json_get_int(cfg->raw, key, out);
+    return r;
+}
+
+int lmc_config_double(const lmc_config *cfg, const char *key, double *out) {
+    int r = lmc_json_get_double(cfg->text, key, out);
+    if (r == 0 && cfg->raw != cfg->text) r = lmc_json_get_double(cfg->raw, key, out);
+    return r;
+}
+
+int lmc_config_bool(const lmc_config *cfg, const char *key, int *out) {
+    int r = lmc_json_get_bool(cfg->text, key, out);
+    if (r == 0 && cfg->raw != cfg->text) r = lmc_json_get_bool(cfg->raw, key, out);
+    return r;
+}
+
+/* Required positive integer field. */
+static lmc_status need_pos_int(const lmc_config *cfg, const char *key, int *out, int64_t max) {
+    int64_t v;
+    int r = lmc_config_int(cfg, key, &v);
+    if (r < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" must be an integer", key);
+    if (r == 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: missing \"%s\"", key);
+    if (v <= 0 || v > max) return lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" = %lld is out of range", key, (long long)v);
+    *out = (int)v;
+    return LMC_OK;
+}
+
+/* Optional positive integer field (left unchanged when absent or null). */
+static lmc_status opt_pos_int(const lmc_config *cfg, const char *key, int *out, int64_t max) {
+    int64_t v;
+    int r = lmc_config_int(cfg, key, &v);
+    if (r < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" must be an integer", key);
+    if (r == 0) return LMC_OK;
+    if (v <= 0 || v > max) return lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" = %lld is out of range", key, (long long)v);
+    *out = (int)v;
+    return LMC_OK;
+}
+
+static lmc_status get_num(const cJSON *o, const char *key, double *out) {
+    int r = lmc_json_get_double(o, key, out);
+    if (r < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: rope \"%s\" must be a number", key);
+    return LMC_OK;
+}
+
+static lmc_status get_factors(const cJSON *o, const char *key, double *dst, int *n) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!a || cJSON_IsNull(a)) return LMC_OK;
+    if (!cJSON_IsArray(a)) return lmc_fail(LMC_ERR_FORMAT, "config.json: rope \"%s\" must be a list", key);
+    int k = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a) {
+        if (!cJSON_IsNumber(it)) return lmc_fail(LMC_ERR_FORMAT, "config.json: rope \"%s\" holds a non-number", key);
+        if (k >= LMC_ROPE_MAX_FACTORS / 2) return lmc_fail(LMC_ERR_FORMAT, "config.json: rope \"%s\" is too long", key);
+        dst[k++] = it->valuedouble;
+    }
+    *n = k;
+    return LMC_OK;
+}
+
+lmc_status lmc_rope_config_parse(const cJSON *o, lmc_rope_config *rc) {
+    if (!cJSON_IsObject(o)) return lmc_fail(LMC_ERR_FORMAT, "config.json: rope parameters must be an object");
+    const char *type = NULL;
+    if (lmc_json_get_string(o, "rope_type", &type) < 0 || (!type && lmc_json_get_string(o, "type", &type) < 0))
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: rope type must be a string");
+    if (type) {
+        int found = 0;
+        for (int t = 0; t < (int)(sizeof rope_names / sizeof rope_names[0]); t++) {
+            if (strcmp(type, rope_names[t]) == 0) { rc->type = (lmc_rope_type)t; found = 1; }
+        }
+        if (!found && strcmp(type, "su") == 0) { rc->type = LMC_ROPE_LONGROPE; found = 1; }
+        if (!found) return lmc_fail(LMC_ERR_UNSUPPORTED, "rope type \"%s\" is not supported (supported: default, linear, dynamic, llama3, yarn, longrope, proportional)", type);
+    }
+    LMC_TRY(get_num(o, "rope_theta", &rc->theta));
+    LMC_TRY(get_num(o, "partial_rotary_factor", &rc->partial_rotary_factor));
+    LMC_TRY(get_num(o, "factor", &rc->factor));
+    LMC_TRY(get_num(o, "low_freq_factor", &rc->low_freq_factor));
+    LMC_TRY(get_num(o, "high_freq_factor", &rc->high_freq_factor));
+    LMC_TRY(get_num(o, "attention_factor", &rc->attention_factor));
+    LMC_TRY(get_num(o, "beta_fast", &rc->beta_fast));
+    LMC_TRY(get_num(o, "beta_slow", &rc->beta_slow));
+    LMC_TRY(get_num(o, "mscale", &rc->mscale));
+    LMC_TRY(get_num(o, "mscale_all_dim", &rc->mscale_all_dim));
+    int64_t omp;
+    int r = lmc_json_get_int(o, "original_max_position_embeddings", &omp);
+    if (r < 0 || (r > 0 && (omp <= 0 || omp > (1 << 30))))
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: rope original_max_position_embeddings must be a positive integer");
+    if (r > 0) rc->original_max_position_embeddings = (int)omp;
+    int tr;
+    if (lmc_json_get_bool(o, "truncate", &tr) > 0) rc->truncate = tr;
+    LMC_TRY(get_factors(o, "short_factor", rc->short_factor, &rc->n_short_factor));
+    LMC_TRY(get_factors(o, "long_factor", rc->long_factor, &rc->n_long_factor));
+    if (rc->theta <= 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: rope_theta must be positive");
+    if (rc->partial_rotary_factor <= 0 || rc->partial_rotary_factor > 1)
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: partial_rotary_factor must be in (0, 1]");
+    return LMC_OK;
+}
+
+static void rope_defaults(lmc_rope_config *rc) {
+    memset(rc, 0, sizeof *rc);
+    rc->type = LMC_ROPE_DEFAULT;
+    rc->theta = 10000.0;
+    rc->partial_rotary_factor = 1.0;
+    rc->factor = 1.0;
+    rc->low_freq_factor = 1.0;
+    rc->high_freq_factor = 4.0;
+    rc->attention_factor = -1.0;
+    rc->beta_fast = 32.0;
+    rc->beta_slow = 1.0;
+    rc->truncate = 1;
+}
+
+/* Both spellings: transformers 5 `rope_parameters` (flat, or keyed by layer
+ * type) and transformers 4 `rope_scaling` + top-level `rope_theta`. */
+static lmc_status parse_rope(lmc_config *cfg) {
+    rope_defaults(&cfg->rope);
+    double theta, prf;
+    if (lmc_config_double(cfg, "rope_theta", &theta) > 0) cfg->rope.theta = theta;
+    if (lmc_config_double(cfg, "partial_rotary_factor", &prf) > 0) cfg->rope.partial_rotary_factor = prf;
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg->text, "rope_parameters");
+    if (!params && cfg->text != cfg->raw) params = cJSON_GetObjectItemCaseSensitive(cfg->raw, "rope_parameters");
+    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(cfg->text, "rope_scaling");
+    if (!scaling && cfg->text != cfg->raw) scaling = cJSON_GetObjectItemCaseSensitive(cfg->raw, "rope_scaling");
+    cfg->rope_local = cfg->rope;
+    if (params && !cJSON_IsNull(params)) {
+        const cJSON *full = cJSON_GetObjectItemCaseSensitive(params, "full_attention");
+        const cJSON *slid = cJSON_GetObjectItemCaseSensitive(params, "sliding_attention");
+        if (cJSON_IsObject(full) || cJSON_IsObject(slid)) {
+            if (full) LMC_TRY(lmc_rope_config_parse(full, &cfg->rope));
+            if (slid) LMC_TRY(lmc_rope_config_parse(slid, &cfg->rope_local));
+            else cfg->rope_local = cfg->rope;
+            return LMC_OK;
+        }
+        LMC_TRY(lmc_rope_config_parse(params, &cfg->rope));
+    } else if (scaling && !cJSON_IsNull(scaling)) {
+        LMC_TRY(lmc_rope_config_parse(scaling, &cfg->rope));
+    }
+    cfg->rope_local = cfg->rope;
+    return LMC_OK;
+}
+
+static lmc_status parse_ids(const cJSON *item, const char *what, int *ids, int *n) {
+    if (!item || cJSON_IsNull(item)) return LMC_OK;
+    int64_t v;
+    if (lmc_json_item_int(item, &v)) {
+        if (v < 0 || v > INT32_MAX) return lmc_fail(LMC_ERR_FORMAT, "%s: token id out of range", what);
+        for (int i = 0; i < *n; i++) if (ids[i] == (int)v) return LMC_OK;
+        if (*n < LMC_MAX_EOS) ids[(*n)++] = (int)v;
+        return LMC_OK;
+    }
+    if (!cJSON_IsArray(item)) return lmc_fail(LMC_ERR_FORMAT, "%s: eos_token_id must be an integer or a list", what);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, item) {
+        if (!lmc_json_item_int(it, &v) || v < 0 || v > INT32_MAX)
+            return lmc_fail(LMC_ERR_FORMAT, "%s: eos_token_id list holds a non-id", what);
+        int dup = 0;
+        for (int i = 0; i < *n; i++) dup |= ids[i] == (int)v;
+        if (!dup && *n < LMC_MAX_EOS) ids[(*n)++] = (int)v;
+    }
+    return LMC_OK;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+lmc_status lmc_config_from_json(cJSON *raw, const cJSON *gen, lmc_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->raw = raw;
+    cfg->text = raw;
+    if (!cJSON_IsObject(raw)) return lmc_fail(LMC_ERR_FORMAT, "config.json: top level must be an object");
+    const char *s = NULL;
+    if (lmc_json_get_string(raw, "model_type", &s) < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: model_type must be a string");
+    copy_str(cfg->outer_model_type, sizeof cfg->outer_model_type, s);
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(raw, "text_config");
+    if (tc && !cJSON_IsNull(tc)) {
+        if (!cJSON_IsObject(tc)) return lmc_fail(LMC_ERR_FORMAT, "config.json: text_config must be an object");
+        cfg->text = tc;
+        s = NULL;
+        if (lmc_json_get_string(tc, "model_type", &s) < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: text_config.model_type must be a string");
+    }
+    if (!s || !*s) return lmc_fail(LMC_ERR_FORMAT, "config.json: missing \"model_type\"");
+    copy_str(cfg->model_type, sizeof cfg->model_type, s);
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(raw, "architectures");
+    if (cJSON_IsArray(archs) && cJSON_IsString(cJSON_GetArrayItem(archs, 0)))
+        copy_str(cfg->architecture, sizeof cfg->architecture, cJSON_GetArrayItem(archs, 0)->valuestring);
+    if (lmc_json_get_string(raw, "torch_dtype", &s) > 0 || lmc_json_get_string(raw, "dtype", &s) > 0)
+        copy_str(cfg->torch_dtype, sizeof cfg->torch_dtype, s);
+
+    LMC_TRY(need_pos_int(cfg, "vocab_size", &cfg->vocab_size, 1 << 24));
+    LMC_TRY(need_pos_int(cfg, "hidden_size", &cfg->hidden_size, 1 << 20));
+    LMC_TRY(need_pos_int(cfg, "num_hidden_layers", &cfg->n_layers, 4096));
+    LMC_TRY(need_pos_int(cfg, "num_attention_heads", &cfg->n_heads, 4096));
+    cfg->intermediate_size = 4 * cfg->hidden_size;
+    LMC_TRY(opt_pos_int(cfg, "intermediate_size", &cfg->intermediate_size, 1 << 24));
+    cfg->n_kv_heads = cfg->n_heads;
+    LMC_TRY(opt_pos_int(cfg, "num_key_value_heads", &cfg->n_kv_heads, 4096));
+    if (cfg->n_heads % cfg->n_kv_heads != 0)
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
+                        cfg->n_heads, cfg->n_kv_heads);
+    cfg->head_dim = cfg->hidden_size / cfg->n_heads;
+    LMC_TRY(opt_pos_int(cfg, "head_dim", &cfg->head_dim, 1 << 16));
+    cfg->max_position_embeddings = 2048;
+    LMC_TRY(opt_pos_int(cfg, "max_position_embeddings", &cfg->max_position_embeddings, 1 << 30));
+    cfg->norm_eps = 1e-6;
+    if (lmc_config_double(cfg, "rms_norm_eps", &cfg->norm_eps) < 0 ||
+        lmc_config_double(cfg, "layer_norm_eps", &cfg->norm_eps) < 0)
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: norm epsilon must be a number");
+    if (!(cfg->norm_eps >= 0 && cfg->norm_eps < 1)) return lmc_fail(LMC_ERR_FORMAT, "config.json: norm epsilon out of range");
+    /* tie_word_embeddings lives on the outer config for multimodal wrappers */
+    cfg->tie_word_embeddings = 0;
+    int b;
+    if (lmc_json_get_bool(raw, "tie_word_embeddings", &b) > 0) cfg->tie_word_embeddings = b;
+    else if (lmc_json_get_bool(cfg->text, "tie_word_embeddings", &b) > 0) cfg->tie_word_embeddings = b;
+    if (lmc_config_bool(cfg, "attention_bias", &b) > 0) cfg->attention_bias = b;
+    if (lmc_config_bool(cfg, "mlp_bias", &b) > 0) cfg->mlp_bias = b;
+    copy_str(cfg->hidden_act, sizeof cfg->hidden_act, "silu");
+    if (lmc_json_get_string(cfg->text, "hidden_act", &s) > 0 || lmc_json_get_string(cfg->text, "hidden_activation", &s) > 0)
+        copy_str(cfg->hidden_act, sizeof cfg->hidden_act, s);
+    int64_t v;
+    int r = lmc_config_int(cfg, "sliding_window", &v);
+    if (r < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: sliding_window must be an integer or null");
+    if (r > 0 && v > 0) cfg->sliding_window = v > (1 << 30) ? (1 << 30) : (int)v;
+    LMC_TRY(parse_rope(cfg));
+
+    lmc_status st = LMC_OK;
+    cfg->bos_token_id = cfg->pad_token_id = -1;
+    if (lookup_int(cfg->text, raw, "bos_token_id", &v, &st) > 0 && v >= 0 && v <= INT32_MAX) cfg->bos_token_id = (int)v;
+    if (st < 0) return st;
+    if (lookup_int(cfg->text, raw, "pad_token_id", &v, &st) > 0 && v >= 0 && v <= INT32_MAX) cfg->pad_token_id = (int)v;
+    if (st < 0) return st;
+    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(cfg->text, "eos_token_id");
+    if (!eos) eos = cJSON_GetObjectItemCaseSensitive(raw, "eos_token_id");
+    LMC_TRY(parse_ids(eos, "config.json", cfg->eos_token_ids, &cfg->n_eos));
+
+    cfg->gen_temperature = cfg->gen_top_p = cfg->gen_min_p = cfg->gen_repetition_penalty = -1;
+    cfg->gen_top_k = -1;
+    if (gen) {
+        if (!cJSON_IsObject(gen)) return lmc_fail(LMC_ERR_FORMAT, "generation_config.json: top level must be an object");
+        LMC_TRY(parse_ids(cJSON_GetObjectItemCaseSensitive(gen, "eos_token_id"), "generation_config.json",
+                          cfg->eos_token_ids, &cfg->n_eos));
+        if (cfg->bos_token_id < 0 && lmc_json_get_int(gen, "bos_token_id", &v) > 0 && v >= 0 && v <= INT32_MAX)
+            cfg->bos_token_id = (int)v;
+        lmc_json_get_double(gen, "temperature", &cfg->gen_temperature);
+        lmc_json_get_double(gen, "top_p", &cfg->gen_top_p);
+        lmc_json_get_double(gen, "min_p", &cfg->gen_min_p);
+        lmc_json_get_double(gen, "repetition_penalty", &cfg->gen_repetition_penalty);
+        if (lmc_json_get_int(gen, "top_k", &v) > 0 && v >= 0 && v < (1 << 24)) cfg->gen_top_k = (int)v;
+        if (lmc_json_get_bool(gen, "do_sample", &b) > 0) cfg->gen_do_sample = b;
+    }
+    return LMC_OK;
+}
+
+lmc_status lmc_config_load(const char *dir, lmc_config *cfg) {
+    char path[4200];
+    cJSON *raw = NULL, *gen = NULL;
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    LMC_TRY(lmc_json_read_file(path, CONFIG_MAX_BYTES, &raw));
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        fclose(f);
+        lmc_status st = lmc_json_read_file(path, CONFIG_MAX_BYTES, &gen);
+        if (st < 0) { cJSON_Delete(raw); return st; }
+    }
+    lmc_status st = lmc_config_from_json(raw, gen, cfg);
+    cJSON_Delete(gen);
+    if (st < 0) {
+        lmc_config_free(cfg);
+        return lmc_fail_context(st, "%s/config.json", dir);
+    }
+    return LMC_OK;
+}
+
+void lmc_config_free(lmc_config *cfg) {
+    if (!cfg) return;
+    cJSON_Delete(cfg->raw);
+    cfg->raw = NULL;
+    cfg->text = NULL;
+}

@@ -1,0 +1,95 @@
+/* config.h — one normalized text config from a checkpoint's config.json.
+ *
+ * Hugging Face configs spell the same thing many ways: nested text_config
+ * (multimodal wrappers), rope_scaling + rope_theta (transformers 4) or
+ * rope_parameters (transformers 5, possibly per layer type), eos as an int
+ * or a list, head_dim absent or null. lmc_config_load reads config.json
+ * (and generation_config.json beside it) into this struct, with per-arch
+ * defaults taken from the descriptor table. The config owns `raw` (the
+ * whole parsed config.json) so arch-specific keys can be read later.
+ */
+#ifndef LMC_MODEL_CONFIG_H
+#define LMC_MODEL_CONFIG_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/status.h"
+
+#define LMC_MAX_EOS 16
+#define LMC_ROPE_MAX_FACTORS 512
+
+typedef enum lmc_rope_type {
+    LMC_ROPE_DEFAULT = 0,
+    LMC_ROPE_LINEAR,
+    LMC_ROPE_DYNAMIC,
+    LMC_ROPE_LLAMA3,
+    LMC_ROPE_YARN,
+    LMC_ROPE_LONGROPE,
+    LMC_ROPE_PROPORTIONAL,
+    LMC_ROPE_NONE, /* NoPE layers */
+} lmc_rope_type;
+
+typedef struct lmc_rope_config {
+    lmc_rope_type type;
+    double theta;
+    double partial_rotary_factor;   /* fraction of head_dim rotated (1 = all) */
+    double factor;                  /* linear / dynamic / llama3 / yarn / longrope */
+    double low_freq_factor, high_freq_factor; /* llama3 */
+    int original_max_position_embeddings;     /* llama3 / yarn / longrope; 0 = absent */
+    double attention_factor;        /* yarn / longrope; < 0 = absent */
+    double beta_fast, beta_slow, mscale, mscale_all_dim; /* yarn */
+    int truncate;                   /* yarn: 1 = truncate the correction range (default) */
+    int n_short_factor, n_long_factor;                   /* longrope */
+    double short_factor[LMC_ROPE_MAX_FACTORS / 2], long_factor[LMC_ROPE_MAX_FACTORS / 2];
+} lmc_rope_config;
+
+typedef struct lmc_config {
+    char model_type[64];        /* of the text config (e.g. gemma3_text inside gemma3) */
+    char outer_model_type[64];  /* of config.json's top level */
+    char architecture[96];      /* architectures[0], "" if absent */
+    char torch_dtype[16];       /* "bfloat16", "float32", ... "" if absent */
+    int vocab_size;
+    int hidden_size;
+    int intermediate_size;
+    int n_layers;
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;
+    int max_position_embeddings;
+    double norm_eps;
+    int tie_word_embeddings;
+    int attention_bias;         /* q/k/v (and o, per arch) carry biases */
+    int mlp_bias;
+    char hidden_act[32];
+    int sliding_window;         /* 0: none */
+    lmc_rope_config rope;       /* full-attention layers */
+    lmc_rope_config rope_local; /* sliding layers (equal to rope unless given per layer type) */
+    int bos_token_id;           /* -1: none */
+    int pad_token_id;           /* -1: none */
+    int n_eos;
+    int eos_token_ids[LMC_MAX_EOS];
+    /* generation_config.json defaults (-1 / 0 when absent) */
+    double gen_temperature, gen_top_p, gen_min_p, gen_repetition_penalty;
+    int gen_top_k, gen_do_sample;
+    cJSON *raw;                 /* whole config.json (owned) */
+    const cJSON *text;          /* the text config object inside raw (raw itself when flat) */
+} lmc_config;
+
+/* Read dir/config.json (+ dir/generation_config.json when present). */
+lmc_status lmc_config_load(const char *dir, lmc_config *cfg);
+/* Parse from an already-read config.json tree (takes ownership of raw). gen may be NULL. */
+lmc_status lmc_config_from_json(cJSON *raw, const cJSON *gen, lmc_config *cfg);
+void lmc_config_free(lmc_config *cfg);
+
+const char *lmc_rope_type_name(lmc_rope_type t);
+/* Parse one rope dict (rope_parameters or rope_scaling spelling) over defaults. */
+lmc_status lmc_rope_config_parse(const cJSON *obj, lmc_rope_config *rc);
+
+/* Lookup helpers reading the text config first, then the top level. */
+int lmc_config_int(const lmc_config *cfg, const char *key, int64_t *out);
+int lmc_config_double(const lmc_config *cfg, const char *key, double *out);
+int lmc_config_bool(const lmc_config *cfg, const char *key, int *out);
+
+#endif

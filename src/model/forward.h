@@ -1,0 +1,40 @@
+/* forward.h — the generic dense forward over a batch.
+ *
+ * lmc_forward_state holds the step scratch (activations for the largest
+ * batch, planned once at init) on the model's backend. The KV cache is
+ * passed in as per-layer K and V tensors [kv_dim, n_ctx, n_seq] owned by the
+ * caller (gen/kvcache), so the same forward serves prefill, batched decode
+ * and speculative verification. The forward is a fixed sequence of backend
+ * op calls per batch shape.
+ */
+#ifndef LMC_MODEL_FORWARD_H
+#define LMC_MODEL_FORWARD_H
+
+#include "model.h"
+
+#define LMC_LOGITS_CHUNK 16 /* lm_head rows computed per pass */
+
+typedef struct lmc_forward_state {
+    const lmc_model *m;
+    int n_batch_max;
+    lmc_tensor x, h;            /* f32 [D, B]   residual stream, normed copy */
+    lmc_tensor q, k, v;         /* f32 [H·hd, B], [KV·hd, B], [KV·hd, B] */
+    lmc_tensor att;             /* f32 [H·hd, B] */
+    lmc_tensor gate, up;        /* f32 [I, B] */
+    lmc_tensor sel;             /* f32 [D, B]   hidden rows whose logits are wanted */
+    lmc_tensor logits;          /* f32 [V, LMC_LOGITS_CHUNK] */
+    lmc_tensor tok, pos, seq;   /* i32 [B] */
+    lmc_tensor sel_idx;         /* i32 [B] */
+} lmc_forward_state;
+
+lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int n_batch_max);
+void lmc_forward_state_free(lmc_forward_state *fs);
+
+/* Run one batch (n_tokens ≤ n_batch_max). k_cache/v_cache: [n_layers] tensors.
+ * For each wanted row r (in batch order) writes logits to logits_out[r·V ..]
+ * and, when hidden_out is not NULL, the final-normed hidden to hidden_out[r·D ..].
+ * Returns the number of wanted rows through *n_out. */
+lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
+                       float *logits_out, float *hidden_out, int *n_out);
+
+#endif

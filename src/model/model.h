@@ -1,0 +1,57 @@
+/* model.h — a loaded checkpoint: config, profile, and weights bound to a backend.
+ *
+ * lmc_model_load resolves the profile from config.json before any weight is
+ * read, maps the safetensors, binds every tensor the forward needs (checking
+ * dtype and shape), and audits the rest: a tensor neither consumed nor
+ * dropped by an explicit rule, or one that is missing, is a load error naming
+ * it. Weights stay in the mapping (the model owns the mapping and frees it);
+ * a device backend copies them. The model is read-only after load and can be
+ * shared by many contexts.
+ */
+#ifndef LMC_MODEL_MODEL_H
+#define LMC_MODEL_MODEL_H
+
+#include "arch.h"
+#include "backend/backend.h"
+#include "batch.h"
+#include "config.h"
+#include "io/safetensors.h"
+#include "rope.h"
+
+typedef struct lmc_layer {
+    lmc_tensor attn_norm, attn_norm_b;   /* [D] */
+    lmc_tensor wq, wk, wv, wo;           /* [D, H·hd], [D, KV·hd], [D, KV·hd], [H·hd, D] */
+    lmc_tensor bq, bk, bv, bo;           /* [H·hd], [KV·hd], [KV·hd], [D] (data NULL when absent) */
+    lmc_tensor q_norm, k_norm;           /* [hd] (qk-norm archs) */
+    lmc_tensor ffn_norm, ffn_norm_b;     /* [D] */
+    lmc_tensor w_gate, w_up, w_down;     /* [D, I], [D, I], [I, D] */
+    lmc_tensor b_gate, b_up, b_down;     /* [I], [I], [D] */
+    int window;                          /* sliding window (0 = full attention) */
+} lmc_layer;
+
+typedef struct lmc_model {
+    lmc_config cfg;
+    lmc_profile profile;
+    lmc_act act;
+    float embed_scale;                   /* multiplies embeddings (1 for llama) */
+    lmc_st_set *st;                      /* owned mapping of the checkpoint */
+    lmc_backend *be;                     /* borrowed */
+    lmc_tensor tok_embd;                 /* [D, V] */
+    lmc_tensor out_norm, out_norm_b;     /* [D] */
+    lmc_tensor lm_head;                  /* [D, V]; aliases tok_embd when tied */
+    lmc_layer *layers;                   /* [n_layers] */
+    lmc_rope_table rope;                 /* host copy */
+    lmc_tensor rope_freq;                /* f32 [n_rot/2] on the backend */
+    size_t weight_bytes;                 /* bytes of bound weights */
+    int64_t n_params;                    /* elements of bound weights (tied counted once) */
+    int n_audit_dropped;                 /* tensors dropped by explicit rules */
+} lmc_model;
+
+/* Load a model directory (config.json + safetensors) onto backend `be`. */
+lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out);
+void lmc_model_free(lmc_model *m);
+
+/* Name of the audit rule that drops `name` in this model, or NULL. */
+const char *lmc_model_drop_rule(const lmc_model *m, const char *name);
+
+#endif

@@ -1,0 +1,23 @@
+/* rope.h — the rope factory: a rope config → inverse frequencies + scaling.
+ *
+ * Mirrors transformers' modeling_rope_utils.py: inv_freq is computed in f32
+ * as transformers does (base ** (arange(0, dim, 2) / dim) in float32), then
+ * adjusted per rope type. The result feeds the backend's rope op.
+ */
+#ifndef LMC_MODEL_ROPE_H
+#define LMC_MODEL_ROPE_H
+
+#include "config.h"
+
+#define LMC_ROPE_MAX_HALF 1024
+
+typedef struct lmc_rope_table {
+    int n_rot;                           /* rotated dims per head */
+    float attn_factor;                   /* multiplies cos/sin */
+    float inv_freq[LMC_ROPE_MAX_HALF];   /* [n_rot/2] */
+} lmc_rope_table;
+
+/* head_dim: per-head size; max_pos: config max_position_embeddings. */
+lmc_status lmc_rope_build(const lmc_rope_config *rc, int head_dim, int max_pos, lmc_rope_table *out);
+
+#endif

@@ -1,0 +1,297 @@
+/* test_model.c — the dense forward on random checkpoints written by tiny_model.h:
+ * prefill vs token-by-token decode, batched sequences vs alone, fast vs
+ * reference CPU kernels, the weight audit, profile refusals, and the sampler. */
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "tiny_model.h"
+
+#include "gen/context.h"
+#include "gen/generate.h"
+#include "gen/sampler.h"
+#include "model/forward.h"
+
+static char tmp_root[256];
+
+static const char *make_dir(const char *name, const tiny_opts *o) {
+    static char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", tmp_root, name);
+    mkdir(dir, 0700);
+    if (tiny_model_write(dir, o) != 0) return NULL;
+    return dir;
+}
+
+static double max_abs(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+/* All-position logits of `ids` in one prefill through ctx (fresh sequence 0). */
+static float *prefill_logits(lmc_model *m, const int32_t *ids, int n, int n_batch) {
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = n_batch;
+    lmc_context *ctx;
+    if (lmc_context_init(&ctx, m, &cp) < 0) return NULL;
+    int32_t pos[64], seq[64];
+    uint8_t want[64];
+    for (int i = 0; i < n; i++) { pos[i] = i; seq[i] = 0; want[i] = 1; }
+    lmc_batch b = {n, ids, pos, seq, want};
+    float *out = NULL;
+    if (lmc_context_decode(ctx, &b) == 0 && ctx->n_logits == n) {
+        size_t sz = (size_t)n * m->cfg.vocab_size;
+        out = malloc(sz * sizeof *out);
+        memcpy(out, lmc_context_logits(ctx, 0), sz * sizeof *out);
+    }
+    lmc_context_free(ctx);
+    return out;
+}
+
+static void check_model_consistency(const tiny_opts *o, const char *name) {
+    const char *dir = make_dir(name, o);
+    CHECK(dir != NULL);
+    lmc_backend *be, *ref;
+    CHECK(lmc_backend_cpu_init(&be, 2, 0) == 0);
+    CHECK(lmc_backend_cpu_init(&ref, 1, 1) == 0);
+    lmc_model *m = NULL, *mr = NULL;
+    lmc_status st = lmc_model_load(dir, be, &m);
+    CHECK_MSG(st == 0, "%s", lmc_last_error());
+    CHECK(lmc_model_load(dir, ref, &mr) == 0);
+    if (!m || !mr) goto out;
+    int32_t ids[12] = {1, 5, 9, 33, 7, 90, 12, 45, 3, 77, 60, 8};
+    const int n = 12, V = m->cfg.vocab_size;
+    float *full = prefill_logits(m, ids, n, 64);
+    float *chunked = prefill_logits(m, ids, n, 5);
+    float *reference = prefill_logits(mr, ids, n, 64);
+    CHECK(full && chunked && reference);
+    if (!full || !chunked || !reference) goto out2;
+    double scale = max_abs(full, (size_t)n * V);
+    CHECK(scale > 0.5);
+    double d_chunk = 0, d_ref = 0, d_step = 0;
+    for (size_t i = 0; i < (size_t)n * V; i++) {
+        d_chunk = fmax(d_chunk, fabs(full[i] - chunked[i]));
+        d_ref = fmax(d_ref, fabs(full[i] - reference[i]));
+    }
+    CHECK_MSG(d_chunk <= 1e-5 * scale, "prefill in chunks differs by %g", d_chunk);
+    CHECK_MSG(d_ref <= 1e-4 * scale, "fast vs reference kernels differ by %g", d_ref);
+    /* token-by-token decode with the KV cache, two interleaved sequences */
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = 32;
+    cp.n_seq = 2;
+    lmc_context *ctx;
+    CHECK(lmc_context_init(&ctx, m, &cp) == 0);
+    for (int i = 0; i < n; i++) {
+        int32_t tok[2] = {ids[i], ids[i]}, pos[2] = {i, i}, seq[2] = {0, 1};
+        uint8_t want[2] = {1, 1};
+        lmc_batch b = {2, tok, pos, seq, want};
+        CHECK(lmc_context_decode(ctx, &b) == 0);
+        for (int s = 0; s < 2; s++) {
+            const float *lg = lmc_context_logits(ctx, s);
+            for (int v = 0; v < V; v++) d_step = fmax(d_step, fabs(lg[v] - full[(size_t)i * V + v]));
+        }
+    }
+    CHECK_MSG(d_step <= 1e-5 * scale, "decode vs prefill differs by %g", d_step);
+    fprintf(stderr, "  %s: max|logit| %.3g, chunked %.2g, reference %.2g, decode %.2g\n", name, scale, d_chunk, d_ref, d_step);
+    /* a skipped position is refused */
+    int32_t tok = 3, pos = 20, seq = 0;
+    lmc_batch bad = {1, &tok, &pos, &seq, NULL};
+    CHECK(lmc_context_decode(ctx, &bad) == LMC_ERR_RANGE);
+    /* rollback: truncate and re-decode gives the same logits */
+    lmc_kv_truncate(&ctx->kv, 0, 6);
+    pos = 6;
+    tok = ids[6];
+    lmc_batch again = {1, &tok, &pos, &seq, NULL};
+    CHECK(lmc_context_decode(ctx, &again) == 0);
+    double d_rb = 0;
+    for (int v = 0; v < V; v++) d_rb = fmax(d_rb, fabs(lmc_context_logits(ctx, 0)[v] - full[(size_t)6 * V + v]));
+    CHECK(d_rb <= 1e-5 * scale);
+    lmc_context_free(ctx);
+out2:
+    free(full);
+    free(chunked);
+    free(reference);
+out:
+    lmc_model_free(m);
+    lmc_model_free(mr);
+    lmc_backend_free(be);
+    lmc_backend_free(ref);
+}
+
+static void test_llama(void) { tiny_opts o = tiny_default(); check_model_consistency(&o, "llama"); }
+static void test_llama_tied_bf16(void) {
+    tiny_opts o = tiny_default();
+    o.tied = 1; o.bf16 = 1;
+    check_model_consistency(&o, "llama_tied_bf16");
+}
+static void test_qwen2(void) { tiny_opts o = tiny_default(); o.model_type = "qwen2"; check_model_consistency(&o, "qwen2"); }
+static void test_qwen3(void) {
+    tiny_opts o = tiny_default();
+    o.model_type = "qwen3"; o.head_dim = 12;
+    check_model_consistency(&o, "qwen3");
+}
+static void test_mistral_alias(void) {
+    tiny_opts o = tiny_default();
+    o.model_type = "mistral"; o.attn_bias = 1;
+    check_model_consistency(&o, "mistral");
+}
+
+static void expect_load_error(const tiny_opts *o, const char *name, lmc_status want, const char *needle) {
+    const char *dir = make_dir(name, o);
+    lmc_backend *be;
+    lmc_backend_cpu_init(&be, 1, 0);
+    lmc_model *m = NULL;
+    lmc_status st = lmc_model_load(dir, be, &m);
+    CHECK_MSG(st == want, "status %d, message %s", st, lmc_last_error());
+    CHECK_MSG(strstr(lmc_last_error(), needle) != NULL, "message '%s' lacks '%s'", lmc_last_error(), needle);
+    lmc_model_free(m);
+    lmc_backend_free(be);
+}
+
+static void test_audit(void) {
+    tiny_opts o = tiny_default();
+    o.extra_tensor = "model.layers.0.mlp.mystery.weight";
+    expect_load_error(&o, "extra", LMC_ERR_AUDIT, "model.layers.0.mlp.mystery.weight");
+    o = tiny_default();
+    o.skip_tensor = "model.layers.1.mlp.up_proj.weight";
+    expect_load_error(&o, "missing", LMC_ERR_AUDIT, "model.layers.1.mlp.up_proj.weight");
+    o = tiny_default();
+    o.extra_tensor = "model.layers.0.self_attn.rotary_emb.inv_freq"; /* dropped by rule: loads */
+    const char *dir = make_dir("dropped", &o);
+    lmc_backend *be;
+    lmc_backend_cpu_init(&be, 1, 0);
+    lmc_model *m = NULL;
+    CHECK(lmc_model_load(dir, be, &m) == 0);
+    CHECK(m && m->n_audit_dropped == 1);
+    lmc_model_free(m);
+    lmc_backend_free(be);
+    o = tiny_default();
+    o.model_type = "llama_foo";
+    expect_load_error(&o, "unknown", LMC_ERR_UNSUPPORTED, "nearest: llama");
+}
+
+static void test_shape_mismatch(void) {
+    tiny_opts o = tiny_default();
+    const char *dir = make_dir("shape", &o);
+    /* rewrite config with a different intermediate size: tensors no longer match */
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 96, \"hidden_size\": 32, \"num_hidden_layers\": 2,"
+               " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 8, \"intermediate_size\": 40}");
+    fclose(f);
+    lmc_backend *be;
+    lmc_backend_cpu_init(&be, 1, 0);
+    lmc_model *m = NULL;
+    CHECK(lmc_model_load(dir, be, &m) == LMC_ERR_FORMAT);
+    CHECK(strstr(lmc_last_error(), "gate_proj") && strstr(lmc_last_error(), "expected [40, 32]"));
+    lmc_backend_free(be);
+}
+
+static void test_sampler(void) {
+    float logits[8] = {1.0f, 3.0f, 2.5f, -1.0f, 0.0f, 2.9f, -5.0f, 1.5f};
+    lmc_sampler_params p = lmc_sampler_default_params();
+    lmc_sampler *s;
+    CHECK(lmc_sampler_init(&s, &p, 8) == 0);
+    CHECK_EQ_INT(lmc_sampler_sample(s, logits), 1);
+    lmc_sampler_free(s);
+    /* repetition penalty demotes token 1 below 5 */
+    p.repetition_penalty = 1.5f;
+    lmc_sampler_init(&s, &p, 8);
+    lmc_sampler_accept(s, 1);
+    CHECK_EQ_INT(lmc_sampler_sample(s, logits), 5);
+    lmc_sampler_free(s);
+    /* top-k 2: only tokens 1 and 5 ever come out; same seed → same sequence */
+    p = lmc_sampler_default_params();
+    p.temperature = 1.0f; p.top_k = 2; p.seed = 42;
+    int counts[8] = {0}, seq1[50], seq2[50];
+    lmc_sampler_init(&s, &p, 8);
+    for (int i = 0; i < 50; i++) { seq1[i] = lmc_sampler_sample(s, logits); counts[seq1[i]]++; }
+    lmc_sampler_free(s);
+    lmc_sampler_init(&s, &p, 8);
+    for (int i = 0; i < 50; i++) seq2[i] = lmc_sampler_sample(s, logits);
+    lmc_sampler_free(s);
+    CHECK(counts[1] + counts[5] == 50 && counts[1] > 0 && counts[5] > 0);
+    CHECK(memcmp(seq1, seq2, sizeof seq1) == 0);
+    /* top-p 0.5: token 1 alone holds > 0.3 mass; with 5 it passes 0.5, so only {1, 5} */
+    p.top_k = 0; p.top_p = 0.5f;
+    lmc_sampler_init(&s, &p, 8);
+    int bad = 0;
+    for (int i = 0; i < 200; i++) { int t = lmc_sampler_sample(s, logits); bad += t != 1 && t != 5; }
+    CHECK_EQ_INT(bad, 0);
+    lmc_sampler_free(s);
+    /* min-p 0.5: keep p ≥ 0.5·p(1): tokens 1 (3.0), 5 (2.9), 2 (2.5: e^-0.5 = 0.61) */
+    p.top_p = 1; p.min_p = 0.5f;
+    lmc_sampler_init(&s, &p, 8);
+    int seen[8] = {0};
+    for (int i = 0; i < 400; i++) seen[lmc_sampler_sample(s, logits)]++;
+    CHECK(seen[1] && seen[5] && seen[2] && !seen[0] && !seen[3] && !seen[4] && !seen[6] && !seen[7]);
+    lmc_sampler_free(s);
+    /* plain temperature sampling reaches low-probability tokens too */
+    p.min_p = 0; p.temperature = 5.0f;
+    lmc_sampler_init(&s, &p, 8);
+    memset(seen, 0, sizeof seen);
+    for (int i = 0; i < 2000; i++) seen[lmc_sampler_sample(s, logits)]++;
+    CHECK(seen[6] > 0 && seen[3] > 0);
+    lmc_sampler_free(s);
+    CHECK(lmc_sampler_init(&s, &(lmc_sampler_params){.top_p = 0, .repetition_penalty = 1}, 8) == LMC_ERR_ARG);
+}
+
+static int stop_after_eos_count;
+static int count_tokens(int32_t tok, const float *logits, int n_vocab, void *ud) {
+    (void)logits; (void)n_vocab; (void)tok;
+    stop_after_eos_count++;
+    return 0;
+}
+
+static void test_generate_stops_on_eos(void) {
+    tiny_opts o = tiny_default();
+    const char *dir = make_dir("gen", &o);
+    lmc_backend *be;
+    lmc_backend_cpu_init(&be, 1, 0);
+    lmc_model *m;
+    CHECK(lmc_model_load(dir, be, &m) == 0);
+    lmc_context *ctx;
+    CHECK(lmc_context_init(&ctx, m, NULL) == 0);
+    int32_t prompt[3] = {4, 8, 15};
+    /* greedy: find the first generated token, then declare it an EOS id: generation stops after 1 */
+    lmc_gen_params gp = {.n_predict = 5, .sampler = lmc_sampler_default_params()};
+    lmc_gen_stats stats;
+    stop_after_eos_count = 0;
+    CHECK(lmc_generate(ctx, prompt, 3, &gp, count_tokens, NULL, &stats) == 0);
+    CHECK_EQ_INT(stats.n_generated, 5);
+    int32_t first = lmc_argmax(lmc_context_logits(ctx, 0), m->cfg.vocab_size); /* logits of step 5 */
+    (void)first;
+    int32_t eos[1];
+    CHECK(lmc_generate(ctx, prompt, 3, &(lmc_gen_params){.n_predict = 1, .sampler = gp.sampler}, NULL, NULL, &stats) == 0);
+    eos[0] = lmc_argmax(lmc_context_logits(ctx, 0), m->cfg.vocab_size);
+    gp.stop_ids = eos;
+    gp.n_stop = 1;
+    CHECK(lmc_generate(ctx, prompt, 3, &gp, NULL, NULL, &stats) == 0);
+    CHECK_EQ_INT(stats.n_generated, 1);
+    CHECK(stats.stopped_by_eos);
+    lmc_context_free(ctx);
+    lmc_model_free(m);
+    lmc_backend_free(be);
+}
+
+int main(void) {
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/lmc-test-model-XXXXXX");
+    if (!mkdtemp(tmp_root)) return 1;
+    RUN(test_llama);
+    RUN(test_llama_tied_bf16);
+    RUN(test_qwen2);
+    RUN(test_qwen3);
+    RUN(test_mistral_alias);
+    RUN(test_audit);
+    RUN(test_shape_mismatch);
+    RUN(test_sampler);
+    RUN(test_generate_stops_on_eos);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);
+    return TEST_END();
+}
