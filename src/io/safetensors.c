@@ -293,10 +293,14 @@ static lmc_status load_shard(lmc_st_set *set, const char *path, int keep_meta) {
         return lmc_fail(e == ENOENT ? LMC_ERR_NOT_FOUND : LMC_ERR_IO, "cannot open %s: %s", path, strerror(e));
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return lmc_fail(LMC_ERR_IO, "%s: %s", path, e ? strerror(e) : "not a regular file");
+        return lmc_fail(LMC_ERR_IO, "cannot stat %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return lmc_fail(LMC_ERR_IO, "%s is not a regular file", path);
     }
     uint64_t fsize = (uint64_t)sb.st_size;
     if (fsize < 8) {

@@ -588,6 +588,81 @@ static void test_reject_index(void) {
     expect_fail_path(tp("ix3/model.safetensors.index.json"), LMC_ERR_FORMAT, "listed in", "index.json", __LINE__);
 }
 
+/* ---- mutations: every damaged file is rejected with a message or reads within bounds -------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 33);
+}
+
+static void test_mutations(void) {
+    float a[6] = {1, 2, 3, 4, 5, 6};
+    uint16_t b[3] = {1, 2, 3};
+    uint8_t c[5] = {9, 8, 7, 6, 5};
+    lmc_st_write_tensor w[3] = {
+        {.name = "model.a", .dtype = LMC_DTYPE_F32, .n_dims = 2, .shape = {2, 3}, .data = a},
+        {.name = "model.b", .dtype = LMC_DTYPE_BF16, .n_dims = 1, .shape = {3}, .data = b},
+        {.name = "model.c", .dtype = LMC_DTYPE_U8, .n_dims = 3, .shape = {1, 5, 1}, .data = c},
+    };
+    const char *meta[] = {"format", "pt"};
+    const char *base_path = tp("base.safetensors");
+    CHECK_EQ_INT(lmc_st_write(base_path, w, 3, meta, 1), LMC_OK);
+    FILE *f = fopen(base_path, "rb");
+    unsigned char base[4096];
+    size_t base_len = f ? fread(base, 1, sizeof base, f) : 0;
+    if (f) fclose(f);
+    CHECK(base_len > 8);
+    if (base_len <= 8) return;
+    size_t hlen = base[0] | (size_t)base[1] << 8;
+    static const char pool[] = "{}[]\",:0123456789-.eE  tfnul\\";
+    const char *p = tp("mut.safetensors");
+    int n_ok = 0, n_fail = 0, bad_msg = 0;
+    unsigned char buf[4096];
+    for (int iter = 0; iter < 4000; iter++) {
+        memcpy(buf, base, base_len);
+        size_t len = base_len;
+        int kind = (int)(rnd() % 4);
+        if (kind == 0) { /* overwrite 1-3 header bytes with JSON-ish characters */
+            int k = 1 + (int)(rnd() % 3);
+            for (int j = 0; j < k; j++) buf[8 + rnd() % hlen] = (unsigned char)pool[rnd() % (sizeof pool - 1)];
+        } else if (kind == 1) { /* truncate */
+            len = rnd() % base_len;
+        } else if (kind == 2) { /* shift the header length */
+            size_t nl = hlen + (rnd() % 33) - 16;
+            buf[0] = (unsigned char)nl;
+            buf[1] = (unsigned char)(nl >> 8);
+        } else { /* change one digit of the header (shapes and offsets) */
+            size_t pos = 8 + rnd() % hlen;
+            for (size_t j = 0; j < hlen && !(buf[pos] >= '0' && buf[pos] <= '9'); j++) pos = 8 + (pos - 8 + 1) % hlen;
+            buf[pos] = (unsigned char)('0' + rnd() % 10);
+        }
+        write_bytes(p, buf, len);
+        lmc_clear_error();
+        lmc_st_set *set = NULL;
+        lmc_status st = lmc_st_open(p, &set);
+        if (st == LMC_OK) {
+            unsigned sum = 0;
+            for (int i = 0; i < lmc_st_count(set); i++) {
+                const lmc_st_tensor *t = lmc_st_at(set, i);
+                if ((int64_t)t->nbytes != lmc_st_nelem(t) * (int64_t)lmc_dtype_size(t->dtype)) bad_msg++;
+                for (size_t k = 0; k < t->nbytes; k++) sum += ((const unsigned char *)t->data)[k];
+            }
+            (void)sum;
+            lmc_st_close(set);
+            n_ok++;
+        } else {
+            if (!contains(lmc_last_error(), "mut.safetensors") || set != NULL) {
+                bad_msg++;
+                fprintf(stderr, "  mutation %d: status %d, message: %s\n", iter, st, lmc_last_error());
+            }
+            n_fail++;
+        }
+    }
+    CHECK_MSG(n_ok > 0 && n_fail > 0, "ok %d fail %d", n_ok, n_fail);
+    CHECK_EQ_INT(bad_msg, 0);
+}
+
 /* ---- writer argument checks ------------------------------------------------------------------- */
 
 static void test_write_rejects(void) {
@@ -705,6 +780,7 @@ int main(void) {
     RUN(test_directory_glob_and_single);
     RUN(test_reject_index);
     RUN(test_write_rejects);
+    RUN(test_mutations);
     RUN(test_json_file);
     fprintf(stderr, "%d malformed single-file inputs rejected\n", n_malformed);
     char cmd[300];
