@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -186,8 +187,36 @@ static void describe_snapshots(const name_list *snaps, char *buf, size_t n) {
 
 /* ---- resolve ---------------------------------------------------------------------------------- */
 
+static lmc_status pick_snapshot(const char *repo_dir, const char *repo_id, const char *rev, lmc_model_path *out);
+
+/* "models--ORG--NAME" (the last path component of dir) as "ORG/NAME" into id; 0 if dir is not so named. */
+static int repo_id_from_cache_name(const char *dir, char *id, size_t n) {
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') len--;
+    size_t start = len;
+    while (start > 0 && dir[start - 1] != '/') start--;
+    if (len - start <= 8 || strncmp(dir + start, "models--", 8) != 0 || len - start - 8 >= n) return 0;
+    memcpy(id, dir + start + 8, len - start - 8);
+    id[len - start - 8] = 0;
+    char *sep = strstr(id, "--");
+    if (sep) {
+        sep[0] = '/';
+        memmove(sep + 1, sep + 2, strlen(sep + 2) + 1);
+    }
+    return 1;
+}
+
 static lmc_status resolve_local(const char *model, const struct stat *sb, lmc_model_path *out) {
     if (S_ISDIR(sb->st_mode)) {
+        /* a repo directory of the cache itself (models--ORG--NAME/ with snapshots/): take its snapshot */
+        char repo[HF_PATH_MAX], snaps[HF_PATH_MAX], id[512];
+        if (repo_id_from_cache_name(model, id, sizeof id) && fmt_path(repo, sizeof repo, "%s", model) == LMC_OK) {
+            size_t n = strlen(repo);
+            while (n > 1 && repo[n - 1] == '/') repo[--n] = 0;
+            if (fmt_path(snaps, sizeof snaps, "%s/snapshots", repo) == LMC_OK && is_dir(snaps)) {
+                return pick_snapshot(repo, id, NULL, out);
+            }
+        }
         LMC_TRY(fmt_path(out->path, sizeof out->path, "%s", model));
         return LMC_OK;
     }
@@ -322,6 +351,26 @@ lmc_status lmc_hfpath_resolve(const char *model, lmc_model_path *out) {
     }
     LMC_TRY(fmt_path(repo_dir, sizeof repo_dir, "%s/%s", cache, dir_name));
     if (!is_dir(repo_dir)) {
+        /* the hub matches repo ids case-insensitively; the cache keeps the spelling of the download */
+        name_list all;
+        LMC_TRY(list_subdirs(cache, &all));
+        int n_match = 0;
+        const char *match = NULL;
+        for (int i = 0; i < all.n; i++) {
+            if (strcasecmp(all.v[i], dir_name) == 0) { match = all.v[i]; n_match++; }
+        }
+        if (n_match == 1) {
+            char id2[512];
+            st = fmt_path(repo_dir, sizeof repo_dir, "%s/%s", cache, match);
+            if (st == LMC_OK && repo_id_from_cache_name(repo_dir, id2, sizeof id2)) {
+                name_list_free(&all);
+                return pick_snapshot(repo_dir, id2, rev, out);
+            }
+        }
+        name_list_free(&all);
+        LMC_TRY(fmt_path(repo_dir, sizeof repo_dir, "%s/%s", cache, dir_name));
+    }
+    if (!is_dir(repo_dir)) {
         return lmc_fail(LMC_ERR_NOT_FOUND, "model \"%s\" not found; looked at: %s (no such file or directory), "
                         "%s (absent from the HF cache %s, chosen by $%s%s); download it with: huggingface-cli "
                         "download %s%s%s", model, model, repo_dir, cache, which,
@@ -343,14 +392,8 @@ lmc_status lmc_hfpath_scan_cache(void (*fn)(const char *repo_id, const char *rev
     lmc_status st = LMC_OK;
     for (int i = 0; i < repos.n && st == LMC_OK; i++) {
         const char *name = repos.v[i];
-        if (strncmp(name, "models--", 8) != 0 || !name[8]) continue;
         char repo_id[512];
-        if (snprintf(repo_id, sizeof repo_id, "%s", name + 8) >= (int)sizeof repo_id) continue;
-        char *sep = strstr(repo_id, "--");
-        if (sep) {
-            sep[0] = '/';
-            memmove(sep + 1, sep + 2, strlen(sep + 2) + 1);
-        }
+        if (!repo_id_from_cache_name(name, repo_id, sizeof repo_id)) continue;
         char snap_root[HF_PATH_MAX];
         if (fmt_path(snap_root, sizeof snap_root, "%s/%s/snapshots", cache, name) < 0) continue;
         name_list snaps;

@@ -26,7 +26,10 @@ typedef struct lmc_model_path {
     int is_file;          /* 1 when path is a single .gguf or .safetensors file */
 } lmc_model_path;
 
-/* Resolve MODEL. Without "@REV", refs/main names the snapshot, else the only
+/* Resolve MODEL. A directory named models--ORG--NAME holding snapshots/ (a
+ * repo directory of the cache) resolves like ORG/NAME. A repo id that is not
+ * in the cache with its exact spelling matches a unique case-insensitive one.
+ * Without "@REV", refs/main names the snapshot, else the only
  * (or most recently modified) one. "@REV" may be a branch or tag (refs/REV),
  * a full commit hash, or an unambiguous commit prefix of at least 4 characters.
  * Errors: LMC_ERR_NOT_FOUND — the message lists every place it looked and how

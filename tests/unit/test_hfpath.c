@@ -166,6 +166,19 @@ static void test_repo_ids(void) {
     CHECK_EQ_INT(lmc_hfpath_resolve("gpt2", &mp), LMC_OK);
     CHECK_EQ_STR(mp.path, P("hub/models--gpt2/snapshots/h1"));
     CHECK_EQ_STR(mp.repo_id, "gpt2");
+    /* a repo directory of the cache given as a path resolves to its snapshot */
+    CHECK_EQ_INT(lmc_hfpath_resolve(P("hub/models--org--model/"), &mp), LMC_OK);
+    CHECK_EQ_STR(mp.path, P("hub/models--org--model/snapshots/" HASH_A));
+    CHECK_EQ_STR(mp.repo_id, "org/model");
+    CHECK_EQ_STR(mp.revision, HASH_A);
+    CHECK_EQ_INT(lmc_hfpath_resolve(P("hub/models--gpt2"), &mp), LMC_OK);
+    CHECK_EQ_STR(mp.repo_id, "gpt2");
+    CHECK_EQ_INT(lmc_hfpath_resolve(P("hub/models--org--model/snapshots/" HASH_B), &mp), LMC_OK);
+    CHECK_EQ_STR(mp.repo_id, ""); /* a snapshot directory is an ordinary model directory */
+    /* repo ids match the cache case-insensitively, keeping the cache's spelling */
+    CHECK_EQ_INT(lmc_hfpath_resolve("ORG/Model@dev", &mp), LMC_OK);
+    CHECK_EQ_STR(mp.path, P("hub/models--org--model/snapshots/" HASH_B));
+    CHECK_EQ_STR(mp.repo_id, "org/model");
     /* unique prefix of 4+ characters */
     CHECK_EQ_INT(lmc_hfpath_resolve("org/ambig@abcd5", &mp), LMC_OK);
     CHECK_EQ_STR(mp.revision, "abcd5678");
