@@ -8,6 +8,7 @@
  * The getters look a key up case-sensitively and return 1 when the key is
  * present with the wanted type, 0 when it is absent or JSON null (or obj is
  * NULL), and -1 when it is present with another type (or obj is not an object).
+ * *out is written only when 1 is returned, so a default set before the call stays.
  */
 #ifndef LMC_IO_JSONFILE_H
 #define LMC_IO_JSONFILE_H

@@ -605,6 +605,13 @@ const lmc_st_tensor *lmc_st_find(const lmc_st_set *set, const char *name) {
     return NULL;
 }
 
+int lmc_st_index_of(const lmc_st_set *set, const lmc_st_tensor *t) {
+    /* compare addresses as integers: t may point anywhere */
+    uintptr_t base = (uintptr_t)set->tensors, p = (uintptr_t)t;
+    if (!t || p < base || p >= base + (uintptr_t)set->n_tensors * sizeof *t || (p - base) % sizeof *t) return -1;
+    return (int)((p - base) / sizeof *t);
+}
+
 const char *lmc_st_metadata(const lmc_st_set *set, const char *key) {
     if (!key) return NULL;
     for (int i = 0; i < set->n_meta; i++) {

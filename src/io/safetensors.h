@@ -58,6 +58,8 @@ int lmc_st_count(const lmc_st_set *set);
 const lmc_st_tensor *lmc_st_at(const lmc_st_set *set, int i);
 /* NULL if absent; O(log n). */
 const lmc_st_tensor *lmc_st_find(const lmc_st_set *set, const char *name);
+/* The index i with lmc_st_at(set, i) == t, in O(1); -1 if t is not one of the set's tensors. */
+int lmc_st_index_of(const lmc_st_set *set, const lmc_st_tensor *t);
 /* "__metadata__" string values of shard 0; NULL if absent. */
 const char *lmc_st_metadata(const lmc_st_set *set, const char *key);
 /* Number of "__metadata__" pairs of shard 0, and the i-th pair (i in [0,n)). */

@@ -130,6 +130,7 @@ static void test_roundtrip_all_dtypes(void) {
         CHECK_EQ_STR(t->name, names[i]); /* file order kept */
         const lmc_st_tensor *u = lmc_st_find(set, names[i]);
         CHECK(u == t);
+        CHECK_EQ_INT(lmc_st_index_of(set, u), i);
         CHECK_EQ_INT(t->dtype, types[i]);
         CHECK_EQ_INT(t->n_dims, w[i].n_dims);
         for (int d = 0; d < t->n_dims; d++) CHECK_EQ_INT(t->shape[d], w[i].shape[d]);
@@ -139,6 +140,9 @@ static void test_roundtrip_all_dtypes(void) {
         /* given in decreasing element size, every tensor is aligned to its element size */
         CHECK_EQ_INT((uintptr_t)t->data % lmc_dtype_size(t->dtype), 0);
     }
+    lmc_st_tensor outside = *lmc_st_at(set, 0);
+    CHECK_EQ_INT(lmc_st_index_of(set, &outside), -1);
+    CHECK_EQ_INT(lmc_st_index_of(set, NULL), -1);
     CHECK(lmc_st_find(set, "layer.0") == NULL);
     CHECK(lmc_st_find(set, "") == NULL);
     CHECK(lmc_st_find(set, "zzz") == NULL);
@@ -722,7 +726,9 @@ static void test_json_file(void) {
     CHECK_EQ_INT(lmc_json_get_int(root, "max", &i), 1);
     CHECK(i == -9007199254740992LL);
     CHECK_EQ_INT(lmc_json_get_int(root, "s", &i), -1);
+    i = 77;
     CHECK_EQ_INT(lmc_json_get_int(root, "absent", &i), 0);
+    CHECK_EQ_INT(i, 77);
     CHECK_EQ_INT(lmc_json_get_int(root, "z", &i), 0);
     CHECK_EQ_INT(lmc_json_get_double(root, "f", &d), 1);
     CHECK(d == 0.5);
