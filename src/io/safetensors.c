@@ -182,6 +182,13 @@ static lmc_status parse_metadata(lmc_st_set *set, const cJSON *meta, const char 
                             kv->string ? kv->string : "", lmc_json_type_name(kv));
         }
     }
+    for (const cJSON *kv = meta->child; kv; kv = kv->next) {
+        for (const cJSON *o = kv->next; o; o = o->next) {
+            if (kv->string && o->string && strcmp(kv->string, o->string) == 0) {
+                return lmc_fail(LMC_ERR_FORMAT, "%s: \"__metadata__\" has the key \"%s\" twice", path, kv->string);
+            }
+        }
+    }
     if (!keep || n == 0) return LMC_OK;
     set->meta = calloc((size_t)n * 2, sizeof *set->meta);
     if (!set->meta) return lmc_fail(LMC_ERR_NOMEM, "out of memory for metadata of %s", path);
@@ -190,13 +197,6 @@ static lmc_status parse_metadata(lmc_st_set *set, const cJSON *meta, const char 
         set->meta[2 * i] = dup_str(kv->string ? kv->string : "");
         set->meta[2 * i + 1] = dup_str(kv->valuestring);
         if (!set->meta[2 * i] || !set->meta[2 * i + 1]) return lmc_fail(LMC_ERR_NOMEM, "out of memory for metadata");
-    }
-    for (int i = 0; i < set->n_meta; i++) {
-        for (int j = i + 1; j < set->n_meta; j++) {
-            if (strcmp(set->meta[2 * i], set->meta[2 * j]) == 0) {
-                return lmc_fail(LMC_ERR_FORMAT, "%s: \"__metadata__\" has the key \"%s\" twice", path, set->meta[2 * i]);
-            }
-        }
     }
     return LMC_OK;
 }
