@@ -513,6 +513,18 @@ static void test_sharded_index(void) {
     set = NULL;
     CHECK_EQ_INT(lmc_st_open(tp("sh"), &set), LMC_OK);
     if (set) { check_two_shard_set(set); lmc_st_close(set); }
+    /* an index named relative to the working directory, without a slash */
+    char cwd[1024];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    CHECK(chdir(tp("sh")) == 0);
+    set = NULL;
+    CHECK_EQ_INT(lmc_st_open("model.safetensors.index.json", &set), LMC_OK);
+    if (set) {
+        check_two_shard_set(set);
+        CHECK_EQ_STR(lmc_st_shard_path(set, 0), "./model-00001-of-00002.safetensors");
+        lmc_st_close(set);
+    }
+    CHECK(chdir(cwd) == 0);
     /* a directory with a trailing slash */
     set = NULL;
     CHECK_EQ_INT(lmc_st_open(tp("sh/"), &set), LMC_OK);
