@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "io/hfpath.h"
+#include "tok/tokenizer.h"
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -144,4 +145,28 @@ void cli_free_model(cli_model *cm) {
     lmc_backend_free(cm->be);
     cm->model = NULL;
     cm->be = NULL;
+}
+
+int cli_load_tokenizer(const char *dir, lmc_tokenizer **tok, int required) {
+    char path[4200];
+    *tok = NULL;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (!required) return 0;
+        fprintf(stderr, "lmc: %s has no tokenizer.json: give the prompt as token ids with --ids\n", dir);
+        return EXIT_RUNTIME;
+    }
+    fclose(f);
+    if (lmc_tokenizer_load(dir, tok) < 0) return cli_error("tokenizer");
+    return 0;
+}
+
+#ifndef LMC_DEMO_DIR
+#define LMC_DEMO_DIR "models/demo"
+#endif
+
+const char *cli_demo_model(void) {
+    const char *env = getenv("LMC_DEMO_MODEL");
+    return env && *env ? env : LMC_DEMO_DIR;
 }

@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "gen/context.h"
+#include "gen/sampler.h"
 #include "model/model.h"
 
 #define EXIT_RUNTIME 1
@@ -46,7 +47,18 @@ void cli_free_model(cli_model *cm);
 int cli_error(const char *what);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Load dir's tokenizer. required = 0: a missing tokenizer.json is not an error (*tok = NULL). */
+struct lmc_tokenizer;
+int cli_load_tokenizer(const char *dir, struct lmc_tokenizer **tok, int required);
+/* Generate from text or ids and print text (or ids with print_ids); the shared body of generate/run. */
+int cli_generate(const cli_model_opts *mo, const char *prompt, const char *ids_arg, int n_predict,
+                 const lmc_sampler_params *sp, int ignore_eos, int print_ids, const char *logits_out);
+/* The demo model's directory (LMC_DEMO_MODEL, else the one built in). */
+const char *cli_demo_model(void);
+
 int cmd_generate(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "gen/generate.h"
+#include "tok/tokenizer.h"
 
 static const char *generate_help =
     "usage: lmc generate -m MODEL (-p TEXT | --ids 1,2,3) [options]\n"
@@ -35,6 +36,7 @@ static const char *generate_help =
 
 typedef struct gen_out {
     int print_ids;
+    lmc_detok *detok;          /* text output when not NULL */
     FILE *logits_f;
     int32_t *ids;
     int n_ids, cap_ids;
@@ -55,6 +57,14 @@ static int on_token(int32_t tok, const float *logits, int n_vocab, void *ud) {
         g->cap_ids = cap;
     }
     g->ids[g->n_ids++] = tok;
+    if (g->detok) {
+        char *piece = NULL;
+        size_t len = 0;
+        if (lmc_detok_push(g->detok, tok, &piece, &len) < 0) { g->write_error = 1; return 1; }
+        fwrite(piece, 1, len, stdout);
+        fflush(stdout);
+        free(piece);
+    }
     return 0;
 }
 
@@ -100,25 +110,47 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--logits-out")) { if (!(logits_out = cli_value(argc, argv, &i))) return EXIT_USAGE; }
         else return cli_usage_error("generate", "unknown option '%s'", a);
     }
-    (void)have_temp;
     if (!mo.model) return cli_usage_error("generate", "-m MODEL is required");
     if (!prompt == !ids_arg) return cli_usage_error("generate", "give exactly one of -p TEXT or --ids LIST");
-    if (prompt) return cli_usage_error("generate", "-p needs the tokenizer, which this build does not have yet; use --ids");
-    int32_t *ids = NULL;
-    int n_ids = cli_parse_ids(ids_arg, &ids);
-    if (n_ids < 0) return EXIT_USAGE;
+    if (!have_temp) sp.temperature = 0;
+    return cli_generate(&mo, prompt, ids_arg, (int)n_predict, &sp, ignore_eos, print_ids, logits_out);
+}
 
+int cli_generate(const cli_model_opts *mo_in, const char *prompt, const char *ids_arg, int n_predict,
+                 const lmc_sampler_params *spp, int ignore_eos, int print_ids, const char *logits_out) {
+    cli_model_opts mo = *mo_in;
+    lmc_sampler_params sp = *spp;
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    if (ids_arg && (n_ids = cli_parse_ids(ids_arg, &ids)) < 0) return EXIT_USAGE;
     cli_model cm;
     int rc = cli_load_model(&mo, &cm);
     if (rc) { free(ids); return rc; }
+    lmc_tokenizer *tok = NULL;
+    if (prompt || !print_ids) {
+        if (cli_load_tokenizer(cm.dir, &tok, prompt != NULL) != 0) { cli_free_model(&cm); return EXIT_RUNTIME; }
+    }
+    if (prompt && lmc_tokenizer_encode(tok, prompt, strlen(prompt), 1, &ids, &n_ids) < 0) {
+        rc = cli_error("tokenizing the prompt");
+        lmc_tokenizer_free(tok);
+        cli_free_model(&cm);
+        return rc;
+    }
+    if (n_ids == 0) {
+        fprintf(stderr, "lmc: the prompt has no tokens\n");
+        lmc_tokenizer_free(tok);
+        cli_free_model(&cm);
+        return EXIT_USAGE;
+    }
     lmc_context_params cp = lmc_context_default_params();
-    cp.n_ctx = mo.n_ctx ? mo.n_ctx : n_ids + (int)n_predict;
+    cp.n_ctx = mo.n_ctx ? mo.n_ctx : n_ids + n_predict;
     if (mo.n_batch) cp.n_batch = mo.n_batch;
     lmc_context *ctx = NULL;
     gen_out g = {.print_ids = print_ids};
+    if (tok && !print_ids && lmc_detok_init(&g.detok, tok, 1) < 0) { rc = cli_error(NULL); goto done; }
     lmc_gen_stats stats;
     const lmc_config *c = &cm.model->cfg;
-    lmc_gen_params gp = {.n_predict = (int)n_predict, .ignore_eos = ignore_eos, .stop_ids = c->eos_token_ids,
+    lmc_gen_params gp = {.n_predict = n_predict, .ignore_eos = ignore_eos, .stop_ids = c->eos_token_ids,
                          .n_stop = c->n_eos, .sampler = sp};
     if (lmc_context_init(&ctx, cm.model, &cp) < 0) { rc = cli_error("context"); goto done; }
     if (logits_out && !(g.logits_f = fopen(logits_out, "wb"))) {
@@ -128,7 +160,14 @@ int cmd_generate(int argc, char **argv) {
     }
     if (n_predict > 0 && lmc_generate(ctx, ids, n_ids, &gp, on_token, &g, &stats) < 0) { rc = cli_error(NULL); goto done; }
     if (g.write_error) { fprintf(stderr, "lmc: write error on %s\n", logits_out); rc = EXIT_RUNTIME; goto done; }
-    for (int i = 0; i < g.n_ids; i++) printf("%s%d", i ? " " : "", g.ids[i]);
+    if (g.detok) {
+        char *rest = NULL;
+        size_t len = 0;
+        if (lmc_detok_flush(g.detok, &rest, &len) == 0) fwrite(rest, 1, len, stdout);
+        free(rest);
+    } else {
+        for (int i = 0; i < g.n_ids; i++) printf("%s%d", i ? " " : "", g.ids[i]);
+    }
     printf("\n");
     if (n_predict > 0)
         fprintf(stderr, "lmc: prompt %d tok, %.1f tok/s | generated %d tok, %.1f tok/s | first token after %.0f ms\n",
@@ -139,6 +178,8 @@ done:
     if (g.logits_f && fclose(g.logits_f) != 0 && rc == 0) { fprintf(stderr, "lmc: write error on %s\n", logits_out); rc = EXIT_RUNTIME; }
     free(g.ids);
     free(ids);
+    lmc_detok_free(g.detok);
+    lmc_tokenizer_free(tok);
     lmc_context_free(ctx);
     cli_free_model(&cm);
     return rc;

@@ -10,17 +10,7 @@
 
 #include <stdarg.h>
 
-typedef enum lmc_status {
-    LMC_OK              = 0,
-    LMC_ERR_IO          = -1,  /* open/read/mmap failed */
-    LMC_ERR_FORMAT      = -2,  /* malformed file or input */
-    LMC_ERR_UNSUPPORTED = -3,  /* valid input lmc does not handle */
-    LMC_ERR_NOMEM       = -4,  /* allocation failed or plan does not fit */
-    LMC_ERR_ARG         = -5,  /* invalid argument from the caller */
-    LMC_ERR_AUDIT       = -6,  /* weight audit: missing or unconsumed tensors */
-    LMC_ERR_NOT_FOUND   = -7,  /* named thing (file, tensor, model) absent */
-    LMC_ERR_RANGE       = -8,  /* index/position/context out of range */
-} lmc_status;
+#include "lmc.h" /* lmc_status and lmc_last_error() are public */
 
 /* Record a formatted message as this thread's last error and return `st`,
  * so call sites read: `return lmc_fail(LMC_ERR_FORMAT, "bad header in %s", p);` */
@@ -31,8 +21,6 @@ lmc_status lmc_fail(lmc_status st, const char *fmt, ...)
 lmc_status lmc_fail_context(lmc_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* This thread's last error message ("" when none). Valid until the next fail. */
-const char *lmc_last_error(void);
 void lmc_clear_error(void);
 const char *lmc_status_name(lmc_status st);
 

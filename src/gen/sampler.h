@@ -13,17 +13,7 @@
 
 #include "core/status.h"
 
-typedef struct lmc_sampler_params {
-    float temperature;        /* ≤ 0: greedy */
-    int top_k;                /* 0: off */
-    float top_p;              /* ≥ 1: off */
-    float min_p;              /* 0: off */
-    float repetition_penalty; /* 1: off */
-    int repetition_window;    /* tokens of history the penalty looks at (0: all) */
-    uint64_t seed;
-} lmc_sampler_params;
-
-lmc_sampler_params lmc_sampler_default_params(void); /* greedy, all filters off, seed 0 */
+#include "lmc.h" /* lmc_sampler_params is public */
 
 typedef struct lmc_sampler lmc_sampler;
 

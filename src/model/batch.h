@@ -8,14 +8,6 @@
 #ifndef LMC_MODEL_BATCH_H
 #define LMC_MODEL_BATCH_H
 
-#include <stdint.h>
-
-typedef struct lmc_batch {
-    int n_tokens;
-    const int32_t *token;        /* [n_tokens] */
-    const int32_t *pos;          /* [n_tokens] position within its sequence */
-    const int32_t *seq;          /* [n_tokens] sequence id (KV slot) */
-    const uint8_t *want_logits;  /* [n_tokens] rows whose logits (and hidden) are returned; NULL = last token only */
-} lmc_batch;
+#include "lmc.h" /* lmc_batch is public */
 
 #endif

@@ -13,12 +13,6 @@ typedef struct audit {
     int n_missing;
 } audit;
 
-static int st_index(const lmc_st_set *st, const lmc_st_tensor *t) {
-    for (int i = 0; i < lmc_st_count(st); i++)
-        if (lmc_st_at(st, i) == t) return i;
-    return -1;
-}
-
 static void note_missing(audit *a, const char *name) {
     size_t at = strlen(a->missing);
     if (a->n_missing < 8) snprintf(a->missing + at, sizeof a->missing - at, "%s%s", a->n_missing ? ", " : "", name);
@@ -35,7 +29,7 @@ static lmc_status bind(lmc_model *m, audit *a, const char *name, int64_t ne0, in
         if (required) note_missing(a, name);
         return LMC_OK;
     }
-    int idx = st_index(m->st, t);
+    int idx = lmc_st_index_of(m->st, t);
     LMC_ASSERT(idx >= 0);
     a->used[idx] = 1;
     if (t->dtype != LMC_DTYPE_F32 && t->dtype != LMC_DTYPE_F16 && t->dtype != LMC_DTYPE_BF16)

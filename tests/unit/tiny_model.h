@@ -8,6 +8,7 @@
 #define LMC_TESTS_TINY_MODEL_H
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,10 +22,11 @@ typedef struct tiny_opts {
     const char *extra_tensor; /* name of an unexpected extra tensor, or NULL */
     const char *skip_tensor;  /* name of a tensor to leave out, or NULL */
     unsigned seed;
+    int max_pos;              /* max_position_embeddings (0: 128) */
 } tiny_opts;
 
-static tiny_opts tiny_default(void) {
-    tiny_opts o = {"llama", 96, 32, 2, 4, 2, 8, 48, 0, 0, 0, NULL, NULL, 1};
+static inline tiny_opts tiny_default(void) {
+    tiny_opts o = {"llama", 96, 32, 2, 4, 2, 8, 48, 0, 0, 0, NULL, NULL, 1, 0};
     return o;
 }
 
@@ -37,7 +39,7 @@ static float tiny_rand(unsigned *s) { /* roughly N(0,1): sum of uniforms */
     return a * 1.7320508f;
 }
 
-typedef struct tiny_buf { lmc_st_write_tensor t[128]; void *mem[128]; int n; } tiny_buf;
+typedef struct tiny_buf { lmc_st_write_tensor t[1024]; void *mem[1024]; int n; } tiny_buf;
 
 static void tiny_add(tiny_buf *b, const tiny_opts *o, const char *name, int64_t d0, int64_t d1, float scale,
                      float offset, unsigned *seed) {
@@ -68,12 +70,13 @@ static int tiny_model_write(const char *dir, const tiny_opts *o) {
             "{\"model_type\": \"%s\", \"architectures\": [\"X\"], \"vocab_size\": %d, \"hidden_size\": %d,"
             " \"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d,"
             " \"head_dim\": %d, \"intermediate_size\": %d, \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0,"
-            " \"max_position_embeddings\": 128, \"tie_word_embeddings\": %s, \"attention_bias\": %s,"
+            " \"max_position_embeddings\": %d, \"tie_word_embeddings\": %s, \"attention_bias\": %s,"
             " \"hidden_act\": \"silu\", \"bos_token_id\": 1, \"eos_token_id\": 2}\n",
             o->model_type, o->vocab, o->hidden, o->layers, o->heads, o->kv_heads, o->head_dim, o->inter,
-            o->tied ? "true" : "false", o->attn_bias ? "true" : "false");
+            o->max_pos ? o->max_pos : 128, o->tied ? "true" : "false", o->attn_bias ? "true" : "false");
     fclose(f);
-    tiny_buf b = {0};
+    static tiny_buf b;
+    b.n = 0;
     unsigned seed = o->seed;
     const int D = o->hidden, qd = o->heads * o->head_dim, kvd = o->kv_heads * o->head_dim, I = o->inter;
     int qkv_bias = o->attn_bias || !strcmp(o->model_type, "qwen2");
