@@ -816,3 +816,14 @@ done:
     free(nbytes);
     return st;
 }
+
+static int cmp_write_tensor(const void *a, const void *b) {
+    const lmc_st_write_tensor *x = a, *y = b;
+    size_t sx = lmc_dtype_size(x->dtype), sy = lmc_dtype_size(y->dtype);
+    if (sx != sy) return sx > sy ? -1 : 1;
+    return strcmp(x->name ? x->name : "", y->name ? y->name : "");
+}
+
+void lmc_st_sort_for_alignment(lmc_st_write_tensor *tensors, int n) {
+    if (n > 1) qsort(tensors, (size_t)n, sizeof *tensors, cmp_write_tensor);
+}

@@ -77,7 +77,8 @@ int64_t lmc_st_nelem(const lmc_st_tensor *t);
  * The header JSON is padded with spaces to a multiple of 8 bytes, so the data
  * buffer starts 8-byte aligned; tensors are stored in the given order,
  * back to back (the reference loader rejects gaps between tensors), so give
- * them in order of decreasing element size to keep each one aligned.
+ * them in order of decreasing element size (lmc_st_sort_for_alignment) to keep
+ * each one aligned.
  * metadata_kv holds n_meta key/value string pairs (2*n_meta strings) or is NULL.
  * data may be NULL only for a tensor of zero elements. The file is written
  * to a temporary name beside `path` and renamed into place.
@@ -91,5 +92,8 @@ typedef struct lmc_st_write_tensor {
 } lmc_st_write_tensor;
 lmc_status lmc_st_write(const char *path, const lmc_st_write_tensor *tensors, int n,
                         const char *const *metadata_kv, int n_meta);
+/* Reorder tensors for lmc_st_write so every tensor is aligned to its element
+ * size: decreasing element size, then by name (as the reference writer does). */
+void lmc_st_sort_for_alignment(lmc_st_write_tensor *tensors, int n);
 
 #endif

@@ -246,6 +246,42 @@ static void test_handcrafted_valid(void) {
     lmc_st_close(set);
 }
 
+static void test_sort_for_alignment(void) {
+    /* sizes 1, 8, 2, 4, 1 in the given order would misalign; sorted they are aligned */
+    uint8_t u[3] = {1, 2, 3};
+    double d[1] = {0.5};
+    uint16_t h[3] = {7, 8, 9};
+    float f[1] = {2.0f};
+    int8_t c[1] = {-1};
+    lmc_st_write_tensor w[5] = {
+        {.name = "u", .dtype = LMC_DTYPE_U8, .n_dims = 1, .shape = {3}, .data = u},
+        {.name = "d", .dtype = LMC_DTYPE_F64, .n_dims = 1, .shape = {1}, .data = d},
+        {.name = "h", .dtype = LMC_DTYPE_F16, .n_dims = 1, .shape = {3}, .data = h},
+        {.name = "f", .dtype = LMC_DTYPE_F32, .n_dims = 1, .shape = {1}, .data = f},
+        {.name = "c", .dtype = LMC_DTYPE_I8, .n_dims = 1, .shape = {1}, .data = c},
+    };
+    lmc_st_sort_for_alignment(w, 5);
+    CHECK_EQ_STR(w[0].name, "d");
+    CHECK_EQ_STR(w[1].name, "f");
+    CHECK_EQ_STR(w[2].name, "h");
+    CHECK_EQ_STR(w[3].name, "c");
+    CHECK_EQ_STR(w[4].name, "u");
+    const char *p = tp("sorted.safetensors");
+    CHECK_EQ_INT(lmc_st_write(p, w, 5, NULL, 0), LMC_OK);
+    lmc_st_set *set = NULL;
+    CHECK_EQ_INT(lmc_st_open(p, &set), LMC_OK);
+    if (!set) return;
+    for (int i = 0; i < lmc_st_count(set); i++) {
+        const lmc_st_tensor *t = lmc_st_at(set, i);
+        CHECK_EQ_INT((uintptr_t)t->data % lmc_dtype_size(t->dtype), 0);
+    }
+    const lmc_st_tensor *t = lmc_st_find(set, "d");
+    double dv = 0;
+    if (t) memcpy(&dv, t->data, 8);
+    CHECK(dv == 0.5);
+    lmc_st_close(set);
+}
+
 static void test_special_names(void) {
     const char *names[] = {"with \"quote\"", "back\\slash", "new\nline\ttab", "ünïcödé.权重", "a", "A", "a.b"};
     enum { N = sizeof names / sizeof names[0] };
@@ -810,6 +846,7 @@ int main(void) {
     RUN(test_roundtrip_values);
     RUN(test_scalar_zero_size_and_empty);
     RUN(test_handcrafted_valid);
+    RUN(test_sort_for_alignment);
     RUN(test_special_names);
     RUN(test_lookup_many);
     RUN(test_mapping_not_copied);
