@@ -1,0 +1,49 @@
+/* jinja.h — a Jinja2 template interpreter for Hugging Face chat templates.
+ *
+ * Parse once, render many times. The dialect is the one transformers configures
+ * (ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks, loopcontrols,
+ * the `generation` tag, HF's tojson/raise_exception/strftime_now). Values behave
+ * as in Python (repr of dicts, True/False/None, int vs float arithmetic).
+ *
+ *     lmc_jinja_template *t;
+ *     if (lmc_jinja_parse(src, strlen(src), &t) < 0) puts(lmc_last_error());
+ *     char *out; size_t n;
+ *     if (lmc_jinja_render(t, ctx_json_object, &out, &n) == LMC_OK) { ...; free(out); }
+ *     lmc_jinja_free(t);
+ *
+ * Ownership: the template owns a private copy of the source; the rendered text is
+ * malloc'ed and owned by the caller. A template may be rendered from several
+ * threads at once (rendering never mutates it). Errors carry "line L, column C".
+ */
+#ifndef LMC_TOK_JINJA_H
+#define LMC_TOK_JINJA_H
+
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
+#include "core/status.h"
+
+typedef struct lmc_jinja_template lmc_jinja_template;
+
+/* Limits that keep a hostile template from exhausting the machine. */
+typedef struct lmc_jinja_limits {
+    size_t max_output;      /* bytes of rendered text (default 64 MiB) */
+    size_t max_memory;      /* bytes of working memory for one render (default 512 MiB) */
+    long long max_steps;    /* evaluated nodes (default 50 million) */
+    int max_call_depth;     /* nested macro calls (default 64) */
+} lmc_jinja_limits;
+
+lmc_jinja_limits lmc_jinja_default_limits(void);
+
+/* Parse `len` bytes of template source. On error returns LMC_ERR_FORMAT (message
+ * "template:L:C: ...") and sets *out to NULL. */
+lmc_status lmc_jinja_parse(const char *source, size_t len, lmc_jinja_template **out);
+void lmc_jinja_free(lmc_jinja_template *t);
+
+/* Render with the variables of `context` (a cJSON object, may be NULL). Numbers that
+ * are integral become Python ints, others floats. Output is NUL-terminated too. */
+lmc_status lmc_jinja_render(const lmc_jinja_template *t, const cJSON *context, char **out, size_t *out_len);
+lmc_status lmc_jinja_render_ex(const lmc_jinja_template *t, const cJSON *context, const lmc_jinja_limits *lim,
+                               char **out, size_t *out_len);
+
+#endif
