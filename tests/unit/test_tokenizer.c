@@ -536,6 +536,15 @@ static cJSON *ids_json(const int32_t *ids, int n) {
     return a;
 }
 
+/* decoded text may hold NUL: send it as hex */
+static void add_hex(cJSON *obj, const char *key, const char *s, size_t n) {
+    char *h = malloc(2 * n + 1);
+    for (size_t i = 0; i < n; i++) snprintf(h + 2 * i, 3, "%02x", (unsigned char)s[i]);
+    h[2 * n] = 0;
+    cJSON_AddStringToObject(obj, key, h);
+    free(h);
+}
+
 static int driver(const char *dir) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -579,8 +588,8 @@ static int driver(const char *dir) {
             }
             char *d0 = NULL, *d1 = NULL;
             size_t l0, l1;
-            if (lmc_tokenizer_decode(tok, dids, dn, 0, &d0, &l0) == LMC_OK) cJSON_AddStringToObject(out, "dec", d0);
-            if (lmc_tokenizer_decode(tok, dids, dn, 1, &d1, &l1) == LMC_OK) cJSON_AddStringToObject(out, "dec_skip", d1);
+            if (lmc_tokenizer_decode(tok, dids, dn, 0, &d0, &l0) == LMC_OK) add_hex(out, "dec_hex", d0, l0);
+            if (lmc_tokenizer_decode(tok, dids, dn, 1, &d1, &l1) == LMC_OK) add_hex(out, "dec_skip_hex", d1, l1);
             /* streaming detokenizer reproduces the full decode */
             lmc_detok *dt;
             int ok = d0 && lmc_detok_init(&dt, tok, 0) == LMC_OK;

