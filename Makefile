@@ -12,7 +12,7 @@
 CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2 -march=native
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(OPT) -g -fPIC -pthread
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-psabi $(OPT) -g -fPIC -pthread
 CPPFLAGS += -Iinclude -Isrc -DLMC_DEMO_DIR='"$(CURDIR)/models/demo"'
 LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lopenblas -lm -lpthread
 
@@ -58,7 +58,7 @@ run: $(BUILD)/lmc
 	$(BUILD)/lmc run $(MODEL) "$(or $(PROMPT),In the beginning)"
 
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	$(MAKE) BUILD=build-asan OPT="-O1 -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
 	        LDFLAGS="-fsanitize=address,undefined" test
 
 bench: $(BENCH_BIN) $(BUILD)/lmc
