@@ -10,17 +10,34 @@
 #include <string.h>
 
 typedef float v8f __attribute__((vector_size(32)));
+typedef uint16_t v8u16 __attribute__((vector_size(16)));
+typedef uint32_t v8u32 __attribute__((vector_size(32)));
 
 static inline v8f load8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
 static inline float hsum8(v8f v) {
     return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
+/* 8 bf16 values widened to f32 (a shift into the high half). */
+static inline v8f load8_bf16(const uint16_t *p) {
+    v8u16 h;
+    memcpy(&h, p, sizeof h);
+    v8u32 w = __builtin_convertvector(h, v8u32) << 16;
+    v8f f;
+    memcpy(&f, &w, sizeof f);
+    return f;
+}
+
 void lmc_cpu_row_to_f32(lmc_dtype t, const void *src, float *dst, int64_t n) {
     if (t == LMC_DTYPE_BF16) {
-        const uint16_t *s = src;
-        uint32_t *d = (uint32_t *)(void *)dst;
-        for (int64_t i = 0; i < n; i++) d[i] = (uint32_t)s[i] << 16;
+        const uint16_t *restrict s = src;
+        float *restrict d = dst;
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            v8f f = load8_bf16(s + i);
+            memcpy(d + i, &f, sizeof f);
+        }
+        for (; i < n; i++) d[i] = lmc_bf16_to_f32(s[i]);
     } else {
         lmc_to_f32(t, src, dst, (size_t)n);
     }
@@ -56,12 +73,43 @@ static void dot4(const float *r0, const float *r1, const float *r2, const float 
     out[0] = s0; out[1] = s1; out[2] = s2; out[3] = s3;
 }
 
+/* Four dot products of x with bf16 rows, converting on the fly (decode: each row is read once). */
+static void dot4_bf16(const uint16_t *r0, const uint16_t *r1, const uint16_t *r2, const uint16_t *r3, const float *x,
+                      int64_t n, float out[4]) {
+    v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f xv = load8(x + i);
+        a0 += load8_bf16(r0 + i) * xv;
+        a1 += load8_bf16(r1 + i) * xv;
+        a2 += load8_bf16(r2 + i) * xv;
+        a3 += load8_bf16(r3 + i) * xv;
+    }
+    float s0 = hsum8(a0), s1 = hsum8(a1), s2 = hsum8(a2), s3 = hsum8(a3);
+    for (; i < n; i++) {
+        s0 += lmc_bf16_to_f32(r0[i]) * x[i]; s1 += lmc_bf16_to_f32(r1[i]) * x[i];
+        s2 += lmc_bf16_to_f32(r2[i]) * x[i]; s3 += lmc_bf16_to_f32(r3[i]) * x[i];
+    }
+    out[0] = s0; out[1] = s1; out[2] = s2; out[3] = s3;
+}
+
 void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, int64_t n_tok, int64_t o0, int64_t o1,
                          float *tmp) {
     const int64_t in = w->ne[0], out = w->ne[1];
     const size_t row_bytes = w->nb[1];
     const char *wd = w->data;
     int64_t o = o0;
+    if (w->type == LMC_DTYPE_BF16 && n_tok <= 2) {
+        for (; o + 4 <= o1; o += 4) {
+            const uint16_t *r[4];
+            for (int k = 0; k < 4; k++) r[k] = (const uint16_t *)(const void *)(wd + (size_t)(o + k) * row_bytes);
+            for (int64_t t = 0; t < n_tok; t++) {
+                float s[4];
+                dot4_bf16(r[0], r[1], r[2], r[3], x + (size_t)t * in, in, s);
+                for (int k = 0; k < 4; k++) y[(size_t)t * out + o + k] = s[k];
+            }
+        }
+    }
     for (; o + 4 <= o1; o += 4) {
         const float *r[4];
         for (int k = 0; k < 4; k++) {
