@@ -37,7 +37,9 @@ void tok_pieces_clear(tok_pieces *ps);
 void tok_pieces_free(tok_pieces *ps);
 
 /* ---- string -> int32 hash map (keys are borrowed; the owner keeps them alive) ---- */
-typedef struct tok_strmap_ent { const char *key; uint32_t len, hash; int32_t val; } tok_strmap_ent;
+typedef struct tok_strmap_ent {
+    const char *key; uint32_t len, hash; int32_t val; uint32_t pad; uint64_t head; /* first 8 bytes, zero-padded */
+} tok_strmap_ent;
 typedef struct tok_strmap { tok_strmap_ent *ent; uint32_t cap, n; } tok_strmap;
 uint32_t tok_hash(const void *p, size_t n);
 lmc_status tok_strmap_init(tok_strmap *m, size_t expect);
@@ -48,7 +50,8 @@ int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
 void tok_strmap_free(tok_strmap *m);
 
 /* ---- uint64 -> uint64 hash map (BPE pair ranks, trie edges) ---- */
-typedef struct tok_u64map { uint64_t *keys, *vals; uint32_t cap, n; } tok_u64map;
+typedef struct tok_u64slot { uint64_t key, val; } tok_u64slot;
+typedef struct tok_u64map { tok_u64slot *slot; uint32_t cap, n; } tok_u64map;
 lmc_status tok_u64map_init(tok_u64map *m, size_t expect);
 lmc_status tok_u64map_put(tok_u64map *m, uint64_t key, uint64_t val);
 int tok_u64map_get(const tok_u64map *m, uint64_t key, uint64_t *val); /* 1 found */
@@ -143,6 +146,21 @@ lmc_status tok_decoder_parse(const struct cJSON *j, tok_decoder **out);
 void tok_decoder_free(tok_decoder *d);
 /* Decode a list of token strings (pieces) into out (appended). */
 lmc_status tok_decoder_run(const tok_decoder *d, tok_pieces *toks, tok_pieces *tmp, tok_buf *out);
+
+/* ---- fast in-place JSON scanning (tok_json.c) for the big vocab/merges sections ---- */
+typedef struct tok_jscan { const char *start, *p, *end; } tok_jscan;
+lmc_status tok_js_string(tok_jscan *s, tok_buf *out);       /* decode a string, appended to out */
+lmc_status tok_js_skip(tok_jscan *s, int depth);           /* validate and skip any value */
+lmc_status tok_js_object(tok_jscan *s, lmc_status (*fn)(void *ctx, const char *key, size_t klen, tok_jscan *s),
+                         void *ctx);
+lmc_status tok_js_uint(tok_jscan *s, uint32_t max, uint32_t *out);
+lmc_status tok_js_expect(tok_jscan *s, char c);
+int tok_js_accept(tok_jscan *s, char c);
+int tok_js_peek(tok_jscan *s);
+
+/* Raw JSON spans of model.vocab (an object) and model.merges, or NULL to use cJSON. */
+typedef struct tok_spans { const char *doc, *vocab, *vocab_end, *merges, *merges_end; } tok_spans;
+lmc_status tok_model_parse_fast(const struct cJSON *j, const tok_spans *sp, tok_model *m);
 
 /* ---- JSON helpers ---- */
 const char *tok_json_str(const struct cJSON *obj, const char *key); /* NULL if absent/not string */

@@ -136,49 +136,159 @@ static lmc_status parse_vocab_obj(tok_model *m, const cJSON *vocab) {
     return LMC_OK;
 }
 
+typedef struct merge_ctx { size_t plen; char small[512]; char *big; size_t big_cap; uint32_t rank; } merge_ctx;
+
+static lmc_status add_merge(tok_model *m, merge_ctx *c, const char *a, size_t al, const char *b, size_t bl) {
+    int32_t ia = tok_strmap_get(&m->vocab, a, al), ib = tok_strmap_get(&m->vocab, b, bl);
+    if (ia < 0 || ib < 0)
+        return lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: token \"%.*s\" is not in the vocabulary", c->rank,
+                        (int)((ia < 0 ? al : bl) > 40 ? 40 : (ia < 0 ? al : bl)), ia < 0 ? a : b);
+    const char *bs = b;
+    size_t bsl = bl;
+    if (c->plen && bl >= c->plen && memcmp(b, m->cont_prefix, c->plen) == 0) { bs += c->plen; bsl -= c->plen; }
+    char *cat = c->small;
+    if (al + bsl > sizeof c->small) {
+        if (al + bsl > c->big_cap) {
+            free(c->big);
+            c->big_cap = al + bsl;
+            c->big = malloc(c->big_cap);
+            if (!c->big) { c->big_cap = 0; return lmc_fail(LMC_ERR_NOMEM, "out of memory"); }
+        }
+        cat = c->big;
+    }
+    memcpy(cat, a, al);
+    memcpy(cat + al, bs, bsl);
+    int32_t nid = tok_strmap_get(&m->vocab, cat, al + bsl);
+    if (nid < 0)
+        return lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: merged token \"%.*s\" is not in the vocabulary", c->rank,
+                        (int)(al + bsl > 60 ? 60 : al + bsl), cat);
+    LMC_TRY(tok_u64map_put(&m->merges, ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib, ((uint64_t)c->rank << 32) | (uint32_t)nid));
+    c->rank++;
+    return LMC_OK;
+}
+
+static lmc_status split_merge_str(const char *s, size_t n, uint32_t rank, size_t *al) {
+    const char *sp = NULL;
+    int spaces = 0;
+    for (size_t i = 0; i < n; i++) if (s[i] == ' ') { if (!sp) sp = s + i; spaces++; }
+    if (spaces != 1)
+        return lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: \"%.*s\" is not two tokens separated by one space", rank,
+                        (int)(n > 60 ? 60 : n), s);
+    *al = (size_t)(sp - s);
+    return LMC_OK;
+}
+
 static lmc_status parse_merges(tok_model *m, const cJSON *merges) {
     if (!merges || cJSON_IsNull(merges)) return tok_u64map_init(&m->merges, 16);
     if (!cJSON_IsArray(merges)) return lmc_fail(LMC_ERR_FORMAT, "BPE: \"merges\" must be an array");
     LMC_TRY(tok_u64map_init(&m->merges, (size_t)cJSON_GetArraySize(merges)));
-    size_t plen = m->cont_prefix ? strlen(m->cont_prefix) : 0;
-    char small[512];
-    char *big = NULL;
-    size_t big_cap = 0;
-    uint32_t rank = 0;
+    merge_ctx c = {0};
+    c.plen = m->cont_prefix ? strlen(m->cont_prefix) : 0;
     lmc_status st = LMC_OK;
     const cJSON *it;
     cJSON_ArrayForEach(it, merges) {
-        const char *a, *b;
-        size_t al, bl;
         if (cJSON_IsString(it)) {
-            const char *s = it->valuestring, *sp = strchr(s, ' ');
-            if (!sp || strchr(sp + 1, ' ')) { st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: \"%.60s\" is not two tokens separated by one space", rank, s); break; }
-            a = s; al = (size_t)(sp - s); b = sp + 1; bl = strlen(b);
+            size_t n = strlen(it->valuestring), al;
+            if ((st = split_merge_str(it->valuestring, n, c.rank, &al)) < 0) break;
+            st = add_merge(m, &c, it->valuestring, al, it->valuestring + al + 1, n - al - 1);
         } else if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 && cJSON_IsString(it->child) &&
                    cJSON_IsString(it->child->next)) {
-            a = it->child->valuestring; al = strlen(a);
-            b = it->child->next->valuestring; bl = strlen(b);
-        } else { st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: expected \"a b\" or [\"a\", \"b\"]", rank); break; }
-        int32_t ia = tok_strmap_get(&m->vocab, a, al), ib = tok_strmap_get(&m->vocab, b, bl);
-        if (ia < 0 || ib < 0) { st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: token \"%.40s\" is not in the vocabulary", rank, ia < 0 ? a : b); break; }
-        const char *bs = b;
-        size_t bsl = bl;
-        if (plen && bl >= plen && memcmp(b, m->cont_prefix, plen) == 0) { bs += plen; bsl -= plen; }
-        char *cat = small;
-        if (al + bsl > sizeof small) {
-            if (al + bsl > big_cap) { free(big); big_cap = al + bsl; big = malloc(big_cap); }
-            if (!big) { st = lmc_fail(LMC_ERR_NOMEM, "out of memory"); break; }
-            cat = big;
-        }
-        memcpy(cat, a, al);
-        memcpy(cat + al, bs, bsl);
-        int32_t nid = tok_strmap_get(&m->vocab, cat, al + bsl);
-        if (nid < 0) { st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: merged token \"%.*s\" is not in the vocabulary", rank, (int)(al + bsl > 60 ? 60 : al + bsl), cat); break; }
-        st = tok_u64map_put(&m->merges, ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib, ((uint64_t)rank << 32) | (uint32_t)nid);
+            const char *a = it->child->valuestring, *b = it->child->next->valuestring;
+            st = add_merge(m, &c, a, strlen(a), b, strlen(b));
+        } else st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: expected \"a b\" or [\"a\", \"b\"]", c.rank);
         if (st < 0) break;
-        rank++;
     }
-    free(big);
+    free(c.big);
+    return st;
+}
+
+/* The same from raw JSON text, without building cJSON nodes. */
+static lmc_status parse_merges_fast(tok_model *m, const char *doc, const char *b, const char *e) {
+    tok_jscan s = {doc, b, e};
+    LMC_TRY(tok_u64map_init(&m->merges, (size_t)(e - b) / 12 + 16));
+    merge_ctx c = {0};
+    c.plen = m->cont_prefix ? strlen(m->cont_prefix) : 0;
+    tok_buf x = {0}, y = {0};
+    lmc_status st = tok_js_expect(&s, '[');
+    if (st >= 0 && !tok_js_accept(&s, ']')) for (;;) {
+        x.len = y.len = 0;
+        int ch = tok_js_peek(&s);
+        if (ch == '"') {
+            size_t al;
+            if ((st = tok_js_string(&s, &x)) < 0) break;
+            if ((st = split_merge_str(x.data, x.len, c.rank, &al)) < 0) break;
+            st = add_merge(m, &c, x.data, al, x.data + al + 1, x.len - al - 1);
+        } else if (ch == '[') {
+            s.p++;
+            if ((st = tok_js_string(&s, &x)) < 0 || (st = tok_js_expect(&s, ',')) < 0 ||
+                (st = tok_js_string(&s, &y)) < 0 || (st = tok_js_expect(&s, ']')) < 0) {
+                lmc_fail_context(st, "BPE merge %u", c.rank);
+                break;
+            }
+            st = add_merge(m, &c, x.data, x.len, y.data, y.len);
+        } else st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: expected \"a b\" or [\"a\", \"b\"]", c.rank);
+        if (st < 0) break;
+        if (tok_js_accept(&s, ',')) continue;
+        st = tok_js_expect(&s, ']');
+        break;
+    }
+    free(c.big);
+    tok_buf_free(&x);
+    tok_buf_free(&y);
+    return st;
+}
+
+typedef struct { uint32_t off, len, id; } vent;
+
+static lmc_status parse_vocab_fast(tok_model *m, const char *doc, const char *b, const char *e) {
+    tok_jscan s = {doc, b, e};
+    tok_buf arena = {0};
+    vent *v = NULL;
+    size_t n = 0, cap = 0;
+    uint32_t max_id = 0;
+    lmc_status st = tok_buf_reserve(&arena, (size_t)(e - b) + 16);
+    if (st >= 0) st = tok_js_expect(&s, '{');
+    if (st >= 0 && !tok_js_accept(&s, '}')) for (;;) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4096;
+            vent *nv = realloc(v, cap * sizeof *nv);
+            if (!nv) { st = lmc_fail(LMC_ERR_NOMEM, "out of memory"); break; }
+            v = nv;
+        }
+        size_t off = arena.len;
+        uint32_t id;
+        if ((st = tok_js_string(&s, &arena)) < 0) break;
+        size_t len = arena.len - off;
+        if (!tok_utf8_valid(arena.data + off, len)) { st = lmc_fail(LMC_ERR_FORMAT, "model vocab: token is not valid UTF-8"); break; }
+        if ((st = tok_buf_putc(&arena, 0)) < 0) break;
+        if ((st = tok_js_expect(&s, ':')) < 0) break;
+        if ((st = tok_js_uint(&s, MAX_VOCAB - 1, &id)) < 0) {
+            lmc_fail_context(st, "model vocab: id of \"%.40s\"", arena.data + off);
+            break;
+        }
+        v[n++] = (vent){(uint32_t)off, (uint32_t)len, id};
+        if (id > max_id) max_id = id;
+        if (tok_js_accept(&s, ',')) continue;
+        st = tok_js_expect(&s, '}');
+        break;
+    }
+    if (st >= 0) {
+        m->n_vocab = n ? (int32_t)max_id + 1 : 0;
+        m->id_to_tok = calloc((size_t)m->n_vocab + 1, sizeof *m->id_to_tok);
+        if (!m->id_to_tok) st = lmc_fail(LMC_ERR_NOMEM, "out of memory");
+        else st = tok_strmap_init(&m->vocab, n);
+    }
+    if (st >= 0) {
+        m->strs = arena.data;   /* the arena becomes the model's string store */
+        arena.data = NULL;
+        for (size_t i = 0; i < n && st >= 0; i++) {
+            char *p = m->strs + v[i].off;
+            m->id_to_tok[v[i].id] = p;
+            st = tok_strmap_put(&m->vocab, p, v[i].len, (int32_t)v[i].id);
+        }
+    }
+    tok_buf_free(&arena);
+    free(v);
     return st;
 }
 
@@ -187,7 +297,7 @@ static char *dup_opt_str(const cJSON *j, const char *key) {
     return (s && *s) ? strdup(s) : NULL;
 }
 
-lmc_status tok_model_parse(const cJSON *j, tok_model *m) {
+lmc_status tok_model_parse_fast(const cJSON *j, const tok_spans *sp, tok_model *m) {
     memset(m, 0, sizeof *m);
     m->unk_id = -1;
     for (int i = 0; i < 256; i++) m->byte_ids[i] = -1;
@@ -203,7 +313,8 @@ lmc_status tok_model_parse(const cJSON *j, tok_model *m) {
     const char *unk = tok_json_str(j, "unk_token");
     if (!strcmp(type, "BPE") || !strcmp(type, "WordLevel") || !strcmp(type, "WordPiece")) {
         m->kind = !strcmp(type, "BPE") ? TOK_MODEL_BPE : !strcmp(type, "WordLevel") ? TOK_MODEL_WORDLEVEL : TOK_MODEL_WORDPIECE;
-        LMC_TRY(parse_vocab_obj(m, vocab));
+        if (sp && sp->vocab) LMC_TRY(parse_vocab_fast(m, sp->doc, sp->vocab, sp->vocab_end));
+        else LMC_TRY(parse_vocab_obj(m, vocab));
         if (unk) m->unk_id = tok_strmap_get(&m->vocab, unk, strlen(unk));
         if (m->kind == TOK_MODEL_BPE) {
             m->cont_prefix = dup_opt_str(j, "continuing_subword_prefix");
@@ -215,7 +326,8 @@ lmc_status tok_model_parse(const cJSON *j, tok_model *m) {
             if (d && !cJSON_IsNull(d) && (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1))
                 return lmc_fail(LMC_ERR_FORMAT, "BPE: dropout must be null or in [0, 1]");
             /* dropout is a training-time knob: ignored at inference, as documented */
-            LMC_TRY(parse_merges(m, cJSON_GetObjectItemCaseSensitive(j, "merges")));
+            if (sp && sp->merges) LMC_TRY(parse_merges_fast(m, sp->doc, sp->merges, sp->merges_end));
+            else LMC_TRY(parse_merges(m, cJSON_GetObjectItemCaseSensitive(j, "merges")));
         } else if (m->kind == TOK_MODEL_WORDPIECE) {
             m->cont_prefix = dup_opt_str(j, "continuing_subword_prefix");
             if (!m->cont_prefix && !tok_json_str(j, "continuing_subword_prefix")) m->cont_prefix = strdup("##");
@@ -268,6 +380,8 @@ lmc_status tok_model_parse(const cJSON *j, tok_model *m) {
     }
     return LMC_OK;
 }
+
+lmc_status tok_model_parse(const cJSON *j, tok_model *m) { return tok_model_parse_fast(j, NULL, m); }
 
 /* ---------------- BPE ---------------- */
 

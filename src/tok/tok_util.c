@@ -110,8 +110,14 @@ uint32_t tok_hash(const void *p, size_t n) {
 
 static uint32_t cap_for(size_t expect) {
     uint32_t cap = 16;
-    while (cap < expect * 2 + 2) cap *= 2;
+    while (cap < expect + expect / 2 + 2) cap *= 2;   /* load factor <= 2/3 */
     return cap;
+}
+
+static inline uint64_t head8(const char *key, size_t len) {
+    uint64_t h = 0;
+    memcpy(&h, key, len < 8 ? len : 8);
+    return h;
 }
 
 lmc_status tok_strmap_init(tok_strmap *m, size_t expect) {
@@ -140,19 +146,27 @@ static lmc_status strmap_grow(tok_strmap *m) {
     return LMC_OK;
 }
 
+static inline int ent_eq(const tok_strmap_ent *e, uint32_t h, const char *key, size_t len, uint64_t hd) {
+    if (e->hash != h || e->len != len || e->head != hd) return 0;
+    return len <= 8 || memcmp(e->key + 8, key + 8, len - 8) == 0;
+}
+
 lmc_status tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val) {
     if (!m->ent) LMC_TRY(tok_strmap_init(m, 16));
-    if ((m->n + 1) * 2 > m->cap) LMC_TRY(strmap_grow(m));
+    if ((m->n + 1) * 3 > m->cap * 2) LMC_TRY(strmap_grow(m));
     uint32_t h = tok_hash(key, len), j = h & (m->cap - 1);
+    uint64_t hd = head8(key, len);
     while (m->ent[j].key) {
         tok_strmap_ent *e = &m->ent[j];
-        if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0) { e->val = val; return LMC_OK; }
+        if (ent_eq(e, h, key, len, hd)) { e->val = val; return LMC_OK; }
         j = (j + 1) & (m->cap - 1);
     }
-    m->ent[j].key = key ? key : "";
-    m->ent[j].len = (uint32_t)len;
-    m->ent[j].hash = h;
-    m->ent[j].val = val;
+    tok_strmap_ent *e = &m->ent[j];
+    e->key = key ? key : "";
+    e->len = (uint32_t)len;
+    e->hash = h;
+    e->val = val;
+    e->head = hd;
     m->n++;
     return LMC_OK;
 }
@@ -160,9 +174,10 @@ lmc_status tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t va
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len) {
     if (!m->ent) return -1;
     uint32_t h = tok_hash(key, len), j = h & (m->cap - 1);
+    uint64_t hd = head8(key, len);
     while (m->ent[j].key) {
         const tok_strmap_ent *e = &m->ent[j];
-        if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0) return e->val;
+        if (ent_eq(e, h, key, len, hd)) return e->val;
         j = (j + 1) & (m->cap - 1);
     }
     return -1;
@@ -175,11 +190,9 @@ void tok_strmap_free(tok_strmap *m) { free(m->ent); m->ent = NULL; m->cap = m->n
 lmc_status tok_u64map_init(tok_u64map *m, size_t expect) {
     m->cap = cap_for(expect);
     m->n = 0;
-    m->keys = malloc((size_t)m->cap * sizeof *m->keys);
-    m->vals = malloc((size_t)m->cap * sizeof *m->vals);
-    if (!m->keys || !m->vals) { free(m->keys); free(m->vals); m->keys = m->vals = NULL;
-        return lmc_fail(LMC_ERR_NOMEM, "tokenizer: out of memory"); }
-    memset(m->keys, 0xFF, (size_t)m->cap * sizeof *m->keys);
+    m->slot = malloc((size_t)m->cap * sizeof *m->slot);
+    if (!m->slot) return lmc_fail(LMC_ERR_NOMEM, "tokenizer: out of memory");
+    memset(m->slot, 0xFF, (size_t)m->cap * sizeof *m->slot);
     return LMC_OK;
 }
 
@@ -187,11 +200,10 @@ static lmc_status u64map_grow(tok_u64map *m) {
     tok_u64map big;
     LMC_TRY(tok_u64map_init(&big, m->cap));
     for (uint32_t i = 0; i < m->cap; i++) {
-        if (m->keys[i] == U64_EMPTY) continue;
-        uint32_t j = (uint32_t)mix64(m->keys[i]) & (big.cap - 1);
-        while (big.keys[j] != U64_EMPTY) j = (j + 1) & (big.cap - 1);
-        big.keys[j] = m->keys[i];
-        big.vals[j] = m->vals[i];
+        if (m->slot[i].key == U64_EMPTY) continue;
+        uint32_t j = (uint32_t)mix64(m->slot[i].key) & (big.cap - 1);
+        while (big.slot[j].key != U64_EMPTY) j = (j + 1) & (big.cap - 1);
+        big.slot[j] = m->slot[i];
         big.n++;
     }
     tok_u64map_free(m);
@@ -201,32 +213,32 @@ static lmc_status u64map_grow(tok_u64map *m) {
 
 lmc_status tok_u64map_put(tok_u64map *m, uint64_t key, uint64_t val) {
     LMC_ASSERT(key != U64_EMPTY);
-    if (!m->keys) LMC_TRY(tok_u64map_init(m, 16));
-    if ((m->n + 1) * 2 > m->cap) LMC_TRY(u64map_grow(m));
+    if (!m->slot) LMC_TRY(tok_u64map_init(m, 16));
+    if ((m->n + 1) * 3 > m->cap * 2) LMC_TRY(u64map_grow(m));
     uint32_t j = (uint32_t)mix64(key) & (m->cap - 1);
-    while (m->keys[j] != U64_EMPTY) {
-        if (m->keys[j] == key) { m->vals[j] = val; return LMC_OK; }
+    while (m->slot[j].key != U64_EMPTY) {
+        if (m->slot[j].key == key) { m->slot[j].val = val; return LMC_OK; }
         j = (j + 1) & (m->cap - 1);
     }
-    m->keys[j] = key;
-    m->vals[j] = val;
+    m->slot[j].key = key;
+    m->slot[j].val = val;
     m->n++;
     return LMC_OK;
 }
 
 int tok_u64map_get(const tok_u64map *m, uint64_t key, uint64_t *val) {
-    if (!m->keys) return 0;
+    if (!m->slot) return 0;
     uint32_t j = (uint32_t)mix64(key) & (m->cap - 1);
-    while (m->keys[j] != U64_EMPTY) {
-        if (m->keys[j] == key) { *val = m->vals[j]; return 1; }
+    while (m->slot[j].key != U64_EMPTY) {
+        if (m->slot[j].key == key) { *val = m->slot[j].val; return 1; }
         j = (j + 1) & (m->cap - 1);
     }
     return 0;
 }
 
 void tok_u64map_free(tok_u64map *m) {
-    free(m->keys); free(m->vals);
-    m->keys = m->vals = NULL;
+    free(m->slot);
+    m->slot = NULL;
     m->cap = m->n = 0;
 }
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 typedef struct added_tok {
@@ -84,6 +85,23 @@ static lmc_status read_file(const char *path, char **out, size_t *len) {
     *len = n;
     return LMC_OK;
 }
+
+/* Map a file read-only (empty files give an empty non-NULL buffer). */
+static lmc_status map_file(const char *path, char **out, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return lmc_fail(errno == ENOENT ? LMC_ERR_NOT_FOUND : LMC_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) { fclose(f); return lmc_fail(LMC_ERR_IO, "%s is not a regular file", path); }
+    *len = (size_t)sb.st_size;
+    if (*len == 0) { fclose(f); *out = (char *)""; return LMC_OK; }
+    void *p = mmap(NULL, *len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fileno(f), 0);
+    fclose(f);
+    if (p == MAP_FAILED) return lmc_fail(LMC_ERR_IO, "cannot map %s: %s", path, strerror(errno));
+    *out = p;
+    return LMC_OK;
+}
+
+static void unmap_file(char *p, size_t len) { if (p && len) munmap(p, len); }
 
 /* ---------------- tries ---------------- */
 
@@ -360,6 +378,51 @@ static lmc_status build_added(lmc_tokenizer *tok) {
     return st;
 }
 
+/* ---- locating model.vocab / model.merges in the raw text ---- */
+
+static lmc_status model_member(void *ctx, const char *key, size_t klen, tok_jscan *s) {
+    tok_spans *sp = ctx;
+    int c = tok_js_peek(s);
+    const char *v = s->p;
+    LMC_TRY(tok_js_skip(s, 1));
+    if (klen == 5 && !memcmp(key, "vocab", 5) && c == '{') { sp->vocab = v; sp->vocab_end = s->p; }
+    if (klen == 6 && !memcmp(key, "merges", 6) && c == '[') { sp->merges = v; sp->merges_end = s->p; }
+    return LMC_OK;
+}
+
+static lmc_status top_member(void *ctx, const char *key, size_t klen, tok_jscan *s) {
+    if (klen == 5 && !memcmp(key, "model", 5) && tok_js_peek(s) == '{') return tok_js_object(s, model_member, ctx);
+    return tok_js_skip(s, 1);
+}
+
+/* Validate the whole document, find the big spans and return a copy of the text with
+ * them replaced by null, for cJSON to parse quickly. */
+static lmc_status slim_json(const char *json, size_t len, tok_spans *sp, char **slim, size_t *slim_len) {
+    memset(sp, 0, sizeof *sp);
+    sp->doc = json;
+    tok_jscan s = {json, json, json + len};
+    LMC_TRY(tok_js_object(&s, top_member, sp));
+    if (tok_js_peek(&s) != -1) return lmc_fail(LMC_ERR_FORMAT, "tokenizer.json: trailing characters after the top-level object");
+    const char *cut[2][2] = {{sp->vocab, sp->vocab_end}, {sp->merges, sp->merges_end}};
+    if (cut[0][0] && cut[1][0] && cut[1][0] < cut[0][0]) {
+        const char *t0 = cut[0][0], *t1 = cut[0][1];
+        cut[0][0] = cut[1][0]; cut[0][1] = cut[1][1];
+        cut[1][0] = t0; cut[1][1] = t1;
+    }
+    tok_buf b = {0};
+    const char *pos = json;
+    for (int i = 0; i < 2; i++) {
+        if (!cut[i][0]) continue;
+        LMC_TRY(tok_buf_put(&b, pos, (size_t)(cut[i][0] - pos)));
+        LMC_TRY(tok_buf_put(&b, "null", 4));
+        pos = cut[i][1];
+    }
+    LMC_TRY(tok_buf_put(&b, pos, (size_t)(json + len - pos)));
+    *slim = b.data;
+    *slim_len = b.len;
+    return LMC_OK;
+}
+
 lmc_status lmc_tokenizer_load_json(const char *json, size_t len, const char *config_json, size_t config_len,
                                    lmc_tokenizer **out) {
     if (!json || !out) return lmc_fail(LMC_ERR_ARG, "lmc_tokenizer_load_json: NULL argument");
@@ -367,11 +430,18 @@ lmc_status lmc_tokenizer_load_json(const char *json, size_t len, const char *con
     lmc_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok) return lmc_fail(LMC_ERR_NOMEM, "out of memory");
     tok->add_bos = tok->add_eos = -1;
-    cJSON *j = cJSON_ParseWithLength(json, len);
-    lmc_status st = LMC_OK;
-    if (!j) st = lmc_fail(LMC_ERR_FORMAT, "tokenizer.json: invalid JSON");
-    else if (!cJSON_IsObject(j)) st = lmc_fail(LMC_ERR_FORMAT, "tokenizer.json: expected an object");
-    if (st >= 0) st = tok_model_parse(cJSON_GetObjectItemCaseSensitive(j, "model"), &tok->model);
+    tok_spans sp;
+    char *slim = NULL;
+    size_t slim_len = 0;
+    cJSON *j = NULL;
+    lmc_status st = slim_json(json, len, &sp, &slim, &slim_len);
+    if (st >= 0) {
+        j = cJSON_ParseWithLength(slim, slim_len);
+        if (!j) st = lmc_fail(LMC_ERR_FORMAT, "tokenizer.json: invalid JSON");
+        else if (!cJSON_IsObject(j)) st = lmc_fail(LMC_ERR_FORMAT, "tokenizer.json: expected an object");
+    }
+    free(slim);
+    if (st >= 0) st = tok_model_parse_fast(cJSON_GetObjectItemCaseSensitive(j, "model"), &sp, &tok->model);
     if (st >= 0) st = tok_normalizer_parse(cJSON_GetObjectItemCaseSensitive(j, "normalizer"), &tok->norm);
     if (st >= 0) st = tok_pretok_parse(cJSON_GetObjectItemCaseSensitive(j, "pre_tokenizer"), &tok->pre);
     if (st >= 0) st = tok_decoder_parse(cJSON_GetObjectItemCaseSensitive(j, "decoder"), &tok->dec);
@@ -409,7 +479,7 @@ lmc_status lmc_tokenizer_load(const char *path, lmc_tokenizer **out) {
     char *json = NULL, *cfg = NULL, *extra = NULL;
     size_t jl = 0, cl = 0, el = 0;
     char cpath[4096];
-    lmc_status st = read_file(file, &json, &jl);
+    lmc_status st = map_file(file, &json, &jl);
     if (st >= 0) {
         snprintf(cpath, sizeof cpath, "%s/tokenizer_config.json", dir);
         if (read_file(cpath, &cfg, &cl) < 0) { cfg = NULL; lmc_clear_error(); }
@@ -455,7 +525,7 @@ lmc_status lmc_tokenizer_load(const char *path, lmc_tokenizer **out) {
         free(extra);
         if (st < 0) { lmc_tokenizer_free(tok); *out = NULL; }
     }
-    free(json);
+    unmap_file(json, jl);
     free(cfg);
     free(dir);
     free(file);
