@@ -50,9 +50,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* Load dir's tokenizer. required = 0: a missing tokenizer.json is not an error (*tok = NULL). */
 struct lmc_tokenizer;
 int cli_load_tokenizer(const char *dir, struct lmc_tokenizer **tok, int required);
-/* Generate from text or ids and print text (or ids with print_ids); the shared body of generate/run. */
+/* Generate from text or ids and print text (or ids with print_ids), after the prompt when echo;
+ * the shared body of generate and run. */
 int cli_generate(const cli_model_opts *mo, const char *prompt, const char *ids_arg, int n_predict,
-                 const lmc_sampler_params *sp, int ignore_eos, int print_ids, const char *logits_out);
+                 const lmc_sampler_params *sp, int ignore_eos, int print_ids, const char *logits_out, int echo);
 /* The demo model's directory (LMC_DEMO_MODEL, else the one built in). */
 const char *cli_demo_model(void);
 

@@ -113,11 +113,11 @@ int cmd_generate(int argc, char **argv) {
     if (!mo.model) return cli_usage_error("generate", "-m MODEL is required");
     if (!prompt == !ids_arg) return cli_usage_error("generate", "give exactly one of -p TEXT or --ids LIST");
     if (!have_temp) sp.temperature = 0;
-    return cli_generate(&mo, prompt, ids_arg, (int)n_predict, &sp, ignore_eos, print_ids, logits_out);
+    return cli_generate(&mo, prompt, ids_arg, (int)n_predict, &sp, ignore_eos, print_ids, logits_out, 0);
 }
 
 int cli_generate(const cli_model_opts *mo_in, const char *prompt, const char *ids_arg, int n_predict,
-                 const lmc_sampler_params *spp, int ignore_eos, int print_ids, const char *logits_out) {
+                 const lmc_sampler_params *spp, int ignore_eos, int print_ids, const char *logits_out, int echo) {
     cli_model_opts mo = *mo_in;
     lmc_sampler_params sp = *spp;
     int32_t *ids = NULL;
@@ -148,6 +148,10 @@ int cli_generate(const cli_model_opts *mo_in, const char *prompt, const char *id
     lmc_context *ctx = NULL;
     gen_out g = {.print_ids = print_ids};
     if (tok && !print_ids && lmc_detok_init(&g.detok, tok, 1) < 0) { rc = cli_error(NULL); goto done; }
+    if (echo && prompt && !print_ids) {
+        fputs(prompt, stdout);
+        fflush(stdout);
+    }
     lmc_gen_stats stats;
     const lmc_config *c = &cm.model->cfg;
     lmc_gen_params gp = {.n_predict = n_predict, .ignore_eos = ignore_eos, .stop_ids = c->eos_token_ids,

@@ -62,7 +62,7 @@ int cmd_run(int argc, char **argv) {
     }
     if (!mo.model) mo.model = cli_demo_model();
     if (!prompt) prompt = "In the beginning";
-    return cli_generate(&mo, prompt, NULL, (int)n_predict, &sp, 0, 0, NULL);
+    return cli_generate(&mo, prompt, NULL, (int)n_predict, &sp, 0, 0, NULL, 1);
 }
 
 static const char *tokenize_help =
