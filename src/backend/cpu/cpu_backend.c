@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "cpu_kernels.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,7 +326,7 @@ static void cpu_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, cons
     LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32);
     LMC_ASSERT(w->ne[0] == x->ne[0] && w->ne[1] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
     LMC_ASSERT(is_contig(x) && is_contig(y) && w->nb[0] == lmc_dtype_size(w->type));
-    scratch_reserve(CTX(be), (size_t)w->ne[0] * 4);
+    scratch_reserve(CTX(be), (size_t)w->ne[0] * LMC_CPU_GEMM_BLOCK);
     op_args o = {.kind = OP_MATMUL, .y = y, .w = w, .a = x};
     dispatch(be, &o);
 }
@@ -433,6 +434,8 @@ static const lmc_backend_i cpu_iface = {
 };
 
 lmc_status lmc_backend_cpu_init(lmc_backend **out, int n_threads, int reference) {
+    /* the pool splits rows over threads itself: each sgemm call runs on one */
+    openblas_set_num_threads(1);
     lmc_backend *be = calloc(1, sizeof *be);
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!be || !c) { free(be); free(c); return lmc_fail(LMC_ERR_NOMEM, "cpu backend"); }

@@ -4,9 +4,12 @@
  * block of weight rows to f32 once and reuses it for every token of the
  * batch (prefill), with a 4-row dot kernel written with GCC vector types so
  * it compiles to AVX2/AVX-512 under -march=native and stays portable.
+ * Prefill-sized batches (≥ LMC_CPU_GEMM_MIN_TOKENS) go through OpenBLAS sgemm
+ * on blocks of LMC_CPU_GEMM_BLOCK weight rows (converted to f32 once per block).
  */
 #include "cpu_kernels.h"
 
+#include <cblas.h>
 #include <string.h>
 
 typedef float v8f __attribute__((vector_size(32)));
@@ -99,6 +102,23 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, int64_t 
     const size_t row_bytes = w->nb[1];
     const char *wd = w->data;
     int64_t o = o0;
+    if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS) {
+        for (; o < o1; o += LMC_CPU_GEMM_BLOCK) {
+            int64_t nb = o1 - o < LMC_CPU_GEMM_BLOCK ? o1 - o : LMC_CPU_GEMM_BLOCK;
+            const float *blk;
+            if (w->type == LMC_DTYPE_F32) {
+                blk = (const float *)(const void *)(wd + (size_t)o * row_bytes);
+            } else {
+                for (int64_t k = 0; k < nb; k++)
+                    lmc_cpu_row_to_f32(w->type, wd + (size_t)(o + k) * row_bytes, tmp + (size_t)k * in, in);
+                blk = tmp;
+            }
+            /* Y[t, o..o+nb) = X[t, :] · blk[k, :]ᵀ */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n_tok, (int)nb, (int)in, 1.0f, x, (int)in, blk,
+                        (int)in, 0.0f, y + o, (int)out);
+        }
+        return;
+    }
     if (w->type == LMC_DTYPE_BF16 && n_tok <= 2) {
         for (; o + 4 <= o1; o += 4) {
             const uint16_t *r[4];
