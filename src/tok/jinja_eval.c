@@ -230,6 +230,7 @@ jv jz_binop(jctx *c, const jnode *at, int op, jv a, jv b) {
         jv_to_str(c, &s, a); jv_to_str(c, &s, b);
         return jsb_value(&s);
     }
+    if (op == OP_MOD && a.t == JV_STR) return str_percent_format(c, at, a, b);
     if (a.t == JV_UNDEF) fail_undef(c, at, a);
     if (b.t == JV_UNDEF) fail_undef(c, at, b);
     int an = jv_is_number(a), bn = jv_is_number(b);
@@ -675,13 +676,12 @@ static int exec_for(jctx *c, jscope *sc, const jnode *n) {
     }
     jloop *L = jz_alloc(c, sizeof *L);
     L->items = items.u.l;
-    jv outer_loop = lookup(c, sc, "loop", 4);
-    L->depth = outer_loop.t == JV_LOOP ? outer_loop.u.loop->depth + 1 : 1;
+    L->depth = 1;   /* only recursive loops nest depth in jinja2 */
     jv lv = {0}; lv.t = JV_LOOP; lv.u.loop = L;
-    /* the list may be the live list of a variable; iterate over a snapshot of its length */
     size_t count = items.u.l->n;
     for (size_t i = 0; i < count; i++) {
         L->idx = i;
+        ls = scope_new(c, sc);   /* jinja2: assignments in the body do not survive to the next iteration */
         scope_set(c, ls, "loop", 4, lv);
         assign(c, ls, n->a, items.u.l->v[i]);
         int sig = exec_node(c, ls, n->d);

@@ -295,9 +295,14 @@ static jv do_round(jctx *c, const fargs *a, jv in) {
     double x = jv_num(in), p = pow(10.0, (double)prec);
     if (!strcmp(method, "common")) {
         if (in.t != JV_FLOAT) return in.t == JV_BOOL ? jv_int(in.u.b) : in;
-        double y = x * p, r = nearbyint(y);
-        if (fabs(y - trunc(y)) != 0.5) r = round(y);
-        return jv_float(r / p);
+        if (!isfinite(x)) return in;
+        if (prec >= 0 && prec <= 300) {
+            /* printf rounds the exact binary value half-to-even, as Python's round() does */
+            char buf[512];
+            snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
+            return jv_float(strtod(buf, NULL));
+        }
+        return jv_float(nearbyint(x * p) / p);
     }
     if (!strcmp(method, "ceil")) return jv_float(ceil(x * p) / p);
     if (!strcmp(method, "floor")) return jv_float(floor(x * p) / p);

@@ -465,6 +465,34 @@ static jnode *parse_params(parser *P, int *out_n, jnode ***out_v) {
     return NULL;
 }
 
+/* after 'if' or 'elif' has been consumed: cond %} body, then elif/else/endif */
+static jnode *parse_if(parser *P, const jtok *kw) {
+    const jtok *end_tok;
+    jnode *n = mk(P, N_IF, kw);
+    enter(P);
+    n->a = parse_expr(P, 1);
+    end_block(P);
+    static const char *const ends[] = { "elif", "else", "endif", NULL };
+    n->b = parse_body(P, ends, &end_tok);
+    if (is_name(end_tok, "elif")) {
+        jnode *body = mk(P, N_BODY, end_tok);
+        body->v = palloc(P, sizeof(jnode *));
+        body->v[0] = parse_if(P, end_tok);   /* consumes through endif */
+        body->nv = 1;
+        n->c = body;
+        leave(P);
+        return n;
+    }
+    if (is_name(end_tok, "else")) {
+        end_block(P);
+        static const char *const ends2[] = { "endif", NULL };
+        n->c = parse_body(P, ends2, &end_tok);
+    }
+    end_block(P);
+    leave(P);
+    return n;
+}
+
 static jnode *parse_statement(parser *P) {
     const jtok *kw = cur(P);
     if (kw->kind != JT_NAME) { char b[64]; perr(P, kw, "expected a tag name, got %s", tok_desc(kw, b, sizeof b)); }
@@ -472,26 +500,8 @@ static jnode *parse_statement(parser *P) {
     const jtok *end_tok;
     enter(P);
     jnode *n = NULL;
-    if (is_name(kw, "if") || is_name(kw, "elif")) {
-        n = mk(P, N_IF, kw);
-        n->a = parse_expr(P, 1);
-        end_block(P);
-        static const char *const ends[] = { "elif", "else", "endif", NULL };
-        n->b = parse_body(P, ends, &end_tok);
-        if (is_name(end_tok, "elif")) {
-            jnode *e = parse_statement(P);   /* parses the elif chain, including endif */
-            jnode *body = mk(P, N_BODY, end_tok);
-            body->v = palloc(P, sizeof(jnode *)); body->v[0] = e; body->nv = 1;
-            n->c = body;
-            leave(P);
-            return n;
-        }
-        if (is_name(end_tok, "else")) {
-            end_block(P);
-            static const char *const ends2[] = { "endif", NULL };
-            n->c = parse_body(P, ends2, &end_tok);
-        }
-        end_block(P);
+    if (is_name(kw, "if")) {
+        n = parse_if(P, kw);
     } else if (is_name(kw, "for")) {
         n = mk(P, N_FOR, kw);
         n->a = parse_target(P, 0);

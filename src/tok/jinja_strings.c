@@ -44,11 +44,30 @@ jv jz_str_strip(jv s, jv chars, int which) {
     return jv_strn(s.u.s + b, e - b);
 }
 
+/* Unicode SpecialCasing entries Python applies that map one code point to several */
+static const char *special_upper(int32_t cp) {
+    switch (cp) {
+    case 0xDF: return "SS";
+    case 0x149: return "\xCA\xBCN";
+    case 0x1F0: return "J\xCC\x8C";
+    case 0xFB00: return "FF";
+    case 0xFB01: return "FI";
+    case 0xFB02: return "FL";
+    case 0xFB03: return "FFI";
+    case 0xFB04: return "FFL";
+    case 0xFB05: case 0xFB06: return "ST";
+    default: return NULL;
+    }
+}
+
 static jv case_map(jctx *c, jv s, int mode /*0 lower 1 upper 2 swap*/) {
     jsb b; jsb_init(&b, c);
     size_t i = 0;
     while (i < s.n) {
         int32_t cp; size_t k = jz_utf8_dec(s.u.s + i, s.n - i, &cp);
+        const char *sp = mode == 1 || (mode == 2 && utf8proc_islower(cp)) ? special_upper(cp) : NULL;
+        if (sp) { jsb_puts(&b, sp); i += k; continue; }
+        if (mode != 1 && cp == 0x130) { jsb_puts(&b, "i\xCC\x87"); i += k; continue; }
         int32_t m = cp;
         if (mode == 0) m = utf8proc_tolower(cp);
         else if (mode == 1) m = utf8proc_toupper(cp);

@@ -102,7 +102,8 @@ static int driver(const char *path, int chat) {
             const cJSON *bos = cJSON_GetObjectItemCaseSensitive(ctx, "bos_token"), *eos = cJSON_GetObjectItemCaseSensitive(ctx, "eos_token");
             p.bos_token = cJSON_IsString(bos) ? bos->valuestring : NULL;
             p.eos_token = cJSON_IsString(eos) ? eos->valuestring : NULL;
-            p.extra = cJSON_GetObjectItemCaseSensitive(ctx, "extra");
+            const cJSON *extra = cJSON_GetObjectItemCaseSensitive(ctx, "extra");
+            p.extra = cJSON_IsObject(extra) ? extra : NULL;
             st = lmc_chat_render_template(t, &p, &out, &on);
         } else st = lmc_jinja_render(t, ctx, &out, &on);
         if (st < 0) print_error(lmc_last_error());

