@@ -13,6 +13,7 @@ static const char *usage =
     "  generate   generate a continuation (-m MODEL -p TEXT | --ids 1,2,3)\n"
     "  logits     one prefill pass, write the logits at every position\n"
     "  run        continue a prompt (no MODEL: the demo model that ships with lmc)\n"
+    "  chat       chat through the model's chat template (no -m: the demo model)\n"
     "  tokenize   print the token ids of a text\n"
     "  inspect    show a checkpoint's profile, tensors and weight audit\n"
     "\n"
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "logits")) return cmd_logits(argc - 1, argv + 1);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     fprintf(stderr, "lmc: unknown command '%s' (see `lmc --help`)\n", cmd);
     return EXIT_USAGE;
