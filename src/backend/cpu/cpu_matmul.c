@@ -106,8 +106,10 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, int64_t 
         for (; o < o1; o += LMC_CPU_GEMM_BLOCK) {
             int64_t nb = o1 - o < LMC_CPU_GEMM_BLOCK ? o1 - o : LMC_CPU_GEMM_BLOCK;
             const float *blk;
+            int64_t ldb = in; /* row stride of blk in floats: f32 weights keep theirs (nb[1]) */
             if (w->type == LMC_DTYPE_F32) {
                 blk = (const float *)(const void *)(wd + (size_t)o * row_bytes);
+                ldb = (int64_t)(row_bytes / sizeof(float));
             } else {
                 for (int64_t k = 0; k < nb; k++)
                     lmc_cpu_row_to_f32(w->type, wd + (size_t)(o + k) * row_bytes, tmp + (size_t)k * in, in);
@@ -115,7 +117,7 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, int64_t 
             }
             /* Y[t, o..o+nb) = X[t, :] · blk[k, :]ᵀ */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n_tok, (int)nb, (int)in, 1.0f, x, (int)in, blk,
-                        (int)in, 0.0f, y + o, (int)out);
+                        (int)ldb, 0.0f, y + o, (int)out);
         }
         return;
     }
