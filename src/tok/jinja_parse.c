@@ -264,6 +264,7 @@ static jnode *parse_postfix(parser *P, jnode *node) {
         if (is_op(c, ".") || is_op(c, "[")) node = parse_subscript(P, node);
         else if (is_op(c, "(")) {
             jnode *call = mk(P, N_CALL, c);
+            call->line = node->line; call->col = node->col;   /* errors point at the callee */
             call->a = node;
             parse_args(P, call);
             node = call;
