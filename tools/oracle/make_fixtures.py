@@ -419,6 +419,29 @@ def write_docs(fixtures, path):
         lines.append("| `%s` | %.1e | %.1e | %s |" % (
             r["case"], ch["reload_max_abs_diff"], ch["indep_float64_rel_diff"],
             "yes" if ch["generate_with_cache_same_ids"] else "NO"))
+    rels = [r["checks"]["indep_float64_rel_diff"] for r in rows]
+    lines += [
+        "",
+        "## Notes for engines",
+        "",
+        "- The reference is float64 except where transformers forces float32 (read off its",
+        "  source on the generating machine): RoPE `inv_freq` is computed in float32 and the",
+        "  angles/cos/sin are evaluated in float32; RMSNorm (also Qwen3's q_norm/k_norm) casts",
+        "  to float32 for the mean-square and the scaling; eager attention's softmax runs in",
+        "  float32. Against the all-float64 forward these move the logits by %.1e to %.1e of" % (
+            min(rels), max(rels)),
+        "  the largest logit, far inside the F1 tolerance (1e-4).",
+        "- Attention scale is `head_dim ** -0.5` (qwen3: head_dim 24 from config.json, not",
+        "  hidden/heads). RoPE uses the rotate-half layout (pairs i and i + head_dim/2).",
+        "  Qwen3 applies q_norm/k_norm per head after the projections and before RoPE.",
+        "- Tied cases (`tie_word_embeddings: true`) have no `lm_head.weight` tensor; the",
+        "  output projection is `model.embed_tokens.weight`.",
+        "- Qwen2/Qwen3 configs carry `use_sliding_window: false`, `sliding_window: null`,",
+        "  `max_window_layers` and `layer_types` (all `full_attention`); mistral has",
+        "  `sliding_window: null`.",
+        "- Greedy ids never include the special ids 0/1/2 (pad/bos/eos), so a generator that",
+        "  stops at EOS still produces all `n_greedy` tokens.",
+    ]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("wrote %s (%d cases)" % (path, len(rows)))
