@@ -63,6 +63,11 @@ static lmc_status continue_final(const lmc_chat_params *p, char *out, size_t *le
 }
 
 lmc_status lmc_chat_render_template(const lmc_jinja_template *t, const lmc_chat_params *p, char **out, size_t *out_len) {
+    return lmc_chat_render_template_ex(t, p, NULL, out, out_len);
+}
+
+lmc_status lmc_chat_render_template_ex(const lmc_jinja_template *t, const lmc_chat_params *p,
+                                       const lmc_jinja_options *opt, char **out, size_t *out_len) {
     *out = NULL;
     if (out_len) *out_len = 0;
     if (!p || !cJSON_IsArray(p->messages)) return lmc_fail(LMC_ERR_ARG, "chat: messages must be a JSON array");
@@ -93,7 +98,7 @@ lmc_status lmc_chat_render_template(const lmc_jinja_template *t, const lmc_chat_
         }
     }
     char *text = NULL; size_t n = 0;
-    lmc_status st = lmc_jinja_render(t, ctx, &text, &n);
+    lmc_status st = lmc_jinja_render_ex(t, ctx, opt, &text, &n);
     cJSON_Delete(ctx);
     if (st < 0) return st;
     if (p->continue_final_message) {

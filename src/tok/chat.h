@@ -36,8 +36,11 @@ lmc_chat_params lmc_chat_default_params(void);
 
 /* Parse `template_source` and render it. */
 lmc_status lmc_chat_render(const char *template_source, const lmc_chat_params *p, char **out, size_t *out_len);
-/* Same with a template parsed once by lmc_jinja_parse (the server's path). */
+/* Same with a template parsed once by lmc_jinja_parse (the server's path); opt may be NULL
+ * (defaults: lmc_jinja_default_options()). */
 lmc_status lmc_chat_render_template(const lmc_jinja_template *t, const lmc_chat_params *p, char **out, size_t *out_len);
+lmc_status lmc_chat_render_template_ex(const lmc_jinja_template *t, const lmc_chat_params *p,
+                                       const lmc_jinja_options *opt, char **out, size_t *out_len);
 
 /* Pick a template from a tokenizer_config.json "chat_template" value: a string, or a list of
  * {"name", "template"}. name NULL → "tool_use" when has_tools and present, else "default".

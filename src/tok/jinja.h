@@ -25,15 +25,17 @@
 
 typedef struct lmc_jinja_template lmc_jinja_template;
 
-/* Limits that keep a hostile template from exhausting the machine. */
-typedef struct lmc_jinja_limits {
+/* Render options: limits that keep a hostile template from exhausting the machine,
+ * and the clock strftime_now() reads (fixed for reproducible renders). */
+typedef struct lmc_jinja_options {
     size_t max_output;      /* bytes of rendered text (default 64 MiB) */
     size_t max_memory;      /* bytes of working memory for one render (default 512 MiB) */
     long long max_steps;    /* evaluated nodes (default 50 million) */
     int max_call_depth;     /* nested macro calls (default 64) */
-} lmc_jinja_limits;
+    long long now;          /* seconds since the epoch for strftime_now (local time); 0 = current time */
+} lmc_jinja_options;
 
-lmc_jinja_limits lmc_jinja_default_limits(void);
+lmc_jinja_options lmc_jinja_default_options(void);
 
 /* Parse `len` bytes of template source. On error returns LMC_ERR_FORMAT (message
  * "template:L:C: ...") and sets *out to NULL. */
@@ -43,7 +45,7 @@ void lmc_jinja_free(lmc_jinja_template *t);
 /* Render with the variables of `context` (a cJSON object, may be NULL). Numbers that
  * are integral become Python ints, others floats. Output is NUL-terminated too. */
 lmc_status lmc_jinja_render(const lmc_jinja_template *t, const cJSON *context, char **out, size_t *out_len);
-lmc_status lmc_jinja_render_ex(const lmc_jinja_template *t, const cJSON *context, const lmc_jinja_limits *lim,
+lmc_status lmc_jinja_render_ex(const lmc_jinja_template *t, const cJSON *context, const lmc_jinja_options *opt,
                                char **out, size_t *out_len);
 
 #endif

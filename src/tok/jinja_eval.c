@@ -763,12 +763,12 @@ static int exec_node(jctx *c, jscope *sc, const jnode *n) {
 }
 
 /* ---- entry points ------------------------------------------------------------------------------------- */
-lmc_jinja_limits lmc_jinja_default_limits(void) {
-    lmc_jinja_limits l = { .max_output = 64u << 20, .max_memory = 512u << 20, .max_steps = 50000000LL, .max_call_depth = 64 };
+lmc_jinja_options lmc_jinja_default_options(void) {
+    lmc_jinja_options l = { .max_output = 64u << 20, .max_memory = 512u << 20, .max_steps = 50000000LL, .max_call_depth = 64 };
     return l;
 }
 
-lmc_status lmc_jinja_render_ex(const lmc_jinja_template *t, const cJSON *context, const lmc_jinja_limits *lim,
+lmc_status lmc_jinja_render_ex(const lmc_jinja_template *t, const cJSON *context, const lmc_jinja_options *lim,
                                char **out, size_t *out_len) {
     if (out) *out = NULL;
     if (out_len) *out_len = 0;
@@ -776,7 +776,7 @@ lmc_status lmc_jinja_render_ex(const lmc_jinja_template *t, const cJSON *context
     if (context && !cJSON_IsObject(context)) return lmc_fail(LMC_ERR_ARG, "jinja: context must be a JSON object");
     jctx *c = calloc(1, sizeof *c);
     if (!c) return lmc_fail(LMC_ERR_NOMEM, "jinja: out of memory");
-    c->lim = lim ? *lim : lmc_jinja_default_limits();
+    c->lim = lim ? *lim : lmc_jinja_default_options();
     c->arena.limit = c->lim.max_memory;
     jmp_buf jb;
     c->jb = &jb;

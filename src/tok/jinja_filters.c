@@ -923,7 +923,7 @@ jv jz_call_builtin(jctx *c, const jnode *at, int fn, jv *args, int nargs, const 
         char fmt[256], out[512];
         if (f.n >= sizeof fmt) jz_fail(c, at, "strftime_now: format too long");
         memcpy(fmt, f.u.s, f.n); fmt[f.n] = 0;
-        time_t now = time(NULL);
+        time_t now = c->lim.now ? (time_t)c->lim.now : time(NULL);
         struct tm tmv;
         localtime_r(&now, &tmv);
         size_t k = fmt[0] ? strftime(out, sizeof out, fmt, &tmv) : 0;

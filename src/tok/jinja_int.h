@@ -115,7 +115,7 @@ struct jsb;
 typedef struct jctx {
     jz_arena arena;
     struct jsb *sink;                          /* where output goes (captures swap it) */
-    lmc_jinja_limits lim;
+    lmc_jinja_options lim;
     long long steps;
     int call_depth, eval_depth;
     jscope *globals;

@@ -14,7 +14,11 @@
 // has no golden. Where the two references disagree Python wins, and the disagreements
 // are listed (known @huggingface/jinja deviations, see jinja/NOTES.md). Snippets
 // (jinja/snippets.mjs: expressions, filters, tests, methods, whitespace control) are
-// checked against the Python goldens only, through `test_jinja --driver`.
+// checked against the Python goldens only, through `test_jinja --driver`. The corpus section
+// renders the ~100 real chat templates bundled in @huggingface/ollama-utils over every
+// conversation and compares with jinja2 goldens stored as SHA-256 digests
+// (jinja/goldens-corpus.json), so no third-party text is committed. strftime_now reads a
+// fixed time (NOW, TZ=UTC) on both sides.
 // Prints `RESULT <passed> <failed>`. Needs `npm ci` in tests/oracle.
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, mkdtempSync, writeFileSync, rmSync } from "node:fs";
@@ -22,6 +26,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHash } from "node:crypto";
+import vm from "node:vm";
 import { buildConversations } from "./jinja/conversations.mjs";
 import { SNIPPETS } from "./jinja/snippets.mjs";
 
@@ -36,6 +41,12 @@ const goldens = existsSync(goldenPath) ? JSON.parse(readFileSync(goldenPath, "ut
 const keyOf = (template, context) =>
   createHash("sha256").update(template).update("\0").update(JSON.stringify(context)).digest("hex").slice(0, 24);
 const goldenCases = [];   // for --write-goldens
+const corpusGoldenPath = join(here, "jinja", "goldens-corpus.json");
+const corpusGoldens = existsSync(corpusGoldenPath) ? JSON.parse(readFileSync(corpusGoldenPath, "utf8")) : {};
+const corpusCases = [];
+const NOW = 1753000000;   // 2025-07-20 08:26:40 UTC
+process.env.TZ = "UTC";
+const sha = (t) => createHash("sha256").update(t, "utf8").digest("hex").slice(0, 24);
 
 function fail(msg) {
   console.log(msg);
@@ -90,7 +101,7 @@ function runDriver(mode, source, contexts) {
   const file = join(tmp, "t.jinja");
   writeFileSync(file, source);
   const input = contexts.map((c) => JSON.stringify(c)).join("\n") + "\n";
-  const r = spawnSync(driver, [mode, file], { input, encoding: "utf8", maxBuffer: 1 << 28 });
+  const r = spawnSync(driver, [mode, file, "--now", String(NOW)], { input, encoding: "utf8", maxBuffer: 1 << 28, env: { ...process.env, TZ: "UTC" } });
   if (r.status !== 0) return { error: `driver failed (${r.status}): ${r.stderr}` };
   return { lines: r.stdout.split("\n").filter((l) => l.length).map((l) => JSON.parse(l)) };
 }
@@ -172,13 +183,81 @@ for (const tpl of TEMPLATES) {
   if (missing && !writeGoldens) { console.log("goldens missing: run `node tests/oracle/jinja.mjs --write-goldens` (needs python3 + jinja2)"); failed += missing; }
 }
 
+// corpus: real chat templates of many model families (test-only package)
+function ollamaTemplates() {
+  const p = join(here, "node_modules", "@huggingface", "ollama-utils", "dist", "index.js");
+  if (!existsSync(p)) return null;
+  const src = readFileSync(p, "utf8");
+  const start = src.indexOf("var OLLAMA_CHAT_TEMPLATE_MAPPING = [");
+  const end = src.indexOf("\n];", start);
+  if (start < 0 || end < 0) return null;
+  const arr = vm.runInNewContext(src.slice(start + "var OLLAMA_CHAT_TEMPLATE_MAPPING = ".length, end + 3));
+  const seen = new Set();
+  return arr.filter((x) => typeof x.gguf === "string" && !seen.has(x.gguf) && seen.add(x.gguf))
+    .map((x) => ({ name: x.model, source: x.gguf }));
+}
+{
+  const corpus = ollamaTemplates();
+  if (!corpus) { console.log("corpus: @huggingface/ollama-utils missing — run: (cd tests/oracle && npm ci)"); failed++; }
+  else {
+    const convs = buildConversations();
+    let p = 0, f = 0, missing = 0, errs = 0, tfail = 0;
+    for (const tpl of corpus) {
+      const contexts = convs.map((c) => Object.assign({ messages: c.messages, tools: c.tools, documents: null,
+        add_generation_prompt: c.add_generation_prompt, bos_token: "<|bos|>", eos_token: "<|eos|>" }, c.extra || {}));
+      const lmc = runDriver("--chat", tpl.source, convs.map((c) => ({ messages: c.messages, tools: c.tools,
+        add_generation_prompt: c.add_generation_prompt, bos_token: "<|bos|>", eos_token: "<|eos|>", extra: c.extra })));
+      let jsT = null;
+      try { jsT = new Template(tpl.source); } catch (e) { /* hint only */ }
+      let tf = 0;
+      contexts.forEach((ctx, i) => {
+        const key = keyOf(tpl.source, ctx);
+        corpusCases.push({ key, template: tpl.source, context: ctx });
+        const want = corpusGoldens[key];
+        if (!want) { missing++; return; }
+        const got = lmc.error ? { error: lmc.error } : lmc.lines[i] ?? { error: "no output" };
+        const gotErr = typeof got === "object" && got !== null && got.error !== undefined;
+        let ok;
+        if (want.error !== undefined) { ok = gotErr; errs++; }
+        else ok = !gotErr && sha(got) === want.sha256;
+        if (ok) { p++; return; }
+        f++; tf++;
+        if (tf <= 1 && (f <= 12 || verbose)) {
+          console.log(`FAIL corpus ${tpl.name} case ${i} (uses ${[...convs[i].uses].join(",") || "-"})`);
+          if (want.error !== undefined) console.log(`  jinja2 raised: ${want.error}\n  lmc: ${show(gotErr ? got.error : got)}`);
+          else if (gotErr) console.log(`  lmc error: ${got.error}`);
+          else {
+            let js = null;
+            try { js = jsT && jsT.render(ctx); } catch (e) { js = null; }
+            if (js != null && sha(js) === want.sha256) {
+              const d = firstDiff(got, js);
+              console.log(`  differs from jinja2 (which @huggingface/jinja matches) at ${d}\n  lmc:       ${show(got.slice(Math.max(0, d - 60), d + 120))}\n  reference: ${show(js.slice(Math.max(0, d - 60), d + 120))}`);
+            } else console.log(`  differs from jinja2's digest; lmc: ${show(got)}`);
+          }
+        }
+      });
+      if (tf) tfail++;
+    }
+    console.log(`corpus     ${p}/${p + f} identical to jinja2 over ${corpus.length} templates (${errs} expected errors; ${tfail} templates with a difference)${missing ? `, ${missing} without golden` : ""}`);
+    passed += p; failed += f;
+    if (missing && !writeGoldens) { console.log("corpus goldens missing: run `node tests/oracle/jinja.mjs --write-goldens`"); failed += 1; }
+  }
+}
+
 if (writeGoldens) {
   const inFile = join(tmp, "cases.json"), outFile = join(tmp, "goldens.json");
   writeFileSync(inFile, JSON.stringify(goldenCases));
-  const r = spawnSync("python3", [join(here, "jinja", "make_goldens.py"), inFile, outFile], { encoding: "utf8" });
+  const r = spawnSync("python3", [join(here, "jinja", "make_goldens.py"), inFile, outFile, "--text", String(NOW)], { encoding: "utf8" });
   if (r.status !== 0) fail(`make_goldens.py failed: ${r.stderr}`);
   writeFileSync(goldenPath, readFileSync(outFile, "utf8"));
   console.log(`wrote ${goldenPath} (${goldenCases.length} cases)`);
+  if (corpusCases.length) {
+    writeFileSync(inFile, JSON.stringify(corpusCases));
+    const r2 = spawnSync("python3", [join(here, "jinja", "make_goldens.py"), inFile, outFile, "--hash", String(NOW)], { encoding: "utf8", maxBuffer: 1 << 28 });
+    if (r2.status !== 0) fail(`make_goldens.py failed: ${r2.stderr}`);
+    writeFileSync(corpusGoldenPath, readFileSync(outFile, "utf8"));
+    console.log(`wrote ${corpusGoldenPath} (${corpusCases.length} cases)`);
+  }
 }
 if (noGolden && !writeGoldens) console.log(`${noGolden} chat cases had no jinja2 golden and were compared with @huggingface/jinja only`);
 rmSync(tmp, { recursive: true, force: true });

@@ -4,6 +4,7 @@
  *   test_jinja --driver TEMPLATE_FILE   one JSON context per stdin line → one JSON string per line
  *   test_jinja --chat TEMPLATE_FILE     one {messages, tools, documents, add_generation_prompt,
  *                                       bos_token, eos_token, extra} per line, via lmc_chat_render
+ *   either followed by --now EPOCH      strftime_now() reads that time instead of the clock
  * Errors print {"error": "..."} on that line.
  */
 #include "test.h"
@@ -78,7 +79,11 @@ static void print_error(const char *msg) {
     cJSON_Delete(o);
 }
 
+static long long fixed_now;   /* --now EPOCH: strftime_now reads this instead of the clock */
+
 static int driver(const char *path, int chat) {
+    lmc_jinja_options opt = lmc_jinja_default_options();
+    opt.now = fixed_now;
     size_t n;
     char *src = slurp(path, &n);
     if (!src) { fprintf(stderr, "cannot read %s\n", path); return 2; }
@@ -106,8 +111,8 @@ static int driver(const char *path, int chat) {
             p.eos_token = cJSON_IsString(eos) ? eos->valuestring : NULL;
             const cJSON *extra = cJSON_GetObjectItemCaseSensitive(ctx, "extra");
             p.extra = cJSON_IsObject(extra) ? extra : NULL;
-            st = lmc_chat_render_template(t, &p, &out, &on);
-        } else st = lmc_jinja_render(t, ctx, &out, &on);
+            st = lmc_chat_render_template_ex(t, &p, &opt, &out, &on);
+        } else st = lmc_jinja_render_ex(t, ctx, &opt, &out, &on);
         if (st < 0) print_error(lmc_last_error());
         else print_json_string(out, on);
         fflush(stdout);
@@ -374,7 +379,7 @@ static void t_limits(void) {
     lmc_jinja_template *t;
     const char *src = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
     CHECK(lmc_jinja_parse(src, strlen(src), &t) == LMC_OK);
-    lmc_jinja_limits lim = lmc_jinja_default_limits();
+    lmc_jinja_options lim = lmc_jinja_default_options();
     lim.max_steps = 100000;
     char *out = NULL; size_t n;
     CHECK(lmc_jinja_render_ex(t, NULL, &lim, &out, &n) == LMC_ERR_FORMAT);
@@ -384,7 +389,7 @@ static void t_limits(void) {
 
     const char *big = "{% set s = 'xxxxxxxxxxxxxxxx' %}{% for i in range(100000) %}{{ s * 1000 }}{% endfor %}";
     CHECK(lmc_jinja_parse(big, strlen(big), &t) == LMC_OK);
-    lim = lmc_jinja_default_limits();
+    lim = lmc_jinja_default_options();
     lim.max_output = 1 << 20;
     CHECK(lmc_jinja_render_ex(t, NULL, &lim, &out, &n) == LMC_ERR_FORMAT);
     CHECK(strstr(lmc_last_error(), "output exceeds") != NULL);
@@ -515,6 +520,7 @@ static void t_render_api(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[3], "--now")) { fixed_now = atoll(argv[4]); argc = 3; }
     if (argc == 3 && !strcmp(argv[1], "--driver")) return driver(argv[2], 0);
     if (argc == 3 && !strcmp(argv[1], "--chat")) return driver(argv[2], 1);
     RUN(t_smoke);
