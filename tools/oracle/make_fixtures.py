@@ -537,6 +537,7 @@ def main():
             probs = check_fixture(folder) if os.path.isdir(folder) else ["missing"]
             print("%-22s %s" % (n, "ok" if not probs else "; ".join(probs)))
             bad += bool(probs)
+        print("RESULT %d %d" % (len(names) - bad, bad))  # the line tests/run.sh counts
         if bad:
             return 1
     if args.write_docs:
