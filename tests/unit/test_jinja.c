@@ -488,6 +488,23 @@ static void t_template_select(void) {
     rmdir(dir);
 }
 
+static void t_strftime_now(void) {
+    lmc_jinja_template *t;
+    const char *src = "{{ strftime_now('%Y') }}|{{ strftime_now('') }}|{{ strftime_now is defined }}";
+    CHECK(lmc_jinja_parse(src, strlen(src), &t) == LMC_OK);
+    lmc_jinja_options opt = lmc_jinja_default_options();
+    opt.now = 1000000000;   /* 2001-09-09 in every time zone */
+    char *out; size_t n;
+    CHECK(lmc_jinja_render_ex(t, NULL, &opt, &out, &n) == LMC_OK);
+    CHECK_EQ_STR(out, "2001||True");
+    free(out);
+    opt.now = 0;   /* the real clock: a four-digit year >= 2024 */
+    CHECK(lmc_jinja_render_ex(t, NULL, &opt, &out, &n) == LMC_OK);
+    CHECK(n >= 4 && atoi(out) >= 2024);
+    free(out);
+    lmc_jinja_free(t);
+}
+
 static void t_render_api(void) {
     lmc_jinja_template *t;
     CHECK(lmc_jinja_parse("{{ a }}", 7, &t) == LMC_OK);
@@ -547,6 +564,7 @@ int main(int argc, char **argv) {
     RUN(t_limits);
     RUN(t_chat_render);
     RUN(t_template_select);
+    RUN(t_strftime_now);
     RUN(t_render_api);
     return TEST_END();
 }
