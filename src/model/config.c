@@ -143,8 +143,11 @@ static void rope_defaults(lmc_rope_config *rc) {
 static lmc_status parse_rope(lmc_config *cfg) {
     rope_defaults(&cfg->rope);
     double theta, prf;
-    if (lmc_config_double(cfg, "rope_theta", &theta) > 0) cfg->rope.theta = theta;
-    if (lmc_config_double(cfg, "partial_rotary_factor", &prf) > 0) cfg->rope.partial_rotary_factor = prf;
+    int rt = lmc_config_double(cfg, "rope_theta", &theta), rp = lmc_config_double(cfg, "partial_rotary_factor", &prf);
+    if (rt < 0 || rp < 0) /* a mistyped value must not fall back to the default silently */
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" must be a number", rt < 0 ? "rope_theta" : "partial_rotary_factor");
+    if (rt > 0) cfg->rope.theta = theta;
+    if (rp > 0) cfg->rope.partial_rotary_factor = prf;
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg->text, "rope_parameters");
     if (!params && cfg->text != cfg->raw) params = cJSON_GetObjectItemCaseSensitive(cfg->raw, "rope_parameters");
     const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(cfg->text, "rope_scaling");

@@ -4,6 +4,10 @@
 #include <math.h>
 
 lmc_status lmc_rope_build(const lmc_rope_config *rc, int head_dim, int max_pos, lmc_rope_table *out) {
+    if (!(rc->theta > 0) || !isfinite(rc->theta))
+        return lmc_fail(LMC_ERR_FORMAT, "rope_theta must be positive and finite (got %g)", rc->theta);
+    if (!(rc->partial_rotary_factor > 0 && rc->partial_rotary_factor <= 1))
+        return lmc_fail(LMC_ERR_FORMAT, "partial_rotary_factor must be in (0, 1] (got %g)", rc->partial_rotary_factor);
     int dim = (int)((double)head_dim * rc->partial_rotary_factor);
     dim -= dim % 2;
     if (dim < 2 || dim / 2 > LMC_ROPE_MAX_HALF)
