@@ -195,7 +195,15 @@ int jv_truthy(jv v) {
 int jv_is_number(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
 double jv_num(jv v) { return v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.t == JV_BOOL ? v.u.b : 0.0; }
 
-int jv_equal(jv a, jv b) {
+/* Values are immutable, so nesting only grows by construction; deeper than this is
+ * compared as unequal rather than recursing without bound. */
+#define MAX_CMP_DEPTH 500
+
+static int equal_at(jv a, jv b, int depth);
+int jv_equal(jv a, jv b) { return equal_at(a, b, 0); }
+
+static int equal_at(jv a, jv b, int depth) {
+    if (depth > MAX_CMP_DEPTH) return 0;
     if (jv_is_number(a) && jv_is_number(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) {
             int64_t x = a.t == JV_BOOL ? a.u.b : a.u.i, y = b.t == JV_BOOL ? b.u.b : b.u.i;
@@ -209,13 +217,13 @@ int jv_equal(jv a, jv b) {
     case JV_STR: return a.n == b.n && (a.n == 0 || memcmp(a.u.s, b.u.s, a.n) == 0);
     case JV_LIST:
         if (a.u.l->tuple != b.u.l->tuple || a.u.l->n != b.u.l->n) return 0;
-        for (size_t i = 0; i < a.u.l->n; i++) if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
+        for (size_t i = 0; i < a.u.l->n; i++) if (!equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
     case JV_DICT: case JV_NS:
         if (a.u.d->n != b.u.d->n) return 0;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jv *o = jdict_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_equal(a.u.d->v[i], *o)) return 0;
+            if (!o || !equal_at(a.u.d->v[i], *o, depth + 1)) return 0;
         }
         return 1;
     case JV_MACRO: return a.u.m == b.u.m;
@@ -224,7 +232,11 @@ int jv_equal(jv a, jv b) {
     }
 }
 
-int jv_compare(jctx *c, const jnode *at, jv a, jv b) {
+static int compare_at(jctx *c, const jnode *at, jv a, jv b, int depth);
+int jv_compare(jctx *c, const jnode *at, jv a, jv b) { return compare_at(c, at, a, b, 0); }
+
+static int compare_at(jctx *c, const jnode *at, jv a, jv b, int depth) {
+    if (depth > MAX_CMP_DEPTH) jz_fail(c, at, "values nested too deeply to compare");
     if (jv_is_number(a) && jv_is_number(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) {
             int64_t x = a.t == JV_BOOL ? a.u.b : a.u.i, y = b.t == JV_BOOL ? b.u.b : b.u.i;
@@ -242,8 +254,8 @@ int jv_compare(jctx *c, const jnode *at, jv a, jv b) {
     if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
         size_t m = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < m; i++) {
-            if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
-            return jv_compare(c, at, a.u.l->v[i], b.u.l->v[i]);
+            if (equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1)) continue;
+            return compare_at(c, at, a.u.l->v[i], b.u.l->v[i], depth + 1);
         }
         return (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
     }
