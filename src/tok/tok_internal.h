@@ -122,6 +122,7 @@ typedef struct tok_model {
     char *cont_prefix, *eow_suffix;
     int fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_ids[256];     /* id of "<0xAB>" or -1 (byte_fallback) */
+    int32_t *char_ids;         /* [0x800] id of the one-character token of code point < 0x800, or -1 */
     /* Unigram */
     double *scores;            /* [n_vocab] */
     double min_score;

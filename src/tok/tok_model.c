@@ -93,6 +93,7 @@ void tok_model_free(tok_model *m) {
     free(m->cont_prefix);
     free(m->eow_suffix);
     free(m->scores);
+    free(m->char_ids);
     memset(m, 0, sizeof *m);
 }
 
@@ -378,6 +379,15 @@ lmc_status tok_model_parse_fast(const cJSON *j, const tok_spans *sp, tok_model *
         snprintf(name, sizeof name, "<0x%02X>", b);
         m->byte_ids[b] = tok_strmap_get(&m->vocab, name, 6);
     }
+    m->char_ids = malloc(0x800 * sizeof *m->char_ids);
+    if (!m->char_ids) return lmc_fail(LMC_ERR_NOMEM, "out of memory");
+    for (uint32_t cp = 0; cp < 0x800; cp++) {
+        char u[2];
+        size_t l = 1;
+        if (cp < 0x80) u[0] = (char)cp;
+        else { u[0] = (char)(0xC0 | (cp >> 6)); u[1] = (char)(0x80 | (cp & 0x3F)); l = 2; }
+        m->char_ids[cp] = tok_strmap_get(&m->vocab, u, l);
+    }
     return LMC_OK;
 }
 
@@ -450,7 +460,9 @@ static lmc_status bpe_word(const tok_model *m, const char *w, size_t n, tok_ids 
             memcpy(tmp + k, w + i, cl); k += cl;
             if (slen && last && k + slen <= sizeof tmp) { memcpy(tmp + k, m->eow_suffix, slen); k += slen; }
             id = tok_strmap_get(&m->vocab, tmp, k);
-        } else id = tok_strmap_get(&m->vocab, w + i, cl);
+        } else if (cl == 1) id = m->char_ids[(unsigned char)w[i]];
+        else if (cl == 2) id = m->char_ids[((uint32_t)(w[i] & 0x1F) << 6) | (uint32_t)(w[i + 1] & 0x3F)];
+        else id = tok_strmap_get(&m->vocab, w + i, cl);
         if (id >= 0) {
             if (unk_id >= 0) { s[ns++] = (sym){unk_id, 0, 0, unk_len}; unk_id = -1; }
             s[ns++] = (sym){id, 0, 0, (uint32_t)cl};

@@ -96,8 +96,7 @@ lmc_status tok_normalizer_parse(const cJSON *j, tok_normalizer **out) {
     return LMC_OK;
 }
 
-static lmc_status unicode_form(const char *s, size_t len, int flags, tok_buf *out) {
-    if (len == 0) return LMC_OK;
+static lmc_status utf8proc_chunk(const char *s, size_t len, int flags, tok_buf *out) {
     utf8proc_uint8_t *dst = NULL;
     utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst,
                                       (utf8proc_option_t)(UTF8PROC_STABLE | flags));
@@ -105,6 +104,42 @@ static lmc_status unicode_form(const char *s, size_t len, int flags, tok_buf *ou
     lmc_status st = tok_buf_put(out, dst, (size_t)r);
     free(dst);
     return st;
+}
+
+/* 1 when a normalization boundary lies before cp and cp is unchanged by the form:
+ * combining class 0, no (canonical, or any for compat forms) decomposition, and for
+ * composing forms not a possible second element of a composition (utf8proc marks
+ * those with comb_index >= 0x8000; Hangul V/T jamo compose algorithmically). */
+static int inert(uint32_t cp, int compose, int compat) {
+    if (cp < 0x80) return 1;
+    if (compose && !compat && cp < 0x300) return 1;  /* Latin-1..IPA: NFC_QC=Yes, ccc=0 */
+    const utf8proc_property_t *p = utf8proc_get_property((utf8proc_int32_t)cp);
+    if (p->combining_class != 0) return 0;
+    if (p->decomp_seqindex != UINT16_MAX && (compat || p->decomp_type == 0)) return 0;
+    if (cp >= 0xAC00 && cp <= 0xD7A3) return compose;                     /* Hangul syllables */
+    if (compose && ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A8 && cp <= 0x11C2))) return 0;
+    if (compose && p->comb_index != UINT16_MAX && p->comb_index >= 0x8000) return 0;
+    return 1;
+}
+
+/* Normalize chunk by chunk: text is cut before every inert character; chunks made only
+ * of inert characters are copied, the others go through utf8proc. */
+static lmc_status unicode_form(const char *s, size_t len, int flags, tok_buf *out) {
+    int compose = (flags & UTF8PROC_COMPOSE) != 0, compat = (flags & UTF8PROC_COMPAT) != 0;
+    size_t chunk = 0;
+    int dirty = 0;
+    for (size_t p = 0; p < len;) {
+        uint32_t cp;
+        int l = tok_utf8_next(s + p, len - p, &cp);
+        if (inert(cp, compose, compat)) {
+            if (p > chunk) LMC_TRY(dirty ? utf8proc_chunk(s + chunk, p - chunk, flags, out) : tok_buf_put(out, s + chunk, p - chunk));
+            chunk = p;
+            dirty = 0;
+        } else dirty = 1;
+        p += (size_t)l;
+    }
+    if (len > chunk) LMC_TRY(dirty ? utf8proc_chunk(s + chunk, len - chunk, flags, out) : tok_buf_put(out, s + chunk, len - chunk));
+    return LMC_OK;
 }
 
 static lmc_status lowercase(const char *s, size_t len, tok_buf *out) {

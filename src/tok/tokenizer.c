@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,18 @@ typedef struct post_step {
 
 typedef struct chat_tmpl { char *name; char *text; } chat_tmpl;
 
+/* Scratch state of one encode call: buffers, regex match data and the word cache.
+ * The tokenizer keeps one behind a mutex that encode takes with trylock; a call
+ * that finds it busy (another thread) uses a fresh one, so encode stays reentrant. */
+typedef struct enc_ctx {
+    const struct lmc_tokenizer *tok;
+    pcre2_match_data *md;
+    tok_cache *cache;
+    tok_pieces a, b;
+    tok_buf norm, tmp;
+    tok_ids ids;
+} enc_ctx;
+
 struct lmc_tokenizer {
     tok_model model;
     tok_normalizer *norm;
@@ -56,7 +69,11 @@ struct lmc_tokenizer {
     char *bos, *eos;
     int add_bos, add_eos;
     chat_tmpl *tmpl; int n_tmpl;
+    pthread_mutex_t lock;            /* guards `shared` */
+    enc_ctx shared;
 };
+
+static void ctx_release(enc_ctx *c);
 
 /* ---------------- JSON helpers ---------------- */
 
@@ -174,6 +191,8 @@ void lmc_tokenizer_free(lmc_tokenizer *tok) {
     free(tok->eos);
     for (int i = 0; i < tok->n_tmpl; i++) { free(tok->tmpl[i].name); free(tok->tmpl[i].text); }
     free(tok->tmpl);
+    ctx_release(&tok->shared);
+    pthread_mutex_destroy(&tok->lock);
     free(tok);
 }
 
@@ -430,6 +449,7 @@ lmc_status lmc_tokenizer_load_json(const char *json, size_t len, const char *con
     lmc_tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok) return lmc_fail(LMC_ERR_NOMEM, "out of memory");
     tok->add_bos = tok->add_eos = -1;
+    pthread_mutex_init(&tok->lock, NULL);
     tok_spans sp;
     char *slim = NULL;
     size_t slim_len = 0;
@@ -534,14 +554,15 @@ lmc_status lmc_tokenizer_load(const char *path, lmc_tokenizer **out) {
 
 /* ---------------- encode ---------------- */
 
-typedef struct enc_ctx {
-    const lmc_tokenizer *tok;
-    pcre2_match_data *md;
-    tok_cache *cache;
-    tok_pieces a, b;
-    tok_buf norm, tmp;
-    tok_ids ids;
-} enc_ctx;
+static void ctx_release(enc_ctx *c) {
+    if (c->md) pcre2_match_data_free(c->md);
+    tok_cache_free(c->cache);
+    tok_pieces_free(&c->a);
+    tok_pieces_free(&c->b);
+    tok_buf_free(&c->norm);
+    tok_buf_free(&c->tmp);
+    memset(c, 0, sizeof *c);
+}
 
 static int is_word_char(uint32_t cp) { return cp == '_' || tok_is_alnum(cp); }
 
@@ -651,8 +672,11 @@ lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size
     *ids = NULL;
     *n_ids = 0;
     if (len > (size_t)1 << 30) return lmc_fail(LMC_ERR_RANGE, "tokenizer: input of %zu bytes is too large", len);
-    enc_ctx c = {0};
-    c.tok = tok;
+    lmc_tokenizer *mt = (lmc_tokenizer *)tok;  /* only the mutex-guarded scratch is mutated */
+    int shared = pthread_mutex_trylock(&mt->lock) == 0;
+    enc_ctx local = {0}, *c = shared ? &mt->shared : &local;
+    c->tok = tok;
+    c->ids = (tok_ids){0};
     tok_buf clean = {0};
     lmc_status st = LMC_OK;
     if (len && !tok_utf8_valid(text, len)) {
@@ -660,22 +684,20 @@ lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size
         text = clean.data;
         len = clean.len;
     }
-    c.md = pcre2_match_data_create(32, NULL);
-    c.cache = tok_cache_new();
-    if (!c.md || !c.cache) st = lmc_fail(LMC_ERR_NOMEM, "out of memory");
-    if (st >= 0 && len) st = split_added(&c, &tok->raw_trie, text, len, 1, encode_plain);
-    if (st >= 0 && add_special) st = post_process(tok, &c.ids);
-    if (st >= 0 && !c.ids.v) st = tok_ids_push(&c.ids, 0), c.ids.n = 0;
-    if (c.md) pcre2_match_data_free(c.md);
-    tok_cache_free(c.cache);
-    tok_pieces_free(&c.a);
-    tok_pieces_free(&c.b);
-    tok_buf_free(&c.norm);
-    tok_buf_free(&c.tmp);
+    if (!c->md) c->md = pcre2_match_data_create(32, NULL);
+    if (!c->cache) c->cache = tok_cache_new();
+    if (!c->md || !c->cache) st = lmc_fail(LMC_ERR_NOMEM, "out of memory");
+    if (st >= 0 && len) st = split_added(c, &tok->raw_trie, text, len, 1, encode_plain);
+    if (st >= 0 && add_special) st = post_process(tok, &c->ids);
+    if (st >= 0 && !c->ids.v) st = tok_ids_push(&c->ids, 0), c->ids.n = 0;
+    tok_ids res = c->ids;
+    c->ids = (tok_ids){0};
+    if (shared) pthread_mutex_unlock(&mt->lock);
+    else ctx_release(&local);
     tok_buf_free(&clean);
-    if (st < 0) { free(c.ids.v); return st; }
-    *ids = c.ids.v;
-    *n_ids = c.ids.n;
+    if (st < 0) { free(res.v); return st; }
+    *ids = res.v;
+    *n_ids = res.n;
     return LMC_OK;
 }
 

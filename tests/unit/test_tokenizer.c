@@ -12,7 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <utf8proc.h>
+
 #include "test.h"
+#include "tok/tok_internal.h"
 #include "tok/tokenizer.h"
 
 /* ---------------- helpers ---------------- */
@@ -343,6 +346,46 @@ static void test_normalizers(void) {
     check_norm("null", "A", "10");
 }
 
+/* The chunked Unicode normalization (fast path for inert characters) equals utf8proc
+ * on the whole string, on random mixes of starters, marks, jamo and compat characters. */
+static void test_unicode_forms_match_utf8proc(void) {
+    static const char *atoms[] = {"a", "e", "A", "\xcc\x81", "\xcc\xa3", "\xcc\x88", "\xc3\xa9", "\xe1\x84\x80",
+        "\xe1\x85\xa1", "\xe1\x86\xa8", "\xea\xb0\x80", "\xe3\x81\x8b", "\xe3\x82\x99", "\xef\xbe\x9e",
+        "\xef\xbd\xb6", "\xe2\x84\xa6", "\xc2\xa0", "\xef\xac\x81", "\xe0\xad\x87", "\xe0\xad\x97",
+        "\xcd\x80", "\xe4\xb8\x80", " ", "\xc2\xb2", "\xe2\x91\xa0", "\xf0\x9f\x98\x80", "\xd9\x8b", "\xd8\xa7"};
+    static const char *forms[] = {"NFC", "NFD", "NFKC", "NFKD"};
+    int opts[] = {UTF8PROC_COMPOSE, UTF8PROC_DECOMPOSE, UTF8PROC_COMPOSE | UTF8PROC_COMPAT, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT};
+    unsigned seed = 7;
+    for (int f = 0; f < 4; f++) {
+        char js[64];
+        snprintf(js, sizeof js, "{\"type\":\"%s\"}", forms[f]);
+        cJSON *j = cJSON_Parse(js);
+        tok_normalizer *n = NULL;
+        CHECK(tok_normalizer_parse(j, &n) == LMC_OK);
+        cJSON_Delete(j);
+        tok_buf out = {0}, tmp = {0};
+        int bad = 0;
+        for (int trial = 0; trial < 3000 && n; trial++) {
+            char text[256] = "";
+            int k = 1 + (int)(seed % 8);
+            for (int i = 0; i < k; i++) {
+                seed = seed * 1103515245u + 12345u;
+                strcat(text, atoms[(seed >> 16) % (sizeof atoms / sizeof atoms[0])]);
+            }
+            CHECK(tok_normalizer_apply(n, text, strlen(text), &out, &tmp, NULL) == LMC_OK);
+            utf8proc_uint8_t *ref = NULL;
+            utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)strlen(text), &ref,
+                                              (utf8proc_option_t)(UTF8PROC_STABLE | opts[f]));
+            if (r < 0 || (size_t)r != out.len || memcmp(ref, out.data, out.len) != 0) bad++;
+            free(ref);
+        }
+        CHECK_MSG(bad == 0, "%s: %d mismatches", forms[f], bad);
+        tok_buf_free(&out);
+        tok_buf_free(&tmp);
+        tok_normalizer_free(n);
+    }
+}
+
 /* ---------------- decoders ---------------- */
 
 static void test_decoders(void) {
@@ -641,6 +684,7 @@ int main(int argc, char **argv) {
     RUN(test_split_behaviors);
     RUN(test_added_token_flags);
     RUN(test_normalizers);
+    RUN(test_unicode_forms_match_utf8proc);
     RUN(test_decoders);
     RUN(test_prefix_space_and_metaspace_first);
     RUN(test_config_and_dir);
