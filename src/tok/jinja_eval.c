@@ -416,6 +416,10 @@ static jv call_macro(jctx *c, const jnode *at, jmacro *m, jv *args, int nargs, c
     varargs.u.l->tuple = 1;
     jv kwargs = jv_dict_new(c);
     char *set = jz_alloc(c, (size_t)np + 1);
+    const char *mname = def->kind == N_MACRO ? def->s : "caller";
+    int mn = def->kind == N_MACRO ? (int)def->sn : 6;
+    if (nargs > np && !(def->flag & JZ_USES_VARARGS))
+        jz_fail(c, at, "macro '%.*s' takes not more than %d argument(s)", mn, mname, np);
     for (int i = 0; i < nargs; i++) {
         if (i < np) { scope_set(c, sc, def->w[i]->s, def->w[i]->sn, args[i]); set[i] = 1; }
         else jv_list_push(c, varargs, args[i]);
@@ -428,7 +432,12 @@ static jv call_macro(jctx *c, const jnode *at, jmacro *m, jv *args, int nargs, c
                 scope_set(c, sc, def->w[i]->s, def->w[i]->sn, kwv[k]); set[i] = 1; found = 1;
             }
         if (!found) {
-            if (!strcmp(kwn[k], "caller")) scope_set(c, sc, "caller", 6, kwv[k]);
+            if (!strcmp(kwn[k], "caller")) {
+                if (!(def->flag & JZ_USES_CALLER))
+                    jz_fail(c, at, "macro '%.*s' was invoked with a caller it does not use", mn, mname);
+                scope_set(c, sc, "caller", 6, kwv[k]);
+            } else if (!(def->flag & JZ_USES_KWARGS))
+                jz_fail(c, at, "macro '%.*s' takes no keyword argument '%s'", mn, mname, kwn[k]);
             else jdict_set(c, kwargs.u.d, jv_cstr(kwn[k]), kwv[k]);
         }
     }

@@ -541,10 +541,9 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
     }
     if (IS("batch")) {
         int64_t n = arg_int(c, a, 0, "linecount", 1);
-        if (n <= 0) jz_fail(c, at, "batch: linecount must be positive");
         jv fill = arg(a, 1, "fill_with");
         jv l = jv_iterable_to_list(c, at, in), out = jv_list_new(c, 0), cur = jv_list_new(c, 0);
-        for (size_t i = 0; i < l.u.l->n; i++) {
+        for (size_t i = 0; i < l.u.l->n; i++) {   /* jinja2's loop, including its n <= 0 behaviour */
             if ((int64_t)cur.u.l->n == n) { jv_list_push(c, out, cur); cur = jv_list_new(c, 0); }
             jv_list_push(c, cur, l.u.l->v[i]);
         }

@@ -80,13 +80,16 @@ typedef enum jn_kind {
     N_FILTERBLOCK, N_WITH, N_BREAK, N_CONTINUE, N_PARAM,
 } jn_kind;
 
+/* N_MACRO / N_CALLBLOCK .flag: names the body refers to */
+enum { JZ_USES_CALLER = 1, JZ_USES_VARARGS = 2, JZ_USES_KWARGS = 4 };
+
 /* binary / comparison operators (N_BIN, N_CMP .op) */
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_CONCAT,
        OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_IN, OP_NOTIN };
 
 typedef struct jnode jnode;
 struct jnode {
-    int kind, op, line, col, flag;  /* flag: N_TEST negated, N_FOR recursive */
+    int kind, op, line, col, flag;  /* flag: N_TEST negated, N_FOR recursive, N_MACRO JZ_USES_* */
     jv lit;                         /* N_LIT value, N_TEXT text */
     const char *s; size_t sn;       /* name: N_NAME, N_ATTR, N_FILTER, N_TEST, N_KWARG, N_MACRO, N_PARAM */
     jnode *a, *b, *c, *d;

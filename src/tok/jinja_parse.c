@@ -447,6 +447,22 @@ static jnode *parse_target(parser *P, int allow_attr) {
 
 static jnode *parse_body(parser *P, const char *const *ends, const jtok **end_tok);
 
+/* Which of caller / varargs / kwargs a macro body refers to (JZ_USES_* bits): jinja2 only
+ * accepts extra arguments and a caller when the body uses them. */
+static int special_refs(const jnode *n, int depth) {
+    if (!n || depth > 4 * MAX_DEPTH) return 0;
+    int r = 0;
+    if (n->kind == N_NAME) {
+        if (n->sn == 6 && !memcmp(n->s, "caller", 6)) r |= JZ_USES_CALLER;
+        if (n->sn == 7 && !memcmp(n->s, "varargs", 7)) r |= JZ_USES_VARARGS;
+        if (n->sn == 6 && !memcmp(n->s, "kwargs", 6)) r |= JZ_USES_KWARGS;
+    }
+    r |= special_refs(n->a, depth + 1) | special_refs(n->b, depth + 1) | special_refs(n->c, depth + 1) | special_refs(n->d, depth + 1);
+    for (int i = 0; i < n->nv; i++) r |= special_refs(n->v[i], depth + 1);
+    for (int i = 0; i < n->nw; i++) r |= special_refs(n->w[i], depth + 1);
+    return r;
+}
+
 static void end_block(parser *P) { expect_kind(P, JT_BLOCK_END, "end of statement block"); }
 
 static jnode *parse_params(parser *P, int *out_n, jnode ***out_v) {
@@ -547,6 +563,7 @@ static jnode *parse_statement(parser *P) {
         end_block(P);
         static const char *const ends[] = { "endmacro", NULL };
         n->b = parse_body(P, ends, &end_tok);
+        n->flag = special_refs(n->b, 0);
         if (cur(P)->kind == JT_NAME) next(P);   /* optional name after endmacro */
         end_block(P);
     } else if (is_name(kw, "call")) {
@@ -557,6 +574,7 @@ static jnode *parse_statement(parser *P) {
         end_block(P);
         static const char *const ends[] = { "endcall", NULL };
         n->b = parse_body(P, ends, &end_tok);
+        n->flag = special_refs(n->b, 0);
         end_block(P);
     } else if (is_name(kw, "filter")) {
         n = mk(P, N_FILTERBLOCK, kw);

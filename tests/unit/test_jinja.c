@@ -292,6 +292,9 @@ static void t_macros(void) {
     EXPECT("{% macro w() %}[{{ caller() }}]{% endmacro %}{% call w() %}in{% endcall %}", NULL, "[in]");
     EXPECT("{% macro f(n) %}{% if n <= 1 %}1{% else %}{{ n * f(n - 1) | int }}{% endif %}{% endmacro %}{{ f(5) }}", NULL, "120");
     EXPECT_ERR("{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}", NULL, "nested deeper");
+    EXPECT_ERR("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}", NULL, "takes not more than 1 argument");
+    EXPECT_ERR("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(b=1) }}", NULL, "no keyword argument 'b'");
+    EXPECT_ERR("{% macro m() %}x{% endmacro %}{% call m() %}y{% endcall %}", NULL, "caller");
 }
 
 static void t_whitespace(void) {
