@@ -74,7 +74,8 @@ typedef struct lmc_backend_i {
     void (*add)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *a, const lmc_tensor *b);
     /* y = x · s (y may alias x) */
     void (*scale)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float s);
-    /* Per row of ne[0]: y = x / rms(x) · (w + w_offset); w may be NULL (no scale). y may alias x. */
+    /* Per row of ne[0]: y = x / rms(x) · (w + w_offset); w may be NULL (no scale). y may alias x.
+     * w (and b below) may hold R rows [ne0, R]: row r of x then uses w row r mod R (per-head weights). */
     void (*rms_norm)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w, float eps, float w_offset);
     /* Per row: y = (x - mean) / sqrt(var + eps) · w + b; w, b may be NULL. */
     void (*layer_norm)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w, const lmc_tensor *b, float eps);

@@ -4,17 +4,77 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Per-layer tensor names. */
+static const lmc_names llama_names = {
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
+static const lmc_names sandwich_names = { /* gemma2/3 */
+    .attn_norm = "input_layernorm", .attn_post_norm = "post_attention_layernorm",
+    .ffn_norm = "pre_feedforward_layernorm", .ffn_post_norm = "post_feedforward_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
+static const lmc_names post_names = { /* olmo2/3: norms on the sublayer outputs only */
+    .attn_post_norm = "post_attention_layernorm", .ffn_post_norm = "post_feedforward_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
+static const lmc_names glm4_names = {
+    .attn_norm = "input_layernorm", .attn_post_norm = "post_self_attn_layernorm",
+    .ffn_norm = "post_attention_layernorm", .ffn_post_norm = "post_mlp_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .gate_up = "mlp.gate_up_proj", .down = "mlp.down_proj",
+};
+static const lmc_names phi3_names = {
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .qkv = "self_attn.qkv_proj", .o = "self_attn.o_proj",
+    .gate_up = "mlp.gate_up_proj", .down = "mlp.down_proj",
+};
+static const lmc_names starcoder2_names = {
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .up = "mlp.c_fc", .down = "mlp.c_proj",
+};
+
+/*  model_type     norm                    block               qk norm                   mlp                  bias                  window                 pat sqrt il opt */
 static const lmc_arch rows[] = {
-    {"llama", LMC_NORM_RMS, LMC_QK_NORM_NONE, LMC_BIAS_FROM_CONFIG, LMC_WINDOW_WHEN_SET, "model.",
-     "RMSNorm, GQA, SwiGLU; rope default/linear/llama3; optional attention/MLP biases"},
-    {"qwen2", LMC_NORM_RMS, LMC_QK_NORM_NONE, LMC_BIAS_QKV, LMC_WINDOW_QWEN2, "model.",
+    {"llama",        LMC_NORM_RMS,          LMC_BLOCK_PRE,      LMC_QK_NORM_NONE,         LMC_MLP_GATED,       LMC_BIAS_FROM_CONFIG, LMC_WINDOW_WHEN_SET,    0, 0, 0, 0, "model.", &llama_names,
+     "RMSNorm, GQA, SwiGLU; optional attention/MLP biases; NoPE layers via no_rope_layers (smollm3)"},
+    {"qwen2",        LMC_NORM_RMS,          LMC_BLOCK_PRE,      LMC_QK_NORM_NONE,         LMC_MLP_GATED,       LMC_BIAS_QKV,         LMC_WINDOW_QWEN2,       0, 0, 0, 0, "model.", &llama_names,
      "llama block with q/k/v biases"},
-    {"qwen3", LMC_NORM_RMS, LMC_QK_NORM_HEAD_RMS, LMC_BIAS_FROM_CONFIG, LMC_WINDOW_QWEN2, "model.",
-     "llama block with per-head q/k RMSNorm before rope, explicit head_dim"},
+    {"qwen3",        LMC_NORM_RMS,          LMC_BLOCK_PRE,      LMC_QK_NORM_HEAD,         LMC_MLP_GATED,       LMC_BIAS_FROM_CONFIG, LMC_WINDOW_QWEN2,       0, 0, 0, 0, "model.", &llama_names,
+     "llama block with per-head q/k RMSNorm before rope"},
+    {"gemma",        LMC_NORM_RMS_PLUS_ONE, LMC_BLOCK_PRE,      LMC_QK_NORM_NONE,         LMC_MLP_GATED,       LMC_BIAS_FROM_CONFIG, LMC_WINDOW_WHEN_SET,    0, 1, 0, 0, "model.", &llama_names,
+     "RMSNorm (1+w), embeddings × sqrt(hidden), GeGLU"},
+    {"gemma2",       LMC_NORM_RMS_PLUS_ONE, LMC_BLOCK_SANDWICH, LMC_QK_NORM_NONE,         LMC_MLP_GATED,       LMC_BIAS_FROM_CONFIG, LMC_WINDOW_LAYER_TYPES, 2, 1, 0, 0, "model.", &sandwich_names,
+     "sandwich norms, attention and final logit softcaps, query_pre_attn_scalar, alternating sliding windows"},
+    {"gemma3_text",  LMC_NORM_RMS_PLUS_ONE, LMC_BLOCK_SANDWICH, LMC_QK_NORM_HEAD,         LMC_MLP_GATED,       LMC_BIAS_FROM_CONFIG, LMC_WINDOW_LAYER_TYPES, 6, 1, 0, 0, "model.", &sandwich_names,
+     "gemma2 block with per-head q/k norms, 5:1 sliding/full layers, local and global rope"},
+    {"olmo2",        LMC_NORM_RMS,          LMC_BLOCK_POST,     LMC_QK_NORM_FULL,         LMC_MLP_GATED,       LMC_BIAS_FROM_CONFIG, LMC_WINDOW_WHEN_SET,    0, 0, 0, 0, "model.", &post_names,
+     "norms after each sublayer, q/k RMSNorm over all heads"},
+    {"olmo3",        LMC_NORM_RMS,          LMC_BLOCK_POST,     LMC_QK_NORM_FULL,         LMC_MLP_GATED,       LMC_BIAS_FROM_CONFIG, LMC_WINDOW_LAYER_TYPES, 4, 0, 0, 0, "model.", &post_names,
+     "olmo2 block with 3:1 sliding/full layers"},
+    {"granite",      LMC_NORM_RMS,          LMC_BLOCK_PRE,      LMC_QK_NORM_NONE,         LMC_MLP_GATED,       LMC_BIAS_FROM_CONFIG, LMC_WINDOW_WHEN_SET,    0, 0, 0, 0, "model.", &llama_names,
+     "llama block with embedding, attention, residual multipliers and logits scaling"},
+    {"phi3",         LMC_NORM_RMS,          LMC_BLOCK_PRE,      LMC_QK_NORM_NONE,         LMC_MLP_GATED_FUSED, LMC_BIAS_FROM_CONFIG, LMC_WINDOW_WHEN_SET,    0, 0, 0, 0, "model.", &phi3_names,
+     "fused qkv and gate_up weights (split at load as views)"},
+    {"starcoder2",   LMC_NORM_LAYER,        LMC_BLOCK_PRE,      LMC_QK_NORM_NONE,         LMC_MLP_PLAIN,       LMC_BIAS_USE_BIAS,    LMC_WINDOW_WHEN_SET,    0, 0, 0, 0, "model.", &starcoder2_names,
+     "LayerNorm with bias, plain gelu MLP, biases everywhere (use_bias)"},
+    {"cohere",       LMC_NORM_LAYER,        LMC_BLOCK_PARALLEL, LMC_QK_NORM_PER_HEAD_LN,  LMC_MLP_GATED,       LMC_BIAS_FROM_CONFIG, LMC_WINDOW_WHEN_SET,    0, 0, 1, 1, "model.", &llama_names,
+     "parallel attention + MLP from one LayerNorm, interleaved rope, logit_scale, optional per-head q/k LayerNorm"},
+    {"glm4",         LMC_NORM_RMS,          LMC_BLOCK_SANDWICH, LMC_QK_NORM_NONE,         LMC_MLP_GATED_FUSED, LMC_BIAS_QKV_CONFIG,  LMC_WINDOW_WHEN_SET,    0, 0, 1, 0, "model.", &glm4_names,
+     "sandwich norms, fused gate_up, interleaved partial rope"},
 };
 
 static const struct { const char *from, *to; } aliases[] = {
     {"mistral", "llama"},
+    {"ministral", "llama"},
+    {"smollm3", "llama"},
 };
 
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
@@ -106,10 +166,15 @@ static lmc_status check_knobs(const lmc_config *cfg, const lmc_arch *a) {
     int b;
     if (a->window == LMC_WINDOW_QWEN2 && lmc_config_bool(cfg, "use_sliding_window", &b) > 0 && b)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "%s with use_sliding_window=true is not supported yet", cfg->model_type);
-    lmc_rope_type rt = cfg->rope.type;
-    if (rt != LMC_ROPE_DEFAULT && rt != LMC_ROPE_LINEAR && rt != LMC_ROPE_LLAMA3)
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "rope type \"%s\" is not supported yet for %s (supported: default, linear, llama3)",
-                        lmc_rope_type_name(rt), cfg->model_type);
+    const lmc_rope_type rts[2] = {cfg->rope.type, cfg->rope_local.type};
+    for (int i = 0; i < 2; i++) {
+        lmc_rope_type rt = rts[i];
+        if (rt != LMC_ROPE_DEFAULT && rt != LMC_ROPE_LINEAR && rt != LMC_ROPE_LLAMA3 && rt != LMC_ROPE_YARN &&
+            rt != LMC_ROPE_LONGROPE)
+            return lmc_fail(LMC_ERR_UNSUPPORTED,
+                            "rope type \"%s\" is not supported yet for %s (supported: default, linear, llama3, yarn, longrope)",
+                            lmc_rope_type_name(rt), cfg->model_type);
+    }
     if (cfg->head_dim * cfg->rope.partial_rotary_factor < 2)
         return lmc_fail(LMC_ERR_FORMAT, "head_dim %d leaves nothing to rotate", cfg->head_dim);
     return LMC_OK;

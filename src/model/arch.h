@@ -14,33 +14,66 @@
 
 typedef enum lmc_norm_kind {
     LMC_NORM_RMS = 0,       /* x/rms · w */
-    LMC_NORM_RMS_PLUS_ONE,  /* x/rms · (1 + w)  (gemma) */
-    LMC_NORM_LAYER,         /* layer norm with weight and bias */
+    LMC_NORM_RMS_PLUS_ONE,  /* x/rms · (1 + w)  (gemma family) */
+    LMC_NORM_LAYER,         /* (x - mean)/std · w + b (bias when the checkpoint has one) */
 } lmc_norm_kind;
+
+/* Where the norms sit around the two sublayers of a decoder block. */
+typedef enum lmc_block_kind {
+    LMC_BLOCK_PRE = 0,      /* x += attn(n1(x)); x += mlp(n2(x))                     (llama) */
+    LMC_BLOCK_SANDWICH,     /* x += n1b(attn(n1(x))); x += n2b(mlp(n2(x)))           (gemma2/3, glm4) */
+    LMC_BLOCK_POST,         /* x += n1b(attn(x)); x += n2b(mlp(x))                   (olmo2/3) */
+    LMC_BLOCK_PARALLEL,     /* h = n1(x); x += attn(h) + mlp(h)                      (cohere) */
+} lmc_block_kind;
 
 typedef enum lmc_qk_norm {
     LMC_QK_NORM_NONE = 0,
-    LMC_QK_NORM_HEAD_RMS,   /* RMSNorm over head_dim of each head, before rope (qwen3) */
+    LMC_QK_NORM_HEAD,       /* arch norm over head_dim of each head, before rope (qwen3, gemma3) */
+    LMC_QK_NORM_FULL,       /* RMSNorm over all heads' q (k) before splitting into heads (olmo2) */
+    LMC_QK_NORM_PER_HEAD_LN,/* LayerNorm over head_dim with separate weights per head (cohere) */
 } lmc_qk_norm;
 
+typedef enum lmc_mlp_kind {
+    LMC_MLP_GATED = 0,      /* down(act(gate(x)) · up(x)) */
+    LMC_MLP_GATED_FUSED,    /* the same from one gate_up weight [2I, D] (gate rows first) (phi3, glm4) */
+    LMC_MLP_PLAIN,          /* down(act(up(x))) (starcoder2) */
+} lmc_mlp_kind;
+
 typedef enum lmc_bias_rule {
-    LMC_BIAS_FROM_CONFIG = 0, /* q/k/v/o biases iff config attention_bias (llama, mistral) */
+    LMC_BIAS_FROM_CONFIG = 0, /* q/k/v/o biases iff config attention_bias; MLP iff mlp_bias (llama) */
     LMC_BIAS_QKV,             /* q/k/v always, o never (qwen2) */
+    LMC_BIAS_USE_BIAS,        /* every linear iff config use_bias, default true (starcoder2) */
+    LMC_BIAS_QKV_CONFIG,      /* q/k/v iff config attention_bias, o never (glm4) */
 } lmc_bias_rule;
 
 typedef enum lmc_window_rule {
-    LMC_WINDOW_WHEN_SET = 0,  /* every layer uses sliding_window when the config sets one */
-    LMC_WINDOW_IGNORED,       /* the arch has no sliding attention */
+    LMC_WINDOW_WHEN_SET = 0,  /* layer_types when given, else every layer uses sliding_window when set */
+    LMC_WINDOW_LAYER_TYPES,   /* only layers marked sliding_attention in layer_types (or the arch's pattern) */
     LMC_WINDOW_QWEN2,         /* only with use_sliding_window (refused for now) */
 } lmc_window_rule;
+
+/* Tensor names of one decoder layer (after "<prefix>layers.<i>.", before ".weight"/".bias").
+ * NULL entries are not part of the architecture. */
+typedef struct lmc_names {
+    const char *attn_norm, *attn_post_norm, *ffn_norm, *ffn_post_norm;
+    const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
+    const char *gate, *up, *gate_up, *down;
+} lmc_names;
 
 typedef struct lmc_arch {
     const char *model_type;
     lmc_norm_kind norm;
+    lmc_block_kind block;
     lmc_qk_norm qk_norm;
+    lmc_mlp_kind mlp;
     lmc_bias_rule bias;
     lmc_window_rule window;
-    const char *prefix;     /* tensor name prefix of the decoder ("model.") */
+    int sliding_pattern;    /* LMC_WINDOW_LAYER_TYPES without layer_types: layer i is full iff (i+1) % pattern == 0 */
+    int embed_scale_sqrt;   /* embeddings × sqrt(hidden) (gemma family) */
+    int rope_interleaved;   /* rotate pairs (2i, 2i+1) (cohere, glm) */
+    int qk_norm_optional;   /* qk norm only when config use_qk_norm (cohere) */
+    const char *prefix;     /* decoder prefix ("model."); a multimodal wrapper's text stack may differ */
+    const lmc_names *names; /* per-layer tensor names */
     const char *notes;      /* one line for docs/MODELS.md */
 } lmc_arch;
 

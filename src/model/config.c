@@ -1,6 +1,7 @@
 /* config.c — config.json + generation_config.json → lmc_config. */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -129,7 +130,7 @@ static void rope_defaults(lmc_rope_config *rc) {
     rc->type = LMC_ROPE_DEFAULT;
     rc->theta = 10000.0;
     rc->partial_rotary_factor = 1.0;
-    rc->factor = 1.0;
+    rc->factor = 0; /* absent */
     rc->low_freq_factor = 1.0;
     rc->high_freq_factor = 4.0;
     rc->attention_factor = -1.0;
@@ -153,6 +154,17 @@ static lmc_status parse_rope(lmc_config *cfg) {
     const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(cfg->text, "rope_scaling");
     if (!scaling && cfg->text != cfg->raw) scaling = cJSON_GetObjectItemCaseSensitive(cfg->raw, "rope_scaling");
     cfg->rope_local = cfg->rope;
+    double local_theta;
+    if (lmc_config_double(cfg, "rope_local_base_freq", &local_theta) > 0 && local_theta > 0) {
+        /* transformers 4 gemma3: sliding layers use default rope at this base */
+        lmc_rope_config local = cfg->rope;
+        local.type = LMC_ROPE_DEFAULT;
+        local.theta = local_theta;
+        if (params && !cJSON_IsNull(params)) LMC_TRY(lmc_rope_config_parse(params, &cfg->rope));
+        else if (scaling && !cJSON_IsNull(scaling)) LMC_TRY(lmc_rope_config_parse(scaling, &cfg->rope));
+        cfg->rope_local = local;
+        return LMC_OK;
+    }
     if (params && !cJSON_IsNull(params)) {
         const cJSON *full = cJSON_GetObjectItemCaseSensitive(params, "full_attention");
         const cJSON *slid = cJSON_GetObjectItemCaseSensitive(params, "sliding_attention");
@@ -168,6 +180,15 @@ static lmc_status parse_rope(lmc_config *cfg) {
     }
     cfg->rope_local = cfg->rope;
     return LMC_OK;
+}
+
+/* transformers' standardize_rope_params: a top-level original_max_position_embeddings
+ * (phi3) overrides the rope dict's for llama3 / yarn / longrope. */
+static void rope_top_level_original(const lmc_config *cfg, lmc_rope_config *rc) {
+    int64_t v;
+    if ((rc->type == LMC_ROPE_LLAMA3 || rc->type == LMC_ROPE_YARN || rc->type == LMC_ROPE_LONGROPE) &&
+        lmc_config_int(cfg, "original_max_position_embeddings", &v) > 0 && v > 0 && v < (1 << 30))
+        rc->original_max_position_embeddings = (int)v;
 }
 
 static lmc_status parse_ids(const cJSON *item, const char *what, int *ids, int *n) {
@@ -188,6 +209,66 @@ static lmc_status parse_ids(const cJSON *item, const char *what, int *ids, int *
         for (int i = 0; i < *n; i++) dup |= ids[i] == (int)v;
         if (!dup && *n < LMC_MAX_EOS) ids[(*n)++] = (int)v;
     }
+    return LMC_OK;
+}
+
+static lmc_status opt_double(const lmc_config *cfg, const char *key, double *out) {
+    if (lmc_config_double(cfg, key, out) < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" must be a number", key);
+    return LMC_OK;
+}
+
+/* layer_types, no_rope_layers, and the scalar knobs of the forward. */
+static lmc_status parse_forward_knobs(lmc_config *cfg) {
+    if (cfg->n_layers > LMC_MAX_LAYERS)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: %d layers (lmc supports up to %d)", cfg->n_layers, LMC_MAX_LAYERS);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(cfg->text, "layer_types");
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != cfg->n_layers)
+            return lmc_fail(LMC_ERR_FORMAT, "config.json: layer_types must be a list of %d strings", cfg->n_layers);
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, lt) {
+            if (!cJSON_IsString(it)) return lmc_fail(LMC_ERR_FORMAT, "config.json: layer_types holds a non-string");
+            if (!strcmp(it->valuestring, "sliding_attention")) cfg->layer_sliding[i] = 1;
+            else if (strcmp(it->valuestring, "full_attention") != 0)
+                return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: layer type \"%s\" is not supported", it->valuestring);
+            i++;
+        }
+        cfg->has_layer_types = 1;
+    }
+    const cJSON *nr = cJSON_GetObjectItemCaseSensitive(cfg->text, "no_rope_layers");
+    if (nr && !cJSON_IsNull(nr)) {
+        if (!cJSON_IsArray(nr) || cJSON_GetArraySize(nr) != cfg->n_layers)
+            return lmc_fail(LMC_ERR_FORMAT, "config.json: no_rope_layers must be a list of %d integers", cfg->n_layers);
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, nr) {
+            int64_t v;
+            if (!lmc_json_item_int(it, &v)) return lmc_fail(LMC_ERR_FORMAT, "config.json: no_rope_layers holds a non-integer");
+            cfg->layer_nope[i++] = v == 0; /* 1 = this layer uses rope */
+        }
+    }
+    double q = 0;
+    LMC_TRY(opt_double(cfg, "query_pre_attn_scalar", &q));
+    if (q < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: query_pre_attn_scalar must be positive");
+    if (q > 0) cfg->attn_scale = 1.0 / sqrt(q);
+    double am = 0;
+    LMC_TRY(opt_double(cfg, "attention_multiplier", &am));
+    if (am != 0) cfg->attn_scale = am;
+    LMC_TRY(opt_double(cfg, "attn_logit_softcapping", &cfg->attn_softcap));
+    LMC_TRY(opt_double(cfg, "final_logit_softcapping", &cfg->final_softcap));
+    if (cfg->attn_softcap < 0 || cfg->final_softcap < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: softcaps must be positive");
+    cfg->embed_mult = cfg->resid_mult = cfg->logits_mult = 1.0;
+    LMC_TRY(opt_double(cfg, "embedding_multiplier", &cfg->embed_mult));
+    LMC_TRY(opt_double(cfg, "residual_multiplier", &cfg->resid_mult));
+    double ls = 0;
+    LMC_TRY(opt_double(cfg, "logits_scaling", &ls));
+    if (ls != 0) cfg->logits_mult = 1.0 / ls;
+    LMC_TRY(opt_double(cfg, "logit_scale", &cfg->logits_mult));
+    int b;
+    cfg->use_qk_norm = cfg->use_bias = -1;
+    if (lmc_config_bool(cfg, "use_qk_norm", &b) > 0) cfg->use_qk_norm = b;
+    if (lmc_config_bool(cfg, "use_bias", &b) > 0) cfg->use_bias = b;
     return LMC_OK;
 }
 
@@ -235,7 +316,8 @@ lmc_status lmc_config_from_json(cJSON *raw, const cJSON *gen, lmc_config *cfg) {
     LMC_TRY(opt_pos_int(cfg, "max_position_embeddings", &cfg->max_position_embeddings, 1 << 30));
     cfg->norm_eps = 1e-6;
     if (lmc_config_double(cfg, "rms_norm_eps", &cfg->norm_eps) < 0 ||
-        lmc_config_double(cfg, "layer_norm_eps", &cfg->norm_eps) < 0)
+        lmc_config_double(cfg, "layer_norm_eps", &cfg->norm_eps) < 0 ||
+        lmc_config_double(cfg, "norm_epsilon", &cfg->norm_eps) < 0)
         return lmc_fail(LMC_ERR_FORMAT, "config.json: norm epsilon must be a number");
     if (!(cfg->norm_eps >= 0 && cfg->norm_eps < 1)) return lmc_fail(LMC_ERR_FORMAT, "config.json: norm epsilon out of range");
     /* tie_word_embeddings lives on the outer config for multimodal wrappers */
@@ -253,6 +335,9 @@ lmc_status lmc_config_from_json(cJSON *raw, const cJSON *gen, lmc_config *cfg) {
     if (r < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: sliding_window must be an integer or null");
     if (r > 0 && v > 0) cfg->sliding_window = v > (1 << 30) ? (1 << 30) : (int)v;
     LMC_TRY(parse_rope(cfg));
+    rope_top_level_original(cfg, &cfg->rope);
+    rope_top_level_original(cfg, &cfg->rope_local);
+    LMC_TRY(parse_forward_knobs(cfg));
 
     lmc_status st = LMC_OK;
     cfg->bos_token_id = cfg->pad_token_id = -1;

@@ -18,6 +18,7 @@
 #include "core/status.h"
 
 #define LMC_MAX_EOS 16
+#define LMC_MAX_LAYERS 1024
 #define LMC_ROPE_MAX_FACTORS 512
 
 typedef enum lmc_rope_type {
@@ -64,6 +65,18 @@ typedef struct lmc_config {
     int mlp_bias;
     char hidden_act[32];
     int sliding_window;         /* 0: none */
+    int has_layer_types;        /* layer_types given: layer_sliding is authoritative */
+    unsigned char layer_sliding[LMC_MAX_LAYERS]; /* 1: sliding_attention layer */
+    unsigned char layer_nope[LMC_MAX_LAYERS];    /* 1: the layer applies no rope (no_rope_layers) */
+    /* scalars of the forward (neutral values when absent) */
+    double attn_scale;          /* multiplies q·k; 0 = head_dim^-0.5 */
+    double attn_softcap;        /* attn_logit_softcapping, 0 = none */
+    double final_softcap;       /* final_logit_softcapping, 0 = none */
+    double embed_mult;          /* embedding_multiplier (granite) */
+    double resid_mult;          /* residual_multiplier (granite) */
+    double logits_mult;         /* logit_scale (cohere) or 1/logits_scaling (granite) */
+    int use_qk_norm;            /* use_qk_norm (cohere); -1 when absent */
+    int use_bias;               /* use_bias (starcoder2); -1 when absent */
     lmc_rope_config rope;       /* full-attention layers */
     lmc_rope_config rope_local; /* sliding layers (equal to rope unless given per layer type) */
     int bos_token_id;           /* -1: none */

@@ -19,11 +19,19 @@ static void note_missing(audit *a, const char *name) {
     a->n_missing++;
 }
 
-/* Bind tensor `name` expecting torch shape [ne1, ne0] (ne1 = 0: 1-D [ne0]).
- * required = 0: absence leaves out->data NULL. */
-static lmc_status bind(lmc_model *m, audit *a, const char *name, int64_t ne0, int64_t ne1, int required,
-                       lmc_tensor *out) {
-    memset(out, 0, sizeof *out);
+static void shape_str(const lmc_st_tensor *t, char *buf, size_t cap) {
+    char *p = buf;
+    buf[0] = 0;
+    for (int i = 0; i < t->n_dims && p < buf + cap - 24; i++)
+        p += snprintf(p, (size_t)(buf + cap - p), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+}
+
+/* Find tensor `name` with torch shape [ne1, ne0] (ne1 = 0: 1-D [ne0]), mark it
+ * consumed and check dtype and shape. *found = NULL when absent (an error
+ * recorded in the audit only when required). */
+static lmc_status find(lmc_model *m, audit *a, const char *name, int64_t ne0, int64_t ne1, int required,
+                       const lmc_st_tensor **found) {
+    *found = NULL;
     const lmc_st_tensor *t = lmc_st_find(m->st, name);
     if (!t) {
         if (required) note_missing(a, name);
@@ -38,20 +46,37 @@ static lmc_status bind(lmc_model *m, audit *a, const char *name, int64_t ne0, in
     int ok = ne1 ? (t->n_dims == 2 && t->shape[0] == ne1 && t->shape[1] == ne0)
                  : (t->n_dims == 1 && t->shape[0] == ne0);
     if (!ok) {
-        char got[128] = "", *p = got;
-        for (int i = 0; i < t->n_dims && p < got + 100; i++)
-            p += snprintf(p, (size_t)(got + sizeof got - p), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        char got[128];
+        shape_str(t, got, sizeof got);
         if (ne1)
             return lmc_fail(LMC_ERR_FORMAT, "tensor %s has shape [%s], expected [%lld, %lld] from config.json", name, got,
                             (long long)ne1, (long long)ne0);
         return lmc_fail(LMC_ERR_FORMAT, "tensor %s has shape [%s], expected [%lld] from config.json", name, got,
                         (long long)ne0);
     }
-    *out = lmc_tensor_make(t->dtype, ne0, ne1 ? ne1 : 1, 1, 1);
-    LMC_TRY(m->be->i->bind_weight(m->be, out, t->data));
     m->weight_bytes += t->nbytes;
     m->n_params += lmc_st_nelem(t);
+    *found = t;
     return LMC_OK;
+}
+
+/* Rows [row0, row0 + n) of a found 2-D (or 1-D: elements) tensor as a weight on the backend. */
+static lmc_status view_rows(lmc_model *m, const lmc_st_tensor *t, int64_t row0, int64_t n, lmc_tensor *out) {
+    int64_t ne0 = t->n_dims == 2 ? t->shape[1] : 1;
+    if (t->n_dims == 1) { ne0 = n; *out = lmc_tensor_make(t->dtype, n, 1, 1, 1); }
+    else *out = lmc_tensor_make(t->dtype, ne0, n, 1, 1);
+    size_t off = (size_t)row0 * (size_t)(t->n_dims == 2 ? ne0 : 1) * lmc_dtype_size(t->dtype);
+    return m->be->i->bind_weight(m->be, out, (const char *)t->data + off);
+}
+
+/* Bind a whole tensor (see find). */
+static lmc_status bind(lmc_model *m, audit *a, const char *name, int64_t ne0, int64_t ne1, int required,
+                       lmc_tensor *out) {
+    memset(out, 0, sizeof *out);
+    const lmc_st_tensor *t;
+    LMC_TRY(find(m, a, name, ne0, ne1, required, &t));
+    if (!t) return LMC_OK;
+    return view_rows(m, t, 0, ne1 ? ne1 : ne0, out);
 }
 
 const char *lmc_model_drop_rule(const lmc_model *m, const char *name) {
@@ -64,39 +89,134 @@ const char *lmc_model_drop_rule(const lmc_model *m, const char *name) {
     return NULL;
 }
 
+/* A norm weight (and, for LayerNorm, its optional bias) named `base`. */
+static lmc_status bind_norm(lmc_model *m, audit *a, const char *base, int64_t d, int64_t rows, lmc_tensor *w,
+                            lmc_tensor *b) {
+    char n[320];
+    memset(b, 0, sizeof *b);
+    snprintf(n, sizeof n, "%s.weight", base);
+    LMC_TRY(bind(m, a, n, d, rows, 1, w));
+    if (m->profile.arch->norm == LMC_NORM_LAYER) {
+        snprintf(n, sizeof n, "%s.bias", base);
+        LMC_TRY(bind(m, a, n, d, rows, 0, b));
+    }
+    return LMC_OK;
+}
+
+/* A linear weight [in → out] named `base` with an optional bias. */
+static lmc_status bind_linear(lmc_model *m, audit *a, const char *base, int64_t in, int64_t out, int bias,
+                              lmc_tensor *w, lmc_tensor *b) {
+    char n[320];
+    snprintf(n, sizeof n, "%s.weight", base);
+    LMC_TRY(bind(m, a, n, in, out, 1, w));
+    memset(b, 0, sizeof *b);
+    if (bias) {
+        snprintf(n, sizeof n, "%s.bias", base);
+        LMC_TRY(bind(m, a, n, out, 0, 1, b));
+    }
+    return LMC_OK;
+}
+
+/* A fused weight [in → Σ parts] split into row views (q|k|v or gate|up), with optional fused bias. */
+static lmc_status bind_fused(lmc_model *m, audit *a, const char *base, int64_t in, const int64_t *parts, int n_parts,
+                             int bias, lmc_tensor **ws, lmc_tensor **bs) {
+    char n[320];
+    int64_t total = 0;
+    for (int i = 0; i < n_parts; i++) total += parts[i];
+    const lmc_st_tensor *t, *tb = NULL;
+    snprintf(n, sizeof n, "%s.weight", base);
+    LMC_TRY(find(m, a, n, in, total, 1, &t));
+    if (bias) {
+        snprintf(n, sizeof n, "%s.bias", base);
+        LMC_TRY(find(m, a, n, total, 0, 1, &tb));
+    }
+    int64_t row = 0;
+    for (int i = 0; i < n_parts; i++) {
+        memset(ws[i], 0, sizeof *ws[i]);
+        memset(bs[i], 0, sizeof *bs[i]);
+        if (t) LMC_TRY(view_rows(m, t, row, parts[i], ws[i]));
+        if (tb) LMC_TRY(view_rows(m, tb, row, parts[i], bs[i]));
+        row += parts[i];
+    }
+    return LMC_OK;
+}
+
 static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
     const lmc_config *c = &m->cfg;
     const lmc_arch *ar = m->profile.arch;
+    const lmc_names *nm = ar->names;
     lmc_layer *L = &m->layers[il];
-    const int64_t D = c->hidden_size, I = c->intermediate_size;
-    const int64_t q_dim = (int64_t)c->n_heads * c->head_dim, kv_dim = (int64_t)c->n_kv_heads * c->head_dim;
-    int qkv_bias = ar->bias == LMC_BIAS_QKV || c->attention_bias;
-    int o_bias = ar->bias == LMC_BIAS_FROM_CONFIG && c->attention_bias;
+    const int64_t D = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
+    const int64_t q_dim = (int64_t)c->n_heads * hd, kv_dim = (int64_t)c->n_kv_heads * hd;
+    int use_bias = c->use_bias < 0 ? 1 : c->use_bias;
+    int qkv_bias = 0, o_bias = 0, mlp_bias = 0;
+    switch (ar->bias) {
+    case LMC_BIAS_FROM_CONFIG: qkv_bias = o_bias = c->attention_bias; mlp_bias = c->mlp_bias; break;
+    case LMC_BIAS_QKV: qkv_bias = 1; break;
+    case LMC_BIAS_USE_BIAS: qkv_bias = o_bias = mlp_bias = use_bias; break;
+    case LMC_BIAS_QKV_CONFIG: qkv_bias = c->attention_bias; break;
+    }
     char p[256], n[320];
     snprintf(p, sizeof p, "%slayers.%d.", ar->prefix, il);
 #define NAME(s) (snprintf(n, sizeof n, "%s%s", p, s), n)
-    LMC_TRY(bind(m, a, NAME("input_layernorm.weight"), D, 0, 1, &L->attn_norm));
-    LMC_TRY(bind(m, a, NAME("self_attn.q_proj.weight"), D, q_dim, 1, &L->wq));
-    LMC_TRY(bind(m, a, NAME("self_attn.k_proj.weight"), D, kv_dim, 1, &L->wk));
-    LMC_TRY(bind(m, a, NAME("self_attn.v_proj.weight"), D, kv_dim, 1, &L->wv));
-    LMC_TRY(bind(m, a, NAME("self_attn.o_proj.weight"), q_dim, D, 1, &L->wo));
-    LMC_TRY(bind(m, a, NAME("self_attn.q_proj.bias"), q_dim, 0, qkv_bias, &L->bq));
-    LMC_TRY(bind(m, a, NAME("self_attn.k_proj.bias"), kv_dim, 0, qkv_bias, &L->bk));
-    LMC_TRY(bind(m, a, NAME("self_attn.v_proj.bias"), kv_dim, 0, qkv_bias, &L->bv));
-    LMC_TRY(bind(m, a, NAME("self_attn.o_proj.bias"), D, 0, o_bias, &L->bo));
-    if (ar->qk_norm == LMC_QK_NORM_HEAD_RMS) {
-        LMC_TRY(bind(m, a, NAME("self_attn.q_norm.weight"), c->head_dim, 0, 1, &L->q_norm));
-        LMC_TRY(bind(m, a, NAME("self_attn.k_norm.weight"), c->head_dim, 0, 1, &L->k_norm));
+    if (nm->attn_norm) LMC_TRY(bind_norm(m, a, NAME(nm->attn_norm), D, 0, &L->attn_norm, &L->attn_norm_b));
+    if (nm->attn_post_norm)
+        LMC_TRY(bind_norm(m, a, NAME(nm->attn_post_norm), D, 0, &L->attn_post_norm, &L->attn_post_norm_b));
+    if (nm->ffn_norm) LMC_TRY(bind_norm(m, a, NAME(nm->ffn_norm), D, 0, &L->ffn_norm, &L->ffn_norm_b));
+    if (nm->ffn_post_norm)
+        LMC_TRY(bind_norm(m, a, NAME(nm->ffn_post_norm), D, 0, &L->ffn_post_norm, &L->ffn_post_norm_b));
+    if (nm->qkv) {
+        int64_t parts[3] = {q_dim, kv_dim, kv_dim};
+        lmc_tensor *ws[3] = {&L->wq, &L->wk, &L->wv}, *bs[3] = {&L->bq, &L->bk, &L->bv};
+        LMC_TRY(bind_fused(m, a, NAME(nm->qkv), D, parts, 3, qkv_bias, ws, bs));
+    } else {
+        LMC_TRY(bind_linear(m, a, NAME(nm->q), D, q_dim, qkv_bias, &L->wq, &L->bq));
+        LMC_TRY(bind_linear(m, a, NAME(nm->k), D, kv_dim, qkv_bias, &L->wk, &L->bk));
+        LMC_TRY(bind_linear(m, a, NAME(nm->v), D, kv_dim, qkv_bias, &L->wv, &L->bv));
     }
-    LMC_TRY(bind(m, a, NAME("post_attention_layernorm.weight"), D, 0, 1, &L->ffn_norm));
-    LMC_TRY(bind(m, a, NAME("mlp.gate_proj.weight"), D, I, 1, &L->w_gate));
-    LMC_TRY(bind(m, a, NAME("mlp.up_proj.weight"), D, I, 1, &L->w_up));
-    LMC_TRY(bind(m, a, NAME("mlp.down_proj.weight"), I, D, 1, &L->w_down));
-    LMC_TRY(bind(m, a, NAME("mlp.gate_proj.bias"), I, 0, c->mlp_bias, &L->b_gate));
-    LMC_TRY(bind(m, a, NAME("mlp.up_proj.bias"), I, 0, c->mlp_bias, &L->b_up));
-    LMC_TRY(bind(m, a, NAME("mlp.down_proj.bias"), D, 0, c->mlp_bias, &L->b_down));
+    LMC_TRY(bind_linear(m, a, NAME(nm->o), q_dim, D, o_bias, &L->wo, &L->bo));
+    int qk = ar->qk_norm != LMC_QK_NORM_NONE && (!ar->qk_norm_optional || c->use_qk_norm > 0);
+    if (qk) {
+        lmc_tensor unused;
+        switch (ar->qk_norm) {
+        case LMC_QK_NORM_HEAD:
+            LMC_TRY(bind_norm(m, a, NAME(nm->q_norm), hd, 0, &L->q_norm, &unused));
+            LMC_TRY(bind_norm(m, a, NAME(nm->k_norm), hd, 0, &L->k_norm, &unused));
+            break;
+        case LMC_QK_NORM_FULL:
+            LMC_TRY(bind_norm(m, a, NAME(nm->q_norm), q_dim, 0, &L->q_norm, &unused));
+            LMC_TRY(bind_norm(m, a, NAME(nm->k_norm), kv_dim, 0, &L->k_norm, &unused));
+            break;
+        case LMC_QK_NORM_PER_HEAD_LN:
+            LMC_TRY(bind_norm(m, a, NAME(nm->q_norm), hd, c->n_heads, &L->q_norm, &unused));
+            LMC_TRY(bind_norm(m, a, NAME(nm->k_norm), hd, c->n_kv_heads, &L->k_norm, &unused));
+            break;
+        case LMC_QK_NORM_NONE: break;
+        }
+    }
+    switch (ar->mlp) {
+    case LMC_MLP_GATED:
+        LMC_TRY(bind_linear(m, a, NAME(nm->gate), D, I, mlp_bias, &L->w_gate, &L->b_gate));
+        LMC_TRY(bind_linear(m, a, NAME(nm->up), D, I, mlp_bias, &L->w_up, &L->b_up));
+        break;
+    case LMC_MLP_GATED_FUSED: {
+        int64_t parts[2] = {I, I};
+        lmc_tensor *ws[2] = {&L->w_gate, &L->w_up}, *bs[2] = {&L->b_gate, &L->b_up};
+        LMC_TRY(bind_fused(m, a, NAME(nm->gate_up), D, parts, 2, mlp_bias, ws, bs));
+    } break;
+    case LMC_MLP_PLAIN:
+        LMC_TRY(bind_linear(m, a, NAME(nm->up), D, I, mlp_bias, &L->w_up, &L->b_up));
+        break;
+    }
+    LMC_TRY(bind_linear(m, a, NAME(nm->down), I, D, mlp_bias, &L->w_down, &L->b_down));
 #undef NAME
-    L->window = ar->window == LMC_WINDOW_WHEN_SET ? c->sliding_window : 0;
+    /* attention kind of this layer */
+    int sliding;
+    if (c->has_layer_types) sliding = c->layer_sliding[il];
+    else if (ar->window == LMC_WINDOW_LAYER_TYPES) sliding = ar->sliding_pattern > 0 && (il + 1) % ar->sliding_pattern != 0;
+    else sliding = ar->window == LMC_WINDOW_WHEN_SET;
+    L->window = sliding ? c->sliding_window : 0;
+    L->rope = c->layer_nope[il] ? -1 : (sliding && L->window ? 1 : 0);
     return LMC_OK;
 }
 
@@ -133,8 +253,8 @@ static lmc_status load_weights(lmc_model *m, const char *dir) {
     snprintf(n, sizeof n, "%sembed_tokens.weight", pre);
     st = bind(m, &a, n, c->hidden_size, c->vocab_size, 1, &m->tok_embd);
     if (st >= 0) {
-        snprintf(n, sizeof n, "%snorm.weight", pre);
-        st = bind(m, &a, n, c->hidden_size, 0, 1, &m->out_norm);
+        snprintf(n, sizeof n, "%snorm", pre);
+        st = bind_norm(m, &a, n, c->hidden_size, 0, &m->out_norm, &m->out_norm_b);
     }
     if (st >= 0 && !c->tie_word_embeddings) st = bind(m, &a, "lm_head.weight", c->hidden_size, c->vocab_size, 1, &m->lm_head);
     if (st >= 0 && c->tie_word_embeddings) m->lm_head = m->tok_embd;
@@ -151,17 +271,21 @@ lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out) {
     lmc_status st = lmc_config_load(dir, &m->cfg);
     if (st >= 0) st = lmc_profile_resolve(&m->cfg, &m->profile);
     if (st >= 0) st = lmc_act_from_name(m->cfg.hidden_act, &m->act);
-    if (st >= 0) st = lmc_rope_build(&m->cfg.rope, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope);
+    if (st >= 0) st = lmc_rope_build(&m->cfg.rope, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[0]);
+    if (st >= 0) st = lmc_rope_build(&m->cfg.rope_local, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[1]);
     if (st >= 0) {
         m->layers = calloc((size_t)m->cfg.n_layers, sizeof *m->layers);
         if (!m->layers) st = lmc_fail(LMC_ERR_NOMEM, "layers");
     }
-    m->embed_scale = 1.0f;
+    m->embed_scale = (float)m->cfg.embed_mult;
+    if (st >= 0 && m->profile.arch->embed_scale_sqrt) m->embed_scale *= sqrtf((float)m->cfg.hidden_size);
     if (st >= 0) st = load_weights(m, dir);
-    if (st >= 0) {
-        m->rope_freq = lmc_tensor_make(LMC_DTYPE_F32, m->rope.n_rot / 2, 1, 1, 1);
-        st = be->i->alloc(be, &m->rope_freq);
-        if (st >= 0) be->i->set(be, &m->rope_freq, m->rope.inv_freq, 0, lmc_tensor_nbytes(&m->rope_freq));
+    for (int r = 0; st >= 0 && r < 4; r++) {
+        const lmc_rope_table *rt = &m->rope[r / 2];
+        lmc_tensor *t = &m->rope_freq[r / 2][r % 2];
+        *t = lmc_tensor_make(LMC_DTYPE_F32, rt->n_rot / 2, 1, 1, 1);
+        st = be->i->alloc(be, t);
+        if (st >= 0) be->i->set(be, t, r % 2 ? rt->inv_freq_long : rt->inv_freq, 0, lmc_tensor_nbytes(t));
     }
     if (st < 0) {
         lmc_model_free(m);
@@ -173,7 +297,8 @@ lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out) {
 
 void lmc_model_free(lmc_model *m) {
     if (!m) return;
-    if (m->rope_freq.data) m->be->i->release(m->be, &m->rope_freq);
+    for (int r = 0; r < 4; r++)
+        if (m->rope_freq[r / 2][r % 2].data) m->be->i->release(m->be, &m->rope_freq[r / 2][r % 2]);
     free(m->layers);
     lmc_st_close(m->st);
     lmc_config_free(&m->cfg);

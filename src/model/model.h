@@ -19,14 +19,17 @@
 #include "rope.h"
 
 typedef struct lmc_layer {
-    lmc_tensor attn_norm, attn_norm_b;   /* [D] */
-    lmc_tensor wq, wk, wv, wo;           /* [D, H·hd], [D, KV·hd], [D, KV·hd], [H·hd, D] */
+    lmc_tensor attn_norm, attn_norm_b;   /* [D]   (absent for post-norm blocks) */
+    lmc_tensor attn_post_norm, attn_post_norm_b; /* [D] (sandwich / post-norm blocks) */
+    lmc_tensor wq, wk, wv, wo;           /* [D, H·hd], [D, KV·hd], [D, KV·hd], [H·hd, D] (views of a fused qkv when fused) */
     lmc_tensor bq, bk, bv, bo;           /* [H·hd], [KV·hd], [KV·hd], [D] (data NULL when absent) */
-    lmc_tensor q_norm, k_norm;           /* [hd] (qk-norm archs) */
+    lmc_tensor q_norm, k_norm;           /* [hd] per head, [H·hd] over all heads, or [hd, H] per-head weights */
     lmc_tensor ffn_norm, ffn_norm_b;     /* [D] */
-    lmc_tensor w_gate, w_up, w_down;     /* [D, I], [D, I], [I, D] */
+    lmc_tensor ffn_post_norm, ffn_post_norm_b; /* [D] */
+    lmc_tensor w_gate, w_up, w_down;     /* [D, I], [D, I], [I, D] (gate/up views of a fused gate_up when fused) */
     lmc_tensor b_gate, b_up, b_down;     /* [I], [I], [D] */
     int window;                          /* sliding window (0 = full attention) */
+    int rope;                            /* 0: global rope table, 1: local (sliding layers), -1: no rope */
 } lmc_layer;
 
 typedef struct lmc_model {
@@ -40,8 +43,8 @@ typedef struct lmc_model {
     lmc_tensor out_norm, out_norm_b;     /* [D] */
     lmc_tensor lm_head;                  /* [D, V]; aliases tok_embd when tied */
     lmc_layer *layers;                   /* [n_layers] */
-    lmc_rope_table rope;                 /* host copy */
-    lmc_tensor rope_freq;                /* f32 [n_rot/2] on the backend */
+    lmc_rope_table rope[2];              /* host copies: [0] global, [1] local (sliding layers) */
+    lmc_tensor rope_freq[2][2];          /* f32 [n_rot/2] on the backend: [table][0 short, 1 long] */
     size_t weight_bytes;                 /* bytes of bound weights */
     int64_t n_params;                    /* elements of bound weights (tied counted once) */
     int n_audit_dropped;                 /* tensors dropped by explicit rules */

@@ -1,7 +1,19 @@
-/* rope.c — default, linear and llama3 rope (more types arrive with their fixtures). */
+/* rope.c — default, linear, llama3, yarn and longrope inverse frequencies,
+ * transcribed from transformers' modeling_rope_utils.py (dynamic NTK, which
+ * depends on the longest sequence seen so far, is refused for now). */
 #include "rope.h"
 
 #include <math.h>
+#include <string.h>
+
+static double yarn_mscale(double scale, double mscale) {
+    return scale <= 1 ? 1.0 : 0.1 * mscale * log(scale) + 1.0;
+}
+
+/* The dimension at which a wavelength makes num_rotations turns over max_pos positions. */
+static double yarn_correction_dim(double num_rotations, int dim, double base, int max_pos) {
+    return (dim * log(max_pos / (num_rotations * 2 * M_PI))) / (2 * log(base));
+}
 
 lmc_status lmc_rope_build(const lmc_rope_config *rc, int head_dim, int max_pos, lmc_rope_table *out) {
     if (!(rc->theta > 0) || !isfinite(rc->theta))
@@ -12,6 +24,7 @@ lmc_status lmc_rope_build(const lmc_rope_config *rc, int head_dim, int max_pos, 
     dim -= dim % 2;
     if (dim < 2 || dim / 2 > LMC_ROPE_MAX_HALF)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "rope over %d dims is out of range", dim);
+    memset(out, 0, sizeof *out);
     out->n_rot = dim;
     out->attn_factor = 1.0f;
     const int half = dim / 2;
@@ -44,6 +57,49 @@ lmc_status lmc_rope_build(const lmc_rope_config *rc, int head_dim, int max_pos, 
             }
             out->inv_freq[i] = scaled;
         }
+    } break;
+    case LMC_ROPE_YARN: {
+        int orig = rc->original_max_position_embeddings ? rc->original_max_position_embeddings : max_pos;
+        double factor = rc->factor > 0 ? rc->factor : (double)max_pos / orig;
+        if (!(factor > 0)) return lmc_fail(LMC_ERR_FORMAT, "yarn rope needs a positive factor");
+        double att = rc->attention_factor;
+        if (att < 0) {
+            if (rc->mscale > 0 && rc->mscale_all_dim > 0) att = yarn_mscale(factor, rc->mscale) / yarn_mscale(factor, rc->mscale_all_dim);
+            else att = yarn_mscale(factor, 1.0);
+        }
+        double beta_fast = rc->beta_fast > 0 ? rc->beta_fast : 32, beta_slow = rc->beta_slow > 0 ? rc->beta_slow : 1;
+        double low = yarn_correction_dim(beta_fast, dim, rc->theta, orig);
+        double high = yarn_correction_dim(beta_slow, dim, rc->theta, orig);
+        if (rc->truncate) { low = floor(low); high = ceil(high); }
+        if (low < 0) low = 0;
+        if (high > dim - 1) high = dim - 1;
+        if (low == high) high += 0.001;
+        for (int i = 0; i < half; i++) {
+            float pos_freq = powf((float)rc->theta, (float)(2 * i) / (float)dim);
+            float extra = 1.0f / pos_freq, inter = 1.0f / ((float)factor * pos_freq);
+            float ramp = (float)(((double)i - low) / (high - low));
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            float extra_w = 1.0f - ramp;
+            out->inv_freq[i] = inter * (1.0f - extra_w) + extra * extra_w;
+        }
+        out->attn_factor = (float)att;
+    } break;
+    case LMC_ROPE_LONGROPE: {
+        if (rc->n_short_factor != half || rc->n_long_factor != half)
+            return lmc_fail(LMC_ERR_FORMAT, "longrope needs short_factor and long_factor of %d values each (got %d and %d)",
+                            half, rc->n_short_factor, rc->n_long_factor);
+        int orig = rc->original_max_position_embeddings ? rc->original_max_position_embeddings : max_pos;
+        double factor = rc->factor > 0 ? rc->factor : (double)max_pos / orig;
+        double att = rc->attention_factor;
+        if (att < 0) att = factor <= 1.0 ? 1.0 : sqrt(1.0 + log(factor) / log((double)orig));
+        for (int i = 0; i < half; i++) {
+            float base = powf((float)rc->theta, (float)(2 * i) / (float)dim);
+            out->inv_freq[i] = 1.0f / ((float)rc->short_factor[i] * base);
+            out->inv_freq_long[i] = 1.0f / ((float)rc->long_factor[i] * base);
+        }
+        out->has_long = 1;
+        out->long_after = orig;
+        out->attn_factor = (float)att;
     } break;
     default:
         return lmc_fail(LMC_ERR_UNSUPPORTED, "rope type \"%s\" is not implemented yet", lmc_rope_type_name(rc->type));

@@ -15,6 +15,10 @@ typedef struct lmc_rope_table {
     int n_rot;                           /* rotated dims per head */
     float attn_factor;                   /* multiplies cos/sin */
     float inv_freq[LMC_ROPE_MAX_HALF];   /* [n_rot/2] */
+    /* longrope: a forward whose largest position + 1 exceeds long_after uses
+     * inv_freq_long instead (as transformers picks per forward call) */
+    int has_long, long_after;
+    float inv_freq_long[LMC_ROPE_MAX_HALF];
 } lmc_rope_table;
 
 /* head_dim: per-head size; max_pos: config max_position_embeddings. */

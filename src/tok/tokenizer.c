@@ -63,6 +63,7 @@ struct lmc_tokenizer {
     post_step *post; int n_post;
     added_tok *added; int n_added;
     tok_strmap added_map;            /* content -> index into added */
+    tok_u64map added_ids;            /* id -> index into added (load time) */
     int32_t *id_added;               /* [n_vocab] added index or -1 */
     int32_t n_vocab;
     trie raw_trie, norm_trie;
@@ -184,6 +185,7 @@ void lmc_tokenizer_free(lmc_tokenizer *tok) {
     for (int i = 0; i < tok->n_added; i++) { free(tok->added[i].content); free(tok->added[i].norm); }
     free(tok->added);
     tok_strmap_free(&tok->added_map);
+    tok_u64map_free(&tok->added_ids);
     free(tok->id_added);
     trie_free(&tok->raw_trie);
     trie_free(&tok->norm_trie);
@@ -209,7 +211,8 @@ static lmc_status add_token(lmc_tokenizer *tok, const cJSON *j, int32_t forced_i
             return lmc_fail(LMC_ERR_FORMAT, "added token \"%.40s\": \"id\" must be a non-negative integer", content);
         id = jid->valueint;
     }
-    for (int i = 0; i < tok->n_added; i++) if (tok->added[i].id == id) return LMC_OK; /* already known */
+    uint64_t known;
+    if (tok_u64map_get(&tok->added_ids, (uint64_t)id, &known)) return LMC_OK;  /* already known */
     added_tok *na = realloc(tok->added, (size_t)(tok->n_added + 1) * sizeof *na);
     if (!na) return lmc_fail(LMC_ERR_NOMEM, "out of memory");
     tok->added = na;
@@ -225,7 +228,7 @@ static lmc_status add_token(lmc_tokenizer *tok, const cJSON *j, int32_t forced_i
     a->single_word = (uint8_t)tok_json_bool(j, "single_word", 0);
     a->normalized = (uint8_t)tok_json_bool(j, "normalized", !a->special);
     tok->n_added++;
-    return LMC_OK;
+    return tok_u64map_put(&tok->added_ids, (uint64_t)id, (uint64_t)(tok->n_added - 1));
 }
 
 static const char *token_text(const cJSON *v) {  /* "str" or {"content": "str"} */

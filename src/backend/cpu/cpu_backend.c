@@ -168,15 +168,18 @@ static void run_rowwise(op_args *o, int ith, int nth) {
             for (int64_t i = 0; i < d; i++) y[i] = a[i] * o->f0;
             break;
         case OP_RMS_NORM: {
+            const int64_t woff = o->w ? (r % (lmc_tensor_nelem(o->w) / d)) * d : 0;
             double ss = 0;
             for (int64_t i = 0; i < d; i++) ss += (double)a[i] * a[i];
             float inv = (float)(1.0 / sqrt(ss / (double)d + (double)o->f0));
             for (int64_t i = 0; i < d; i++) {
-                float wv = o->w ? elem_f32(o->w, i) + o->f1 : 1.0f;
+                float wv = o->w ? elem_f32(o->w, woff + i) + o->f1 : 1.0f;
                 y[i] = a[i] * inv * wv;
             }
         } break;
         case OP_LAYER_NORM: {
+            const int64_t woff = o->w ? (r % (lmc_tensor_nelem(o->w) / d)) * d : 0;
+            const int64_t boff = o->bias ? (r % (lmc_tensor_nelem(o->bias) / d)) * d : 0;
             double mean = 0, var = 0;
             for (int64_t i = 0; i < d; i++) mean += a[i];
             mean /= (double)d;
@@ -185,8 +188,8 @@ static void run_rowwise(op_args *o, int ith, int nth) {
             float inv = (float)(1.0 / sqrt(var + (double)o->f0));
             for (int64_t i = 0; i < d; i++) {
                 float v = ((float)((double)a[i] - mean)) * inv;
-                if (o->w) v *= elem_f32(o->w, i);
-                if (o->bias) v += elem_f32(o->bias, i);
+                if (o->w) v *= elem_f32(o->w, woff + i);
+                if (o->bias) v += elem_f32(o->bias, boff + i);
                 y[i] = v;
             }
         } break;
@@ -352,7 +355,7 @@ static void cpu_scale(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float
 static void cpu_rms_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w, float eps,
                          float w_offset) {
     LMC_ASSERT(x->ne[0] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
-    LMC_ASSERT(!w || lmc_tensor_nelem(w) == x->ne[0]);
+    LMC_ASSERT(!w || (lmc_tensor_nelem(w) % x->ne[0] == 0 && lmc_tensor_nelem(w) >= x->ne[0]));
     op_args o = {.kind = OP_RMS_NORM, .y = y, .a = x, .w = w, .f0 = eps, .f1 = w_offset};
     dispatch(be, &o);
 }
@@ -360,6 +363,8 @@ static void cpu_rms_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, co
 static void cpu_layer_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w,
                            const lmc_tensor *b, float eps) {
     LMC_ASSERT(x->ne[0] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
+    LMC_ASSERT(!w || (lmc_tensor_nelem(w) % x->ne[0] == 0 && lmc_tensor_nelem(w) >= x->ne[0]));
+    LMC_ASSERT(!b || (lmc_tensor_nelem(b) % x->ne[0] == 0 && lmc_tensor_nelem(b) >= x->ne[0]));
     op_args o = {.kind = OP_LAYER_NORM, .y = y, .a = x, .w = w, .bias = b, .f0 = eps};
     dispatch(be, &o);
 }
