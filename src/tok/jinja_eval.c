@@ -405,6 +405,7 @@ static jv str_percent_format(jctx *c, const jnode *at, jv fmt, jv args) {
 
 /* ---- calls ------------------------------------------------------------------------------------ */
 static int exec_node(jctx *c, jscope *sc, const jnode *n);
+static jv call_loop(jctx *c, const jnode *at, jloop *L, jv *args, int nargs);
 
 static jv call_macro(jctx *c, const jnode *at, jmacro *m, jv *args, int nargs, const char **kwn, jv *kwv, int nkw) {
     if (++c->call_depth > c->lim.max_call_depth)
@@ -488,6 +489,7 @@ jv jz_call_value(jctx *c, const jnode *at, jv fn, jv *args, int nargs, const cha
         }
         return jz_method(c, at, self, fn.u.bm->name, args, nargs, kwn, kwv, nkw);
     }
+    case JV_LOOP: return call_loop(c, at, fn.u.loop, args, nargs);
     case JV_JOINER: {
         struct jcycler *j = fn.u.cy;
         if (!j->used) { j->used = 1; return jv_strn("", 0); }
@@ -666,9 +668,8 @@ static jv capture(jctx *c, jscope *sc, const jnode *body) {
     return jsb_value(&out);
 }
 
-static int exec_for(jctx *c, jscope *sc, const jnode *n) {
-    if (n->flag) jz_fail(c, n, "recursive for loops are not supported");
-    jv seq = jz_eval_in(c, sc, n->b);
+/* for over `seq` (loop.depth = depth); recursive loops call back here through loop(...) */
+static int run_for(jctx *c, jscope *sc, const jnode *n, jv seq, int depth) {
     jv items = jv_iterable_to_list(c, n->b, seq);
     jscope *ls = scope_new(c, sc);
     if (n->c) {   /* filter: for x in xs if cond */
@@ -685,7 +686,8 @@ static int exec_for(jctx *c, jscope *sc, const jnode *n) {
     }
     jloop *L = jz_alloc(c, sizeof *L);
     L->items = items.u.l;
-    L->depth = 1;   /* only recursive loops nest depth in jinja2 */
+    L->depth = depth;   /* only recursive loops nest depth in jinja2 */
+    L->node = n; L->scope = sc;
     jv lv = {0}; lv.t = JV_LOOP; lv.u.loop = L;
     size_t count = items.u.l->n;
     for (size_t i = 0; i < count; i++) {
@@ -697,6 +699,25 @@ static int exec_for(jctx *c, jscope *sc, const jnode *n) {
         if (sig == SIG_BREAK) break;
     }
     return SIG_NONE;
+}
+
+static int exec_for(jctx *c, jscope *sc, const jnode *n) {
+    return run_for(c, sc, n, jz_eval_in(c, sc, n->b), 1);
+}
+
+/* loop(children) inside a `for ... recursive` */
+static jv call_loop(jctx *c, const jnode *at, jloop *L, jv *args, int nargs) {
+    if (!L->node || !L->node->flag) jz_fail(c, at, "the loop is not recursive (add 'recursive' to the for tag)");
+    if (nargs != 1) jz_fail(c, at, "loop() takes exactly one argument");
+    if (++c->call_depth > c->lim.max_call_depth)
+        jz_fail(c, at, "recursive loop nested deeper than %d", c->lim.max_call_depth);
+    jsb out; jsb_init(&out, c);
+    jsb *saved = c->sink;
+    c->sink = &out;
+    run_for(c, L->scope, L->node, args[0], L->depth + 1);
+    c->sink = saved;
+    c->call_depth--;
+    return jsb_value(&out);
 }
 
 static int exec_node(jctx *c, jscope *sc, const jnode *n) {

@@ -111,6 +111,7 @@ struct jmacro { const jnode *node; jscope *closure; const jnode *caller_body; js
 
 struct jloop {
     jlist *items; size_t idx; int depth;
+    const jnode *node; jscope *scope;       /* the for statement, for loop(...) in recursive loops */
     jv last_changed; int changed_init;
 };
 

@@ -201,6 +201,8 @@ export const SNIPPETS = [
   ["{% for x in l %}{{ loop.index }}{% endfor %}{{ loop.index }}", C],
   ["{{ '{:d}'.format('x') }}"],
   ["{{ range(1, 2, 0) | list }}"],
+  ["{% for item in tree recursive %}<{{ item.name }}:{{ loop.depth }}{{ loop.depth0 }}{% if item.children %}[{{ loop(item.children) }}]{% endif %}>{% endfor %}", { tree: [{ name: "a", children: [{ name: "b", children: [{ name: "c" }] }, { name: "d" }] }, { name: "e" }] }],
+  ["{% for x in [1] %}{{ loop([2]) }}{% endfor %}"],
   // malformed templates
   ["{% if true %}unclosed"],
   ["{% for x in l %}{% endif %}"],
