@@ -123,6 +123,11 @@ jv jz_getattr(jctx *c, const jnode *at, jv obj, const char *name, size_t n) {
         return undef_msg(c, "'Namespace' object has no attribute '%.*s'", nn, name);
     }
     case JV_LOOP: return loop_attr(c, at, obj, name, n);
+    case JV_LIST:
+        if (obj.u.l->tuple == 2 && name_is(name, n, "grouper")) return obj.u.l->v[0];
+        if (obj.u.l->tuple == 2 && name_is(name, n, "list")) return obj.u.l->v[1];
+        if (jz_has_method(obj, name, n)) return bound(c, obj, name, n);
+        break;
     case JV_CYCLER:
         if (name_is(name, n, "current")) return obj.u.cy->items->v[obj.u.cy->pos];
         if (name_is(name, n, "next") || name_is(name, n, "reset")) return bound(c, obj, name, n);

@@ -553,6 +553,37 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
         }
         return out;
     }
+    if (IS("groupby")) {
+        jv attr = arg(a, 0, "attribute");
+        jv dflt = arg(a, 1, "default");
+        int cs = arg_bool(a, 2, "case_sensitive", 0);
+        jv l = jv_iterable_to_list(c, at, in);
+        size_t n = l.u.l->n;
+        jv *keys = jz_alloc(c, (n + 1) * sizeof(jv)), *raw = jz_alloc(c, (n + 1) * sizeof(jv));
+        for (size_t i = 0; i < n; i++) {
+            jv k = attr_path(c, at, l.u.l->v[i], attr);
+            if (k.t == JV_UNDEF && has(dflt)) k = dflt;
+            raw[i] = k;
+            keys[i] = sort_key_fold(c, k, cs);
+        }
+        /* sort items and their original keys together by the folded key (stable) */
+        jv pairs = jv_list_new(c, n);
+        for (size_t i = 0; i < n; i++) jv_list_push(c, pairs, mktuple2(c, l.u.l->v[i], raw[i]));
+        jv *sk = jz_alloc(c, (n + 1) * sizeof(jv));
+        memcpy(sk, keys, n * sizeof(jv));
+        jv sp = sorted(c, at, pairs, sk, 0);
+        jv out = jv_list_new(c, 0);
+        for (size_t i = 0; i < n;) {
+            size_t j = i;
+            jv grp = jv_list_new(c, 0);
+            while (j < n && jv_equal(sk[j], sk[i])) { jv_list_push(c, grp, sp.u.l->v[j].u.l->v[0]); j++; }
+            jv t = mktuple2(c, sp.u.l->v[i].u.l->v[1], grp);
+            t.u.l->tuple = 2;   /* _GroupTuple(grouper, list) */
+            jv_list_push(c, out, t);
+            i = j;
+        }
+        return out;
+    }
     if (IS("attr")) {
         jv nm = need_str(c, a, arg(a, 0, "name"), "attribute name");
         if (in.t == JV_DICT) {

@@ -166,7 +166,7 @@ const char *jv_type_name(jv v) {
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
-    case JV_LIST: return v.u.l->tuple ? "tuple" : "list";
+    case JV_LIST: return v.u.l->tuple == 2 ? "_GroupTuple" : v.u.l->tuple ? "tuple" : "list";
     case JV_DICT: return "dict";
     case JV_NS: return "Namespace";
     case JV_MACRO: return "Macro";
@@ -216,7 +216,7 @@ static int equal_at(jv a, jv b, int depth) {
     case JV_UNDEF: case JV_NONE: return 1;
     case JV_STR: return a.n == b.n && (a.n == 0 || memcmp(a.u.s, b.u.s, a.n) == 0);
     case JV_LIST:
-        if (a.u.l->tuple != b.u.l->tuple || a.u.l->n != b.u.l->n) return 0;
+        if (!a.u.l->tuple != !b.u.l->tuple || a.u.l->n != b.u.l->n) return 0;
         for (size_t i = 0; i < a.u.l->n; i++) if (!equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
     case JV_DICT: case JV_NS:
@@ -251,7 +251,7 @@ static int compare_at(jctx *c, const jnode *at, jv a, jv b, int depth) {
         if (r) return r < 0 ? -1 : 1;
         return (a.n > b.n) - (a.n < b.n);
     }
-    if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+    if (a.t == JV_LIST && b.t == JV_LIST && !a.u.l->tuple == !b.u.l->tuple) {
         size_t m = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < m; i++) {
             if (equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1)) continue;

@@ -203,6 +203,7 @@ export const SNIPPETS = [
   ["{{ range(1, 2, 0) | list }}"],
   ["{% for item in tree recursive %}<{{ item.name }}:{{ loop.depth }}{{ loop.depth0 }}{% if item.children %}[{{ loop(item.children) }}]{% endif %}>{% endfor %}", { tree: [{ name: "a", children: [{ name: "b", children: [{ name: "c" }] }, { name: "d" }] }, { name: "e" }] }],
   ["{% for x in [1] %}{{ loop([2]) }}{% endfor %}"],
+  ["{% for g in people | groupby('age') %}{{ g.grouper }}:{{ g.list | map(attribute='name') | join(',') }};{% endfor %}|{% for k, items in [{'t': 'B'}, {'t': 'a'}, {'t': 'b'}] | groupby('t') %}{{ k }}{{ items | length }}{% endfor %}|{{ [{'x': 1}] | groupby('x') }}", C],
   // malformed templates
   ["{% if true %}unclosed"],
   ["{% for x in l %}{% endif %}"],
