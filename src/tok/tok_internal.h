@@ -45,8 +45,12 @@ uint32_t tok_hash(const void *p, size_t n);
 lmc_status tok_strmap_init(tok_strmap *m, size_t expect);
 /* Insert or overwrite. */
 lmc_status tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val);
+lmc_status tok_strmap_put_h(tok_strmap *m, const char *key, size_t len, int32_t val, uint32_t h);
 /* Returns the value or -1. */
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
+/* The same with a precomputed tok_hash(key, len); prefetch warms the slot for it. */
+int32_t tok_strmap_get_h(const tok_strmap *m, const char *key, size_t len, uint32_t h);
+void tok_strmap_prefetch(const tok_strmap *m, uint32_t h);
 void tok_strmap_free(tok_strmap *m);
 
 /* ---- uint64 -> uint64 hash map (BPE pair ranks, trie edges) ---- */
@@ -55,6 +59,7 @@ typedef struct tok_u64map { tok_u64slot *slot; uint32_t cap, n; } tok_u64map;
 lmc_status tok_u64map_init(tok_u64map *m, size_t expect);
 lmc_status tok_u64map_put(tok_u64map *m, uint64_t key, uint64_t val);
 int tok_u64map_get(const tok_u64map *m, uint64_t key, uint64_t *val); /* 1 found */
+void tok_u64map_prefetch(const tok_u64map *m, uint64_t key);
 void tok_u64map_free(tok_u64map *m);
 
 /* ---- UTF-8 ---- */
@@ -152,6 +157,7 @@ lmc_status tok_decoder_run(const tok_decoder *d, tok_pieces *toks, tok_pieces *t
 typedef struct tok_jscan { const char *start, *p, *end; } tok_jscan;
 lmc_status tok_js_string(tok_jscan *s, tok_buf *out);       /* decode a string, appended to out */
 lmc_status tok_js_skip(tok_jscan *s, int depth);           /* validate and skip any value */
+lmc_status tok_js_skip_container(tok_jscan *s);            /* skip [..]/{..} without validating */
 lmc_status tok_js_object(tok_jscan *s, lmc_status (*fn)(void *ctx, const char *key, size_t klen, tok_jscan *s),
                          void *ctx);
 lmc_status tok_js_uint(tok_jscan *s, uint32_t max, uint32_t *out);

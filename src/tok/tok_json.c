@@ -146,6 +146,38 @@ lmc_status tok_js_skip(tok_jscan *s, int depth) {
     return skip_number(s);
 }
 
+/* Find the end of the array/object at s->p without validating its contents (the
+ * strict parsers of those contents run afterwards): brackets are counted outside
+ * strings, strings are crossed with memchr. */
+lmc_status tok_js_skip_container(tok_jscan *s) {
+    ws(s);
+    if (s->p >= s->end || (*s->p != '[' && *s->p != '{')) return tok_js_skip(s, 1);
+    long depth = 0;
+    const char *p = s->p;
+    while (p < s->end) {
+        char c = *p;
+        if (c == '"') {
+            for (;;) {
+                const char *q = memchr(p + 1, '"', (size_t)(s->end - p - 1));
+                if (!q) { s->p = s->end; return err(s, "unterminated string"); }
+                const char *k = q;
+                while (k > p + 1 && k[-1] == '\\') k--;
+                p = q;
+                if (((q - k) & 1) == 0) break;   /* an even run of backslashes: the quote is real */
+            }
+            p++;
+            continue;
+        }
+        if (c == '[' || c == '{') depth++;
+        else if (c == ']' || c == '}') {
+            if (--depth == 0) { s->p = p + 1; return LMC_OK; }
+        }
+        p++;
+    }
+    s->p = s->end;
+    return err(s, "unterminated array or object");
+}
+
 /* Walk the members of the object at s->p; for each key call fn(key, scanner at the value),
  * which must move the scanner past the value (tok_js_skip when it has no use for it). */
 lmc_status tok_js_object(tok_jscan *s, lmc_status (*fn)(void *ctx, const char *key, size_t klen, tok_jscan *s),

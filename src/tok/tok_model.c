@@ -203,39 +203,92 @@ static lmc_status parse_merges(tok_model *m, const cJSON *merges) {
     return st;
 }
 
-/* The same from raw JSON text, without building cJSON nodes. */
+/* The same from raw JSON text, without building cJSON nodes. Two passes: decode every
+ * merge into one arena, then resolve ids and fill the map in batches whose hash slots
+ * are prefetched first (the tables are far bigger than the caches). */
+typedef struct { uint32_t a, al, b, bl, c, cl; } mrec;  /* offsets into the arena: a, b, a+b' */
+
 static lmc_status parse_merges_fast(tok_model *m, const char *doc, const char *b, const char *e) {
     tok_jscan s = {doc, b, e};
-    LMC_TRY(tok_u64map_init(&m->merges, (size_t)(e - b) / 12 + 16));
-    merge_ctx c = {0};
-    c.plen = m->cont_prefix ? strlen(m->cont_prefix) : 0;
-    tok_buf x = {0}, y = {0};
+    size_t plen = m->cont_prefix ? strlen(m->cont_prefix) : 0;
+    tok_buf ar = {0};
+    mrec *r = NULL;
+    size_t n = 0, cap = 0;
     lmc_status st = tok_js_expect(&s, '[');
     if (st >= 0 && !tok_js_accept(&s, ']')) for (;;) {
-        x.len = y.len = 0;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 65536;
+            mrec *nr = realloc(r, cap * sizeof *nr);
+            if (!nr) { st = lmc_fail(LMC_ERR_NOMEM, "out of memory"); break; }
+            r = nr;
+        }
+        mrec *x = &r[n];
         int ch = tok_js_peek(&s);
+        size_t o = ar.len;
         if (ch == '"') {
             size_t al;
-            if ((st = tok_js_string(&s, &x)) < 0) break;
-            if ((st = split_merge_str(x.data, x.len, c.rank, &al)) < 0) break;
-            st = add_merge(m, &c, x.data, al, x.data + al + 1, x.len - al - 1);
+            if ((st = tok_js_string(&s, &ar)) < 0) break;
+            if ((st = split_merge_str(ar.data + o, ar.len - o, (uint32_t)n, &al)) < 0) break;
+            x->a = (uint32_t)o; x->al = (uint32_t)al;
+            x->b = (uint32_t)(o + al + 1); x->bl = (uint32_t)(ar.len - o - al - 1);
         } else if (ch == '[') {
             s.p++;
-            if ((st = tok_js_string(&s, &x)) < 0 || (st = tok_js_expect(&s, ',')) < 0 ||
-                (st = tok_js_string(&s, &y)) < 0 || (st = tok_js_expect(&s, ']')) < 0) {
-                lmc_fail_context(st, "BPE merge %u", c.rank);
+            if ((st = tok_js_string(&s, &ar)) < 0) { lmc_fail_context(st, "BPE merge %zu", n); break; }
+            x->a = (uint32_t)o; x->al = (uint32_t)(ar.len - o);
+            if ((st = tok_js_expect(&s, ',')) < 0 || (st = tok_js_string(&s, &ar)) < 0 || (st = tok_js_expect(&s, ']')) < 0) {
+                lmc_fail_context(st, "BPE merge %zu", n);
                 break;
             }
-            st = add_merge(m, &c, x.data, x.len, y.data, y.len);
-        } else st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: expected \"a b\" or [\"a\", \"b\"]", c.rank);
-        if (st < 0) break;
+            x->b = x->a + x->al; x->bl = (uint32_t)(ar.len - x->b);
+        } else { st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %zu: expected \"a b\" or [\"a\", \"b\"]", n); break; }
+        /* the merged token a + b (minus b's continuing-subword prefix) */
+        size_t bo = x->b, bl = x->bl;
+        if (plen && bl >= plen && memcmp(ar.data + bo, m->cont_prefix, plen) == 0) { bo += plen; bl -= plen; }
+        size_t co = ar.len;
+        if ((st = tok_buf_reserve(&ar, x->al + bl)) < 0) break;
+        memcpy(ar.data + co, ar.data + x->a, x->al);
+        memcpy(ar.data + co + x->al, ar.data + bo, bl);
+        ar.len += x->al + bl;
+        x->c = (uint32_t)co; x->cl = (uint32_t)(x->al + bl);
+        if (ar.len > UINT32_MAX / 2) { st = lmc_fail(LMC_ERR_RANGE, "BPE merges: too large"); break; }
+        n++;
         if (tok_js_accept(&s, ',')) continue;
         st = tok_js_expect(&s, ']');
         break;
     }
-    free(c.big);
-    tok_buf_free(&x);
-    tok_buf_free(&y);
+    if (st >= 0) st = tok_u64map_init(&m->merges, n);
+    enum { B = 16 };
+    for (size_t i0 = 0; i0 < n && st >= 0; i0 += B) {
+        size_t k = n - i0 < B ? n - i0 : B;
+        uint32_t h[B][3];
+        uint64_t key[B], val[B];
+        for (size_t i = 0; i < k; i++) {
+            const mrec *x = &r[i0 + i];
+            h[i][0] = tok_hash(ar.data + x->a, x->al);
+            h[i][1] = tok_hash(ar.data + x->b, x->bl);
+            h[i][2] = tok_hash(ar.data + x->c, x->cl);
+            for (int q = 0; q < 3; q++) tok_strmap_prefetch(&m->vocab, h[i][q]);
+        }
+        for (size_t i = 0; i < k && st >= 0; i++) {
+            const mrec *x = &r[i0 + i];
+            uint32_t rank = (uint32_t)(i0 + i);
+            int32_t ia = tok_strmap_get_h(&m->vocab, ar.data + x->a, x->al, h[i][0]);
+            int32_t ib = tok_strmap_get_h(&m->vocab, ar.data + x->b, x->bl, h[i][1]);
+            int32_t nid = tok_strmap_get_h(&m->vocab, ar.data + x->c, x->cl, h[i][2]);
+            if (ia < 0 || ib < 0)
+                st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: token \"%.*s\" is not in the vocabulary", rank,
+                              (int)((ia < 0 ? x->al : x->bl) > 40 ? 40 : (ia < 0 ? x->al : x->bl)), ar.data + (ia < 0 ? x->a : x->b));
+            else if (nid < 0)
+                st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: merged token \"%.*s\" is not in the vocabulary", rank,
+                              (int)(x->cl > 60 ? 60 : x->cl), ar.data + x->c);
+            key[i] = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
+            val[i] = ((uint64_t)rank << 32) | (uint32_t)nid;
+            tok_u64map_prefetch(&m->merges, key[i]);
+        }
+        for (size_t i = 0; i < k && st >= 0; i++) st = tok_u64map_put(&m->merges, key[i], val[i]);
+    }
+    tok_buf_free(&ar);
+    free(r);
     return st;
 }
 
@@ -282,10 +335,20 @@ static lmc_status parse_vocab_fast(tok_model *m, const char *doc, const char *b,
     if (st >= 0) {
         m->strs = arena.data;   /* the arena becomes the model's string store */
         arena.data = NULL;
-        for (size_t i = 0; i < n && st >= 0; i++) {
-            char *p = m->strs + v[i].off;
-            m->id_to_tok[v[i].id] = p;
-            st = tok_strmap_put(&m->vocab, p, v[i].len, (int32_t)v[i].id);
+        enum { B = 16 };
+        for (size_t i0 = 0; i0 < n && st >= 0; i0 += B) {
+            size_t k = n - i0 < B ? n - i0 : B;
+            uint32_t h[B];
+            for (size_t i = 0; i < k; i++) {
+                h[i] = tok_hash(m->strs + v[i0 + i].off, v[i0 + i].len);
+                tok_strmap_prefetch(&m->vocab, h[i]);
+            }
+            for (size_t i = 0; i < k && st >= 0; i++) {
+                const vent *x = &v[i0 + i];
+                char *p = m->strs + x->off;
+                m->id_to_tok[x->id] = p;
+                st = tok_strmap_put_h(&m->vocab, p, x->len, (int32_t)x->id, h[i]);
+            }
         }
     }
     tok_buf_free(&arena);

@@ -152,9 +152,13 @@ static inline int ent_eq(const tok_strmap_ent *e, uint32_t h, const char *key, s
 }
 
 lmc_status tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val) {
+    return tok_strmap_put_h(m, key, len, val, tok_hash(key, len));
+}
+
+lmc_status tok_strmap_put_h(tok_strmap *m, const char *key, size_t len, int32_t val, uint32_t h) {
     if (!m->ent) LMC_TRY(tok_strmap_init(m, 16));
     if ((m->n + 1) * 3 > m->cap * 2) LMC_TRY(strmap_grow(m));
-    uint32_t h = tok_hash(key, len), j = h & (m->cap - 1);
+    uint32_t j = h & (m->cap - 1);
     uint64_t hd = head8(key, len);
     while (m->ent[j].key) {
         tok_strmap_ent *e = &m->ent[j];
@@ -172,8 +176,20 @@ lmc_status tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t va
 }
 
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len) {
+    return tok_strmap_get_h(m, key, len, tok_hash(key, len));
+}
+
+void tok_strmap_prefetch(const tok_strmap *m, uint32_t h) {
+    if (m->ent) __builtin_prefetch(&m->ent[h & (m->cap - 1)]);
+}
+
+void tok_u64map_prefetch(const tok_u64map *m, uint64_t key) {
+    if (m->slot) __builtin_prefetch(&m->slot[(uint32_t)mix64(key) & (m->cap - 1)]);
+}
+
+int32_t tok_strmap_get_h(const tok_strmap *m, const char *key, size_t len, uint32_t h) {
     if (!m->ent) return -1;
-    uint32_t h = tok_hash(key, len), j = h & (m->cap - 1);
+    uint32_t j = h & (m->cap - 1);
     uint64_t hd = head8(key, len);
     while (m->ent[j].key) {
         const tok_strmap_ent *e = &m->ent[j];

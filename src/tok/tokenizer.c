@@ -406,7 +406,9 @@ static lmc_status model_member(void *ctx, const char *key, size_t klen, tok_jsca
     tok_spans *sp = ctx;
     int c = tok_js_peek(s);
     const char *v = s->p;
-    LMC_TRY(tok_js_skip(s, 1));
+    int big = (klen == 5 && !memcmp(key, "vocab", 5) && c == '{') || (klen == 6 && !memcmp(key, "merges", 6) && c == '[');
+    /* vocab and merges are validated by their own strict parsers later */
+    LMC_TRY(big ? tok_js_skip_container(s) : tok_js_skip(s, 1));
     if (klen == 5 && !memcmp(key, "vocab", 5) && c == '{') { sp->vocab = v; sp->vocab_end = s->p; }
     if (klen == 6 && !memcmp(key, "merges", 6) && c == '[') { sp->merges = v; sp->merges_end = s->p; }
     return LMC_OK;

@@ -504,6 +504,38 @@ static void test_invalid_utf8_input(void) {
     lmc_tokenizer_free(t);
 }
 
+/* ---------------- JSON escapes in the fast vocab / merges scanner ---------------- */
+
+static void test_json_escapes(void) {
+    const char *js =
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"\\\"\":0,\"\\\\\":1,\"\\\\\\\"x\":2,\"\\u00e9\":3,"
+        "\"\\ud83d\\ude00\":4,\"]}\":5,\"\\\"\\\\\":6},\"merges\":[[\"\\\"\",\"\\\\\"]]},"
+        "\"added_tokens\":[],\"normalizer\":null,\"pre_tokenizer\":null,\"decoder\":null,\"post_processor\":null}";
+    lmc_tokenizer *t = load_str(js);
+    CHECK(t != NULL);
+    if (!t) return;
+    CHECK_EQ_INT(lmc_tokenizer_token_to_id(t, "\""), 0);
+    CHECK_EQ_INT(lmc_tokenizer_token_to_id(t, "\\"), 1);
+    CHECK_EQ_INT(lmc_tokenizer_token_to_id(t, "\\\"x"), 2);
+    CHECK_EQ_INT(lmc_tokenizer_token_to_id(t, "\xc3\xa9"), 3);
+    CHECK_EQ_INT(lmc_tokenizer_token_to_id(t, "\xf0\x9f\x98\x80"), 4);
+    CHECK_EQ_INT(lmc_tokenizer_token_to_id(t, "]}"), 5);
+    CHECK_EQ_STR(enc_str(t, "\"\\", 0), "6");   /* the merge joins \" and \\ */
+    lmc_tokenizer_free(t);
+    /* an unpaired surrogate escape and a raw control character are rejected */
+    const char *bad1 = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"\\ud83d\":0},\"merges\":[]}}";
+    const char *bad2 = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\nb\":0},\"merges\":[]}}";
+    const char *bad3 = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}} trailing";
+    const char *bad4 = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,},\"merges\":[]}}";
+    const char *bad5 = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a a\"";
+    const char *bads[] = {bad1, bad2, bad3, bad4, bad5};
+    for (int i = 0; i < 5; i++) {
+        lmc_tokenizer *b = NULL;
+        CHECK_MSG(lmc_tokenizer_load_json(bads[i], strlen(bads[i]), NULL, 0, &b) < 0, "case %d accepted", i);
+        lmc_tokenizer_free(b);
+    }
+}
+
 /* ---------------- malformed tokenizer.json ---------------- */
 
 static void test_malformed(void) {
@@ -689,6 +721,7 @@ int main(int argc, char **argv) {
     RUN(test_prefix_space_and_metaspace_first);
     RUN(test_config_and_dir);
     RUN(test_invalid_utf8_input);
+    RUN(test_json_escapes);
     RUN(test_malformed);
     RUN(test_truncations);
     return TEST_END();
