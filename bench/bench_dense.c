@@ -75,7 +75,7 @@ static int run_one(const char *dir, int n_threads, int n_prompt, int n_gen, doub
                  NULL, NULL, &st);
     if (lmc_generate(ctx, prompt, n_prompt, &gp, NULL, NULL, &st) < 0) { fprintf(stderr, "bench: %s\n", lmc_last_error()); return 1; }
     double pp = st.n_prompt / st.t_prompt_s, tg = (st.n_generated - 1) / st.t_gen_s;
-    size_t kv = lmc_kv_bytes(m, cp.n_ctx, 1);
+    size_t kv = lmc_kv_bytes(m, cp.n_ctx, 1, cp.n_batch);
     double bytes_tok = (double)m->weight_bytes; /* every weight read once per decoded token (tied head read once) */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
         snprintf(cfg, sizeof cfg, "%s/model.safetensors", dir);
         if (stat(cfg, &sb) != 0) {
             mkdir(dir, 0755);
-            tiny_opts o = {"qwen2", 151936, 896, 24, 14, 2, 64, 4864, 1, 0, 1, NULL, NULL, 7, 32768};
+            tiny_opts o = {"qwen2", 151936, 896, 24, 14, 2, 64, 4864, 1, 0, 1, NULL, NULL, 7, 32768, 0};
             fprintf(stderr, "bench: writing a random bf16 Qwen2.5-0.5B-shaped checkpoint to %s\n", dir);
             if (tiny_model_write(dir, &o) != 0) { fprintf(stderr, "bench: cannot write %s\n", dir); return 1; }
         }

@@ -18,7 +18,7 @@ lmc_status lmc_context_init(lmc_context **out, lmc_model *m, const lmc_context_p
     if (!ctx) return lmc_fail(LMC_ERR_NOMEM, "context");
     ctx->model = m;
     ctx->params = p;
-    lmc_status st = lmc_kv_init(&ctx->kv, m, p.n_ctx, p.n_seq);
+    lmc_status st = lmc_kv_init(&ctx->kv, m, p.n_ctx, p.n_seq, p.n_batch);
     if (st >= 0) st = lmc_forward_state_init(&ctx->fs, m, p.n_batch);
     if (st < 0) { lmc_context_free(ctx); return st; }
     *out = ctx;

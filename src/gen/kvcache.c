@@ -4,12 +4,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t lmc_kv_bytes(const lmc_model *m, int n_ctx, int n_seq) {
-    const lmc_config *c = &m->cfg;
-    return (size_t)2 * c->n_layers * (size_t)c->n_kv_heads * c->head_dim * (size_t)n_ctx * n_seq * sizeof(float);
+int lmc_kv_layer_slots(const lmc_model *m, int il, int n_ctx, int n_batch) {
+    int w = m->layers[il].window;
+    if (w <= 0) return n_ctx;
+    long slots = (long)w + n_batch - 1;
+    return slots < n_ctx ? (int)slots : n_ctx;
 }
 
-lmc_status lmc_kv_init(lmc_kv_cache *kv, const lmc_model *m, int n_ctx, int n_seq) {
+size_t lmc_kv_bytes(const lmc_model *m, int n_ctx, int n_seq, int n_batch) {
+    const lmc_config *c = &m->cfg;
+    size_t total = 0;
+    for (int il = 0; il < c->n_layers; il++)
+        total += (size_t)2 * c->n_kv_heads * c->head_dim * (size_t)lmc_kv_layer_slots(m, il, n_ctx, n_batch) * n_seq *
+                 sizeof(float);
+    return total;
+}
+
+lmc_status lmc_kv_init(lmc_kv_cache *kv, const lmc_model *m, int n_ctx, int n_seq, int n_batch) {
     memset(kv, 0, sizeof *kv);
     if (n_ctx <= 0 || n_seq <= 0) return lmc_fail(LMC_ERR_ARG, "KV cache needs n_ctx > 0 and n_seq > 0");
     const lmc_config *c = &m->cfg;
@@ -17,19 +28,21 @@ lmc_status lmc_kv_init(lmc_kv_cache *kv, const lmc_model *m, int n_ctx, int n_se
     kv->n_layers = c->n_layers;
     kv->n_ctx = n_ctx;
     kv->n_seq = n_seq;
+    kv->n_batch = n_batch;
     kv->k = calloc((size_t)c->n_layers, sizeof *kv->k);
     kv->v = calloc((size_t)c->n_layers, sizeof *kv->v);
     kv->len = calloc((size_t)n_seq, sizeof *kv->len);
     if (!kv->k || !kv->v || !kv->len) { lmc_kv_free(kv); return lmc_fail(LMC_ERR_NOMEM, "KV cache"); }
     const int64_t kvd = (int64_t)c->n_kv_heads * c->head_dim;
     for (int il = 0; il < c->n_layers; il++) {
-        kv->k[il] = lmc_tensor_make(LMC_DTYPE_F32, kvd, n_ctx, n_seq, 1);
-        kv->v[il] = lmc_tensor_make(LMC_DTYPE_F32, kvd, n_ctx, n_seq, 1);
+        int slots = lmc_kv_layer_slots(m, il, n_ctx, n_batch);
+        kv->k[il] = lmc_tensor_make(LMC_DTYPE_F32, kvd, slots, n_seq, 1);
+        kv->v[il] = lmc_tensor_make(LMC_DTYPE_F32, kvd, slots, n_seq, 1);
         lmc_status st = kv->be->i->alloc(kv->be, &kv->k[il]);
         if (st >= 0) st = kv->be->i->alloc(kv->be, &kv->v[il]);
         if (st < 0) {
             lmc_kv_free(kv);
-            return lmc_fail_context(st, "KV cache of %zu bytes", lmc_kv_bytes(m, n_ctx, n_seq));
+            return lmc_fail_context(st, "KV cache of %zu bytes", lmc_kv_bytes(m, n_ctx, n_seq, n_batch));
         }
     }
     return LMC_OK;

@@ -72,6 +72,7 @@ typedef struct lmc_arch {
     int embed_scale_sqrt;   /* embeddings × sqrt(hidden) (gemma family) */
     int rope_interleaved;   /* rotate pairs (2i, 2i+1) (cohere, glm) */
     int qk_norm_optional;   /* qk norm only when config use_qk_norm (cohere) */
+    int nope_interval;      /* without no_rope_layers: every nope_interval-th layer has no rope (smollm3) */
     const char *prefix;     /* decoder prefix ("model."); a multimodal wrapper's text stack may differ */
     const lmc_names *names; /* per-layer tensor names */
     const char *notes;      /* one line for docs/MODELS.md */

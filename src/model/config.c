@@ -154,8 +154,15 @@ static lmc_status parse_rope(lmc_config *cfg) {
     const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(cfg->text, "rope_scaling");
     if (!scaling && cfg->text != cfg->raw) scaling = cJSON_GetObjectItemCaseSensitive(cfg->raw, "rope_scaling");
     cfg->rope_local = cfg->rope;
-    double local_theta;
-    if (lmc_config_double(cfg, "rope_local_base_freq", &local_theta) > 0 && local_theta > 0) {
+    /* per-layer-type rope_parameters (transformers 5) are authoritative: rope_local_base_freq
+     * only applies to the flat spellings (else the full layers' dict would be lost) */
+    const int per_layer = cJSON_IsObject(params) && (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(params, "full_attention")) ||
+                                                      cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(params, "sliding_attention")));
+    double local_theta = 0;
+    int rl = per_layer ? 0 : lmc_config_double(cfg, "rope_local_base_freq", &local_theta);
+    if (rl < 0 || (rl > 0 && !(local_theta > 0)))
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: \"rope_local_base_freq\" must be a positive number");
+    if (rl > 0) {
         /* transformers 4 gemma3: sliding layers use default rope at this base */
         lmc_rope_config local = cfg->rope;
         local.type = LMC_ROPE_DEFAULT;
@@ -247,7 +254,13 @@ static lmc_status parse_forward_knobs(lmc_config *cfg) {
             if (!lmc_json_item_int(it, &v)) return lmc_fail(LMC_ERR_FORMAT, "config.json: no_rope_layers holds a non-integer");
             cfg->layer_nope[i++] = v == 0; /* 1 = this layer uses rope */
         }
+        cfg->has_no_rope_layers = 1;
     }
+    LMC_TRY(opt_pos_int(cfg, "no_rope_layer_interval", &cfg->nope_interval, 1 << 20));
+    LMC_TRY(opt_pos_int(cfg, "sliding_window_pattern", &cfg->sliding_pattern, 1 << 20));
+    int bidir;
+    if (lmc_config_bool(cfg, "use_bidirectional_attention", &bidir) > 0 && bidir)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "use_bidirectional_attention (an encoder) is not supported");
     double q = 0;
     LMC_TRY(opt_double(cfg, "query_pre_attn_scalar", &q));
     if (q < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: query_pre_attn_scalar must be positive");

@@ -68,6 +68,9 @@ typedef struct lmc_config {
     int has_layer_types;        /* layer_types given: layer_sliding is authoritative */
     unsigned char layer_sliding[LMC_MAX_LAYERS]; /* 1: sliding_attention layer */
     unsigned char layer_nope[LMC_MAX_LAYERS];    /* 1: the layer applies no rope (no_rope_layers) */
+    int has_no_rope_layers;     /* no_rope_layers given */
+    int nope_interval;          /* no_rope_layer_interval (0: absent) */
+    int sliding_pattern;        /* sliding_window_pattern (0: absent) */
     /* scalars of the forward (neutral values when absent) */
     double attn_scale;          /* multiplies q·k; 0 = head_dim^-0.5 */
     double attn_softcap;        /* attn_logit_softcapping, 0 = none */

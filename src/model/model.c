@@ -213,10 +213,15 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
     /* attention kind of this layer */
     int sliding;
     if (c->has_layer_types) sliding = c->layer_sliding[il];
-    else if (ar->window == LMC_WINDOW_LAYER_TYPES) sliding = ar->sliding_pattern > 0 && (il + 1) % ar->sliding_pattern != 0;
+    else if (ar->window == LMC_WINDOW_LAYER_TYPES) {
+        int pattern = c->sliding_pattern ? c->sliding_pattern : ar->sliding_pattern;
+        sliding = pattern > 0 && (il + 1) % pattern != 0;
+    }
     else sliding = ar->window == LMC_WINDOW_WHEN_SET;
     L->window = sliding ? c->sliding_window : 0;
-    L->rope = c->layer_nope[il] ? -1 : (sliding && L->window ? 1 : 0);
+    int nope = c->has_no_rope_layers ? c->layer_nope[il]
+             : ar->nope_interval > 0 && (il + 1) % (c->nope_interval ? c->nope_interval : ar->nope_interval) == 0;
+    L->rope = nope ? -1 : (sliding && L->window ? 1 : 0);
     return LMC_OK;
 }
 

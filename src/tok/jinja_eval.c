@@ -221,7 +221,8 @@ static jv do_slice(jctx *c, const jnode *at, jv obj, jv start, jv stop, jv stepv
         for (int64_t j = s; st > 0 ? j < e : j > e; j += st) jsb_put(&b, obj.u.s + off[j], off[j + 1] - off[j]);
         return jsb_value(&b);
     }
-    jz_fail(c, at, "'%s' object is not subscriptable", jv_type_name(obj));
+    /* jinja2's getitem turns a TypeError into an undefined value */
+    return undef_msg(c, "'%s' object is not subscriptable", jv_type_name(obj));
 }
 
 /* ---- arithmetic ------------------------------------------------------------------------ */

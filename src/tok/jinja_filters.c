@@ -153,7 +153,8 @@ static jv do_tojson(jctx *c, const fargs *a, jv in) {
 
 /* ---- indent filter (jinja2 3.1) -------------------------------------------------------- */
 static jv do_indent(jctx *c, const fargs *a, jv in) {
-    jv s = sstr(c, in);
+    if (in.t != JV_STR) jz_fail(c, a->at, "indent: expected a string, not %s", jv_type_name(in));
+    jv s = in;
     jv w = arg(a, 0, "width");
     int first = arg_bool(a, 1, "first", 0), blank = arg_bool(a, 2, "blank", 0);
     jv ind;
@@ -310,17 +311,23 @@ static jv do_round(jctx *c, const fargs *a, jv in) {
 }
 
 static jv do_truncate(jctx *c, const fargs *a, jv in) {
-    jv s = sstr(c, in);
+    if (in.t != JV_STR) {   /* jinja2 only measures len(); short sequences come back unchanged */
+        if (in.t == JV_UNDEF) return in;
+        if (in.t != JV_LIST && in.t != JV_DICT) jz_fail(c, a->at, "object of type '%s' has no len()", jv_type_name(in));
+    }
+    jv s = in.t == JV_STR ? in : jv_str(c, in);
     int64_t length = arg_int(c, a, 0, "length", 255);
     int killwords = arg_bool(a, 1, "killwords", 0);
     jv end = arg(a, 2, "end");
     if (!has(end)) end = jv_cstr("...");
     end = jv_str(c, end);
     int64_t leeway = arg_int(c, a, 3, "leeway", 5);
-    int64_t len = (int64_t)jz_utf8_len(s.u.s, s.n), endlen = (int64_t)jz_utf8_len(end.u.s, end.n);
+    int64_t len = in.t == JV_STR ? (int64_t)jz_utf8_len(s.u.s, s.n) : (int64_t)(in.t == JV_LIST ? in.u.l->n : in.u.d->n);
+    int64_t endlen = (int64_t)jz_utf8_len(end.u.s, end.n);
     if (length < endlen) jz_fail(c, a->at, "truncate: length must be >= len(end)");
     if (leeway < 0) jz_fail(c, a->at, "truncate: leeway must be >= 0");
-    if (len <= length + leeway) return s;
+    if (len <= length + leeway) return in;
+    if (in.t != JV_STR) jz_fail(c, a->at, "truncate: expected a string, not %s", jv_type_name(in));
     int64_t keep = length - endlen;
     size_t cut = 0;
     for (int64_t k = 0; k < keep && cut < s.n; k++) { int32_t cp; cut += jz_utf8_dec(s.u.s + cut, s.n - cut, &cp); }
@@ -477,7 +484,10 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
         }
         return jv_int(words);
     }
-    if (IS("center")) return jz_str_pad(c, sstr(c, in), arg_int(c, a, 0, "width", 80), '^', " ", 1);
+    if (IS("center")) {
+        if (in.t != JV_STR) jz_fail(c, at, "'%s' object has no attribute 'center'", jv_type_name(in));
+        return jz_str_pad(c, in, arg_int(c, a, 0, "width", 80), '^', " ", 1);
+    }
     if (IS("escape") || IS("e") || IS("forceescape")) return html_escape(c, sstr(c, in));
     if (IS("pprint")) { jsb b; jsb_init(&b, c); jv_to_repr(c, &b, in); return jsb_value(&b); }
     if (IS("format")) {

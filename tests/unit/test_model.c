@@ -139,6 +139,60 @@ static void test_mistral_alias(void) {
     check_model_consistency(&o, "mistral");
 }
 
+/* A sliding-window model: the rotating cache (window + n_batch - 1 slots) gives
+ * the same logits as a full cache, in one prefill, in chunks and token by token. */
+static void test_sliding_window_rotating_cache(void) {
+    tiny_opts o = tiny_default();
+    o.model_type = "mistral";
+    o.window = 4;
+    const char *dir = make_dir("swa", &o);
+    lmc_backend *be;
+    lmc_backend_cpu_init(&be, 2, 0);
+    lmc_model *m = NULL;
+    CHECK(lmc_model_load(dir, be, &m) == 0);
+    if (!m) { lmc_backend_free(be); return; }
+    CHECK_EQ_INT(m->layers[0].window, 4);
+    int32_t ids[20];
+    for (int i = 0; i < 20; i++) ids[i] = (i * 37 + 5) % 96;
+    const int V = m->cfg.vocab_size;
+    float *full = prefill_logits(m, ids, 20, 64);   /* 20 tokens, slots = min(64, 4 + 63) = 64: no rotation */
+    float *chunked = prefill_logits(m, ids, 20, 3); /* slots = 4 + 2 = 6: rotates */
+    CHECK(full && chunked);
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 1;
+    lmc_context *ctx;
+    CHECK(lmc_context_init(&ctx, m, &cp) == 0);
+    CHECK_EQ_INT(ctx->kv.k[0].ne[1], 4);              /* window + n_batch - 1 */
+    CHECK(lmc_kv_bytes(m, 64, 1, 1) < lmc_kv_bytes(m, 64, 1, 64));
+    double scale = full ? max_abs(full, (size_t)20 * V) : 1, d_chunk = 0, d_step = 0;
+    for (int i = 0; full && chunked && i < 20 * V; i++) d_chunk = fmax(d_chunk, fabs(full[i] - chunked[i]));
+    for (int i = 0; full && i < 20; i++) {
+        int32_t pos = i, seq = 0;
+        lmc_batch b = {1, &ids[i], &pos, &seq, NULL};
+        CHECK(lmc_context_decode(ctx, &b) == 0);
+        for (int v = 0; v < V; v++) d_step = fmax(d_step, fabs(lmc_context_logits(ctx, 0)[v] - full[(size_t)i * V + v]));
+    }
+    CHECK_MSG(d_chunk <= 1e-5 * scale, "rotating chunked prefill differs by %g", d_chunk);
+    CHECK_MSG(d_step <= 1e-5 * scale, "rotating decode differs by %g", d_step);
+    lmc_context_free(ctx);
+    /* the window matters: the same weights without a window give other logits */
+    o.window = 0;
+    const char *dir2 = make_dir("swa_off", &o);
+    lmc_model *m2 = NULL;
+    CHECK(lmc_model_load(dir2, be, &m2) == 0);
+    float *nowin = m2 ? prefill_logits(m2, ids, 20, 64) : NULL;
+    double d_win = 0;
+    for (int i = 0; full && nowin && i < 20 * V; i++) d_win = fmax(d_win, fabs(full[i] - nowin[i]));
+    CHECK_MSG(d_win > 1e-2 * scale, "window changed nothing (%g)", d_win);
+    free(nowin);
+    lmc_model_free(m2);
+    free(full);
+    free(chunked);
+    lmc_model_free(m);
+    lmc_backend_free(be);
+}
+
 static void expect_load_error(const tiny_opts *o, const char *name, lmc_status want, const char *needle) {
     const char *dir = make_dir(name, o);
     lmc_backend *be;
@@ -286,6 +340,7 @@ int main(void) {
     RUN(test_qwen2);
     RUN(test_qwen3);
     RUN(test_mistral_alias);
+    RUN(test_sliding_window_rotating_cache);
     RUN(test_audit);
     RUN(test_shape_mismatch);
     RUN(test_sampler);

@@ -23,10 +23,11 @@ typedef struct tiny_opts {
     const char *skip_tensor;  /* name of a tensor to leave out, or NULL */
     unsigned seed;
     int max_pos;              /* max_position_embeddings (0: 128) */
+    int window;               /* sliding_window (0: none) */
 } tiny_opts;
 
 static inline tiny_opts tiny_default(void) {
-    tiny_opts o = {"llama", 96, 32, 2, 4, 2, 8, 48, 0, 0, 0, NULL, NULL, 1, 0};
+    tiny_opts o = {"llama", 96, 32, 2, 4, 2, 8, 48, 0, 0, 0, NULL, NULL, 1, 0, 0};
     return o;
 }
 
@@ -71,9 +72,9 @@ static int tiny_model_write(const char *dir, const tiny_opts *o) {
             " \"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d,"
             " \"head_dim\": %d, \"intermediate_size\": %d, \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0,"
             " \"max_position_embeddings\": %d, \"tie_word_embeddings\": %s, \"attention_bias\": %s,"
-            " \"hidden_act\": \"silu\", \"bos_token_id\": 1, \"eos_token_id\": 2}\n",
+            " \"hidden_act\": \"silu\", \"bos_token_id\": 1, \"eos_token_id\": 2, \"sliding_window\": %d}\n",
             o->model_type, o->vocab, o->hidden, o->layers, o->heads, o->kv_heads, o->head_dim, o->inter,
-            o->max_pos ? o->max_pos : 128, o->tied ? "true" : "false", o->attn_bias ? "true" : "false");
+            o->max_pos ? o->max_pos : 128, o->tied ? "true" : "false", o->attn_bias ? "true" : "false", o->window);
     fclose(f);
     static tiny_buf b;
     b.n = 0;

@@ -1,0 +1,220 @@
+/* openai.c — the OpenAI routes: /v1/chat/completions, /v1/completions and
+ * /v1/models. Parses and validates a request into an lmc_srv_req, and turns
+ * its results into the reply body or the SSE chunks OpenAI's API sends. */
+#include "server_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/arch.h"
+
+/* Fields lmc does not implement yet: refuse them clearly instead of ignoring them. */
+static int refuse_unsupported(const cJSON *root, lmc_srv_error *e) {
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tools")) && cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0)
+        return srv_err(e, 400, "tools", "tools are not supported by this server yet");
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "logprobs")) && cJSON_IsTrue(v))
+        return srv_err(e, 400, "logprobs", "logprobs are not supported by this server yet");
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "response_format")) && !cJSON_IsNull(v)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
+        if (!cJSON_IsObject(v) || !cJSON_IsString(t))
+            return srv_err(e, 400, "response_format", "'response_format' must be an object with a 'type'");
+        if (strcmp(t->valuestring, "text"))
+            return srv_err(e, 400, "response_format", "response_format '%.32s' is not supported yet (only 'text')",
+                           t->valuestring);
+    }
+    return 0;
+}
+
+static int common(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e) {
+    const char *model = NULL;
+    if (!cJSON_IsObject(root)) return srv_err(e, 400, NULL, "the request body must be a JSON object");
+    if (jf_string(root, "model", &model, e) < 0) return -1;
+    if (jf_bool(root, "stream", &r->stream, e) < 0) return -1;
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) return srv_err(e, 400, "stream_options", "'stream_options' must be an object");
+        if (jf_bool(so, "include_usage", &r->include_usage, e) < 0) return -1;
+    }
+    if (refuse_unsupported(root, e) < 0) return -1;
+    if (jf_sampling(s, root, 1, r, e) < 0) return -1;
+    if (jf_stop(root, "stop", 16, r, e) < 0) return -1;
+    int ign = 0;
+    if (jf_bool(root, "ignore_eos", &ign, e) < 0) return -1;
+    r->ignore_eos = ign;
+    snprintf(r->model, sizeof r->model, "%s", s->model_id);
+    r->created = (long)time(NULL);
+    return 0;
+}
+
+int openai_parse_chat(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e) {
+    r->api = LMC_API_CHAT;
+    srv_make_id(r->id, sizeof r->id, "chatcmpl-");
+    if (common(s, root, r, e) < 0) return -1;
+    const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!messages) return srv_err(e, 400, "messages", "'messages' is required");
+    long max = 0;
+    int rc1, rc2 = 1;
+    if ((rc1 = jf_int(root, "max_completion_tokens", 0, 1L << 30, &max, e)) < 0) return -1;
+    if (rc1 && (rc2 = jf_int(root, "max_tokens", 0, 1L << 30, &max, e)) < 0) return -1;
+    int have = rc1 == 0 || (rc1 && rc2 == 0);
+    if (srv_render_chat(s, messages, r, e) < 0) return -1;
+    return srv_check_length(s, r, max, have, rc1 == 0 ? "max_completion_tokens" : "max_tokens", e);
+}
+
+int openai_parse_completion(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e) {
+    r->api = LMC_API_COMPLETION;
+    srv_make_id(r->id, sizeof r->id, "cmpl-");
+    if (common(s, root, r, e) < 0) return -1;
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "echo")) && cJSON_IsTrue(v))
+        return srv_err(e, 400, "echo", "echo is not supported by this server yet");
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!prompt || cJSON_IsNull(prompt)) return srv_err(e, 400, "prompt", "'prompt' is required");
+    if (cJSON_IsArray(prompt) && cJSON_GetArraySize(prompt) == 1 && cJSON_IsString(cJSON_GetArrayItem(prompt, 0)))
+        prompt = cJSON_GetArrayItem(prompt, 0);
+    if (cJSON_IsString(prompt)) {
+        if (!*prompt->valuestring) return srv_err(e, 400, "prompt", "'prompt' must not be empty");
+        if (lmc_tokenizer_encode(s->p.tok, prompt->valuestring, strlen(prompt->valuestring), 1, &r->prompt, &r->n_prompt) < 0)
+            return srv_err(e, 400, "prompt", "tokenizing the prompt failed: %s", lmc_last_error());
+    } else if (cJSON_IsArray(prompt)) {
+        int n = cJSON_GetArraySize(prompt);
+        if (n == 0) return srv_err(e, 400, "prompt", "'prompt' must not be empty");
+        r->prompt = malloc((size_t)n * sizeof *r->prompt);
+        if (!r->prompt) return srv_err(e, 500, "prompt", "out of memory");
+        int vocab = s->p.model->cfg.vocab_size;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, prompt) {
+            if (!cJSON_IsNumber(x) || x->valuedouble != (double)(int32_t)x->valuedouble || x->valuedouble < 0 ||
+                x->valuedouble >= vocab)
+                return srv_err(e, 400, "prompt", "'prompt' must be a string, or a list of token ids below %d (one prompt per request)", vocab);
+            r->prompt[r->n_prompt++] = (int32_t)x->valuedouble;
+        }
+    } else {
+        return srv_err(e, 400, "prompt", "'prompt' must be a string or a list of token ids");
+    }
+    long max = 16; /* OpenAI's default for completions */
+    int rc;
+    if ((rc = jf_int(root, "max_tokens", 0, 1L << 30, &max, e)) < 0) return -1;
+    return srv_check_length(s, r, max, 1, "max_tokens", e);
+}
+
+static cJSON *usage_json(const lmc_srv_req *r) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", r->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + r->n_gen);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", r->n_cached);
+    return u;
+}
+
+static cJSON *head(const lmc_srv_req *r, const char *object) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", r->id);
+    cJSON_AddStringToObject(j, "object", object);
+    cJSON_AddNumberToObject(j, "created", (double)r->created);
+    cJSON_AddStringToObject(j, "model", r->model);
+    cJSON_AddStringToObject(j, "system_fingerprint", "lmc");
+    return j;
+}
+
+char *openai_final_body(const lmc_server *s, lmc_srv_req *r) {
+    (void)s;
+    int chat = r->api == LMC_API_CHAT;
+    cJSON *j = head(r, chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (chat) {
+        cJSON *m = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddStringToObject(m, "content", r->out ? r->out : "");
+        cJSON_AddNullToObject(m, "refusal");
+    } else {
+        cJSON_AddStringToObject(c, "text", r->out ? r->out : "");
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", lmc_finish_openai(r->finish));
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddItemToObject(j, "usage", usage_json(r));
+    char *out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return out;
+}
+
+static cJSON *chunk(const lmc_srv_req *r, const char *text, size_t n, int role, const char *finish) {
+    int chat = r->api == LMC_API_CHAT;
+    cJSON *j = head(r, chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    char *t = malloc(n + 1);
+    if (t) { memcpy(t, text, n); t[n] = 0; }
+    if (chat) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (role) cJSON_AddStringToObject(d, "role", "assistant");
+        if (!finish) cJSON_AddStringToObject(d, "content", t ? t : "");
+    } else {
+        cJSON_AddStringToObject(c, "text", t ? t : "");
+    }
+    free(t);
+    cJSON_AddNullToObject(c, "logprobs");
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    if (r->include_usage) cJSON_AddNullToObject(j, "usage");
+    return j;
+}
+
+void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b) {
+    (void)s;
+    if (r->phase == 0) {
+        if (r->api == LMC_API_CHAT) sbuf_sse(b, NULL, chunk(r, "", 0, 1, NULL));
+        r->phase = 1;
+    }
+    if (n > 0) sbuf_sse(b, NULL, chunk(r, text, n, 0, NULL));
+    if (!done || r->phase == 2) return;
+    if (r->finish == LMC_FINISH_ERROR || r->finish == LMC_FINISH_CANCELLED) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON *e = cJSON_AddObjectToObject(j, "error");
+        cJSON_AddStringToObject(e, "message", r->finish == LMC_FINISH_ERROR ? r->err : "the server is shutting down");
+        cJSON_AddStringToObject(e, "type", "server_error");
+        cJSON_AddNullToObject(e, "param");
+        cJSON_AddNullToObject(e, "code");
+        sbuf_sse(b, NULL, j);
+    } else {
+        sbuf_sse(b, NULL, chunk(r, "", 0, 0, lmc_finish_openai(r->finish)));
+        if (r->include_usage) {
+            cJSON *j = head(r, r->api == LMC_API_CHAT ? "chat.completion.chunk" : "text_completion");
+            cJSON_AddArrayToObject(j, "choices");
+            cJSON_AddItemToObject(j, "usage", usage_json(r));
+            sbuf_sse(b, NULL, j);
+        }
+    }
+    sbuf_puts(b, "data: [DONE]\n\n");
+    r->phase = 2;
+}
+
+char *openai_models_body(const lmc_server *s) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(j, "data");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", s->model_id);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)s->started_at);
+    cJSON_AddStringToObject(m, "owned_by", "lmc");
+    cJSON_AddStringToObject(m, "tier", lmc_tier_name(s->p.model->profile.tier));
+    cJSON_AddStringToObject(m, "profile", s->p.model->profile.id);
+    cJSON_AddNumberToObject(m, "context_length", lmc_sched_n_ctx(s->sched));
+    cJSON_AddNumberToObject(m, "max_model_len", lmc_sched_n_ctx(s->sched));
+    cJSON_AddNumberToObject(m, "parameters", (double)s->p.model->n_params);
+    cJSON_AddNumberToObject(m, "bytes", (double)s->p.model->weight_bytes);
+    cJSON_AddItemToArray(data, m);
+    char *out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return out;
+}

@@ -1,0 +1,90 @@
+/* request.h — one generation request, shared by the HTTP side and the scheduler.
+ *
+ * The HTTP side fills the immutable part (prompt ids, sampling, limits, stop
+ * strings), submits it, then reads results under `mu`: `out` grows with text
+ * that can no longer turn into a stop string, and `done` ends it with a finish
+ * reason and token counts. The scheduler owns the fields marked (sched).
+ * References: the HTTP side and the scheduler each hold one; the last
+ * lmc_srv_req_unref frees it.
+ */
+#ifndef LMC_SERVER_REQUEST_H
+#define LMC_SERVER_REQUEST_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gen/sampler.h"
+#include "tok/tokenizer.h"
+
+typedef enum lmc_srv_api { LMC_API_CHAT = 0, LMC_API_COMPLETION, LMC_API_MESSAGES } lmc_srv_api;
+
+typedef enum lmc_finish {
+    LMC_FINISH_NONE = 0,
+    LMC_FINISH_STOP,      /* EOS token or a stop string */
+    LMC_FINISH_LENGTH,    /* max_tokens or the context size */
+    LMC_FINISH_CANCELLED, /* client gone or server shutting down */
+    LMC_FINISH_ERROR,     /* decode failed: err holds the message */
+} lmc_finish;
+
+typedef struct lmc_srv_req {
+    /* --- set before submission, read-only afterwards --- */
+    lmc_srv_api api;
+    int stream, include_usage;
+    int32_t *prompt;              /* [n_prompt] owned */
+    int n_prompt;
+    int max_tokens;               /* ≥ 1 */
+    lmc_sampler_params sp;
+    float presence_penalty, frequency_penalty;
+    int n_bias;
+    int32_t *bias_id;             /* [n_bias] owned */
+    float *bias_val;              /* [n_bias] owned */
+    char **stop;                  /* [n_stop] owned, non-empty strings */
+    int n_stop;
+    int ignore_eos;
+    char id[64];                  /* chatcmpl-…, cmpl-…, msg_… */
+    char model[128];
+    long created;
+
+    /* --- shared, under mu --- */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;
+    char *out;                    /* committed text (NUL-terminated) */
+    size_t out_len, out_cap;
+    int done;
+    lmc_finish finish;
+    int stop_index;               /* which stop string ended it (-1 none) */
+    int n_gen;                    /* tokens sampled */
+    int n_cached;                 /* prompt tokens whose KV was reused */
+    char err[256];
+    atomic_int cancelled;         /* set by the HTTP side; the scheduler retires the request */
+    double t_submit, t_first_token, t_done;
+
+    /* --- (sched) generation state --- */
+    lmc_sampler *sampler;
+    lmc_detok *detok;
+    char *text;                   /* all generated text so far, [text_len] */
+    size_t text_len, text_cap, committed;
+    int *counts;                  /* [n_vocab] generated-token counts when penalties are on */
+
+    /* --- HTTP-side streaming state (only the connection's thread touches it) --- */
+    void *conn;                   /* MHD connection, valid until the request completes */
+    int phase;
+    size_t sent;                  /* bytes of out already turned into events */
+    char *pend;                   /* formatted bytes not yet handed to MHD */
+    size_t pend_len, pend_off, pend_cap;
+    const void *server;           /* the owning server (borrowed) */
+} lmc_srv_req;
+
+lmc_srv_req *lmc_srv_req_new(void);
+void lmc_srv_req_ref(lmc_srv_req *r);
+void lmc_srv_req_unref(lmc_srv_req *r);
+/* Append text to r->out (caller holds r->mu). Returns 0, or -1 when out of memory. */
+int lmc_srv_req_commit(lmc_srv_req *r, const char *text, size_t len);
+/* Finish (caller holds r->mu): sets done, reason, time, and wakes readers. */
+void lmc_srv_req_finish_locked(lmc_srv_req *r, lmc_finish f);
+const char *lmc_finish_openai(lmc_finish f);
+
+#endif

@@ -1,0 +1,478 @@
+/* sched.c — continuous batching over one lmc_context (see sched.h).
+ *
+ * Ownership: slot state, samplers, detokenizers and the batch scratch belong
+ * to the scheduler thread alone; the queue and the stats are shared under
+ * s->mu; each request's output channel is guarded by its own mutex.
+ */
+#include "sched.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gen/context.h"
+#include "stop.h"
+
+typedef struct slot {
+    lmc_srv_req *req;     /* running request, or NULL (idle: cached tokens kept for reuse) */
+    int32_t *tokens;      /* [n_ctx] tokens whose K/V are cached; n_tokens == kv.len[slot] */
+    int n_tokens;
+    int32_t next_tok;     /* sampled, not yet fed */
+    int has_next;
+    uint64_t last_used;
+} slot;
+
+struct lmc_sched {
+    lmc_sched_params p;
+    lmc_context *ctx;
+    slot *slots;          /* [n_seq] */
+    int n_vocab;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stopping;
+    lmc_srv_req **queue;  /* ring [max_queue] */
+    int q_head, q_len;
+    lmc_sched_stats st;   /* under mu */
+    uint64_t clock;
+    /* step scratch, sized once */
+    int32_t *b_tok, *b_pos, *b_seq;   /* [cap_batch] */
+    uint8_t *b_want;                  /* [cap_batch] */
+    int *row_slot;                    /* [n_seq] slot of each wanted row */
+    int cap_batch;
+    float *work;                      /* [n_vocab] adjusted logits */
+    double win_t[16];                 /* recent steps: time, tokens */
+    int win_n[16], win_i;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int lmc_sched_n_ctx(const lmc_sched *s) { return s->ctx->kv.n_ctx; }
+
+static int is_eos(const lmc_sched *s, int32_t t) {
+    const lmc_config *c = &s->p.model->cfg;
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_token_ids[i] == t) return 1;
+    return s->p.tok && t == lmc_tokenizer_eos_id(s->p.tok);
+}
+
+/* Append generated text to the request's full text. */
+static int text_append(lmc_srv_req *r, const char *p, size_t n) {
+    if (r->text_len + n + 1 > r->text_cap) {
+        size_t cap = (r->text_len + n + 1) * 2 + 64;
+        char *t = realloc(r->text, cap);
+        if (!t) return -1;
+        r->text = t;
+        r->text_cap = cap;
+    }
+    memcpy(r->text + r->text_len, p, n);
+    r->text_len += n;
+    r->text[r->text_len] = 0;
+    return 0;
+}
+
+/* Commit what is safe: up to a found stop string (returns 1: stop hit), else all but the
+ * longest suffix that could still grow into a stop string (all of it when final). */
+static int commit_text(lmc_srv_req *r, int final) {
+    int which = -1;
+    size_t at = lmc_stop_find(r->text, r->text_len, r->committed, r->stop, r->n_stop, &which);
+    size_t upto;
+    if (at != (size_t)-1) upto = at;
+    else upto = final ? r->text_len : r->text_len - lmc_stop_holdback(r->text, r->text_len, r->stop, r->n_stop);
+    pthread_mutex_lock(&r->mu);
+    if (upto > r->committed) lmc_srv_req_commit(r, r->text + r->committed, upto - r->committed);
+    if (at != (size_t)-1) r->stop_index = which;
+    pthread_mutex_unlock(&r->mu);
+    if (upto > r->committed) r->committed = upto;
+    return at != (size_t)-1;
+}
+
+static void stats_finish(lmc_sched *s, lmc_finish f) {
+    pthread_mutex_lock(&s->mu);
+    if (f == LMC_FINISH_CANCELLED) s->st.cancelled++;
+    else if (f == LMC_FINISH_ERROR) s->st.failed++;
+    else s->st.finished++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* End the request in slot i and free the slot (its cached tokens stay for reuse). */
+static void retire(lmc_sched *s, int i, lmc_finish f) {
+    slot *sl = &s->slots[i];
+    lmc_srv_req *r = sl->req;
+    if (f == LMC_FINISH_STOP || f == LMC_FINISH_LENGTH) {
+        if (r->stop_index < 0) {
+            char *piece = NULL;
+            size_t n = 0;
+            if (lmc_detok_flush(r->detok, &piece, &n) == 0 && n) text_append(r, piece, n);
+            free(piece);
+            if (commit_text(r, 1)) f = LMC_FINISH_STOP;
+        }
+    }
+    pthread_mutex_lock(&r->mu);
+    lmc_srv_req_finish_locked(r, f);
+    pthread_mutex_unlock(&r->mu);
+    stats_finish(s, f);
+    lmc_srv_req_unref(r);
+    sl->req = NULL;
+    sl->has_next = 0;
+    sl->last_used = ++s->clock;
+}
+
+static void fail_slot(lmc_sched *s, int i, const char *msg) {
+    lmc_srv_req *r = s->slots[i].req;
+    pthread_mutex_lock(&r->mu);
+    snprintf(r->err, sizeof r->err, "%s", msg);
+    pthread_mutex_unlock(&r->mu);
+    retire(s, i, LMC_FINISH_ERROR);
+    lmc_kv_clear(&s->ctx->kv, i);
+    s->slots[i].n_tokens = 0;
+}
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Put r into a free slot: the one sharing the longest prefix (ties: least recently used). */
+static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
+    int best = -1, best_lcp = -1;
+    for (int i = 0; i < s->p.n_seq; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->req) continue;
+        int lcp = common_prefix(sl->tokens, sl->n_tokens, r->prompt, r->n_prompt);
+        if (lcp > r->n_prompt - 1) lcp = r->n_prompt - 1; /* the last prompt token is always run for its logits */
+        if (lcp > best_lcp || (lcp == best_lcp && sl->last_used < s->slots[best].last_used)) {
+            best = i;
+            best_lcp = lcp;
+        }
+    }
+    LMC_ASSERT(best >= 0);
+    slot *sl = &s->slots[best];
+    lmc_status st = lmc_sampler_init(&r->sampler, &r->sp, s->n_vocab);
+    if (st >= 0 && s->p.tok) st = lmc_detok_init(&r->detok, s->p.tok, 1);
+    if (st >= 0 && (r->presence_penalty != 0 || r->frequency_penalty != 0)) {
+        r->counts = calloc((size_t)s->n_vocab, sizeof *r->counts);
+        if (!r->counts) st = lmc_fail(LMC_ERR_NOMEM, "penalty counts");
+    }
+    if (st < 0) return st;
+    for (int k = 0; k < r->n_prompt; k++) lmc_sampler_accept(r->sampler, r->prompt[k]);
+    lmc_kv_truncate(&s->ctx->kv, best, best_lcp);
+    sl->n_tokens = best_lcp;
+    sl->req = r;
+    sl->has_next = 0;
+    r->n_cached = best_lcp;
+    pthread_mutex_lock(&s->mu);
+    s->st.prompt_tokens += (uint64_t)r->n_prompt;
+    s->st.prompt_tokens_reused += (uint64_t)best_lcp;
+    pthread_mutex_unlock(&s->mu);
+    return LMC_OK;
+}
+
+/* Logits → token for the request in slot i, with OpenAI's penalties and logit_bias. */
+static int32_t sample(lmc_sched *s, lmc_srv_req *r, const float *logits) {
+    const float *l = logits;
+    if (r->counts || r->n_bias) {
+        memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
+        if (r->counts)
+            for (int v = 0; v < s->n_vocab; v++)
+                if (r->counts[v])
+                    s->work[v] -= r->presence_penalty + r->frequency_penalty * (float)r->counts[v];
+        for (int k = 0; k < r->n_bias; k++)
+            if (r->bias_id[k] >= 0 && r->bias_id[k] < s->n_vocab) s->work[r->bias_id[k]] += r->bias_val[k];
+        l = s->work;
+    }
+    int32_t t = lmc_sampler_sample(r->sampler, l);
+    lmc_sampler_accept(r->sampler, t);
+    if (r->counts && t >= 0 && t < s->n_vocab) r->counts[t]++;
+    return t;
+}
+
+/* A token was sampled for slot i: emit its text and decide whether the request ends. */
+static void on_token(lmc_sched *s, int i, int32_t t, double now) {
+    slot *sl = &s->slots[i];
+    lmc_srv_req *r = sl->req;
+    r->n_gen++;
+    if (r->n_gen == 1) r->t_first_token = now;
+    if (!r->ignore_eos && is_eos(s, t)) { retire(s, i, LMC_FINISH_STOP); return; }
+    if (r->detok) {
+        char *piece = NULL;
+        size_t n = 0;
+        if (lmc_detok_push(r->detok, t, &piece, &n) == 0 && n) text_append(r, piece, n);
+        free(piece);
+        if (commit_text(r, 0)) { retire(s, i, LMC_FINISH_STOP); return; }
+    }
+    if (r->n_gen >= r->max_tokens || sl->n_tokens >= s->ctx->kv.n_ctx) { retire(s, i, LMC_FINISH_LENGTH); return; }
+    sl->next_tok = t;
+    sl->has_next = 1;
+}
+
+/* Admit from the queue and drop cancelled requests; caller holds s->mu. */
+static void admit_waiting_locked(lmc_sched *s) {
+    int free_slots = 0;
+    for (int i = 0; i < s->p.n_seq; i++) free_slots += s->slots[i].req == NULL;
+    while (s->q_len > 0) {
+        lmc_srv_req *r = s->queue[s->q_head];
+        if (!atomic_load(&r->cancelled) && free_slots == 0) break;
+        s->q_head = (s->q_head + 1) % s->p.max_queue;
+        s->q_len--;
+        if (atomic_load(&r->cancelled)) {
+            pthread_mutex_lock(&r->mu);
+            lmc_srv_req_finish_locked(r, LMC_FINISH_CANCELLED);
+            pthread_mutex_unlock(&r->mu);
+            s->st.cancelled++;
+            lmc_srv_req_unref(r);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        lmc_status st = admit(s, r);
+        pthread_mutex_lock(&s->mu);
+        if (st < 0) {
+            pthread_mutex_lock(&r->mu);
+            snprintf(r->err, sizeof r->err, "%s", lmc_last_error());
+            lmc_srv_req_finish_locked(r, LMC_FINISH_ERROR);
+            pthread_mutex_unlock(&r->mu);
+            s->st.failed++;
+            lmc_srv_req_unref(r);
+            continue;
+        }
+        free_slots--;
+    }
+}
+
+/* One step: build a batch from running slots, run it, sample. Returns 0 when idle. */
+static int step(lmc_sched *s) {
+    double t0 = now_s();
+    for (int i = 0; i < s->p.n_seq; i++)
+        if (s->slots[i].req && atomic_load(&s->slots[i].req->cancelled)) retire(s, i, LMC_FINISH_CANCELLED);
+    int n = 0, n_rows = 0, budget = s->cap_batch;
+    /* Decode: one token per sequence that is generating. */
+    for (int i = 0; i < s->p.n_seq && n < budget; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->req || !sl->has_next) continue;
+        s->b_tok[n] = sl->next_tok;
+        s->b_pos[n] = sl->n_tokens;
+        s->b_seq[n] = i;
+        s->b_want[n] = 1;
+        s->row_slot[n_rows++] = i;
+        n++;
+    }
+    /* Prefill: chunks of the prompts still being read, in slot order, within the budget. */
+    for (int i = 0; i < s->p.n_seq && n < budget; i++) {
+        slot *sl = &s->slots[i];
+        lmc_srv_req *r = sl->req;
+        if (!r || sl->has_next || sl->n_tokens >= r->n_prompt) continue;
+        int k = r->n_prompt - sl->n_tokens;
+        if (k > budget - n) k = budget - n;
+        for (int j = 0; j < k; j++) {
+            s->b_tok[n] = r->prompt[sl->n_tokens + j];
+            s->b_pos[n] = sl->n_tokens + j;
+            s->b_seq[n] = i;
+            s->b_want[n] = 0;
+            n++;
+        }
+        if (sl->n_tokens + k == r->n_prompt) {
+            s->b_want[n - 1] = 1;
+            s->row_slot[n_rows++] = i;
+        }
+    }
+    if (n == 0) return 0;
+    lmc_batch b = {.n_tokens = n, .token = s->b_tok, .pos = s->b_pos, .seq = s->b_seq, .want_logits = s->b_want};
+    lmc_status st = lmc_context_decode(s->ctx, &b);
+    if (st < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "decode failed: %s", lmc_last_error());
+        for (int k = 0; k < n; k++) {
+            int i = s->b_seq[k];
+            if (s->slots[i].req) fail_slot(s, i, msg);
+        }
+        return 1;
+    }
+    /* The batch's tokens are cached now. */
+    for (int k = 0; k < n; k++) {
+        slot *sl = &s->slots[s->b_seq[k]];
+        sl->tokens[sl->n_tokens++] = s->b_tok[k];
+        if (s->b_want[k] && sl->has_next) sl->has_next = 0;
+    }
+    double now = now_s();
+    int n_gen = 0;
+    for (int row = 0; row < n_rows; row++) {
+        int i = s->row_slot[row];
+        if (!s->slots[i].req) continue;
+        int32_t t = sample(s, s->slots[i].req, lmc_context_logits(s->ctx, row));
+        n_gen++;
+        on_token(s, i, t, now);
+    }
+    double t1 = now_s();
+    pthread_mutex_lock(&s->mu);
+    s->st.steps++;
+    s->st.generated_tokens += (uint64_t)n_gen;
+    s->st.busy_s += t1 - t0;
+    s->win_t[s->win_i] = t1 - t0;
+    s->win_n[s->win_i] = n_gen;
+    s->win_i = (s->win_i + 1) % 16;
+    double wt = 0;
+    int wn = 0;
+    for (int k = 0; k < 16; k++) { wt += s->win_t[k]; wn += s->win_n[k]; }
+    s->st.recent_tok_s = wt > 0 ? wn / wt : 0;
+    pthread_mutex_unlock(&s->mu);
+    return 1;
+}
+
+static int n_running(const lmc_sched *s) {
+    int k = 0;
+    for (int i = 0; i < s->p.n_seq; i++) k += s->slots[i].req != NULL;
+    return k;
+}
+
+static void update_gauges_locked(lmc_sched *s) {
+    int64_t active = 0, cached = 0;
+    for (int i = 0; i < s->p.n_seq; i++) {
+        cached += s->slots[i].n_tokens;
+        if (s->slots[i].req) active += s->slots[i].n_tokens;
+    }
+    s->st.kv_tokens_active = active;
+    s->st.kv_tokens_cached = cached;
+    s->st.running = n_running(s);
+    s->st.queue_depth = s->q_len;
+}
+
+static void *run(void *arg) {
+    lmc_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        admit_waiting_locked(s);
+        update_gauges_locked(s);
+        if (n_running(s) == 0) {
+            if (s->q_len == 0) pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        step(s);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+lmc_status lmc_sched_start(lmc_sched **out, const lmc_sched_params *pp) {
+    lmc_sched *s = calloc(1, sizeof *s);
+    if (!s) return lmc_fail(LMC_ERR_NOMEM, "scheduler");
+    s->p = *pp;
+    if (s->p.n_seq <= 0) s->p.n_seq = 1;
+    if (s->p.n_batch <= 0) s->p.n_batch = 256;
+    if (s->p.n_batch < s->p.n_seq) s->p.n_batch = s->p.n_seq;
+    if (s->p.max_queue <= 0) s->p.max_queue = 64;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = s->p.n_ctx;
+    cp.n_seq = s->p.n_seq;
+    cp.n_batch = s->p.n_batch;
+    lmc_status st = lmc_context_init(&s->ctx, s->p.model, &cp);
+    if (st < 0) { lmc_sched_free(s); return st; }
+    s->n_vocab = s->p.model->cfg.vocab_size;
+    s->cap_batch = s->p.n_batch;
+    int n_ctx = s->ctx->kv.n_ctx;
+    s->slots = calloc((size_t)s->p.n_seq, sizeof *s->slots);
+    s->queue = calloc((size_t)s->p.max_queue, sizeof *s->queue);
+    s->b_tok = malloc((size_t)s->cap_batch * sizeof *s->b_tok);
+    s->b_pos = malloc((size_t)s->cap_batch * sizeof *s->b_pos);
+    s->b_seq = malloc((size_t)s->cap_batch * sizeof *s->b_seq);
+    s->b_want = malloc((size_t)s->cap_batch);
+    s->row_slot = malloc((size_t)s->cap_batch * sizeof *s->row_slot);
+    s->work = malloc((size_t)s->n_vocab * sizeof *s->work);
+    int ok = s->slots && s->queue && s->b_tok && s->b_pos && s->b_seq && s->b_want && s->row_slot && s->work;
+    for (int i = 0; ok && i < s->p.n_seq; i++) ok = (s->slots[i].tokens = malloc((size_t)n_ctx * sizeof(int32_t))) != NULL;
+    if (!ok) { lmc_sched_free(s); return lmc_fail(LMC_ERR_NOMEM, "scheduler buffers"); }
+    s->st.n_ctx = n_ctx;
+    s->st.n_slots = s->p.n_seq;
+    if (pthread_create(&s->thread, NULL, run, s) != 0) { lmc_sched_free(s); return lmc_fail(LMC_ERR_NOMEM, "scheduler thread"); }
+    s->started = 1;
+    *out = s;
+    return LMC_OK;
+}
+
+lmc_status lmc_sched_submit(lmc_sched *s, lmc_srv_req *r) {
+    if (r->n_prompt <= 0 || r->n_prompt >= s->ctx->kv.n_ctx)
+        return lmc_fail(LMC_ERR_RANGE, "the prompt has %d tokens; the context holds %d", r->n_prompt, s->ctx->kv.n_ctx);
+    pthread_mutex_lock(&s->mu);
+    lmc_status st = LMC_OK;
+    if (s->stopping) st = lmc_fail(LMC_ERR_ARG, "the server is shutting down");
+    else if (s->q_len >= s->p.max_queue) st = lmc_fail(LMC_ERR_NOMEM, "the server is busy: %d requests are waiting", s->q_len);
+    if (st >= 0) {
+        lmc_srv_req_ref(r);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        r->t_submit = ts.tv_sec + ts.tv_nsec * 1e-9;
+        s->queue[(s->q_head + s->q_len) % s->p.max_queue] = r;
+        s->q_len++;
+        s->st.queue_depth = s->q_len;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+void lmc_sched_poke(lmc_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void lmc_sched_get_stats(lmc_sched *s, lmc_sched_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->st;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void lmc_sched_stop(lmc_sched *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    int was = s->stopping;
+    s->stopping = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->started && !was) pthread_join(s->thread, NULL);
+    s->started = 0;
+    for (int i = 0; s->slots && i < s->p.n_seq; i++)
+        if (s->slots[i].req) retire(s, i, LMC_FINISH_CANCELLED);
+    pthread_mutex_lock(&s->mu);
+    while (s->q_len > 0) {
+        lmc_srv_req *r = s->queue[s->q_head];
+        s->q_head = (s->q_head + 1) % s->p.max_queue;
+        s->q_len--;
+        pthread_mutex_lock(&r->mu);
+        lmc_srv_req_finish_locked(r, LMC_FINISH_CANCELLED);
+        pthread_mutex_unlock(&r->mu);
+        s->st.cancelled++;
+        lmc_srv_req_unref(r);
+    }
+    if (s->slots) update_gauges_locked(s);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void lmc_sched_free(lmc_sched *s) {
+    if (!s) return;
+    lmc_sched_stop(s);
+    for (int i = 0; s->slots && i < s->p.n_seq; i++) free(s->slots[i].tokens);
+    free(s->slots);
+    free(s->queue);
+    free(s->b_tok);
+    free(s->b_pos);
+    free(s->b_seq);
+    free(s->b_want);
+    free(s->row_slot);
+    free(s->work);
+    lmc_context_free(s->ctx);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

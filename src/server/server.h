@@ -1,0 +1,47 @@
+/* server.h — lmc's HTTP server: OpenAI- and Anthropic-compatible routes over
+ * a continuous-batching scheduler.
+ *
+ *     lmc_server_params p = lmc_server_default_params();
+ *     p.model = m; p.tok = tok; p.model_dir = dir; p.port = 8080;
+ *     lmc_server *srv;
+ *     if (lmc_server_start(&p, &srv) < 0) fprintf(stderr, "%s\n", lmc_last_error());
+ *     ... wait for a signal ...
+ *     lmc_server_stop(srv);      // cancels in-flight requests, joins every thread
+ *
+ * The server borrows the model and tokenizer (they must outlive it) and owns
+ * its scheduler, KV cache and HTTP daemon.
+ */
+#ifndef LMC_SERVER_SERVER_H
+#define LMC_SERVER_SERVER_H
+
+#include <stddef.h>
+
+#include "model/model.h"
+#include "tok/tokenizer.h"
+
+typedef struct lmc_server_params {
+    lmc_model *model;            /* borrowed */
+    const lmc_tokenizer *tok;    /* borrowed, required */
+    const char *model_dir;       /* for the chat template */
+    const char *alias;           /* model id clients see (NULL: the directory's last component) */
+    const char *host;            /* NULL: 127.0.0.1 */
+    int port;                    /* 0: any free port (lmc_server_port tells which) */
+    const char *api_key;         /* NULL: no authentication */
+    int n_ctx;                   /* positions per sequence (0: model default) */
+    int n_seq;                   /* concurrent sequences (0: 4) */
+    int n_batch;                 /* tokens per scheduler step (0: 256) */
+    int max_queue;               /* waiting requests before 503 (0: 64) */
+    size_t max_body;             /* request body limit in bytes (0: 1 MiB) */
+    int timeout_s;               /* idle connection timeout (0: 60) */
+    int max_connections;         /* (0: 128) */
+} lmc_server_params;
+
+typedef struct lmc_server lmc_server;
+
+lmc_server_params lmc_server_default_params(void);
+lmc_status lmc_server_start(const lmc_server_params *p, lmc_server **out);
+int lmc_server_port(const lmc_server *s);
+/* Stop accepting, cancel what is in flight, join all threads, free. NULL is fine. */
+void lmc_server_stop(lmc_server *s);
+
+#endif
