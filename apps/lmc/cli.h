@@ -60,8 +60,10 @@ const char *cli_demo_model(void);
 int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

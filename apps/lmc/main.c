@@ -14,8 +14,10 @@ static const char *usage =
     "  logits     one prefill pass, write the logits at every position\n"
     "  run        continue a prompt (no MODEL: the demo model that ships with lmc)\n"
     "  chat       chat through the model's chat template (no -m: the demo model)\n"
+    "  perplexity perplexity of a model over a text file\n"
     "  tokenize   print the token ids of a text\n"
     "  inspect    show a checkpoint's profile, tensors and weight audit\n"
+    "  serve      OpenAI/Anthropic-compatible HTTP server (no -m: the demo model)\n"
     "\n"
     "MODEL is a Hugging Face model directory or an ORG/NAME repo id in the local\n"
     "Hugging Face cache (~/.cache/huggingface/hub).\n"
@@ -35,7 +37,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
+    if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "lmc: unknown command '%s' (see `lmc --help`)\n", cmd);
     return EXIT_USAGE;
 }
