@@ -503,6 +503,126 @@ static void test_partial_rotary_top_level(void) {
     lmc_config_free(&c);
 }
 
+/* ------------------------------------------------------------------ per-arch knobs */
+
+#define HEAD3 "{\"model_type\": \"x\", \"vocab_size\": 10, \"hidden_size\": 32, \"num_hidden_layers\": 3," \
+              " \"num_attention_heads\": 2, "
+
+/* transformers 4 gemma3: rope_local_base_freq gives the sliding layers a default rope at that base. */
+static void test_rope_local_base_freq(void) {
+    lmc_config c;
+    CHECK_EQ_INT(parse(HEAD3 "\"rope_theta\": 1000000.0, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 8.0},"
+                       " \"rope_local_base_freq\": 10000.0}", NULL, &c), LMC_OK);
+    CHECK_EQ_INT(c.rope.type, LMC_ROPE_LINEAR);
+    CHECK(c.rope.factor == 8.0 && c.rope.theta == 1000000.0);
+    CHECK_EQ_INT(c.rope_local.type, LMC_ROPE_DEFAULT);
+    CHECK(c.rope_local.theta == 10000.0);
+    lmc_config_free(&c);
+    /* with per-layer-type rope_parameters (transformers 5) those win: the full layers keep their dict */
+    CHECK_EQ_INT(parse(HEAD3 "\"rope_local_base_freq\": 10000.0, \"rope_parameters\": {\"full_attention\":"
+                       " {\"rope_type\": \"linear\", \"factor\": 8.0, \"rope_theta\": 1000000.0}, \"sliding_attention\":"
+                       " {\"rope_type\": \"default\", \"rope_theta\": 20000.0}}}", NULL, &c), LMC_OK);
+    CHECK_EQ_INT(c.rope.type, LMC_ROPE_LINEAR);
+    CHECK(c.rope.factor == 8.0 && c.rope.theta == 1000000.0);
+    CHECK_EQ_INT(c.rope_local.type, LMC_ROPE_DEFAULT);
+    CHECK(c.rope_local.theta == 20000.0);
+    lmc_config_free(&c);
+    CHECK_EQ_INT(parse(HEAD3 "\"rope_local_base_freq\": \"10000\"}", NULL, &c), LMC_ERR_FORMAT);
+    CHECK(strstr(lmc_last_error(), "rope_local_base_freq") != NULL);
+    lmc_config_free(&c);
+    CHECK_EQ_INT(parse(HEAD3 "\"rope_local_base_freq\": -1}", NULL, &c), LMC_ERR_FORMAT);
+    CHECK(strstr(lmc_last_error(), "rope_local_base_freq") != NULL);
+    lmc_config_free(&c);
+}
+
+static void test_layer_types(void) {
+    lmc_config c;
+    CHECK_EQ_INT(parse(HEAD3 "\"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\"],"
+                       " \"no_rope_layers\": [1, 0, 1]}", NULL, &c), LMC_OK);
+    CHECK_EQ_INT(c.has_layer_types, 1);
+    CHECK(c.layer_sliding[0] == 1 && c.layer_sliding[1] == 0 && c.layer_sliding[2] == 1);
+    CHECK(c.layer_nope[0] == 0 && c.layer_nope[1] == 1 && c.layer_nope[2] == 0); /* 0 in the list: no rope */
+    lmc_config_free(&c);
+    CHECK_EQ_INT(parse(HEAD3 "\"layer_types\": null}", NULL, &c), LMC_OK);
+    CHECK_EQ_INT(c.has_layer_types, 0);
+    lmc_config_free(&c);
+    struct { const char *tail; lmc_status st; const char *needle; } bad[] = {
+        {"\"layer_types\": [\"full_attention\", \"full_attention\"]}", LMC_ERR_FORMAT, "layer_types"},
+        {"\"layer_types\": \"full_attention\"}", LMC_ERR_FORMAT, "layer_types"},
+        {"\"layer_types\": [\"full_attention\", 1, \"full_attention\"]}", LMC_ERR_FORMAT, "layer_types"},
+        {"\"layer_types\": [\"full_attention\", \"chunked_attention\", \"full_attention\"]}", LMC_ERR_UNSUPPORTED,
+         "chunked_attention"},
+        {"\"no_rope_layers\": [1, 1]}", LMC_ERR_FORMAT, "no_rope_layers"},
+        {"\"no_rope_layers\": [1, \"x\", 1]}", LMC_ERR_FORMAT, "no_rope_layers"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[512];
+        snprintf(json, sizeof json, HEAD3 "%s", bad[i].tail);
+        lmc_status st = parse(json, NULL, &c);
+        CHECK_MSG(st == bad[i].st, "%s: status %d, want %d (%s)", bad[i].tail, st, bad[i].st, lmc_last_error());
+        CHECK_MSG(strstr(lmc_last_error(), bad[i].needle) != NULL, "%s: \"%s\" lacks \"%s\"", bad[i].tail,
+                  lmc_last_error(), bad[i].needle);
+        lmc_config_free(&c);
+    }
+}
+
+static void test_forward_scalars(void) {
+    lmc_config c;
+    CHECK_EQ_INT(parse(HEAD3 "\"rms_norm_eps\": 1e-6}", NULL, &c), LMC_OK); /* neutral when absent */
+    CHECK(c.attn_scale == 0 && c.attn_softcap == 0 && c.final_softcap == 0);
+    CHECK(c.embed_mult == 1 && c.resid_mult == 1 && c.logits_mult == 1);
+    CHECK(c.use_qk_norm == -1 && c.use_bias == -1);
+    lmc_config_free(&c);
+    CHECK_EQ_INT(parse(HEAD3 "\"query_pre_attn_scalar\": 256, \"attn_logit_softcapping\": 50.0,"
+                       " \"final_logit_softcapping\": 30.0, \"use_qk_norm\": true, \"use_bias\": false}", NULL, &c), LMC_OK);
+    CHECK_NEAR(c.attn_scale, 1.0 / 16, 1e-15);
+    CHECK(c.attn_softcap == 50.0 && c.final_softcap == 30.0);
+    CHECK(c.use_qk_norm == 1 && c.use_bias == 0);
+    lmc_config_free(&c);
+    /* granite: multipliers; logits are divided by logits_scaling */
+    CHECK_EQ_INT(parse(HEAD3 "\"embedding_multiplier\": 12.0, \"residual_multiplier\": 0.22, \"logits_scaling\": 8.0,"
+                       " \"attention_multiplier\": 0.015625}", NULL, &c), LMC_OK);
+    CHECK(c.embed_mult == 12.0 && c.resid_mult == 0.22);
+    CHECK_NEAR(c.logits_mult, 0.125, 1e-15);
+    CHECK(c.attn_scale == 0.015625);
+    lmc_config_free(&c);
+    /* cohere: logits multiplied by logit_scale */
+    CHECK_EQ_INT(parse(HEAD3 "\"logit_scale\": 0.0625, \"layer_norm_eps\": 1e-5}", NULL, &c), LMC_OK);
+    CHECK(c.logits_mult == 0.0625);
+    CHECK(c.norm_eps == 1e-5);
+    lmc_config_free(&c);
+    struct { const char *tail; const char *needle; } bad[] = {
+        {"\"query_pre_attn_scalar\": -4}", "query_pre_attn_scalar"},
+        {"\"query_pre_attn_scalar\": \"256\"}", "query_pre_attn_scalar"},
+        {"\"attn_logit_softcapping\": -50.0}", "softcap"},
+        {"\"final_logit_softcapping\": \"30\"}", "final_logit_softcapping"},
+        {"\"embedding_multiplier\": [12]}", "embedding_multiplier"},
+        {"\"logits_scaling\": true}", "logits_scaling"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[512];
+        snprintf(json, sizeof json, HEAD3 "%s", bad[i].tail);
+        lmc_status st = parse(json, NULL, &c);
+        CHECK_MSG(st == LMC_ERR_FORMAT, "%s: status %d (%s)", bad[i].tail, st, lmc_last_error());
+        CHECK_MSG(strstr(lmc_last_error(), bad[i].needle) != NULL, "%s: \"%s\" lacks \"%s\"", bad[i].tail,
+                  lmc_last_error(), bad[i].needle);
+        lmc_config_free(&c);
+    }
+}
+
+/* phi3: a top-level original_max_position_embeddings fills the scaling dict's (transformers'
+ * standardize_rope_params); it does not turn a default rope into a scaled one. */
+static void test_top_level_original_max_pos(void) {
+    lmc_config c;
+    CHECK_EQ_INT(parse(HEAD3 "\"original_max_position_embeddings\": 4096, \"rope_scaling\": {\"rope_type\": \"yarn\","
+                       " \"factor\": 4.0}}", NULL, &c), LMC_OK);
+    CHECK_EQ_INT(c.rope.original_max_position_embeddings, 4096);
+    lmc_config_free(&c);
+    CHECK_EQ_INT(parse(HEAD3 "\"original_max_position_embeddings\": 4096}", NULL, &c), LMC_OK);
+    CHECK_EQ_INT(c.rope.type, LMC_ROPE_DEFAULT);
+    lmc_config_free(&c);
+}
+
 /* ------------------------------------------------------------------ eos / bos / generation_config */
 
 static void test_eos_forms(void) {
@@ -675,6 +795,10 @@ int main(void) {
     RUN(test_sliding_window);
     RUN(test_hidden_act);
     RUN(test_partial_rotary_top_level);
+    RUN(test_rope_local_base_freq);
+    RUN(test_layer_types);
+    RUN(test_forward_scalars);
+    RUN(test_top_level_original_max_pos);
     RUN(test_eos_forms);
     RUN(test_eos_union_with_generation_config);
     RUN(test_bos);
