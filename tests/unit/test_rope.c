@@ -195,6 +195,136 @@ static void test_llama3_edges(void) {
     }
 }
 
+/* ------------------------------------------------------------------ yarn */
+
+/* transformers' _compute_yarn_parameters, transcribed in double precision. orig = 0 means
+ * max_pos; factor = 0 means max_pos / orig; attention_factor < 0 means derived from mscale. */
+static double yarn_mscale_ref(double s, double m) { return s <= 1 ? 1.0 : 0.1 * m * log(s) + 1.0; }
+static double yarn_corr_dim(double rot, int dim, double base, double orig) {
+    return dim * log(orig / (rot * 2 * M_PI)) / (2 * log(base));
+}
+static void yarn_ref(const lmc_rope_config *rc, int dim, int max_pos, double *inv, double *att, int regime_count[3]) {
+    double orig = rc->original_max_position_embeddings ? rc->original_max_position_embeddings : max_pos;
+    double factor = rc->factor > 0 ? rc->factor : max_pos / orig;
+    *att = rc->attention_factor;
+    if (*att < 0) {
+        if (rc->mscale != 0 && rc->mscale_all_dim != 0)
+            *att = yarn_mscale_ref(factor, rc->mscale) / yarn_mscale_ref(factor, rc->mscale_all_dim);
+        else
+            *att = yarn_mscale_ref(factor, 1.0);
+    }
+    double bf = rc->beta_fast ? rc->beta_fast : 32, bs = rc->beta_slow ? rc->beta_slow : 1;
+    double lo = yarn_corr_dim(bf, dim, rc->theta, orig), hi = yarn_corr_dim(bs, dim, rc->theta, orig);
+    if (rc->truncate) { lo = floor(lo); hi = ceil(hi); }
+    lo = lo > 0 ? lo : 0;
+    hi = hi < dim - 1 ? hi : dim - 1;
+    if (lo == hi) hi += 0.001;
+    for (int i = 0; i < dim / 2; i++) {
+        double pos_freq = pow(rc->theta, (double)(2 * i) / dim);
+        double ramp = (i - lo) / (hi - lo);
+        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+        double extrap = 1 - ramp;   /* weight of the unscaled frequency */
+        inv[i] = 1 / (factor * pos_freq) * (1 - extrap) + 1 / pos_freq * extrap;
+        regime_count[ramp == 0 ? 0 : ramp == 1 ? 2 : 1]++;
+    }
+}
+
+static void yarn_check(const lmc_rope_config *rc, int head_dim, int max_pos, int need_all_regimes) {
+    lmc_rope_table t;
+    lmc_status st = lmc_rope_build(rc, head_dim, max_pos, &t);
+    CHECK_MSG(st == LMC_OK, "yarn build: %s", lmc_last_error());
+    if (st != LMC_OK) return;
+    double inv[LMC_ROPE_MAX_HALF], att;
+    int regimes[3] = {0, 0, 0}, bad = 0;
+    yarn_ref(rc, head_dim, max_pos, inv, &att, regimes);
+    CHECK_EQ_INT(t.n_rot, head_dim);
+    for (int i = 0; i < head_dim / 2; i++) {
+        if (!(fabs(t.inv_freq[i] - inv[i]) <= 2e-6 * inv[i])) {
+            if (bad++ < 3) fprintf(stderr, "  yarn i=%d: %.9g, want %.9g\n", i, t.inv_freq[i], inv[i]);
+        }
+    }
+    CHECK_MSG(bad == 0, "yarn factor %g orig %d truncate %d: %d frequencies off", rc->factor,
+              rc->original_max_position_embeddings, rc->truncate, bad);
+    CHECK_NEAR(t.attn_factor, att, 1e-6 * att);
+    if (need_all_regimes)
+        CHECK_MSG(regimes[0] > 0 && regimes[1] > 0 && regimes[2] > 0, "yarn regimes: %d extrapolated, %d ramp, %d interpolated",
+                  regimes[0], regimes[1], regimes[2]);
+}
+
+static lmc_rope_config rc_yarn(double theta, double factor, int orig) {
+    lmc_rope_config rc = rc_default(theta);
+    rc.type = LMC_ROPE_YARN;
+    rc.factor = factor;
+    rc.original_max_position_embeddings = orig;
+    return rc;
+}
+
+static void test_yarn(void) {
+    lmc_rope_config rc = rc_yarn(10000.0, 4.0, 4096); /* ramp over dims 10..23 of 32 frequencies */
+    yarn_check(&rc, 64, 16384, 1);
+    rc.truncate = 0;
+    yarn_check(&rc, 64, 16384, 1);
+    rc = rc_yarn(1000000.0, 4.0, 32768);               /* qwen2.5 / qwen3 long-context settings */
+    yarn_check(&rc, 128, 131072, 1);
+    rc.attention_factor = 1.5;                          /* given explicitly */
+    yarn_check(&rc, 128, 131072, 1);
+    rc = rc_yarn(10000.0, 40.0, 4096);                  /* deepseek-style mscale / mscale_all_dim */
+    rc.mscale = 0.707;
+    rc.mscale_all_dim = 1.0;
+    rc.beta_fast = 16;
+    rc.beta_slow = 2;
+    yarn_check(&rc, 64, 163840, 1);
+    rc = rc_yarn(10000.0, 0, 2048);                     /* factor absent: max_pos / original */
+    yarn_check(&rc, 32, 8192, 0);
+    lmc_rope_table t;
+    CHECK_EQ_INT(lmc_rope_build(&rc, 32, 8192, &t), LMC_OK);
+    CHECK_NEAR(t.attn_factor, 0.1 * log(4.0) + 1.0, 1e-6);
+    rc = rc_yarn(10000.0, 1.0, 4096);                   /* factor 1: no attention scaling */
+    CHECK_EQ_INT(lmc_rope_build(&rc, 64, 4096, &t), LMC_OK);
+    CHECK(t.attn_factor == 1.0f);
+}
+
+/* ------------------------------------------------------------------ longrope */
+
+static void test_longrope(void) {
+    lmc_rope_config rc = rc_default(10000.0);
+    rc.type = LMC_ROPE_LONGROPE;
+    rc.original_max_position_embeddings = 4096;
+    rc.factor = 0; /* absent: max_pos / original */
+    const int dim = 24, half = 12;
+    rc.n_short_factor = rc.n_long_factor = half;
+    for (int i = 0; i < half; i++) {
+        rc.short_factor[i] = 1.0 + 0.05 * i;
+        rc.long_factor[i] = 1.0 + 0.9 * i;
+    }
+    lmc_rope_table t;
+    CHECK_EQ_INT(lmc_rope_build(&rc, dim, 131072, &t), LMC_OK);
+    CHECK_EQ_INT(t.has_long, 1);
+    CHECK_EQ_INT(t.long_after, 4096);
+    int bad = 0;
+    for (int i = 0; i < half; i++) {
+        double base = pow(10000.0, (double)(2 * i) / dim);
+        double ws = 1 / (rc.short_factor[i] * base), wl = 1 / (rc.long_factor[i] * base);
+        if (!(fabs(t.inv_freq[i] - ws) <= 2e-6 * ws)) bad++;
+        if (!(fabs(t.inv_freq_long[i] - wl) <= 2e-6 * wl)) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_NEAR(t.attn_factor, sqrt(1 + log(32.0) / log(4096.0)), 1e-6); /* factor 131072 / 4096 */
+    rc.attention_factor = 1.25;
+    CHECK_EQ_INT(lmc_rope_build(&rc, dim, 131072, &t), LMC_OK);
+    CHECK(t.attn_factor == 1.25f);
+    rc.attention_factor = -1;
+    CHECK_EQ_INT(lmc_rope_build(&rc, dim, 4096, &t), LMC_OK); /* factor 1: no scaling */
+    CHECK(t.attn_factor == 1.0f);
+    /* the factor lists must cover every rotated pair */
+    rc.n_long_factor = half - 1;
+    lmc_clear_error();
+    CHECK_EQ_INT(lmc_rope_build(&rc, dim, 131072, &t), LMC_ERR_FORMAT);
+    CHECK(strstr(lmc_last_error(), "long_factor") != NULL);
+    rc.n_long_factor = half;
+    CHECK_EQ_INT(lmc_rope_build(&rc, dim + 2, 131072, &t), LMC_ERR_FORMAT);
+}
+
 /* ------------------------------------------------------------------ refusals */
 
 static void expect_fail(const lmc_rope_config *rc, int head_dim, lmc_status want, const char *needle) {
@@ -280,6 +410,8 @@ int main(void) {
     RUN(test_linear);
     RUN(test_llama3_bands);
     RUN(test_llama3_edges);
+    RUN(test_yarn);
+    RUN(test_longrope);
     RUN(test_invalid_parameters);
     RUN(test_unsupported_types);
     return TEST_END();
