@@ -146,6 +146,7 @@ jv jz_getitem(jctx *c, const jnode *at, jv obj, jv key) {
     switch (obj.t) {
     case JV_UNDEF: fail_undef(c, at, obj);
     case JV_LIST:
+        if (obj.u.l->lazy) return undef_msg(c, "'%s' object is not subscriptable", jv_type_name(obj));
         if (key.t == JV_INT || key.t == JV_BOOL) {
             int64_t i = key.t == JV_BOOL ? key.u.b : key.u.i, len = (int64_t)obj.u.l->n;
             if (i < 0) i += len;
@@ -201,6 +202,7 @@ static void slice_indices(jctx *c, const jnode *at, jv start, jv stop, jv stepv,
 static jv do_slice(jctx *c, const jnode *at, jv obj, jv start, jv stop, jv stepv) {
     int64_t s, e, st;
     if (obj.t == JV_UNDEF) fail_undef(c, at, obj);
+    if (obj.t == JV_LIST && obj.u.l->lazy) jz_fail(c, at, "'%s' object is not subscriptable", jv_type_name(obj));
     if (obj.t == JV_LIST) {
         slice_indices(c, at, start, stop, stepv, (int64_t)obj.u.l->n, &s, &e, &st);
         jv out = jv_list_new(c, 0);
@@ -221,8 +223,8 @@ static jv do_slice(jctx *c, const jnode *at, jv obj, jv start, jv stop, jv stepv
         for (int64_t j = s; st > 0 ? j < e : j > e; j += st) jsb_put(&b, obj.u.s + off[j], off[j + 1] - off[j]);
         return jsb_value(&b);
     }
-    /* jinja2's getitem turns a TypeError into an undefined value */
-    return undef_msg(c, "'%s' object is not subscriptable", jv_type_name(obj));
+    if (obj.t == JV_UNDEF) fail_undef(c, at, obj);
+    jz_fail(c, at, "'%s' object is not subscriptable", jv_type_name(obj));
 }
 
 /* ---- arithmetic ------------------------------------------------------------------------ */
@@ -299,7 +301,7 @@ jv jz_binop(jctx *c, const jnode *at, int op, jv a, jv b) {
         if (b.n) memcpy(p + a.n, b.u.s, b.n);
         return jv_strn(p, a.n + b.n);
     }
-    if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+    if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple && !a.u.l->lazy && !b.u.l->lazy) {
         jv r = jv_list_new(c, a.u.l->n + b.u.l->n);
         r.u.l->tuple = a.u.l->tuple;
         for (size_t i = 0; i < a.u.l->n; i++) jv_list_push(c, r, a.u.l->v[i]);
@@ -309,6 +311,7 @@ jv jz_binop(jctx *c, const jnode *at, int op, jv a, jv b) {
     if (op == OP_MUL && (((a.t == JV_STR || a.t == JV_LIST) && (b.t == JV_INT || b.t == JV_BOOL)) ||
                          ((b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL)))) {
         jv seq = a.t == JV_STR || a.t == JV_LIST ? a : b;
+        if (seq.t == JV_LIST && seq.u.l->lazy) jz_fail(c, at, "unsupported operand type(s) for *: '%s' and 'int'", jv_type_name(seq));
         int64_t k = ival(a.t == JV_STR || a.t == JV_LIST ? b : a);
         if (k < 0) k = 0;
         size_t unit = seq.t == JV_STR ? seq.n : seq.u.l->n * sizeof(jv);
@@ -406,6 +409,9 @@ static jv str_percent_format(jctx *c, const jnode *at, jv fmt, jv args) {
         }
     }
     if (is_tuple && ai < args.u.l->n) jz_fail(c, at, "not all arguments converted during string formatting");
+    /* Python: an unused single argument is an error unless it is a mapping-like object */
+    if (!is_tuple && ai == 0 && args.t != JV_DICT && args.t != JV_LIST && args.t != JV_UNDEF && args.t != JV_NS)
+        jz_fail(c, at, "not all arguments converted during string formatting");
     return jsb_value(&b);
 }
 

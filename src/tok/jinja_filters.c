@@ -50,6 +50,8 @@ static void check_kwargs(jctx *c, const fargs *a, const char *const *allowed) {
 /* soft_str: undefined → "" */
 static jv sstr(jctx *c, jv v) { return v.t == JV_UNDEF ? jv_strn("", 0) : jv_str(c, v); }
 
+static jv as_lazy(jv l, int kind) { l.u.l->lazy = kind; return l; }
+
 static jv mktuple2(jctx *c, jv x, jv y) {
     jv t = jv_list_new(c, 2);
     t.u.l->tuple = 1;
@@ -60,7 +62,9 @@ static jv mktuple2(jctx *c, jv x, jv y) {
 static size_t seq_len(jctx *c, const jnode *at, jv v) {
     switch (v.t) {
     case JV_STR: return jz_utf8_len(v.u.s, v.n);
-    case JV_LIST: return v.u.l->n;
+    case JV_LIST:
+        if (v.u.l->lazy == JL_GEN || v.u.l->lazy == JL_REVITER) jz_fail(c, at, "object of type '%s' has no len()", jv_type_name(v));
+        return v.u.l->n;
     case JV_DICT: case JV_NS: return v.u.d->n;
     case JV_UNDEF: return 0;
     default: jz_fail(c, at, "object of type '%s' has no len()", jv_type_name(v));
@@ -268,7 +272,7 @@ static jv select_impl(jctx *c, const fargs *a, jv in, int by_attr, int reject) {
         int r = tname[0] ? jz_test(c, a->at, tname, v, extra, nextra > 0 ? nextra : 0) : jv_truthy(v);
         if (r != reject) jv_list_push(c, out, item);
     }
-    return out;
+    return as_lazy(out, JL_GEN);
 }
 
 static jv minmax(jctx *c, const fargs *a, jv in, int want_max) {
@@ -364,7 +368,7 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
         if (in.t != JV_DICT && in.t != JV_NS) jz_fail(c, at, "Can only get item pairs from a mapping.");
         jv out = jv_list_new(c, in.u.d->n);
         for (size_t i = 0; i < in.u.d->n; i++) jv_list_push(c, out, mktuple2(c, in.u.d->k[i], in.u.d->v[i]));
-        return out;
+        return as_lazy(out, JL_GEN);
     }
     if (IS("list")) {
         jv l = jv_iterable_to_list(c, at, in);
@@ -397,7 +401,8 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
         jz_fail(c, at, "'%s' object is not iterable", jv_type_name(in));
     }
     if (IS("last")) {
-        if (in.t == JV_DICT || in.t == JV_NS) jz_fail(c, at, "'dict' object is not reversible");
+        if (in.t == JV_NS || (in.t == JV_LIST && (in.u.l->lazy == JL_GEN || in.u.l->lazy == JL_REVITER)))
+            jz_fail(c, at, "'%s' object is not reversible", jv_type_name(in));
         jv l = jv_iterable_to_list(c, at, in);
         return l.u.l->n ? l.u.l->v[l.u.l->n - 1] : jv_undef(NULL);
     }
@@ -411,7 +416,8 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
         jv l = jv_iterable_to_list(c, at, in);
         jv out = jv_list_new(c, l.u.l->n);
         for (size_t i = l.u.l->n; i-- > 0;) jv_list_push(c, out, l.u.l->v[i]);
-        return out;
+        /* reversed(list) is an iterator; a generator is first turned into a list */
+        return (in.t == JV_LIST && !in.u.l->lazy && !in.u.l->tuple) ? as_lazy(out, JL_REVITER) : out;
     }
     if (IS("selectattr")) return select_impl(c, a, in, 1, 0);
     if (IS("rejectattr")) return select_impl(c, a, in, 1, 1);
@@ -428,7 +434,7 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
                 if (v.t == JV_UNDEF && has(dflt)) v = dflt;
                 jv_list_push(c, out, v);
             }
-            return out;
+            return as_lazy(out, JL_GEN);
         }
         jv fname = arg(a, 0, NULL);
         if (!has(fname)) jz_fail(c, at, "map: a filter name or attribute= is required");
@@ -438,7 +444,7 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
         memcpy(fn, fname.u.s, n); fn[n] = 0;
         for (size_t i = 0; i < items.u.l->n; i++)
             jv_list_push(c, out, jz_filter(c, at, fn, items.u.l->v[i], args + 1, nargs - 1, kwn, kwv, nkw));
-        return out;
+        return as_lazy(out, JL_GEN);
     }
     if (IS("indent")) return do_indent(c, a, in);
     if (IS("replace")) {
@@ -448,6 +454,7 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
     }
     if (IS("int")) {
         int64_t dflt = arg_int(c, a, 0, "default", 0), base = arg_int(c, a, 1, "base", 10), v;
+        if (in.t == JV_UNDEF) jz_fail(c, at, "%s", in.u.s ? in.u.s : "undefined value");   /* int(Undefined) raises */
         if (in.t == JV_INT) return in;
         if (in.t == JV_BOOL) return jv_int(in.u.b);
         if (in.t == JV_FLOAT) return isfinite(in.u.f) ? jv_int((int64_t)in.u.f) : jv_int(dflt);
@@ -461,6 +468,7 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
     if (IS("float")) {
         jv dv = arg(a, 0, "default");
         double f;
+        if (in.t == JV_UNDEF) jz_fail(c, at, "%s", in.u.s ? in.u.s : "undefined value");
         if (in.t == JV_FLOAT) return in;
         if (in.t == JV_INT || in.t == JV_BOOL) return jv_float(jv_num(in));
         if (in.t == JV_STR && parse_float(in, &f)) return jv_float(f);
@@ -484,10 +492,7 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
         }
         return jv_int(words);
     }
-    if (IS("center")) {
-        if (in.t != JV_STR) jz_fail(c, at, "'%s' object has no attribute 'center'", jv_type_name(in));
-        return jz_str_pad(c, in, arg_int(c, a, 0, "width", 80), '^', " ", 1);
-    }
+    if (IS("center")) return jz_str_pad(c, sstr(c, in), arg_int(c, a, 0, "width", 80), '^', " ", 1);
     if (IS("escape") || IS("e") || IS("forceescape")) return html_escape(c, sstr(c, in));
     if (IS("pprint")) { jsb b; jsb_init(&b, c); jv_to_repr(c, &b, in); return jsb_value(&b); }
     if (IS("format")) {
@@ -536,7 +541,7 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
             if (jz_contains(c, at, seen, k)) continue;
             jv_list_push(c, seen, k); jv_list_push(c, out, l.u.l->v[i]);
         }
-        return out;
+        return as_lazy(out, JL_GEN);
     }
     if (IS("max")) return minmax(c, a, in, 1);
     if (IS("min")) return minmax(c, a, in, 0);
@@ -561,7 +566,7 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
             if (has(fill) && fill.t != JV_NONE) while ((int64_t)cur.u.l->n < n) jv_list_push(c, cur, fill);
             jv_list_push(c, out, cur);
         }
-        return out;
+        return as_lazy(out, JL_GEN);
     }
     if (IS("groupby")) {
         jv attr = arg(a, 0, "attribute");
@@ -638,7 +643,7 @@ int jz_test(jctx *c, const jnode *at, const char *name, jv in, jv *args, int nar
     if (IS("string")) return in.t == JV_STR;
     if (IS("mapping")) return in.t == JV_DICT;
     if (IS("iterable")) return in.t == JV_STR || in.t == JV_LIST || in.t == JV_DICT || in.t == JV_UNDEF;
-    if (IS("sequence")) return in.t == JV_STR || in.t == JV_LIST || in.t == JV_DICT || in.t == JV_UNDEF;
+    if (IS("sequence")) return in.t == JV_STR || (in.t == JV_LIST && !in.u.l->lazy) || in.t == JV_DICT || in.t == JV_UNDEF;
     if (IS("callable")) return in.t == JV_MACRO || in.t == JV_FUNC || in.t == JV_METHOD || in.t == JV_JOINER;
     if (IS("sameas")) {
         if (in.t != a0.t) return 0;
@@ -703,7 +708,7 @@ int jz_has_method(jv self, const char *name, size_t n) {
     switch (self.t) {
     case JV_STR: return in_list(STR_METHODS, name, n);
     case JV_DICT: return in_list(DICT_METHODS, name, n);
-    case JV_LIST: return in_list(LIST_METHODS, name, n);
+    case JV_LIST: return !self.u.l->lazy && in_list(LIST_METHODS, name, n);
     default: return 0;
     }
 }
@@ -870,7 +875,7 @@ jv jz_method(jctx *c, const jnode *at, jv self, const char *m, jv *args, int nar
             jv out = jv_list_new(c, d->n);
             for (size_t i = 0; i < d->n; i++)
                 jv_list_push(c, out, m[0] == 'i' ? mktuple2(c, d->k[i], d->v[i]) : m[0] == 'k' ? d->k[i] : d->v[i]);
-            return out;
+            return as_lazy(out, m[0] == 'i' ? JL_ITEMS : m[0] == 'k' ? JL_KEYS : JL_VALUES);
         }
         if (!strcmp(m, "get")) {
             jv *v = jdict_get(d, arg(a, 0, NULL));

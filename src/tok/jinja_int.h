@@ -53,7 +53,10 @@ typedef struct jv {
     } u;
 } jv;
 
-struct jlist { jv *v; size_t n, cap; int tuple; };
+/* jlist.lazy: what Python object the sequence stands for. Generators (map, select, ...)
+ * and reverse iterators are always truthy and have no len(); dict views print as such. */
+enum { JL_LIST = 0, JL_GEN, JL_REVITER, JL_ITEMS, JL_KEYS, JL_VALUES };
+struct jlist { jv *v; size_t n, cap; int tuple; int lazy; };
 struct jdict { jv *k, *v; size_t n, cap; };
 struct jmethod { jv self; const char *name; };
 struct jcycler { jlist *items; size_t pos; const char *sep; size_t sep_n; int used; };

@@ -166,7 +166,15 @@ const char *jv_type_name(jv v) {
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
     case JV_STR: return "str";
-    case JV_LIST: return v.u.l->tuple == 2 ? "_GroupTuple" : v.u.l->tuple ? "tuple" : "list";
+    case JV_LIST:
+        switch (v.u.l->lazy) {
+        case JL_GEN: return "generator";
+        case JL_REVITER: return "list_reverseiterator";
+        case JL_ITEMS: return "dict_items";
+        case JL_KEYS: return "dict_keys";
+        case JL_VALUES: return "dict_values";
+        }
+        return v.u.l->tuple == 2 ? "_GroupTuple" : v.u.l->tuple ? "tuple" : "list";
     case JV_DICT: return "dict";
     case JV_NS: return "Namespace";
     case JV_MACRO: return "Macro";
@@ -186,7 +194,7 @@ int jv_truthy(jv v) {
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0.0;
     case JV_STR: return v.n != 0;
-    case JV_LIST: return v.u.l->n != 0;
+    case JV_LIST: return v.u.l->lazy == JL_GEN || v.u.l->lazy == JL_REVITER || v.u.l->n != 0;
     case JV_DICT: return v.u.d->n != 0;
     default: return 1;
     }
@@ -216,6 +224,7 @@ static int equal_at(jv a, jv b, int depth) {
     case JV_UNDEF: case JV_NONE: return 1;
     case JV_STR: return a.n == b.n && (a.n == 0 || memcmp(a.u.s, b.u.s, a.n) == 0);
     case JV_LIST:
+        if (a.u.l->lazy || b.u.l->lazy) return a.u.l == b.u.l;
         if (!a.u.l->tuple != !b.u.l->tuple || a.u.l->n != b.u.l->n) return 0;
         for (size_t i = 0; i < a.u.l->n; i++) if (!equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
@@ -251,7 +260,7 @@ static int compare_at(jctx *c, const jnode *at, jv a, jv b, int depth) {
         if (r) return r < 0 ? -1 : 1;
         return (a.n > b.n) - (a.n < b.n);
     }
-    if (a.t == JV_LIST && b.t == JV_LIST && !a.u.l->tuple == !b.u.l->tuple) {
+    if (a.t == JV_LIST && b.t == JV_LIST && !a.u.l->tuple == !b.u.l->tuple && !a.u.l->lazy && !b.u.l->lazy) {
         size_t m = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < m; i++) {
             if (equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1)) continue;
@@ -354,6 +363,8 @@ static void to_str_impl(jctx *c, jsb *b, jv v, int repr, int depth) {
     case JV_STR: if (repr) repr_str(b, v.u.s, v.n); else jsb_put(b, v.u.s, v.n); return;
     case JV_LIST: {
         jlist *l = v.u.l;
+        if (l->lazy == JL_GEN || l->lazy == JL_REVITER) { jsb_printf(b, "<%s object>", jv_type_name(v)); return; }
+        if (l->lazy) jsb_printf(b, "%s(", jv_type_name(v));
         jsb_putc(b, l->tuple ? '(' : '[');
         for (size_t i = 0; i < l->n; i++) {
             if (i) jsb_puts(b, ", ");
@@ -361,6 +372,7 @@ static void to_str_impl(jctx *c, jsb *b, jv v, int repr, int depth) {
         }
         if (l->tuple && l->n == 1) jsb_putc(b, ',');
         jsb_putc(b, l->tuple ? ')' : ']');
+        if (l->lazy) jsb_putc(b, ')');
         return;
     }
     case JV_NS: jsb_puts(b, "<Namespace "); /* fallthrough */
@@ -459,6 +471,7 @@ void jv_to_json(jctx *c, const jnode *at, jsb *b, jv v, const char *indent, size
     case JV_STR: json_str(b, v.u.s, v.n, ensure_ascii); return;
     case JV_LIST: {
         jlist *l = v.u.l;
+        if (l->lazy) jz_fail(c, at, "Object of type %s is not JSON serializable", jv_type_name(v));
         if (!l->n) { jsb_puts(b, "[]"); return; }
         jsb_putc(b, '[');
         for (size_t i = 0; i < l->n; i++) {

@@ -204,6 +204,16 @@ export const SNIPPETS = [
   ["{% for item in tree recursive %}<{{ item.name }}:{{ loop.depth }}{{ loop.depth0 }}{% if item.children %}[{{ loop(item.children) }}]{% endif %}>{% endfor %}", { tree: [{ name: "a", children: [{ name: "b", children: [{ name: "c" }] }, { name: "d" }] }, { name: "e" }] }],
   ["{% for x in [1] %}{{ loop([2]) }}{% endfor %}"],
   ["{% for g in people | groupby('age') %}{{ g.grouper }}:{{ g.list | map(attribute='name') | join(',') }};{% endfor %}|{% for k, items in [{'t': 'B'}, {'t': 'a'}, {'t': 'b'}] | groupby('t') %}{{ k }}{{ items | length }}{% endfor %}|{{ [{'x': 1}] | groupby('x') }}", C],
+  // generators and views (jinja2 filters are lazy): truthiness, len(), printing
+  ["{{ 'yes' if [] | select else 'no' }}|{{ 'yes' if [] | map('string') else 'no' }}|{{ [] | select | list }}|{{ [3, 1] | reverse | list }}|{{ 'ab' | reverse }}"],
+  ["{{ [1] | map('string') | length }}"],
+  ["{{ [1, 2] | select | first }}|{{ d.items() }}|{{ d.keys() }}|{{ d.values() | list }}|{{ d.items() | length }}|{{ 'yes' if {}.items() else 'no' }}", C],
+  ["{{ [1, 2] | unique | last }}"],
+  ["{{ d.items() | tojson }}", C],
+  ["{% set g = l | select('odd') %}{% for x in g %}{{ x }}{% endfor %}|{{ l | select('odd') is iterable }}|{{ l | select('odd') is sequence }}", C],
+  ["{{ missing | int }}"],
+  ["{{ '%s' % 5 }}|{{ 'x' % [1] }}|{{ 'x' % {'a': 1} }}|{{ 'x' % () }}"],
+  ["{{ 'x' % 5 }}"],
   // malformed templates
   ["{% if true %}unclosed"],
   ["{% for x in l %}{% endif %}"],
