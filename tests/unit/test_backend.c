@@ -535,6 +535,60 @@ static void test_layer_norm(void) {
             for (int bb = 0; bb < 2; bb++) ln_case(shapes[k][0], shapes[k][1], ww, bb, s++);
 }
 
+/* Per-head norm weights: w (and b) hold R rows [D, R]; row r of x uses weight row r mod R
+ * (x laid out [head_dim, n_head, n_tokens] with R = n_head). */
+static void per_head_norm_case(int layer, int64_t D, int64_t R, int64_t RB, int64_t n_tok, lmc_dtype wt, float w_offset,
+                               uint64_t s) {
+    seed(s);
+    const int64_t rows = R * n_tok;
+    const size_t N = (size_t)(D * rows), NW = (size_t)(D * R), NB = (size_t)(D * RB);
+    float *x = fvec(N), *w = fvec(NW), *bb = fvec(NB);
+    fill(x, N, -3, 3);
+    fill(w, NW, -1.5f, 1.5f);
+    fill(bb, NB, -1, 1);
+    double *we = malloc(sizeof(double) * NW), *bexact = malloc(sizeof(double) * NB);
+    void *wh = encode(wt, w, NW, we), *bh = encode(wt, bb, NB, bexact);
+    const float eps = 1e-6f;
+    float *out[N_BE];
+    for (int b = 0; b < N_BE; b++) {
+        lmc_backend *be = BE[b];
+        lmc_tensor xt = mk(be, LMC_DTYPE_F32, D, R, n_tok, x), wtn = mk(be, wt, D, R, 1, wh), btn = mk(be, wt, D, RB, 1, bh);
+        lmc_tensor y = mk_out(be, D, R, n_tok);
+        if (layer) be->i->layer_norm(be, &y, &xt, &wtn, &btn, eps);
+        else be->i->rms_norm(be, &y, &xt, &wtn, eps, w_offset);
+        out[b] = fvec(N);
+        get_all(be, &y, out[b]);
+        rel(be, &xt); rel(be, &wtn); rel(be, &btn); rel(be, &y);
+    }
+    check_vs_ref(out, N, 1e-5, layer ? "layer_norm per head" : "rms_norm per head");
+    double *hand = malloc(sizeof(double) * N);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * D;
+        const int64_t h = r % R;
+        double mean = 0, ss = 0;
+        if (layer) { for (int64_t i = 0; i < D; i++) mean += xr[i]; mean /= (double)D; }
+        for (int64_t i = 0; i < D; i++) ss += (xr[i] - mean) * (xr[i] - mean);
+        const double inv = 1.0 / sqrt(ss / (double)D + eps);
+        for (int64_t i = 0; i < D; i++)
+            hand[r * D + i] = layer ? (xr[i] - mean) * inv * we[h * D + i] + bexact[(r % RB) * D + i]
+                                    : xr[i] * inv * (we[h * D + i] + w_offset);
+    }
+    double sc = maxabs_d(hand, N) > 1 ? maxabs_d(hand, N) : 1, d = maxdiff_d(out[0], hand, N);
+    CHECK_MSG(d <= 1e-5 * sc, "%s per head D=%lld R=%lld: reference vs double differs by %g", layer ? "layer_norm" : "rms_norm",
+              (long long)D, (long long)R, d);
+    for (int b = 0; b < N_BE; b++) free(out[b]);
+    free(x); free(w); free(bb); free(we); free(bexact); free(wh); free(bh); free(hand);
+}
+
+static void test_norm_per_head_weights(void) {
+    per_head_norm_case(0, 16, 3, 3, 5, LMC_DTYPE_F32, 0, 45);
+    per_head_norm_case(0, 9, 4, 4, 1, LMC_DTYPE_BF16, 1, 46);
+    per_head_norm_case(0, 32, 2, 2, 17, LMC_DTYPE_F16, 0, 47);
+    per_head_norm_case(1, 16, 3, 3, 5, LMC_DTYPE_F32, 0, 48);
+    per_head_norm_case(1, 7, 5, 1, 3, LMC_DTYPE_BF16, 0, 49);  /* per-head w, one shared bias row */
+    per_head_norm_case(0, 16, 1, 1, 6, LMC_DTYPE_F32, 0, 44);  /* one row: shared by all */
+}
+
 /* ------------------------------------------------------------------ rope */
 
 static void rope_case(int64_t hd, int64_t nh, int n_rot, int interleaved, float attn_factor, const int32_t *pos,
@@ -1010,6 +1064,7 @@ int main(void) {
     RUN(test_rms_norm_no_weight);
     RUN(test_rms_norm_offset);
     RUN(test_layer_norm);
+    RUN(test_norm_per_head_weights);
     RUN(test_rope_neox);
     RUN(test_rope_interleaved);
     RUN(test_rope_partial);
