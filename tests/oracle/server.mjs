@@ -1,0 +1,304 @@
+// server.mjs — `lmc serve` on the demo model, driven by the official `openai` and
+// `@anthropic-ai/sdk` clients and by raw fetch.
+//
+// Checks: /health, /v1/models; chat and completions, non-streaming and streaming,
+// greedy results equal across routes and equal to `lmc generate`; usage figures
+// (prompt tokens = `lmc tokenize` count of the template rendered by @huggingface/jinja);
+// stop sequences matched across token boundaries and never leaked; Anthropic
+// /v1/messages and its streaming events; prompt-prefix reuse; 16 concurrent streaming
+// greedy clients equal to the same requests run one at a time (and batched: fewer
+// steps than tokens); a disconnect that frees the KV (seen in /metrics); ≥ 40 malformed
+// requests each answered with the expected 4xx and JSON error body; a slow client;
+// admission control (503 + Retry-After); API keys; SIGTERM shutdown with a stream in flight.
+// Prints `RESULT <passed> <failed>`. Needs `npm ci` in tests/oracle and $BUILD/lmc.
+import { readFileSync } from "node:fs";
+import net from "node:net";
+import { join } from "node:path";
+import { check, finish, startServer, metrics, tokenCount, cliGenerate, demo, sleep, withTimeout } from "./server/harness.mjs";
+import { malformedCases } from "./server/malformed.mjs";
+
+let OpenAI, Anthropic, Template;
+try {
+  ({ default: OpenAI } = await import("openai"));
+  ({ default: Anthropic } = await import("@anthropic-ai/sdk"));
+  ({ Template } = await import("@huggingface/jinja"));
+} catch (e) {
+  console.log("missing npm packages (run `npm ci` in tests/oracle): " + e.message);
+  console.log("RESULT 0 1");
+  process.exit(1);
+}
+
+const watchdog = setTimeout(() => { console.log("FAIL watchdog: the suite took over 280 s"); check("watchdog", false); finish(); }, 280000);
+watchdog.unref();
+
+const tcfg = JSON.parse(readFileSync(join(demo, "tokenizer_config.json"), "utf8"));
+const template = new Template(tcfg.chat_template);
+const render = (messages) => template.render({ messages, bos_token: tcfg.bos_token, eos_token: tcfg.eos_token, add_generation_prompt: true });
+
+const MODEL = "demo";
+const ask = (text) => [{ role: "user", content: text }];
+
+async function collectChatStream(client, body, opts) {
+  const stream = await client.chat.completions.create({ ...body, stream: true }, opts);
+  let text = "", finish = null, usage = null, roleSeen = false, chunks = 0;
+  for await (const ch of stream) {
+    chunks++;
+    if (ch.usage) usage = ch.usage;
+    for (const c of ch.choices) {
+      if (c.delta?.role === "assistant") roleSeen = true;
+      if (c.delta?.content) text += c.delta.content;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  return { text, finish, usage, roleSeen, chunks };
+}
+
+async function main() {
+  const A = await startServer(["--max-seqs", "16", "--max-body", "65536", "--timeout", "3"]);
+  const openai = new OpenAI({ baseURL: A.url + "/v1", apiKey: "none", maxRetries: 0, timeout: 60000 });
+  const anthropic = new Anthropic({ baseURL: A.url, apiKey: "none", maxRetries: 0, timeout: 60000 });
+
+  // ---- models ----
+  const models = await openai.models.list();
+  const m0 = models.data[0];
+  check("models: one model", models.data.length === 1, JSON.stringify(models.data));
+  check("models: id, tier, context length", m0?.id === MODEL && m0?.tier === "generic" && m0?.context_length === 1024, JSON.stringify(m0));
+
+  // ---- chat, non-streaming ----
+  const msgs = ask("Who made the heaven and the earth?");
+  const nPrompt = tokenCount(render(msgs));
+  const r1 = await openai.chat.completions.create({ model: MODEL, messages: msgs, max_tokens: 24, temperature: 0 });
+  const c1 = r1.choices[0];
+  check("chat: object and role", r1.object === "chat.completion" && c1.message.role === "assistant" && r1.id.startsWith("chatcmpl-"));
+  check("chat: text generated", typeof c1.message.content === "string" && c1.message.content.length > 0, JSON.stringify(c1));
+  check("chat: finish_reason length at max_tokens", c1.finish_reason === "length", c1.finish_reason);
+  check("chat: usage.prompt_tokens = lmc tokenize of the rendered template", r1.usage.prompt_tokens === nPrompt,
+        `${r1.usage.prompt_tokens} vs ${nPrompt}`);
+  check("chat: usage.completion_tokens = max_tokens", r1.usage.completion_tokens === 24 && r1.usage.total_tokens === nPrompt + 24,
+        JSON.stringify(r1.usage));
+  const r1b = await openai.chat.completions.create({ model: MODEL, messages: msgs, max_tokens: 24, temperature: 0 });
+  check("chat: greedy is repeatable", r1b.choices[0].message.content === c1.message.content);
+  check("chat: prefix reuse reported as cached tokens", (r1b.usage.prompt_tokens_details?.cached_tokens ?? 0) >= nPrompt - 1,
+        JSON.stringify(r1b.usage));
+  const parts = await openai.chat.completions.create({ model: MODEL, max_tokens: 24, temperature: 0,
+    messages: [{ role: "user", content: [{ type: "text", text: "Who made the heaven " }, { type: "text", text: "and the earth?" }] }] });
+  check("chat: content-part arrays equal the joined string", parts.choices[0].message.content === c1.message.content);
+
+  // ---- chat, streaming ----
+  const s1 = await collectChatStream(openai, { model: MODEL, messages: msgs, max_tokens: 24, temperature: 0, stream_options: { include_usage: true } });
+  check("stream: same text as non-streaming", s1.text === c1.message.content, `${JSON.stringify(s1.text)} vs ${JSON.stringify(c1.message.content)}`);
+  check("stream: role chunk, finish_reason", s1.roleSeen && s1.finish === "length");
+  check("stream: include_usage chunk", s1.usage?.prompt_tokens === nPrompt && s1.usage?.completion_tokens === 24, JSON.stringify(s1.usage));
+  check("stream: several chunks", s1.chunks >= 5, String(s1.chunks));
+
+  // ---- EOS ends a reply with "stop" ----
+  const long = await openai.chat.completions.create({ model: MODEL, messages: ask("What is love?"), max_tokens: 400, temperature: 0 });
+  check("chat: a reply ending at EOS has finish_reason stop", long.choices[0].finish_reason === "stop" && long.usage.completion_tokens < 400,
+        `${long.choices[0].finish_reason} ${long.usage.completion_tokens}`);
+
+  // ---- stop sequences ----
+  const full = c1.message.content;
+  const cut = Math.floor(full.length / 2);
+  const stops = [full.slice(cut, cut + 4), full.slice(cut + 1, cut + 7)].filter((s) => s.trim().length > 1);
+  for (const stop of stops) {
+    const expect = full.slice(0, full.indexOf(stop));
+    const r = await openai.chat.completions.create({ model: MODEL, messages: msgs, max_tokens: 24, temperature: 0, stop: [stop, "\u00a7never"] });
+    check(`stop ${JSON.stringify(stop)}: text cut before it`, r.choices[0].message.content === expect,
+          `${JSON.stringify(r.choices[0].message.content)} vs ${JSON.stringify(expect)}`);
+    check(`stop ${JSON.stringify(stop)}: finish_reason stop`, r.choices[0].finish_reason === "stop");
+    const s = await collectChatStream(openai, { model: MODEL, messages: msgs, max_tokens: 24, temperature: 0, stop });
+    check(`stop ${JSON.stringify(stop)}: streamed text cut, nothing leaked`, s.text === expect && s.finish === "stop",
+          `${JSON.stringify(s.text)} vs ${JSON.stringify(expect)}`);
+  }
+
+  // ---- completions vs lmc generate ----
+  const cliText = cliGenerate("In the beginning", 12);
+  const comp = await openai.completions.create({ model: MODEL, prompt: "In the beginning", max_tokens: 12, temperature: 0 });
+  check("completions: equals `lmc generate --greedy`", comp.choices[0].text === cliText,
+        `${JSON.stringify(comp.choices[0].text)} vs ${JSON.stringify(cliText)}`);
+  check("completions: object, usage", comp.object === "text_completion" && comp.usage.completion_tokens === 12 &&
+        comp.usage.prompt_tokens === tokenCount("<|bos|>In the beginning"), JSON.stringify(comp.usage));
+  const compStream = await openai.completions.create({ model: MODEL, prompt: "In the beginning", max_tokens: 12, temperature: 0, stream: true });
+  let ct = "", cf = null;
+  for await (const ch of compStream) { ct += ch.choices[0]?.text ?? ""; cf = ch.choices[0]?.finish_reason ?? cf; }
+  check("completions: streamed equals non-streamed", ct === cliText && cf === "length", JSON.stringify(ct));
+  const seeded = async () => (await openai.completions.create({ model: MODEL, prompt: "And God said", max_tokens: 16, temperature: 0.9, seed: 42 })).choices[0].text;
+  check("completions: same seed, same sample", (await seeded()) === (await seeded()));
+  const biased = await openai.completions.create({ model: MODEL, prompt: "In the beginning", max_tokens: 4, temperature: 0, logit_bias: { "6": 100 } });
+  check("logit_bias: +100 on an end token stops at once", biased.choices[0].finish_reason === "stop" && biased.choices[0].text === "" &&
+        biased.usage.completion_tokens === 1, JSON.stringify(biased.choices[0]));
+  const fp = await openai.completions.create({ model: MODEL, prompt: "In the beginning", max_tokens: 40, temperature: 0, frequency_penalty: 2, presence_penalty: 2 });
+  const plain = await openai.completions.create({ model: MODEL, prompt: "In the beginning", max_tokens: 40, temperature: 0 });
+  check("presence/frequency penalties change a repetitive greedy text", fp.choices[0].text !== plain.choices[0].text);
+
+  // ---- Anthropic ----
+  const am = await anthropic.messages.create({ model: MODEL, max_tokens: 24, messages: msgs, temperature: 0 });
+  check("messages: type/role/content", am.type === "message" && am.role === "assistant" && am.content[0]?.type === "text");
+  check("messages: same greedy text as chat completions", am.content[0]?.text === full, JSON.stringify(am.content));
+  check("messages: stop_reason max_tokens and usage", am.stop_reason === "max_tokens" && am.usage.input_tokens === nPrompt && am.usage.output_tokens === 24,
+        JSON.stringify(am));
+  const sysMsgs = [{ role: "system", content: "Answer as the scripture." }, ...msgs];
+  const withSys = await openai.chat.completions.create({ model: MODEL, messages: sysMsgs, max_tokens: 16, temperature: 0 });
+  const amSys = await anthropic.messages.create({ model: MODEL, max_tokens: 16, system: "Answer as the scripture.", temperature: 0,
+    messages: [{ role: "user", content: [{ type: "text", text: "Who made the heaven and the earth?" }] }] });
+  check("messages: system + content blocks render like chat", amSys.content[0].text === withSys.choices[0].message.content &&
+        amSys.usage.input_tokens === tokenCount(render(sysMsgs)));
+  const stopSeq = stops[0];
+  const amStop = await anthropic.messages.create({ model: MODEL, max_tokens: 24, messages: msgs, temperature: 0, stop_sequences: [stopSeq] });
+  check("messages: stop_sequences", amStop.stop_reason === "stop_sequence" && amStop.stop_sequence === stopSeq &&
+        amStop.content[0].text === full.slice(0, full.indexOf(stopSeq)), JSON.stringify(amStop));
+  const events = [];
+  let streamed = "";
+  const raw = await anthropic.messages.create({ model: MODEL, max_tokens: 24, messages: msgs, temperature: 0, stream: true });
+  for await (const ev of raw) {
+    if (events[events.length - 1] !== ev.type) events.push(ev.type);
+    if (ev.type === "content_block_delta") streamed += ev.delta.text;
+    if (ev.type === "message_delta") check("messages stream: message_delta stop_reason/usage", ev.delta.stop_reason === "max_tokens" && ev.usage.output_tokens === 24);
+  }
+  // (the SDK swallows ping events)
+  check("messages stream: event order", events.filter((t) => t !== "ping").join(",") ===
+        "message_start,content_block_start,content_block_delta,content_block_stop,message_delta,message_stop", events.join(","));
+  check("messages stream: text equals non-streamed", streamed === full);
+  const helper = anthropic.messages.stream({ model: MODEL, max_tokens: 24, messages: msgs, temperature: 0 });
+  const fin = await withTimeout(helper.finalMessage(), 30000, "messages.stream");
+  check("messages stream helper: finalMessage", fin.content[0].text === full && fin.stop_reason === "max_tokens");
+
+  // ---- multi-turn prefix reuse ----
+  const turn2 = [...msgs, { role: "assistant", content: full }, { role: "user", content: "And what did he say?" }];
+  const before = await metrics(A.url);
+  const t2 = await openai.chat.completions.create({ model: MODEL, messages: turn2, max_tokens: 8, temperature: 0 });
+  const after = await metrics(A.url);
+  check("multi-turn: history not re-prefilled", t2.usage.prompt_tokens_details.cached_tokens >= nPrompt &&
+        after.lmc_prompt_tokens_reused_total - before.lmc_prompt_tokens_reused_total === t2.usage.prompt_tokens_details.cached_tokens,
+        JSON.stringify(t2.usage));
+
+  // ---- 16 concurrent streaming clients = the same requests one at a time ----
+  const topics = ["Moses", "Abraham", "David", "the sea", "the temple", "Egypt", "the LORD", "Jacob",
+                  "the king", "bread", "the mountain", "Jerusalem", "the prophet", "Noah", "the river", "light"];
+  const reqs = topics.map((t) => ({ model: MODEL, messages: ask(`Tell me of ${t}.`), max_tokens: 32, temperature: 0 }));
+  const serial = [];
+  for (const r of reqs) serial.push(await collectChatStream(openai, r));
+  const m1 = await metrics(A.url);
+  const conc = await withTimeout(Promise.all(reqs.map((r) => collectChatStream(openai, r))), 60000, "16 concurrent streams");
+  const m2 = await metrics(A.url);
+  let same = 0;
+  conc.forEach((c, i) => { if (c.text === serial[i].text && c.finish === serial[i].finish) same++; else console.log(`  differs: ${topics[i]}: ${JSON.stringify(c.text)} vs ${JSON.stringify(serial[i].text)}`); });
+  check("16 concurrent greedy streams equal the serial runs", same === 16, `${same}/16`);
+  const steps = m2.lmc_scheduler_steps_total - m1.lmc_scheduler_steps_total;
+  const toks = m2.lmc_generated_tokens_total - m1.lmc_generated_tokens_total;
+  check("16 concurrent: batched (≥ 4 tokens per step)", toks >= 4 * steps && toks > 0, `${toks} tokens in ${steps} steps`);
+
+  // ---- disconnect frees the KV ----
+  const base = await metrics(A.url);
+  const ac = new AbortController();
+  let got = 0, during = null;
+  try {
+    const st = await openai.chat.completions.create({ model: MODEL, messages: ask("Tell me everything."), max_tokens: 900, temperature: 0, stream: true, ignore_eos: true }, { signal: ac.signal });
+    for await (const ch of st) {
+      if (++got === 4) { during = await metrics(A.url); ac.abort(); }
+    }
+  } catch (e) { /* aborted */ }
+  check("disconnect: running and holding KV before", during && during.lmc_running_sequences === 1 && during.lmc_kv_tokens_active > 0, JSON.stringify(during));
+  let freed = null;
+  for (let i = 0; i < 100; i++) {
+    const m = await metrics(A.url);
+    if (m.lmc_running_sequences === 0 && m.lmc_kv_tokens_active === 0) { freed = m; break; }
+    await sleep(50);
+  }
+  check("disconnect: KV freed in /metrics", freed !== null);
+  check("disconnect: counted as cancelled, generation stopped early", freed && freed.lmc_requests_cancelled_total === base.lmc_requests_cancelled_total + 1 &&
+        freed.lmc_generated_tokens_total - base.lmc_generated_tokens_total < 900, JSON.stringify(freed));
+
+  // ---- malformed requests ----
+  const cases = malformedCases();
+  let okCases = 0;
+  for (const c of cases) {
+    let status = 0, body = null, text = "";
+    try {
+      const res = await withTimeout(fetch(A.url + c.path, { method: c.method || "POST", headers: { "content-type": "application/json", ...(c.headers || {}) },
+                                                   body: c.body }), 15000, c.name);
+      status = res.status;
+      text = await res.text();
+      body = JSON.parse(text);
+    } catch (e) { text = String(e); }
+    const anth = c.path === "/v1/messages";
+    const shape = anth ? body?.type === "error" && typeof body?.error?.type === "string" && typeof body?.error?.message === "string"
+                       : typeof body?.error?.message === "string" && typeof body?.error?.type === "string" && "param" in body.error && "code" in body.error;
+    const codeOk = !c.code || body?.error?.code === c.code;
+    if (check(`malformed: ${c.name} → ${c.status}`, status === c.status && shape && codeOk, `${status} ${text.slice(0, 200)}`)) okCases++;
+  }
+  check("malformed: at least 40 cases", cases.length >= 40, String(cases.length));
+  const healthy = await openai.chat.completions.create({ model: MODEL, messages: msgs, max_tokens: 24, temperature: 0 });
+  check("after malformed requests: healthy, same answer", (await fetch(A.url + "/health")).ok && healthy.choices[0].message.content === full);
+
+  // ---- slow client: a stalled upload does not block others and is dropped ----
+  const sock = net.connect(A.port, "127.0.0.1");
+  let closed = false;
+  sock.on("close", () => { closed = true; });
+  sock.on("error", () => {});
+  sock.write("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"messages\":");
+  await sleep(200);
+  const t0 = Date.now();
+  const h = await fetch(A.url + "/health");
+  check("slow client: others still served", h.ok && Date.now() - t0 < 1000);
+  for (let i = 0; i < 120 && !closed; i++) await sleep(50);
+  check("slow client: dropped after the idle timeout", closed);
+  sock.destroy();
+
+  // ---- tokenize / detokenize ----
+  const tk = await (await fetch(A.url + "/tokenize", { method: "POST", body: JSON.stringify({ content: "In the beginning God" }) })).json();
+  check("tokenize: equals lmc tokenize", tk.tokens.length === tokenCount("In the beginning God"));
+  const dt = await (await fetch(A.url + "/detokenize", { method: "POST", body: JSON.stringify({ tokens: tk.tokens }) })).json();
+  check("detokenize: round trip", dt.content === "In the beginning God", JSON.stringify(dt));
+
+  // ---- SIGTERM with a stream in flight ----
+  const ac2 = new AbortController();
+  const inflight = (async () => {
+    try {
+      const st = await openai.chat.completions.create({ model: MODEL, messages: ask("Speak."), max_tokens: 900, temperature: 0, stream: true, ignore_eos: true }, { signal: ac2.signal });
+      for await (const ch of st) { /* until the server ends it */ }
+      return "ended";
+    } catch (e) { return "error"; }
+  })();
+  await sleep(300);
+  const t1 = Date.now();
+  const ex = await A.stop("SIGTERM", 10000);
+  check("SIGTERM: exits 0 promptly with a stream in flight", ex.code === 0 && Date.now() - t1 < 5000, JSON.stringify(ex));
+  const how = await withTimeout(inflight, 5000, "in-flight stream after shutdown").catch(() => "hung");
+  check("SIGTERM: the in-flight stream ended", how !== "hung", how);
+  ac2.abort();
+
+  // ---- second server: API key, admission control ----
+  const B = await startServer(["--api-key", "sekrit", "--max-seqs", "1", "--max-queue", "1", "--alias", "bible"]);
+  const noKey = await fetch(B.url + "/v1/models");
+  const noKeyBody = await noKey.json().catch(() => null);
+  check("api key: 401 without it, OpenAI-style body", noKey.status === 401 && noKeyBody?.error?.type === "authentication_error");
+  const badKey = await fetch(B.url + "/v1/messages", { method: "POST", headers: { "x-api-key": "wrong" }, body: "{}" });
+  const badKeyBody = await badKey.json().catch(() => null);
+  check("api key: 401 with a wrong key, Anthropic-style body", badKey.status === 401 && badKeyBody?.type === "error" && badKeyBody?.error?.type === "authentication_error");
+  check("api key: /health stays open", (await fetch(B.url + "/health")).ok);
+  const okB = new OpenAI({ baseURL: B.url + "/v1", apiKey: "sekrit", maxRetries: 0 });
+  const bm = await okB.models.list();
+  check("api key: openai client with the key; --alias names the model", bm.data[0]?.id === "bible");
+  const okBa = new Anthropic({ baseURL: B.url, apiKey: "sekrit", maxRetries: 0 });
+  const ba = await okBa.messages.create({ model: "bible", max_tokens: 4, messages: msgs, temperature: 0 });
+  check("api key: anthropic client with the key", ba.content[0].text.length > 0 && ba.model === "bible");
+  const burst = await Promise.all(Array.from({ length: 6 }, () =>
+    fetch(B.url + "/v1/chat/completions", { method: "POST", headers: { authorization: "Bearer sekrit" },
+      body: JSON.stringify({ messages: ask("Tell me everything."), max_tokens: 200, temperature: 0, ignore_eos: true }) })
+      .then(async (r) => ({ status: r.status, retry: r.headers.get("retry-after"), body: await r.json().catch(() => null) }))));
+  const refused = burst.filter((b) => b.status === 503);
+  check("admission: a full queue answers 503 + Retry-After with a JSON error", refused.length >= 1 && refused.every((b) => b.retry && b.body?.error?.message),
+        JSON.stringify(burst.map((b) => b.status)));
+  check("admission: admitted requests complete", burst.filter((b) => b.status === 200).length >= 2 &&
+        burst.every((b) => b.status === 200 || b.status === 503));
+  const exB = await B.stop("SIGINT", 10000);
+  check("SIGINT: exits 0", exB.code === 0, JSON.stringify(exB));
+}
+
+try {
+  await main();
+} catch (e) {
+  check("suite ran to the end", false, e.stack || String(e));
+}
+finish();

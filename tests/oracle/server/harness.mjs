@@ -1,0 +1,96 @@
+// harness.mjs — start and stop `lmc serve` for the server tests, and count checks.
+//
+// startServer(args) spawns `$BUILD/lmc serve --port 0 ...` on the demo model, reads the
+// port from its "listening on" line, waits for GET /health, and returns {url, proc, stop}.
+// Every server started is killed on exit, even when a test throws. check() records a
+// pass/fail line; finish() prints `RESULT <passed> <failed>` and exits.
+import { spawn, spawnSync } from "node:child_process";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const root = join(here, "..", "..", "..");
+export const build = process.env.BUILD || "build";
+export const lmc = resolve(root, build, "lmc");
+export const demo = join(root, "models", "demo");
+const verbose = !!process.env.LMC_SERVER_VERBOSE;
+
+let passed = 0, failed = 0;
+const live = new Set();
+
+export function check(name, ok, detail = "") {
+  if (ok) passed++; else failed++;
+  if (!ok || verbose) console.log(`${ok ? "ok  " : "FAIL"} ${name}${!ok && detail ? " — " + detail : ""}`);
+  return ok;
+}
+
+export function finish() {
+  for (const p of live) { try { p.kill("SIGKILL"); } catch {} }
+  console.log(`RESULT ${passed} ${failed}`);
+  process.exit(failed ? 1 : 0);
+}
+
+process.on("exit", () => { for (const p of live) { try { p.kill("SIGKILL"); } catch {} } });
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export function withTimeout(promise, ms, what) {
+  let t;
+  return Promise.race([promise, new Promise((_, rej) => { t = setTimeout(() => rej(new Error(`${what}: timed out after ${ms} ms`)), ms); })])
+    .finally(() => clearTimeout(t));
+}
+
+export async function startServer(args = [], { timeoutMs = 20000 } = {}) {
+  const proc = spawn(lmc, ["serve", "--port", "0", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  live.add(proc);
+  let stderr = "";
+  proc.on("error", (e) => { stderr += String(e); });
+  const exited = new Promise((r) => proc.on("exit", (code, sig) => { live.delete(proc); r({ code, sig }); }));
+  const port = await withTimeout(new Promise((resolve, reject) => {
+    proc.stderr.on("data", (d) => {
+      stderr += d;
+      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(stderr);
+      if (m) resolve(Number(m[1]));
+    });
+    proc.on("exit", (code) => reject(new Error(`lmc serve exited (${code}): ${stderr.trim()}`)));
+  }), timeoutMs, "server start");
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try { if ((await fetch(url + "/health")).ok) break; } catch {}
+    if (Date.now() > deadline) throw new Error("server never became healthy");
+    await sleep(50);
+  }
+  const stop = async (signal = "SIGTERM", ms = 10000) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return exited;
+    proc.kill(signal);
+    try { return await withTimeout(exited, ms, "server stop"); }
+    catch (e) { proc.kill("SIGKILL"); throw e; }
+  };
+  return { url, port, proc, stop, exited, stderr: () => stderr };
+}
+
+export async function metrics(url) {
+  const text = await (await fetch(url + "/metrics")).text();
+  const out = {};
+  for (const line of text.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const m = /^(\S+)\s+(\S+)$/.exec(line);
+    if (m) out[m[1]] = Number(m[2]);
+  }
+  return out;
+}
+
+// Token count of text by `lmc tokenize` (no special tokens added: the template writes them).
+export function tokenCount(text) {
+  const r = spawnSync(lmc, ["tokenize", "-m", demo, "--no-special", text], { encoding: "utf8", timeout: 20000 });
+  if (r.status !== 0) throw new Error("lmc tokenize failed: " + r.stderr);
+  return r.stdout.trim().split(/\s+/).filter(Boolean).length;
+}
+
+export function cliGenerate(prompt, n) {
+  const r = spawnSync(lmc, ["generate", "-m", demo, "-p", prompt, "-n", String(n), "--greedy"],
+                      { encoding: "utf8", timeout: 30000 });
+  if (r.status !== 0) throw new Error("lmc generate failed: " + r.stderr);
+  return r.stdout.replace(/\n$/, "");
+}
