@@ -16,6 +16,8 @@ static const char *usage =
     "  chat       chat through the model's chat template (no -m: the demo model)\n"
     "  perplexity perplexity of a model over a text file\n"
     "  tokenize   print the token ids of a text\n"
+    "  ls         list local models (HF cache and given folders) with tier, size and fit\n"
+    "  models     list the supported model_types and their parity fixtures\n"
     "  inspect    show a checkpoint's profile, tensors and weight audit\n"
     "  serve      OpenAI/Anthropic-compatible HTTP server (no -m: the demo model)\n"
     "\n"
@@ -38,6 +40,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
+    if (!strcmp(cmd, "ls")) return cmd_ls(argc - 1, argv + 1);
+    if (!strcmp(cmd, "models")) return cmd_models(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "lmc: unknown command '%s' (see `lmc --help`)\n", cmd);

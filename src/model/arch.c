@@ -90,6 +90,13 @@ static const struct { const char *from, *to; } aliases[] = {
 #define N_ALIASES ((int)(sizeof aliases / sizeof aliases[0]))
 
 int lmc_arch_count(void) { return N_ROWS; }
+
+int lmc_arch_alias_at(int i, const char **from, const char **to) {
+    if (i < 0 || i >= N_ALIASES) return 0;
+    *from = aliases[i].from;
+    *to = aliases[i].to;
+    return 1;
+}
 const lmc_arch *lmc_arch_at(int i) { return i >= 0 && i < N_ROWS ? &rows[i] : NULL; }
 
 const lmc_arch *lmc_arch_find(const char *model_type, const char **alias_from) {

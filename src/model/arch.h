@@ -95,6 +95,8 @@ typedef struct lmc_profile {
 const lmc_arch *lmc_arch_find(const char *model_type, const char **alias_from);
 int lmc_arch_count(void);
 const lmc_arch *lmc_arch_at(int i);
+/* The i-th alias (0 when i is past the end). */
+int lmc_arch_alias_at(int i, const char **from, const char **to);
 /* The supported name closest to model_type (edit distance), for error messages. */
 const char *lmc_arch_nearest(const char *model_type);
 /* Comma-separated list of supported model_types (rows and aliases) into buf. */

@@ -106,5 +106,14 @@ if [ -f "$TOKDIR/tokenizer.json" ]; then
 else
     bad "npm oracle packages missing ($TOKDIR): run scripts/install-deps.sh --test"
 fi
+# no fixture, no claim: every descriptor row and alias has a parity fixture
+expect_rc 0 "models" "$LMC" models
+if grep -q "(no fixture)" /tmp/lmc-cli-out.$$; then bad "model_types without a fixture: $(grep '(no fixture)' /tmp/lmc-cli-out.$$ | awk '{print $1}' | tr '\n' ' ')"; else ok; fi
+# docs/MODELS.md is the generated table, kept current
+"$LMC" models --markdown > "$T/MODELS.md" 2>/dev/null
+cmp -s "$T/MODELS.md" docs/MODELS.md && ok || bad "docs/MODELS.md is stale: run build/lmc models --markdown > docs/MODELS.md"
+# lmc ls lists model folders with their tier
+expect_rc 0 "ls" "$LMC" ls tests/fixtures
+grep -q "tests/fixtures/qwen3 .*qwen3 .*generic" /tmp/lmc-cli-out.$$ && ok || bad "lmc ls does not list the qwen3 fixture as generic"
 echo "RESULT $pass $fail"
 [ "$fail" -eq 0 ]

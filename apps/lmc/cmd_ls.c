@@ -1,0 +1,183 @@
+/* cmd_ls.c — `lmc ls` (what is on this machine and whether lmc runs it) and
+ * `lmc models` (the supported model_types, from the descriptor table). */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "io/hfpath.h"
+#include "io/jsonfile.h"
+
+static const char *ls_help =
+    "usage: lmc ls [DIR ...]\n"
+    "\n"
+    "List the models in the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or\n"
+    "~/.cache/huggingface/hub) and in the directories given: repo id, model_type,\n"
+    "tier (targeted / generic / drafter / unsupported), parameters, bytes, dtype,\n"
+    "and whether the weights fit in the memory available now.\n"
+    "\n"
+    "example:\n"
+    "  lmc ls ./models\n";
+
+/* MemAvailable from /proc/meminfo in bytes (0 if unknown). */
+static unsigned long long mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024ull;
+}
+
+static void human(double bytes, char *buf, size_t n) {
+    const char *u[] = {"B", "KB", "MB", "GB", "TB"};
+    int i = 0;
+    while (bytes >= 1000 && i < 4) { bytes /= 1000; i++; }
+    snprintf(buf, n, i ? "%.1f %s" : "%.0f %s", bytes, u[i]);
+}
+
+static int n_listed;
+
+/* One row for a model directory (repo id may be NULL: use the path). */
+static void list_one(const char *repo_id, const char *revision, const char *dir, void *ud) {
+    (void)ud;
+    char name[600];
+    if (repo_id) snprintf(name, sizeof name, "%s@%.8s", repo_id, revision);
+    else snprintf(name, sizeof name, "%s", dir);
+    lmc_config cfg;
+    if (lmc_config_load(dir, &cfg) < 0) {
+        printf("%-44s %-16s %-11s %s\n", name, "?", "unsupported", lmc_last_error());
+        n_listed++;
+        return;
+    }
+    const char *tier = "unsupported";
+    lmc_profile prof;
+    size_t len = strlen(cfg.model_type);
+    if (len > 10 && !strcmp(cfg.model_type + len - 10, "_assistant")) tier = "drafter";
+    else if (lmc_profile_resolve(&cfg, &prof) == 0) tier = lmc_tier_name(prof.tier);
+    lmc_st_set *st = NULL;
+    char bytes[32] = "?", params[32] = "?", fits[16] = "?";
+    const char *dtype = cfg.torch_dtype[0] ? cfg.torch_dtype : "?";
+    if (lmc_st_open(dir, &st) == 0) {
+        long long n = 0;
+        for (int i = 0; i < lmc_st_count(st); i++) n += lmc_st_nelem(lmc_st_at(st, i));
+        size_t b = lmc_st_total_bytes(st);
+        human((double)b, bytes, sizeof bytes);
+        if (n >= 1000000000LL) snprintf(params, sizeof params, "%.2fB", n / 1e9);
+        else snprintf(params, sizeof params, "%.1fM", n / 1e6);
+        unsigned long long avail = mem_available();
+        if (avail) snprintf(fits, sizeof fits, "%s", b < avail ? "yes" : "no");
+        if (lmc_st_count(st) > 0 && !cfg.torch_dtype[0]) dtype = lmc_dtype_name(lmc_st_at(st, 0)->dtype);
+        lmc_st_close(st);
+    }
+    printf("%-44s %-16s %-11s %9s %10s %-9s %s\n", name, cfg.model_type, tier, params, bytes, dtype, fits);
+    lmc_config_free(&cfg);
+    n_listed++;
+}
+
+int cmd_ls(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(ls_help, stdout); return 0; }
+    printf("%-44s %-16s %-11s %9s %10s %-9s %s\n", "MODEL", "MODEL_TYPE", "TIER", "PARAMS", "BYTES", "DTYPE", "FITS");
+    char cache[4096];
+    const char *which = NULL;
+    if (lmc_hfpath_cache_dir(cache, sizeof cache, &which) == 0) lmc_hfpath_scan_cache(list_one, NULL);
+    for (int i = 1; i < argc; i++) {
+        char cfgp[8400];
+        snprintf(cfgp, sizeof cfgp, "%s/config.json", argv[i]);
+        FILE *f = fopen(cfgp, "r");
+        if (f) { fclose(f); list_one(NULL, NULL, argv[i], NULL); continue; }
+        /* a folder of model folders */
+        DIR *d = opendir(argv[i]);
+        if (!d) { fprintf(stderr, "lmc: cannot open %s\n", argv[i]); continue; }
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char sub[4096];
+            if (strlen(argv[i]) + strlen(e->d_name) + 16 > sizeof sub) continue;
+            snprintf(sub, sizeof sub, "%s/%s", argv[i], e->d_name);
+            snprintf(cfgp, sizeof cfgp, "%s/config.json", sub);
+            if ((f = fopen(cfgp, "r"))) { fclose(f); list_one(NULL, NULL, sub, NULL); }
+        }
+        closedir(d);
+    }
+    if (!n_listed) fprintf(stderr, "lmc: no models found (cache: %s)\n", which ? cache : "none");
+    return 0;
+}
+
+static const char *models_help =
+    "usage: lmc models [--markdown] [--fixtures DIR]\n"
+    "\n"
+    "List the model_types lmc runs, from its descriptor table, with the parity\n"
+    "fixtures (tests/fixtures) that prove each one. --markdown writes docs/MODELS.md's table.\n";
+
+/* Fixture names whose config.json model_type maps (through aliases) to `type`. */
+static void fixtures_for(const char *root, const char *type, int alias_only, char *out, size_t cap) {
+    out[0] = 0;
+    DIR *d = opendir(root);
+    if (!d) return;
+    char *names[512];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 512) {
+        if (e->d_name[0] == '.') continue;
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s/config.json", root, e->d_name);
+        cJSON *j = NULL;
+        if (lmc_json_read_file(p, 1 << 20, &j) < 0) continue;
+        const char *mt = NULL;
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "text_config");
+        if (lmc_json_get_string(cJSON_IsObject(tc) ? tc : j, "model_type", &mt) > 0 && mt) {
+            const char *from = NULL;
+            const lmc_arch *a = lmc_arch_find(mt, &from);
+            int match = alias_only ? (from && !strcmp(mt, type)) : (!strcmp(mt, type));
+            if (a && match) names[n++] = strdup(e->d_name);
+        }
+        cJSON_Delete(j);
+    }
+    closedir(d);
+    for (int i = 0; i < n; i++)
+        for (int k = i + 1; k < n; k++)
+            if (strcmp(names[k], names[i]) < 0) { char *t = names[i]; names[i] = names[k]; names[k] = t; }
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(out + at, cap > at ? cap - at : 0, "%s`%s`", i ? ", " : "", names[i]);
+        if (w > 0) at += (size_t)w;
+        free(names[i]);
+    }
+}
+
+int cmd_models(int argc, char **argv) {
+    int md = 0;
+    const char *root = "tests/fixtures";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(models_help, stdout); return 0; }
+        if (!strcmp(argv[i], "--markdown")) md = 1;
+        else if (!strcmp(argv[i], "--fixtures") && i + 1 < argc) root = argv[++i];
+        else return cli_usage_error("models", "unknown option '%s'", argv[i]);
+    }
+    if (md) {
+        printf("# Supported model types\n\n"
+               "Generated by `lmc models --markdown` from the descriptor table (src/model/arch.c) and the parity\n"
+               "fixtures in tests/fixtures (each passes F1 against transformers in CI). Do not edit by hand.\n\n"
+               "| model_type | tier | fixtures | notes |\n|---|---|---|---|\n");
+    }
+    for (int i = 0; i < lmc_arch_count(); i++) {
+        const lmc_arch *a = lmc_arch_at(i);
+        char fx[2048];
+        fixtures_for(root, a->model_type, 0, fx, sizeof fx);
+        if (md) printf("| %s | generic | %s | %s |\n", a->model_type, fx[0] ? fx : "**none — not claimed**", a->notes);
+        else printf("%-14s generic   %s\n", a->model_type, fx[0] ? fx : "(no fixture)");
+    }
+    for (int i = 0;; i++) {
+        const char *from, *to;
+        if (!lmc_arch_alias_at(i, &from, &to)) break;
+        char fx[2048];
+        fixtures_for(root, from, 1, fx, sizeof fx);
+        if (md) printf("| %s | generic (alias of %s) | %s | as %s |\n", from, to, fx[0] ? fx : "**none — not claimed**", to);
+        else printf("%-14s alias of %s   %s\n", from, to, fx[0] ? fx : "(no fixture)");
+    }
+    return 0;
+}
