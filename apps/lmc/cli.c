@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gen/plan.h"
 #include "io/hfpath.h"
 #include "tok/tokenizer.h"
 
@@ -130,6 +131,20 @@ int cli_load_model(const cli_model_opts *o, cli_model *cm) {
         return EXIT_RUNTIME;
     }
     snprintf(cm->dir, sizeof cm->dir, "%s", mp.path);
+    /* the memory plan, from config.json and the headers, before any weight is read */
+    lmc_config cfg;
+    lmc_st_set *st = NULL;
+    if (lmc_config_load(cm->dir, &cfg) < 0) return cli_error(NULL);
+    lmc_status pst = lmc_st_open(cm->dir, &st);
+    if (pst >= 0) {
+        int n_ctx = o->n_ctx ? o->n_ctx : (cfg.max_position_embeddings < 4096 ? cfg.max_position_embeddings : 4096);
+        lmc_plan plan;
+        lmc_plan_compute(&cfg, lmc_st_total_bytes(st), n_ctx, 1, o->n_batch ? o->n_batch : 256, &plan);
+        pst = lmc_plan_check(&plan);
+    }
+    lmc_st_close(st);
+    lmc_config_free(&cfg);
+    if (pst < 0) return cli_error(NULL);
     lmc_backend_params bp = {.name = o->backend ? o->backend : "cpu", .n_threads = o->n_threads};
     if (lmc_backend_init(&cm->be, &bp) < 0) return cli_error("backend");
     if (lmc_model_load(cm->dir, cm->be, &cm->model) < 0) {

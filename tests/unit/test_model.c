@@ -11,6 +11,7 @@
 
 #include "gen/context.h"
 #include "gen/generate.h"
+#include "gen/plan.h"
 #include "gen/sampler.h"
 #include "model/forward.h"
 
@@ -193,6 +194,23 @@ static void test_sliding_window_rotating_cache(void) {
     lmc_backend_free(be);
 }
 
+static void test_memory_plan(void) {
+    lmc_config c = {0};
+    c.n_layers = 24; c.n_kv_heads = 2; c.n_heads = 14; c.head_dim = 64; c.hidden_size = 896;
+    c.intermediate_size = 4864; c.vocab_size = 151936;
+    lmc_plan p;
+    lmc_plan_compute(&c, 988097792u, 4096, 1, 256, &p);
+    CHECK_EQ_INT(p.kv, 2ull * 24 * 128 * 4096 * 4);
+    CHECK(p.total == p.weights + p.kv + p.scratch && p.scratch > 0);
+    p.available = p.total + 1;
+    CHECK(lmc_plan_check(&p) == LMC_OK);
+    p.available = p.total / 2;
+    CHECK(lmc_plan_check(&p) == LMC_ERR_NOMEM);
+    CHECK(strstr(lmc_last_error(), "does not fit") && strstr(lmc_last_error(), "KV cache"));
+    p.available = 0; /* unknown: no refusal */
+    CHECK(lmc_plan_check(&p) == LMC_OK);
+}
+
 static void expect_load_error(const tiny_opts *o, const char *name, lmc_status want, const char *needle) {
     const char *dir = make_dir(name, o);
     lmc_backend *be;
@@ -341,6 +359,7 @@ int main(void) {
     RUN(test_qwen3);
     RUN(test_mistral_alias);
     RUN(test_sliding_window_rotating_cache);
+    RUN(test_memory_plan);
     RUN(test_audit);
     RUN(test_shape_mismatch);
     RUN(test_sampler);
