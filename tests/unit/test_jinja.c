@@ -41,10 +41,14 @@ static const char *R(const char *src, const char *ctx_json) {
     lmc_jinja_free(t);
     return result_buf;
 }
-#define EXPECT(src, ctx, want) CHECK_EQ_STR(R(src, ctx), want)
+/* Each EXPECT / EXPECT_ERR counts as one test in the RESULT line (groups made only of
+ * them are called directly, not through RUN). */
+#define COUNT_ONE_(body) do { int saved_ = test_cur_failed_; test_cur_failed_ = 0; body; \
+    if (test_cur_failed_) test_failed_++; else test_passed_++; test_cur_failed_ = saved_; } while (0)
+#define EXPECT(src, ctx, want) COUNT_ONE_(CHECK_EQ_STR(R(src, ctx), want))
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
-#define EXPECT_ERR(src, ctx, frag) do { const char *r_ = R(src, ctx); \
-    CHECK_MSG(starts(r_, "ERR:") && strstr(r_, frag), "got \"%s\", want error containing \"%s\"", r_, frag); } while (0)
+#define EXPECT_ERR(src, ctx, frag) COUNT_ONE_(const char *r_ = R(src, ctx); \
+    CHECK_MSG(starts(r_, "ERR:") && strstr(r_, frag), "got \"%s\", want error containing \"%s\"", r_, frag))
 
 /* ---- driver ------------------------------------------------------------------------- */
 static char *slurp(const char *path, size_t *n) {
@@ -543,24 +547,24 @@ int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[3], "--now")) { fixed_now = atoll(argv[4]); argc = 3; }
     if (argc == 3 && !strcmp(argv[1], "--driver")) return driver(argv[2], 0);
     if (argc == 3 && !strcmp(argv[1], "--chat")) return driver(argv[2], 1);
-    RUN(t_smoke);
-    RUN(t_literals_and_repr);
-    RUN(t_arithmetic);
-    RUN(t_compare_logic);
-    RUN(t_undefined);
-    RUN(t_access_and_slicing);
-    RUN(t_string_methods);
-    RUN(t_string_methods2);
-    RUN(t_dict_methods);
-    RUN(t_filters_basic);
-    RUN(t_filters_select_map);
-    RUN(t_tojson);
-    RUN(t_indent_truncate_center);
-    RUN(t_tests);
-    RUN(t_for_loops);
-    RUN(t_scoping_set_namespace);
-    RUN(t_macros);
-    RUN(t_whitespace);
+    t_smoke();
+    t_literals_and_repr();
+    t_arithmetic();
+    t_compare_logic();
+    t_undefined();
+    t_access_and_slicing();
+    t_string_methods();
+    t_string_methods2();
+    t_dict_methods();
+    t_filters_basic();
+    t_filters_select_map();
+    t_tojson();
+    t_indent_truncate_center();
+    t_tests();
+    t_for_loops();
+    t_scoping_set_namespace();
+    t_macros();
+    t_whitespace();
     RUN(t_errors_with_position);
     RUN(t_malformed_no_crash);
     RUN(t_fuzz);
