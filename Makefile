@@ -14,7 +14,7 @@ BUILD   ?= build
 OPT     ?= -O2 -march=native
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-psabi $(OPT) -g -fPIC -pthread
 CPPFLAGS += -Iinclude -Isrc -DLMC_DEMO_DIR='"$(CURDIR)/models/demo"'
-LDLIBS  += -lcjson -lpcre2-8 -lutf8proc -lopenblas -lm -lpthread
+LDLIBS  += -lmicrohttpd -lcjson -lpcre2-8 -lutf8proc -lopenblas -lm -lpthread
 
 LIB_SRC   := $(shell find src -name '*.c' -not -path 'src/backend/cuda/*' | sort)
 APP_SRC   := $(sort $(wildcard apps/lmc/*.c))
