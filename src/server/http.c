@@ -18,6 +18,7 @@
 #include "tok/chat.h"
 
 enum route { R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_NONE };
+_Static_assert(R_NONE + 1 == LMC_N_ROUTES, "one counter per route");
 
 static const struct { const char *path, *method; enum route r; } routes[] = {
     {"/health", "GET", R_HEALTH},

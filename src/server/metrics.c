@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *route_names[8] = {"health", "models", "chat_completions", "completions", "messages",
-                                     "tokenize", "detokenize", "metrics"};
+static const char *route_names[LMC_N_ROUTES] = {"health", "models", "chat_completions", "completions", "messages",
+                                                "tokenize", "detokenize", "metrics", "other"};
 
 char *metrics_body(lmc_server *s) {
     lmc_sched_stats st;
     lmc_sched_get_stats(s->sched, &st);
-    uint64_t by_status[LMC_STATUS_SLOTS], by_route[8];
+    uint64_t by_status[LMC_STATUS_SLOTS], by_route[LMC_N_ROUTES];
     pthread_mutex_lock(&s->mu);
     memcpy(by_status, s->by_status, sizeof by_status);
     memcpy(by_route, s->by_route, sizeof by_route);
@@ -24,7 +24,7 @@ char *metrics_body(lmc_server *s) {
         if (by_status[i]) sbuf_printf(&b, "lmc_http_requests_total{status=\"%d\"} %llu\n", i, (unsigned long long)by_status[i]);
     sbuf_puts(&b, "# HELP lmc_http_requests_by_route_total HTTP requests answered, by route.\n"
                   "# TYPE lmc_http_requests_by_route_total counter\n");
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < LMC_N_ROUTES; i++)
         sbuf_printf(&b, "lmc_http_requests_by_route_total{route=\"%s\"} %llu\n", route_names[i], (unsigned long long)by_route[i]);
     sbuf_printf(&b,
                 "# HELP lmc_prompt_tokens_total Prompt tokens of admitted requests.\n"

@@ -36,6 +36,7 @@ void sbuf_printf(lmc_sbuf *b, const char *fmt, ...) __attribute__((format(printf
 void sbuf_sse(lmc_sbuf *b, const char *event, cJSON *j);
 
 #define LMC_STATUS_SLOTS 600
+#define LMC_N_ROUTES 9
 struct lmc_server {
     lmc_server_params p;
     const lmc_mhd_api *mhd;
@@ -48,7 +49,7 @@ struct lmc_server {
     long started_at;
     pthread_mutex_t mu;           /* guards the counters below */
     uint64_t by_status[LMC_STATUS_SLOTS];
-    uint64_t by_route[8];
+    uint64_t by_route[LMC_N_ROUTES];   /* by enum route in http.c; the last is "other" */
 };
 
 /* ---- request fields (sjson.c): each returns 0, 1 when absent, -1 with e filled ---- */

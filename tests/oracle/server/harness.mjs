@@ -17,6 +17,7 @@ const verbose = !!process.env.LMC_SERVER_VERBOSE;
 
 let passed = 0, failed = 0;
 const live = new Set();
+const logs = [];   // stderr of every server started, shown when something failed
 
 export function check(name, ok, detail = "") {
   if (ok) passed++; else failed++;
@@ -26,6 +27,7 @@ export function check(name, ok, detail = "") {
 
 export function finish() {
   for (const p of live) { try { p.kill("SIGKILL"); } catch {} }
+  if (failed) for (const l of logs) console.log("--- lmc serve stderr (tail):\n" + l().slice(-3000));
   console.log(`RESULT ${passed} ${failed}`);
   process.exit(failed ? 1 : 0);
 }
@@ -45,6 +47,7 @@ export async function startServer(args = [], { timeoutMs = 20000 } = {}) {
   live.add(proc);
   let stderr = "";
   proc.on("error", (e) => { stderr += String(e); });
+  logs.push(() => stderr);
   const exited = new Promise((r) => proc.on("exit", (code, sig) => { live.delete(proc); r({ code, sig }); }));
   const port = await withTimeout(new Promise((resolve, reject) => {
     proc.stderr.on("data", (d) => {
