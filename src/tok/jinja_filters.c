@@ -13,6 +13,8 @@
 #include <time.h>
 #include <utf8proc.h>
 
+static int in_list(const char *const *l, const char *name, size_t n);
+
 /* ---- argument access ------------------------------------------------------------ */
 typedef struct fargs { jv *args; int nargs; const char **kwn; jv *kwv; int nkw; const jnode *at; const char *fname; } fargs;
 
@@ -623,6 +625,25 @@ jv jz_filter(jctx *c, const jnode *at, const char *name, jv in, jv *args, int na
         }
         return jsb_value(&b);
     }
+    if (IS("slice")) {
+        int64_t slices = arg_int(c, a, 0, "slices", 1);
+        jv fill = arg(a, 1, "fill_with");
+        if (slices <= 0) jz_fail(c, at, "slice: slices must be positive");
+        if (slices > 1000000) jz_fail(c, at, "slice: too many slices");
+        jv seq = jv_iterable_to_list(c, at, in), out = jv_list_new(c, (size_t)slices);
+        int64_t length = (int64_t)seq.u.l->n, per = length / slices, extra = length % slices, offset = 0;
+        for (int64_t k = 0; k < slices; k++) {
+            int64_t start = offset + k * per;
+            if (k < extra) offset++;
+            int64_t end = offset + (k + 1) * per;
+            jv part = jv_list_new(c, 0);
+            for (int64_t i = start; i < end && i < length; i++) jv_list_push(c, part, seq.u.l->v[i]);
+            if (has(fill) && fill.t != JV_NONE && k >= extra) jv_list_push(c, part, fill);
+            jv_list_push(c, out, part);
+        }
+        return as_lazy(out, JL_GEN);
+    }
+    if (jz_is_filter_name(name, strlen(name))) jz_fail(c, at, "the '%s' filter is not supported by lmc", name);
     jz_fail(c, at, "no filter named '%s'", name);
 #undef IS
 }
@@ -683,7 +704,8 @@ int jz_test(jctx *c, const jnode *at, const char *name, jv in, jv *args, int nar
         return cased;
     }
     if (IS("escaped")) return 0;
-    if (IS("filter") || IS("test")) return a0.t == JV_STR;   /* approximate: name given */
+    if (IS("filter")) return a0.t == JV_STR && jz_is_filter_name(a0.u.s, a0.n);
+    if (IS("test")) return a0.t == JV_STR && jz_is_test_name(a0.u.s, a0.n);
     jz_fail(c, at, "no test named '%s'", name);
 #undef IS
 }
@@ -910,6 +932,22 @@ jv jz_method(jctx *c, const jnode *at, jv self, const char *m, jv *args, int nar
     jz_fail(c, at, "access to attribute '%s' of '%s' object is unsafe (the sandbox makes values immutable)",
             m, jv_type_name(self));
 }
+
+/* ---- name tables (jinja2 3.1 builtins) ---------------------------------------------------------------- */
+static const char *const FILTER_NAMES[] = {
+    "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape",
+    "filesizeformat", "first", "float", "forceescape", "format", "groupby", "indent", "int", "items", "join", "last",
+    "length", "list", "lower", "map", "max", "min", "pprint", "random", "reject", "rejectattr", "replace", "reverse",
+    "round", "safe", "select", "selectattr", "slice", "sort", "string", "striptags", "sum", "title", "tojson", "trim",
+    "truncate", "unique", "upper", "urlencode", "urlize", "wordcount", "wordwrap", "xmlattr", NULL };
+static const char *const TEST_NAMES[] = {
+    "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped", "even", "false", "filter", "float",
+    "ge", "gt", "greaterthan", "in", "integer", "iterable", "le", "lower", "lt", "lessthan", "mapping", "ne", "none",
+    "number", "odd", "sameas", "sequence", "string", "test", "true", "undefined", "upper", "==", "!=", "<", "<=", ">",
+    ">=", NULL };
+
+int jz_is_filter_name(const char *name, size_t n) { return in_list(FILTER_NAMES, name, n); }
+int jz_is_test_name(const char *name, size_t n) { return in_list(TEST_NAMES, name, n); }
 
 /* ---- global functions ------------------------------------------------------------------------------ */
 static const char *const BUILTINS[] = { "range", "dict", "namespace", "raise_exception", "strftime_now", "cycler", "joiner", NULL };

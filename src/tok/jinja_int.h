@@ -199,6 +199,9 @@ int jz_has_method(jv self, const char *name, size_t n);
 jv jz_method(jctx *c, const jnode *at, jv self, const char *name, jv *args, int nargs, const char **kwn, jv *kwv, int nkw);
 jv jz_call_builtin(jctx *c, const jnode *at, int fn, jv *args, int nargs, const char **kwn, jv *kwv, int nkw);
 int jz_builtin_lookup(const char *name, size_t n);       /* FN_* or -1 */
+/* Names jinja2 (plus transformers' tojson) defines; unknown ones fail at parse time as in jinja2. */
+int jz_is_filter_name(const char *name, size_t n);
+int jz_is_test_name(const char *name, size_t n);
 
 /* ---- lexer / parser ------------------------------------------------------------- */
 typedef struct jlex_out { jtok *toks; size_t n; } jlex_out;

@@ -284,6 +284,7 @@ static jnode *parse_filter(parser *P, jnode *node) {
         len = (size_t)(more->s + more->n - s);
     }
     f->s = s; f->sn = len;
+    if (!jz_is_filter_name(s, len)) perr(P, nm, "no filter named '%.*s'", (int)(len > 60 ? 60 : len), s);
     if (is_op(cur(P), "(")) parse_args(P, f);
     return f;
 }
@@ -295,6 +296,7 @@ static jnode *parse_test(parser *P, jnode *node) {
     const jtok *nm = expect_name(P);
     jnode *t = mk(P, N_TEST, at);
     t->a = node; t->s = nm->s; t->sn = nm->n; t->flag = neg;
+    if (!jz_is_test_name(nm->s, nm->n)) perr(P, nm, "no test named '%.*s'", (int)(nm->n > 60 ? 60 : nm->n), nm->s);
     const jtok *c = cur(P);
     if (is_op(c, "(")) parse_args(P, t);
     else if ((c->kind == JT_NAME || c->kind == JT_STRING || c->kind == JT_INT || c->kind == JT_FLOAT ||

@@ -214,6 +214,9 @@ export const SNIPPETS = [
   ["{{ missing | int }}"],
   ["{{ '%s' % 5 }}|{{ 'x' % [1] }}|{{ 'x' % {'a': 1} }}|{{ 'x' % () }}"],
   ["{{ 'x' % 5 }}"],
+  ["{{ [1, 2, 3, 4, 5] | slice(3) | list }}|{{ [1, 2, 3, 4] | slice(3, 'x') | list }}|{{ 'upper' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}"],
+  ["{% if false %}{{ x | nosuchfilter }}{% endif %}ok"],
+  ["{% if false %}{{ x is nosuchtest }}{% endif %}ok"],
   // malformed templates
   ["{% if true %}unclosed"],
   ["{% for x in l %}{% endif %}"],
