@@ -11,8 +11,8 @@ want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
 pkgs=(build-essential pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libopenblas-dev)
-# wamerican: the English word list the demo-model test checks text against
-[ "$want_test" = 1 ] && pkgs+=(wamerican)
+# wamerican: the English word list the demo-model test checks text against; tmux drives lmc chat in a terminal
+[ "$want_test" = 1 ] && pkgs+=(wamerican tmux)
 # node/npm: keep whatever provides them (the machine image may ship its own nodejs build)
 if [ "$want_test" = 1 ] && ! { command -v node && command -v npm; } >/dev/null; then pkgs+=(nodejs npm); fi
 missing=()

@@ -13,12 +13,13 @@
 #include "tok/tokenizer.h"
 
 static const char *chat_help =
-    "usage: lmc chat [-m MODEL] [--system TEXT] [-n N] [--temp T] [--top-p P] [--seed S]\n"
+    "usage: lmc chat [-m MODEL] [--system TEXT] [-n N] [--temp T] [--top-p P] [--seed S] [--ignore-eos]\n"
     "\n"
     "Chat with a model through its chat template. Without -m, the demo model.\n"
     "Commands: /clear (forget the conversation), /system TEXT (set the system\n"
     "message and clear), /exit. Ctrl-C stops the current reply; Ctrl-D or /exit quits.\n"
     "Defaults come from the model's generation_config.json, else temperature 0.7, top-p 0.9.\n"
+    "--ignore-eos keeps a reply going past end-of-turn tokens, up to -n tokens.\n"
     "\n"
     "example:\n"
     "  lmc chat -m Qwen/Qwen2.5-0.5B-Instruct --system \"You are terse.\"\n";
@@ -76,7 +77,7 @@ int cmd_chat(int argc, char **argv) {
     const char *system = NULL;
     long n_predict = 512;
     lmc_sampler_params sp = lmc_sampler_default_params();
-    int have_temp = 0, have_top_p = 0;
+    int have_temp = 0, have_top_p = 0, ignore_eos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long x;
@@ -97,7 +98,8 @@ int cmd_chat(int argc, char **argv) {
         } else if (!strcmp(a, "--seed")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--seed", 0, 0x7fffffffffffffffL, &x)) return EXIT_USAGE;
             sp.seed = (uint64_t)x;
-        } else return cli_usage_error("chat", "unknown option '%s'", a);
+        } else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
+        else return cli_usage_error("chat", "unknown option '%s'", a);
     }
     if (!mo.model) mo.model = cli_demo_model();
     cli_model cm;
@@ -173,7 +175,7 @@ int cmd_chat(int argc, char **argv) {
         reply r = {0};
         lmc_detok_init(&r.detok, tok, 1);
         lmc_gen_params gp = {.n_predict = room < n_predict ? room : (int)n_predict, .stop_ids = c->eos_token_ids,
-                             .n_stop = c->n_eos, .sampler = sp};
+                             .n_stop = c->n_eos, .ignore_eos = ignore_eos, .sampler = sp};
         lmc_status st = lmc_generate(ctx, ids, n_ids, &gp, on_token, &r, NULL);
         char *rest = NULL;
         size_t rlen = 0;
