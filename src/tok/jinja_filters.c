@@ -704,8 +704,8 @@ int jz_test(jctx *c, const jnode *at, const char *name, jv in, jv *args, int nar
         return cased;
     }
     if (IS("escaped")) return 0;
-    if (IS("filter")) return a0.t == JV_STR && jz_is_filter_name(a0.u.s, a0.n);
-    if (IS("test")) return a0.t == JV_STR && jz_is_test_name(a0.u.s, a0.n);
+    if (IS("filter")) return in.t == JV_STR && jz_is_filter_name(in.u.s, in.n);
+    if (IS("test")) return in.t == JV_STR && jz_is_test_name(in.u.s, in.n);
     jz_fail(c, at, "no test named '%s'", name);
 #undef IS
 }

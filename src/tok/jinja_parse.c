@@ -284,7 +284,6 @@ static jnode *parse_filter(parser *P, jnode *node) {
         len = (size_t)(more->s + more->n - s);
     }
     f->s = s; f->sn = len;
-    if (!jz_is_filter_name(s, len)) perr(P, nm, "no filter named '%.*s'", (int)(len > 60 ? 60 : len), s);
     if (is_op(cur(P), "(")) parse_args(P, f);
     return f;
 }
@@ -296,7 +295,6 @@ static jnode *parse_test(parser *P, jnode *node) {
     const jtok *nm = expect_name(P);
     jnode *t = mk(P, N_TEST, at);
     t->a = node; t->s = nm->s; t->sn = nm->n; t->flag = neg;
-    if (!jz_is_test_name(nm->s, nm->n)) perr(P, nm, "no test named '%.*s'", (int)(nm->n > 60 ? 60 : nm->n), nm->s);
     const jtok *c = cur(P);
     if (is_op(c, "(")) parse_args(P, t);
     else if ((c->kind == JT_NAME || c->kind == JT_STRING || c->kind == JT_INT || c->kind == JT_FLOAT ||
@@ -667,11 +665,50 @@ static jnode *parse_body(parser *P, const char *const *ends, const jtok **end_to
     return body;
 }
 
+/* jinja2 rejects unknown filter and test names when compiling, except inside an `if`
+ * (its test and branches) or a conditional expression, where the error waits for run
+ * time; a for/macro/call/filter/set block or with body starts a strict scope again. */
+static void check_names(parser *P, const jnode *n, int soft, int depth) {
+    if (!n || depth > 8 * MAX_DEPTH) return;
+    if (!soft && n->kind == N_FILTER && !jz_is_filter_name(n->s, n->sn)) {
+        jtok at = { .line = n->line, .col = n->col };
+        perr(P, &at, "no filter named '%.*s'", (int)(n->sn > 60 ? 60 : n->sn), n->s);
+    }
+    if (!soft && n->kind == N_TEST && !jz_is_test_name(n->s, n->sn)) {
+        jtok at = { .line = n->line, .col = n->col };
+        perr(P, &at, "no test named '%.*s'", (int)(n->sn > 60 ? 60 : n->sn), n->s);
+    }
+    int inner = soft;
+    switch (n->kind) {
+    case N_IF: case N_COND: soft = inner = 1; break;
+    case N_FOR:   /* iterable in the enclosing frame, the rest in the loop's own */
+        check_names(P, n->b, soft, depth + 1);
+        check_names(P, n->a, 0, depth + 1); check_names(P, n->c, 0, depth + 1); check_names(P, n->d, 0, depth + 1);
+        for (int i = 0; i < n->nw; i++) check_names(P, n->w[i], soft, depth + 1);
+        return;
+    case N_MACRO: case N_SETBLOCK: case N_FILTERBLOCK: inner = 0; soft = 0; break;
+    case N_CALLBLOCK: check_names(P, n->a, soft, depth + 1); soft = inner = 0;
+        check_names(P, n->b, 0, depth + 1);
+        for (int i = 0; i < n->nw; i++) check_names(P, n->w[i], 0, depth + 1);
+        return;
+    case N_WITH:
+        for (int i = 0; i < n->nw; i++) check_names(P, n->w[i], soft, depth + 1);
+        check_names(P, n->b, 0, depth + 1);
+        return;
+    default: break;
+    }
+    check_names(P, n->a, soft, depth + 1); check_names(P, n->b, inner, depth + 1);
+    check_names(P, n->c, inner, depth + 1); check_names(P, n->d, inner, depth + 1);
+    for (int i = 0; i < n->nv; i++) check_names(P, n->v[i], inner, depth + 1);
+    for (int i = 0; i < n->nw; i++) check_names(P, n->w[i], inner, depth + 1);
+}
+
 int jz_parse(const jtok *toks, size_t n, jz_arena *a, jnode **root, char *msg, size_t msg_cap) {
     parser P = { .t = toks, .n = n, .a = a, .msg = msg, .msg_cap = msg_cap };
     if (setjmp(P.jb)) return -1;
     const jtok *end;
     *root = parse_body(&P, NULL, &end);
+    check_names(&P, *root, 0, 0);
     return 0;
 }
 

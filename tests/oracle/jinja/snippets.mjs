@@ -217,6 +217,13 @@ export const SNIPPETS = [
   ["{{ [1, 2, 3, 4, 5] | slice(3) | list }}|{{ [1, 2, 3, 4] | slice(3, 'x') | list }}|{{ 'upper' is filter }}|{{ 'nope' is filter }}|{{ 'odd' is test }}"],
   ["{% if false %}{{ x | nosuchfilter }}{% endif %}ok"],
   ["{% if false %}{{ x is nosuchtest }}{% endif %}ok"],
+  ["{% if f %}{% for i in l %}{{ i | nosuch }}{% endfor %}{% endif %}ok", { f: false, l: [1] }],
+  ["{% if f %}{% macro m() %}{{ 1 | nosuch }}{% endmacro %}{% endif %}ok", { f: false }],
+  ["{% if f %}{% if t %}{{ 1 | nosuch }}{% endif %}{% endif %}ok|{{ x | nosuch if f else 1 }}", { f: false }],
+  ["{% for i in [] %}{% if f %}{{ 1 | nosuch }}{% endif %}{% endfor %}ok", { f: false }],
+  ["{% if f %}{{ 1 | nosuch }}{% else %}{{ 2 | nosuch2 }}{% endif %}ok", { f: false }],
+  ["{% if f %}{% filter nosuch %}x{% endfilter %}{% endif %}ok", { f: false }],
+  ["{% if 1 | nosuch %}{% endif %}"],
   // malformed templates
   ["{% if true %}unclosed"],
   ["{% for x in l %}{% endif %}"],
