@@ -692,8 +692,8 @@ int jz_test(jctx *c, const jnode *at, const char *name, jv in, jv *args, int nar
         jv m = jz_binop(c, at, OP_MOD, in, jv_int(2));
         return IS("odd") ? jv_num(m) == 1 : jv_num(m) == 0;
     }
-    if (IS("lower") || IS("upper")) {
-        if (in.t != JV_STR) return 0;
+    if (IS("lower") || IS("upper")) {   /* str(value).islower() */
+        if (in.t != JV_STR) in = sstr(c, in);
         int cased = 0;
         size_t i = 0;
         while (i < in.n) {
