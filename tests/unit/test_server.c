@@ -1,0 +1,222 @@
+/* test_server.c — the server's pure text checks (stop strings, hold-back, UTF-8)
+ * and its scheduler without HTTP: continuous-batched greedy outputs equal
+ * single-sequence lmc_generate on the demo model, prefix reuse, queueing beyond the
+ * slots, cancellation freeing the slot, and a prompt that does not fit. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gen/generate.h"
+#include "server/sched.h"
+#include "server/stop.h"
+#include "test.h"
+
+static void test_stop_find(void) {
+    char *stops[] = {"world", "lo w", "zz"};
+    const char *t = "hello world";
+    int which = -1;
+    CHECK_EQ_INT(lmc_stop_find(t, strlen(t), 0, stops, 3, &which), 3); /* "lo w" starts before "world" */
+    CHECK_EQ_INT(which, 1);
+    CHECK_EQ_INT(lmc_stop_find(t, strlen(t), 4, stops, 3, &which), 6);
+    CHECK_EQ_INT(which, 0);
+    CHECK(lmc_stop_find(t, strlen(t), 7, stops, 3, &which) == (size_t)-1);
+    CHECK(lmc_stop_find(t, strlen(t), 0, stops, 0, &which) == (size_t)-1);
+    CHECK(lmc_stop_find("wor", 3, 0, stops, 1, &which) == (size_t)-1); /* a prefix is not a match */
+}
+
+static void test_stop_holdback(void) {
+    char *stops[] = {"</end>", "STOP"};
+    CHECK_EQ_INT(lmc_stop_holdback("abc </e", 7, stops, 2), 3);
+    CHECK_EQ_INT(lmc_stop_holdback("abc <", 5, stops, 2), 1);
+    CHECK_EQ_INT(lmc_stop_holdback("abc", 3, stops, 2), 0);
+    CHECK_EQ_INT(lmc_stop_holdback("xSTO", 4, stops, 2), 3);
+    CHECK_EQ_INT(lmc_stop_holdback("ST", 2, stops, 2), 2);      /* the whole text may be held */
+    CHECK_EQ_INT(lmc_stop_holdback("STOP", 4, stops, 2), 0);    /* complete: find() handles it */
+    char *rep[] = {"aab"};
+    CHECK_EQ_INT(lmc_stop_holdback("xaa", 3, rep, 1), 2);
+    CHECK_EQ_INT(lmc_stop_holdback("xa", 2, rep, 1), 1);
+}
+
+static void test_utf8(void) {
+    static const struct { const char *s; int ok; } cases[] = {
+        {"plain", 1}, {"caf\xc3\xa9", 1}, {"\xe2\x82\xac", 1}, {"\xf0\x9f\x98\x80", 1}, {"", 1},
+        {"\xff", 0}, {"\xc3", 0}, {"\xc0\xaf", 0}, {"\xe0\x80\xaf", 0}, {"\xed\xa0\x80", 0},
+        {"\xf4\x90\x80\x80", 0}, {"\xe2\x82", 0}, {"a\x80", 0}, {"\xf8\x88\x80\x80\x80", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        CHECK_MSG(lmc_utf8_valid(cases[i].s, strlen(cases[i].s)) == cases[i].ok, "case %zu", i);
+}
+
+/* ---- scheduler on the demo model ---- */
+
+static lmc_backend *be;
+static lmc_model *model;
+static lmc_tokenizer *tok;
+
+static lmc_srv_req *make_req(const char *text, int max_tokens) {
+    lmc_srv_req *r = lmc_srv_req_new();
+    if (lmc_tokenizer_encode(tok, text, strlen(text), 1, &r->prompt, &r->n_prompt) < 0) abort();
+    r->max_tokens = max_tokens;
+    r->ignore_eos = 1;
+    r->sp = lmc_sampler_default_params(); /* greedy */
+    return r;
+}
+
+static int wait_done(lmc_srv_req *r, double timeout_s) {
+    double t0 = lmc_now_s();
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        int d = r->done;
+        pthread_mutex_unlock(&r->mu);
+        if (d) return 1;
+        if (lmc_now_s() - t0 > timeout_s) return 0;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The text lmc_generate produces greedily for `text` (single sequence, fresh context). */
+static char *reference(const char *text, int n) {
+    lmc_context *ctx;
+    lmc_context_params cp = lmc_context_default_params();
+    if (lmc_context_init(&ctx, model, &cp) < 0) return NULL;
+    int32_t *ids;
+    int n_ids;
+    lmc_tokenizer_encode(tok, text, strlen(text), 1, &ids, &n_ids);
+    typedef struct { int32_t ids[512]; int n; } acc;
+    acc a = {.n = 0};
+    lmc_gen_params gp = {.n_predict = n, .ignore_eos = 1, .sampler = lmc_sampler_default_params()};
+    int on_tok(int32_t t, const float *l, int nv, void *ud);
+    lmc_status st = lmc_generate(ctx, ids, n_ids, &gp, on_tok, &a, NULL);
+    free(ids);
+    lmc_context_free(ctx);
+    if (st < 0) return NULL;
+    char *out;
+    size_t len;
+    if (lmc_tokenizer_decode(tok, a.ids, a.n, 1, &out, &len) < 0) return NULL;
+    return out;
+}
+
+int on_tok(int32_t t, const float *l, int nv, void *ud) {
+    (void)l; (void)nv;
+    struct { int32_t ids[512]; int n; } *a = ud;
+    if (a->n < 512) a->ids[a->n++] = t;
+    return 0;
+}
+
+static const char *prompts[] = {"In the beginning", "And God said", "The LORD is my shepherd", "Blessed are the",
+                                "And Moses went up", "For God so loved", "Let there be light", "And it came to pass"};
+#define N_PROMPTS 8
+
+static void test_sched_batched_equals_single(void) {
+    /* References first: the backend serves one thread at a time, and the scheduler's thread owns it below. */
+    char *ref[N_PROMPTS];
+    for (int i = 0; i < N_PROMPTS; i++) CHECK((ref[i] = reference(prompts[i], 20)) != NULL);
+    lmc_sched *s;
+    lmc_sched_params p = {.model = model, .tok = tok, .n_ctx = 256, .n_seq = 3, .n_batch = 64, .max_queue = 16};
+    CHECK(lmc_sched_start(&s, &p) == LMC_OK);
+    lmc_srv_req *r[N_PROMPTS];
+    for (int i = 0; i < N_PROMPTS; i++) {
+        r[i] = make_req(prompts[i], 20);
+        CHECK(lmc_sched_submit(s, r[i]) == LMC_OK); /* 8 requests, 3 slots: the rest wait in the queue */
+    }
+    for (int i = 0; i < N_PROMPTS; i++) {
+        CHECK(wait_done(r[i], 60));
+        CHECK_EQ_INT(r[i]->finish, LMC_FINISH_LENGTH);
+        CHECK_EQ_INT(r[i]->n_gen, 20);
+        CHECK_EQ_STR(r[i]->out, ref[i]);
+        free(ref[i]);
+    }
+    lmc_sched_stats st;
+    lmc_sched_get_stats(s, &st);
+    CHECK_EQ_INT(st.generated_tokens, 20 * N_PROMPTS);
+    CHECK(st.steps < 20 * N_PROMPTS); /* sequences shared steps */
+    /* The last prompt again (its slot still holds it) reuses all but its last token. */
+    lmc_srv_req *again = make_req(prompts[N_PROMPTS - 1], 4);
+    CHECK(lmc_sched_submit(s, again) == LMC_OK);
+    CHECK(wait_done(again, 30));
+    CHECK_EQ_INT(again->n_cached, again->n_prompt - 1);
+    CHECK(strncmp(again->out, r[N_PROMPTS - 1]->out, strlen(again->out)) == 0);
+    for (int i = 0; i < N_PROMPTS; i++) lmc_srv_req_unref(r[i]);
+    lmc_srv_req_unref(again);
+    lmc_sched_free(s);
+}
+
+static void test_sched_cancel_and_limits(void) {
+    lmc_sched *s;
+    lmc_sched_params p = {.model = model, .tok = tok, .n_ctx = 128, .n_seq = 1, .n_batch = 32, .max_queue = 1};
+    CHECK(lmc_sched_start(&s, &p) == LMC_OK);
+    lmc_srv_req *a = make_req("In the beginning", 120);
+    CHECK(lmc_sched_submit(s, a) == LMC_OK);
+    /* Wait until it produced something, then cancel. */
+    for (int i = 0; i < 5000; i++) {
+        pthread_mutex_lock(&a->mu);
+        size_t n = a->out_len;
+        pthread_mutex_unlock(&a->mu);
+        if (n > 0) break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    lmc_srv_req *b = make_req("And God said", 4);
+    lmc_srv_req *c = make_req("Let there be", 4);
+    CHECK(lmc_sched_submit(s, b) == LMC_OK);
+    CHECK(lmc_sched_submit(s, c) == LMC_ERR_NOMEM); /* the queue (1) is full */
+    atomic_store(&a->cancelled, 1);
+    lmc_sched_poke(s);
+    CHECK(wait_done(a, 30));
+    CHECK_EQ_INT(a->finish, LMC_FINISH_CANCELLED);
+    CHECK(a->n_gen < 120);
+    CHECK(wait_done(b, 30));
+    CHECK_EQ_INT(b->finish, LMC_FINISH_LENGTH);
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+    lmc_sched_stats st;
+    lmc_sched_get_stats(s, &st);
+    CHECK_EQ_INT(st.running, 0);
+    CHECK_EQ_INT(st.kv_tokens_active, 0);
+    CHECK_EQ_INT(st.cancelled, 1);
+    /* A prompt that does not fit the context is refused at submission. */
+    lmc_srv_req *big = lmc_srv_req_new();
+    big->n_prompt = 128;
+    big->prompt = calloc(128, sizeof(int32_t));
+    big->max_tokens = 1;
+    CHECK(lmc_sched_submit(s, big) == LMC_ERR_RANGE);
+    /* Generation stops at the context end with "length". */
+    lmc_srv_req *fill = make_req("In the beginning", 1000);
+    CHECK(lmc_sched_submit(s, fill) == LMC_OK);
+    CHECK(wait_done(fill, 60));
+    CHECK_EQ_INT(fill->finish, LMC_FINISH_LENGTH);
+    CHECK_EQ_INT(fill->n_prompt + fill->n_gen, 128 + 1); /* the last sampled token is never fed */
+    /* Shutdown cancels what is queued or running. */
+    lmc_srv_req *late = make_req("And", 100);
+    CHECK(lmc_sched_submit(s, late) == LMC_OK);
+    lmc_sched_stop(s);
+    CHECK(late->done);
+    CHECK(lmc_sched_submit(s, c) == LMC_ERR_ARG);
+    lmc_sched_free(s);
+    lmc_srv_req_unref(a);
+    lmc_srv_req_unref(b);
+    lmc_srv_req_unref(c);
+    lmc_srv_req_unref(big);
+    lmc_srv_req_unref(fill);
+    lmc_srv_req_unref(late);
+}
+
+int main(void) {
+    RUN(test_stop_find);
+    RUN(test_stop_holdback);
+    RUN(test_utf8);
+    lmc_backend_params bp = {.name = "cpu", .n_threads = 1};
+    if (lmc_backend_init(&be, &bp) < 0 || lmc_model_load(LMC_DEMO_DIR, be, &model) < 0 ||
+        lmc_tokenizer_load(LMC_DEMO_DIR, &tok) < 0) {
+        fprintf(stderr, "demo model: %s\n", lmc_last_error());
+        test_failed_++;
+        return TEST_END();
+    }
+    RUN(test_sched_batched_equals_single);
+    RUN(test_sched_cancel_and_limits);
+    lmc_tokenizer_free(tok);
+    lmc_model_free(model);
+    lmc_backend_free(be);
+    return TEST_END();
+}
