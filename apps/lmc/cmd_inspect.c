@@ -95,3 +95,93 @@ int cmd_inspect(int argc, char **argv) {
     lmc_st_close(st);
     return rc;
 }
+
+static const char *check_help =
+    "usage: lmc check MODEL_DIR\n"
+    "\n"
+    "The port verdict for a checkpoint: config.json keys lmc does not understand,\n"
+    "the profile it would get, and a weight-audit dry run from the headers alone\n"
+    "(no weight is read). Exit 0 when lmc would run it, 1 otherwise.\n"
+    "\n"
+    "example:\n"
+    "  lmc check ~/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/*/\n";
+
+/* config.json keys lmc reads, or knows to be irrelevant to inference. */
+static const char *known_keys[] = {
+    /* read by the config normalizer and the descriptor table */
+    "model_type", "architectures", "torch_dtype", "dtype", "vocab_size", "hidden_size", "intermediate_size",
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
+    "rms_norm_eps", "layer_norm_eps", "norm_epsilon", "tie_word_embeddings", "attention_bias", "mlp_bias", "use_bias",
+    "hidden_act", "hidden_activation", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
+    "rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "rope_local_base_freq",
+    "original_max_position_embeddings", "no_rope_layers", "no_rope_layer_interval", "sliding_window_pattern",
+    "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "embedding_multiplier",
+    "attention_multiplier", "residual_multiplier", "logits_scaling", "logit_scale", "use_qk_norm",
+    "use_bidirectional_attention", "bos_token_id", "eos_token_id", "pad_token_id", "text_config",
+    /* training, tooling and metadata: no effect on the forward */
+    "initializer_range", "use_cache", "attention_dropout", "hidden_dropout", "embedding_dropout", "residual_dropout",
+    "mlp_dropout", "resid_pdrop", "embd_pdrop", "transformers_version", "pretraining_tp", "_name_or_path",
+    "output_attentions", "output_hidden_states", "return_dict", "id2label", "label2id", "problem_type",
+    "tokenizer_class", "chunk_size_feed_forward", "is_encoder_decoder", "is_decoder", "add_cross_attention",
+    "tie_encoder_decoder", "torchscript", "use_return_dict", "cache_implementation", "auto_map",
+    "quantization_config", "_attn_implementation_autoset", "keys_to_ignore_at_inference", "base_model_tp_plan",
+    "base_model_pp_plan", "bos_token", "eos_token", "pad_token",
+};
+
+int cmd_check(int argc, char **argv) {
+    const char *model = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(check_help, stdout); return 0; }
+        if (argv[i][0] == '-') return cli_usage_error("check", "unknown option '%s'", argv[i]);
+        if (model) return cli_usage_error("check", "unexpected argument '%s'", argv[i]);
+        model = argv[i];
+    }
+    if (!model) return cli_usage_error("check", "MODEL_DIR is required");
+    lmc_model_path mp;
+    if (lmc_hfpath_resolve(model, &mp) < 0) return cli_error(NULL);
+    lmc_config cfg;
+    if (lmc_config_load(mp.path, &cfg) < 0) return cli_error(NULL);
+    int n_unknown = 0;
+    const cJSON *objs[2] = {cfg.raw, cfg.text != cfg.raw ? cfg.text : NULL};
+    for (int o = 0; o < 2; o++) {
+        const cJSON *it;
+        if (!objs[o]) continue;
+        cJSON_ArrayForEach(it, objs[o]) {
+            int known = 0;
+            for (size_t k = 0; k < sizeof known_keys / sizeof known_keys[0] && !known; k++)
+                known = !strcmp(it->string, known_keys[k]);
+            if (!known) {
+                if (!n_unknown) printf("config keys lmc does not understand (check they do not change the forward):\n");
+                printf("  %s%s\n", o ? "text_config." : "", it->string);
+                n_unknown++;
+            }
+        }
+    }
+    if (!n_unknown) printf("config keys: all understood\n");
+    lmc_profile prof;
+    int rc = 0;
+    if (lmc_profile_resolve(&cfg, &prof) < 0) {
+        printf("profile: unsupported: %s\n", lmc_last_error());
+        rc = EXIT_RUNTIME;
+    } else {
+        printf("profile: %s (tier %s)\n", prof.id, lmc_tier_name(prof.tier));
+        lmc_backend *be = NULL;
+        lmc_model *m = NULL;
+        if (lmc_backend_cpu_init(&be, 1, 0) < 0) { lmc_config_free(&cfg); return cli_error("backend"); }
+        if (lmc_model_load(mp.path, be, &m) < 0) {
+            printf("audit: FAILED: %s\n", lmc_last_error());
+            rc = EXIT_RUNTIME;
+        } else {
+            printf("audit: ok (%lld parameters bound, %d tensors dropped by rule)\n", (long long)m->n_params,
+                   m->n_audit_dropped);
+        }
+        lmc_model_free(m);
+        lmc_backend_free(be);
+    }
+    printf("verdict: %s\n", rc == 0 ? (n_unknown ? "runs (review the keys above)" : "runs") : "does not run");
+    if (rc != 0)
+        printf("to port: add a descriptor row for \"%s\" (src/model/arch.c) and a fixture case (tools/oracle/cases.py, "
+               "generated with transformers), then hold it to F1 with the parity test\n", cfg.model_type);
+    lmc_config_free(&cfg);
+    return rc;
+}

@@ -18,6 +18,7 @@ static const char *usage =
     "  tokenize   print the token ids of a text\n"
     "  ls         list local models (HF cache and given folders) with tier, size and fit\n"
     "  models     list the supported model_types and their parity fixtures\n"
+    "  check      port verdict for a checkpoint: unknown config keys, profile, audit dry run\n"
     "  inspect    show a checkpoint's profile, tensors and weight audit\n"
     "  serve      OpenAI/Anthropic-compatible HTTP server (no -m: the demo model)\n"
     "\n"
@@ -41,6 +42,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "ls")) return cmd_ls(argc - 1, argv + 1);
+    if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "models")) return cmd_models(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);

