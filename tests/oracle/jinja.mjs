@@ -84,7 +84,7 @@ const TEMPLATES = [
   { name: "llama2", local: true, ...localTemplate("llama2.jinja", "<s>", "</s>"),
     supports: ["system", "think", "extra", "ends_assistant", "bad_alternation"] },
   { name: "features", local: true, ...localTemplate("features.jinja", "<|begin|>", "<|end|>"),
-    supports: ["system", "think", "parts", "tools", "tool_calls", "tool_role", "extra", "ends_assistant", "ends_tool", "bad_alternation"] },
+    supports: ["system", "think", "parts", "tools", "tool_calls", "tool_role", "extra", "ends_assistant", "ends_tool", "bad_alternation", "documents"] },
 ];
 
 const show = (s) => JSON.stringify(s.length > 400 ? s.slice(0, 400) + "…" : s);
@@ -134,13 +134,13 @@ for (const tpl of TEMPLATES) {
   try { jsTemplate = new Template(tpl.source); } catch (e) { jsParseError = String(e); }
   const contexts = cases.map((c) => {
     // the variables transformers' apply_chat_template passes to the template
-    const ctx = { messages: c.messages, tools: c.tools, documents: null, add_generation_prompt: c.add_generation_prompt };
+    const ctx = { messages: c.messages, tools: c.tools, documents: c.documents, add_generation_prompt: c.add_generation_prompt };
     if (tpl.bos != null) ctx.bos_token = tpl.bos;
     if (tpl.eos != null) ctx.eos_token = tpl.eos;
     return Object.assign(ctx, c.extra || {});
   });
   const lmc = runDriver("--chat", tpl.source, cases.map((c) => ({
-    messages: c.messages, tools: c.tools, add_generation_prompt: c.add_generation_prompt,
+    messages: c.messages, tools: c.tools, documents: c.documents, add_generation_prompt: c.add_generation_prompt,
     bos_token: tpl.bos, eos_token: tpl.eos, extra: c.extra,
   })));
   if (lmc.error) { console.log(`${tpl.name}: ${lmc.error}`); failed += cases.length; continue; }
@@ -208,9 +208,9 @@ function ollamaTemplates() {
     const convs = buildConversations();
     let p = 0, f = 0, missing = 0, errs = 0, tfail = 0;
     for (const tpl of corpus) {
-      const contexts = convs.map((c) => Object.assign({ messages: c.messages, tools: c.tools, documents: null,
+      const contexts = convs.map((c) => Object.assign({ messages: c.messages, tools: c.tools, documents: c.documents,
         add_generation_prompt: c.add_generation_prompt, bos_token: "<|bos|>", eos_token: "<|eos|>" }, c.extra || {}));
-      const lmc = runDriver("--chat", tpl.source, convs.map((c) => ({ messages: c.messages, tools: c.tools,
+      const lmc = runDriver("--chat", tpl.source, convs.map((c) => ({ messages: c.messages, tools: c.tools, documents: c.documents,
         add_generation_prompt: c.add_generation_prompt, bos_token: "<|bos|>", eos_token: "<|eos|>", extra: c.extra })));
       let jsT = null;
       try { jsT = new Template(tpl.source); } catch (e) { /* hint only */ }

@@ -61,6 +61,30 @@ export const TOOLS = [
       },
     },
   },
+  {
+    type: "function",
+    function: {
+      name: "book_flight",
+      description: "Book a flight. Nested schema: arrays, objects, defaults, numbers.",
+      parameters: {
+        type: "object",
+        properties: {
+          passengers: { type: "array", items: { type: "object", properties: { name: { type: "string" }, age: { type: "integer" } } } },
+          route: { type: "object", properties: { from: { type: "string" }, to: { type: "string" } }, required: ["from", "to"] },
+          flexible: { type: "boolean", default: false },
+          max_price: { type: "number", description: "in EUR", default: 250.5 },
+          cabin: { type: ["string", "null"], enum: ["economy", "business", null] },
+        },
+        required: ["route"],
+      },
+      return: { type: "string", description: "booking reference" },
+    },
+  },
+];
+
+export const DOCUMENTS = [
+  { title: "Paris weather", text: "Sunny, 21 °C, light wind." },
+  { title: "Events", text: "Fête de la musique tonight.\nLouvre open late." },
 ];
 
 function toolCall(i, name, args, stringArgs) {
@@ -79,9 +103,11 @@ export function buildConversations({ stringArgs = false } = {}) {
       out.push({
         messages,
         tools: opts.tools ?? null,
+        documents: opts.documents ?? null,
         add_generation_prompt: agp,
         extra: opts.extra ?? null,
-        uses: new Set([...uses, ...(opts.tools ? ["tools"] : []), ...(opts.extra ? ["extra"] : [])]),
+        uses: new Set([...uses, ...(opts.tools ? ["tools"] : []), ...(opts.extra ? ["extra"] : []),
+          ...(opts.documents ? ["documents"] : [])]),
       });
     }
   };
@@ -146,6 +172,20 @@ export function buildConversations({ stringArgs = false } = {}) {
     { role: "assistant", content: "<think>\nneed tool\n</think>\n\n", tool_calls: [toolCall(3, "get_weather", { location: "Oslo" }, stringArgs)] },
     { role: "tool", content: "sunny" },
   ], ["tool_calls", "tool_role", "think", "ends_tool"], { tools: TOOLS, extra: { enable_thinking: false }, agp: [true] });
+  // nested tool schema with a call whose arguments hold arrays, objects, floats and booleans
+  add([
+    { role: "system", content: SYSTEMS[0] },
+    { role: "user", content: "Book Paris→Oslo for two." },
+    { role: "assistant", content: "", tool_calls: [toolCall(4, "book_flight", {
+      passengers: [{ name: "Ann", age: 34 }, { name: "Bo", age: 7 }], route: { from: "CDG", to: "OSL" },
+      flexible: true, max_price: 199.99, cabin: null }, stringArgs)] },
+    { role: "tool", content: "REF-42" },
+    { role: "assistant", content: "Booked: REF-42." },
+  ], ["system", "tool_calls", "tool_role", "ends_assistant"], { tools: TOOLS, agp: [false] });
+  // documents (retrieval-augmented templates)
+  add([{ role: "user", content: USERS[1] }], ["documents"], { documents: DOCUMENTS });
+  add([{ role: "system", content: SYSTEMS[0] }, { role: "user", content: USERS[1] }], ["system", "documents"],
+      { documents: DOCUMENTS, tools: TOOLS });
   // roles that break alternation (templates that check must raise on both sides)
   add([{ role: "user", content: "a" }, { role: "user", content: "b" }], ["bad_alternation"], { agp: [true] });
   add([{ role: "assistant", content: "starts with assistant" }, { role: "user", content: "x" }], ["bad_alternation"], { agp: [true] });
