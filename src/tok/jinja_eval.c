@@ -266,7 +266,10 @@ jv jz_binop(jctx *c, const jnode *at, int op, jv a, jv b) {
                 return jv_int(m);
             }
             case OP_POW: {
-                if (y < 0) return jv_float(pow((double)x, (double)y));
+                if (y < 0) {
+                    if (x == 0) jz_fail(c, at, "0.0 cannot be raised to a negative power");
+                    return jv_float(pow((double)x, (double)y));
+                }
                 int64_t res = 1, base = x;
                 while (y) {
                     if (y & 1) { if (__builtin_mul_overflow(res, base, &res)) goto overflow; }
@@ -290,7 +293,10 @@ jv jz_binop(jctx *c, const jnode *at, int op, jv a, jv b) {
                 if (m != 0 && ((m < 0) != (y < 0))) m += y;
                 return jv_float(m);
             }
-            case OP_POW: return jv_float(pow(x, y));
+            case OP_POW:
+                if (x == 0 && y < 0) jz_fail(c, at, "0.0 cannot be raised to a negative power");
+                if (x < 0 && y != floor(y)) jz_fail(c, at, "complex results are not supported");
+                return jv_float(pow(x, y));
             }
         }
     }
