@@ -13,7 +13,18 @@
  *
  * Ownership: the template owns a private copy of the source; the rendered text is
  * malloc'ed and owned by the caller. A template may be rendered from several
- * threads at once (rendering never mutates it). Errors carry "line L, column C".
+ * threads at once (rendering never mutates it). Errors (parse errors, raise_exception,
+ * type errors, undefined access) return LMC_ERR_FORMAT with "template:LINE:COL: message"
+ * in lmc_last_error().
+ *
+ * Supported: all statements chat templates use (if/elif/else, for with loop.*, filters,
+ * else and recursive, set incl. block set and namespace attributes, macro/call/caller,
+ * filter blocks, with, break/continue, raw, generation), jinja2's builtin filters and tests
+ * except filesizeformat/random/urlencode/urlize/wordwrap/xmlattr, Python str/dict/list
+ * methods, slicing, %-formatting and str.format. Not supported: include/import/extends/
+ * block (there is no loader), *args/**kwargs in calls. Integers are 64-bit (overflow is an
+ * error); lazy filter results behave as generators (truthy, no len) but can be consumed
+ * more than once.
  */
 #ifndef LMC_TOK_JINJA_H
 #define LMC_TOK_JINJA_H
@@ -37,8 +48,8 @@ typedef struct lmc_jinja_options {
 
 lmc_jinja_options lmc_jinja_default_options(void);
 
-/* Parse `len` bytes of template source. On error returns LMC_ERR_FORMAT (message
- * "template:L:C: ...") and sets *out to NULL. */
+/* Parse `len` bytes of template source (\r\n and \r become \n and one trailing newline is
+ * dropped, as jinja2 does). On error returns LMC_ERR_FORMAT and sets *out to NULL. */
 lmc_status lmc_jinja_parse(const char *source, size_t len, lmc_jinja_template **out);
 void lmc_jinja_free(lmc_jinja_template *t);
 
