@@ -22,7 +22,7 @@
  * filter blocks, with, break/continue, raw, generation), jinja2's builtin filters and tests
  * except filesizeformat/random/urlencode/urlize/wordwrap/xmlattr, Python str/dict/list
  * methods, slicing, %-formatting and str.format. Not supported: include/import/extends/
- * block (there is no loader), *args/**kwargs in calls. Integers are 64-bit (overflow is an
+ * block (there is no loader), star-args in calls. Integers are 64-bit (overflow is an
  * error); lazy filter results behave as generators (truthy, no len) but can be consumed
  * more than once.
  */
