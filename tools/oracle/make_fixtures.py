@@ -20,6 +20,7 @@ import os
 import shutil
 import struct
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -27,23 +28,29 @@ import cases as C  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 GAP_FLOOR = 0.01          # every reference top-2 gap must be at least this
-MAX_SEED_TRIES = 400      # seeds tried per case (seed, seed+1, ...) to meet the floor
+MAX_SEED_TRIES = 20000    # seeds tried per case (seed, seed+1, ...) to meet the floor
+SEARCH_BUDGET_S = 90.0    # per-case seed-search time; after 60% of it the floor relaxes
+RELAXED_GAP_FLOOR = 0.003 # the relaxed floor (still 3x the parity test's 1e-3)
 MAX_CASE_BYTES = 1 << 20  # each case folder must stay under 1 MiB
 MIN_DISTINCT_GREEDY = 4   # greedy ids must not collapse into one repeated token
 LINEAR_GAIN = 1.3         # Linear weights ~ N(0, gain^2/fan_in); a case may set "linear_gain"
 LM_HEAD_GAIN = 1.5        # untied lm_head ~ N(0, gain^2/fan_in)
 
 
-def init_text(gain):
-    return ("Linear W ~ N(0, %.1f^2/fan_in) (untied lm_head gain %.1f), embeddings N(0,1), "
-            "norm weights 1+N(0,0.1^2), biases N(0,0.1^2); one torch.Generator seeded with "
-            "'seed', parameters in named_parameters() order" % (gain, LM_HEAD_GAIN))
+def init_text(case):
+    gain = case.get("linear_gain", LINEAR_GAIN)
+    norm = ("(1 + w) norm weights w ~ N(0,0.1^2)" if case.get("norm_init") == "zero_centered"
+            else "norm weights 1+N(0,0.1^2)")
+    return ("Linear W ~ N(0, %.1f^2/fan_in) (untied lm_head gain %.1f), embeddings N(0,%g^2), "
+            "%s, biases N(0,0.1^2); one torch.Generator seeded with "
+            "'seed', parameters in named_parameters() order" % (
+                gain, case.get("lm_head_gain", LM_HEAD_GAIN), case.get("embed_std", 1.0), norm))
 
 
 # ----------------------------------------------------------------------------- torch part
 
 def build_model(case, torch, transformers):
-    kw = dict(C.BASE)
+    kw = {k: v for k, v in C.BASE.items() if k not in case.get("base_drop", ())}
     kw.update(json.loads(json.dumps(case["config"])))  # deep copy
     config = transformers.AutoConfig.for_model(case["model_type"], **kw)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
@@ -53,19 +60,23 @@ def build_model(case, torch, transformers):
     return model.to(torch.float32).eval()
 
 
-def init_weights(model, seed, bf16, gain, torch):
+def init_weights(model, seed, bf16, case, torch):
+    gain = case.get("linear_gain", LINEAR_GAIN)
+    head_gain = case.get("lm_head_gain", LM_HEAD_GAIN)
+    embed_std = case.get("embed_std", 1.0)
+    norm_base = 0.0 if case.get("norm_init") == "zero_centered" else 1.0
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             shape = tuple(p.shape)
             if name.endswith("embed_tokens.weight"):
-                v = torch.randn(shape, generator=g)
+                v = embed_std * torch.randn(shape, generator=g)
             elif name.endswith("norm.weight"):
-                v = 1.0 + 0.1 * torch.randn(shape, generator=g)
+                v = norm_base + 0.1 * torch.randn(shape, generator=g)
             elif name.endswith(".bias"):
                 v = 0.1 * torch.randn(shape, generator=g)
             elif len(shape) == 2 and name.endswith(".weight"):
-                k = LM_HEAD_GAIN if name == "lm_head.weight" else gain
+                k = head_gain if name == "lm_head.weight" else gain
                 v = torch.randn(shape, generator=g) * (k / math.sqrt(shape[1]))
             else:
                 raise RuntimeError("no init rule for parameter %s %s" % (name, shape))
@@ -90,18 +101,26 @@ def top2_gap(row, torch):
     return float(v[0] - v[1])
 
 
-def reference(model, prompt, n_greedy, torch):
-    """Prompt logits [n_prompt, V]; greedy ids and their logits [n_greedy, V]."""
+def reference(model, prompt, n_greedy, torch, floor=None):
+    """Prompt logits [n_prompt, V]; greedy ids and their logits [n_greedy, V].
+
+    With a floor, returns None as soon as a row's top-2 gap is below it or a greedy id
+    is special (the seed search rejects such seeds without finishing them)."""
     prompt_logits = forward_logits(model, prompt, torch)
+    gaps = [top2_gap(r, torch) for r in prompt_logits]
+    if floor is not None and min(gaps) < floor:
+        return None
     seq, gids, rows = list(prompt), [], []
     for _ in range(n_greedy):
         row = forward_logits(model, seq, torch)[-1]
         t = int(torch.argmax(row))
+        gaps.append(top2_gap(row, torch))
+        if floor is not None and (gaps[-1] < floor or t in C.SPECIAL_IDS):
+            return None
         rows.append(row)
         gids.append(t)
         seq.append(t)
     greedy_logits = torch.stack(rows)
-    gaps = [top2_gap(r, torch) for r in prompt_logits] + [top2_gap(r, torch) for r in greedy_logits]
     return prompt_logits, gids, greedy_logits, min(gaps)
 
 
@@ -231,22 +250,33 @@ def make_case(case, out_root, torch, transformers):
     bf16 = case["dtype"] == "bfloat16"
     prompt = prompt_for(case)
     n_greedy = case["n_greedy"]
-    gain = case.get("linear_gain", LINEAR_GAIN)
+    budget = case.get("search_budget_s", SEARCH_BUDGET_S)
     chosen = None
+    floor = GAP_FLOOR
+    t0 = time.time()
+    torch.manual_seed(case["seed"])
+    # One model per case: every parameter is re-drawn for each seed (buffers such as
+    # inv_freq do not depend on the seed).
+    model = build_model(case, torch, transformers)
+    model.to(torch.float64)
     for attempt in range(MAX_SEED_TRIES):
+        elapsed = time.time() - t0
+        if elapsed > budget:
+            break
+        if floor == GAP_FLOOR and elapsed > 0.6 * budget:
+            floor = RELAXED_GAP_FLOOR
+            print("%s: no seed after %d tries in %.0f s; gap floor relaxed to %g" % (
+                name, attempt, elapsed, floor), flush=True)
         seed = case["seed"] + attempt
-        torch.manual_seed(seed)
-        model = build_model(case, torch, transformers)
-        init_weights(model, seed, bf16, gain, torch)
-        model.to(torch.float64)
-        pl, gids, gl, gap = reference(model, prompt, n_greedy, torch)
-        if (gap >= GAP_FLOOR and not set(gids) & set(C.SPECIAL_IDS)
-                and len(set(gids)) >= MIN_DISTINCT_GREEDY):
-            chosen = (seed, attempt, model, pl, gids, gl, gap)
+        init_weights(model, seed, bf16, case, torch)
+        res = reference(model, prompt, n_greedy, torch, floor=floor)
+        if res is not None and len(set(res[1])) >= MIN_DISTINCT_GREEDY:
+            chosen = (seed, attempt) + res
             break
     if chosen is None:
-        raise RuntimeError("%s: no seed in %d tries met gap %.3g" % (name, MAX_SEED_TRIES, GAP_FLOOR))
-    seed, attempt, model, pl, gids, gl, gap = chosen
+        raise RuntimeError("%s: no seed in %d tries / %.0f s met gap %.3g" % (
+            name, attempt + 1, time.time() - t0, floor))
+    seed, attempt, pl, gids, gl, gap = chosen  # an accepted run is complete (no early exit)
     rope_before = dict(model.config.rope_parameters)
 
     folder = os.path.join(out_root, name)
@@ -260,11 +290,22 @@ def make_case(case, out_root, torch, transformers):
                                                      transformers)
 
     max_abs = float(max(pl.abs().max(), gl.abs().max()))
-    ind = indep_ref.forward(folder, prompt)
-    indep_diff = float((ind - pl).abs().max())
-    ind_g = indep_ref.forward(folder, prompt + gids[:-1])[len(prompt) - 1:]
-    indep_diff = max(indep_diff, float((ind_g - gl).abs().max()))
-    _, bands = indep_ref.inv_freq(cfg_json)
+    indep_diff, indep_err = None, None
+    try:
+        ind = indep_ref.forward(folder, prompt)
+        indep_diff = float((ind - pl).abs().max())
+        # row i of greedy_logits is the last row after prompt + gids[:i]; a causal model
+        # gives them all from one forward over prompt + gids[:-1]
+        ind_g = indep_ref.forward(folder, prompt + gids[:-1])[len(prompt) - 1:]
+        indep_diff = max(indep_diff, float((ind_g - gl).abs().max()))
+    except Exception as e:  # noqa: BLE001 -- recorded; the fixture still comes from transformers
+        import traceback
+        traceback.print_exc()
+        indep_err = "%s: %s" % (type(e).__name__, e)
+    try:
+        _, bands = indep_ref.inv_freq(cfg_json)
+    except Exception:  # noqa: BLE001 -- only llama3 rope has bands
+        bands = None
     row0_diff = float((gl[0] - pl[-1]).abs().max())
 
     write_f64(os.path.join(folder, "prompt_logits.bin"), pl, torch)
@@ -292,13 +333,14 @@ def make_case(case, out_root, torch, transformers):
         "llama3_bands": bands,
         "seed": seed,
         "seed_attempts": attempt + 1,
-        "gap_floor": GAP_FLOOR,
-        "init": init_text(gain),
+        "gap_floor": floor,
+        "init": init_text(case),
         "tensors": tensor_table(folder),
         "checks": {
             "reload_max_abs_diff": reload_diff,
             "indep_float64_max_abs_diff": indep_diff,
-            "indep_float64_rel_diff": indep_diff / max_abs,
+            "indep_float64_rel_diff": None if indep_diff is None else indep_diff / max_abs,
+            "indep_error": indep_err,
             "generate_with_cache_same_ids": cache_ok,
             "greedy_row0_vs_last_prompt_row_max_abs_diff": row0_diff,
         },
@@ -315,14 +357,18 @@ def make_case(case, out_root, torch, transformers):
         problems.append("folder is %d bytes" % size)
     if reload_diff > 1e-9 * max_abs:
         problems.append("reload diff %.3g" % reload_diff)
-    if indep_diff > 1e-4 * max_abs:
+    if indep_err is not None:
+        problems.append("independent float64 forward failed: %s" % indep_err)
+    elif indep_diff > 1e-4 * max_abs:
         problems.append("independent float64 forward differs by %.3g (max %.3g)" % (indep_diff, max_abs))
     if not cache_ok:
         problems.append("generate() with cache picked other ids")
-    print("%-22s seed %d (try %d) gap %.4f max|l| %.2f reload %.1e indep %.1e (rel %.1e) "
+    ind_txt = "none" if indep_diff is None else "%.1e (rel %.1e)" % (indep_diff, indep_diff / max_abs)
+    print("%-22s seed %d (try %d) gap %.4f max|l| %.2f reload %.1e indep %s "
           "cache %s bands %s size %d %s" % (
-              name, seed, attempt + 1, gap, max_abs, reload_diff, indep_diff, indep_diff / max_abs,
-              cache_ok, bands, size, "OK" if not problems else "PROBLEMS: " + "; ".join(problems)))
+              name, seed, attempt + 1, gap, max_abs, reload_diff, ind_txt,
+              cache_ok, bands, size, "OK" if not problems else "PROBLEMS: " + "; ".join(problems)),
+          flush=True)
     return problems
 
 
@@ -386,7 +432,8 @@ def write_docs(fixtures, path):
         "position) and `greedy_logits.bin` (float64 LE `[n_greedy, vocab]`: row i holds the",
         "last-position logits after `prompt_ids + greedy_ids[:i]`, and `greedy_ids[i]` is its",
         "argmax). The gap column is the smallest top-1 minus top-2 logit over every prompt",
-        "position and greedy step; seeds were chosen so that it is at least %g." % rows[0]["gap_floor"],
+        "position and greedy step; seeds were chosen so that it is at least %g." % min(
+            r["gap_floor"] for r in rows),
         "",
         "| case | model_type | dtype | spelling | vocab | layers | prompt+greedy | min top-2 gap | max abs logit | knobs covered |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -397,7 +444,7 @@ def write_docs(fixtures, path):
         lines.append("| `%s` | %s | %s | %s | %d | %d | %d+%d | %.4f | %.2f | %s |" % (
             r["case"], r["model_type"], r["dtype"], r["config_spelling"], r["vocab_size"],
             cfg["num_hidden_layers"], r["n_prompt"], r["n_greedy"], r["min_top2_gap"],
-            r["max_abs_logit"], "; ".join(r["knobs"])))
+            r["max_abs_logit"], "; ".join(r["knobs"]).replace("|", "\\|")))
     lines += [
         "",
         "Spelling: `new` = `rope_parameters` {rope_type, rope_theta, ...} as transformers 5",
@@ -428,9 +475,10 @@ def write_docs(fixtures, path):
         "  source on the generating machine): RoPE `inv_freq` is computed in float32 and the",
         "  angles/cos/sin are evaluated in float32; RMSNorm (also Qwen3's q_norm/k_norm) casts",
         "  to float32 for the mean-square and the scaling; eager attention's softmax runs in",
-        "  float32. Against the all-float64 forward these move the logits by %.1e to %.1e of" % (
+        "  float32 (Cohere also applies RoPE to q/k in float32). Against the all-float64 forward",
+        "  these move the logits by %.1e to %.1e of the largest logit, far inside the F1" % (
             min(rels), max(rels)),
-        "  the largest logit, far inside the F1 tolerance (1e-4).",
+        "  tolerance (1e-4).",
         "- Attention scale is `head_dim ** -0.5` (qwen3: head_dim 24 from config.json, not",
         "  hidden/heads). RoPE uses the rotate-half layout (pairs i and i + head_dim/2).",
         "  Qwen3 applies q_norm/k_norm per head after the projections and before RoPE.",
@@ -441,6 +489,53 @@ def write_docs(fixtures, path):
         "  `sliding_window: null`.",
         "- Greedy ids never include the special ids 0/1/2 (pad/bos/eos), so a generator that",
         "  stops at EOS still produces all `n_greedy` tokens.",
+        "",
+        "### Dense architectures (gemma ... llama_yarn_mscale)",
+        "",
+        "- Sliding window: query i sees key j iff 0 <= i - j < sliding_window (window 8 = the",
+        "  token itself and the 7 before it). Which layers slide: `layer_types[i] ==",
+        "  \"sliding_attention\"` where the config has `layer_types` (gemma2, gemma3_text, olmo3,",
+        "  ministral); every layer where it has none (mistral_swa, starcoder2).",
+        "- Gemma family: RMSNorm output times (1 + w) (the file stores w, near 0), computed",
+        "  in float32; embeddings times sqrt(hidden) = 8; gated MLP with tanh-GELU (`gemma` names it",
+        "  `hidden_act`, `gemma2`/`gemma3_text` `hidden_activation` and have no `hidden_act`).",
+        "  Attention scale `query_pre_attn_scalar ** -0.5` (24, not head_dim 16). gemma2:",
+        "  scores = 5 tanh(scores / 5) after scaling and before the mask; logits = 3 tanh(logits / 3).",
+        "  Sandwich block: x += post_attention_norm(attn(input_norm(x))); x +=",
+        "  post_feedforward_norm(mlp(pre_feedforward_norm(x))). gemma3_text: per-head q_norm/k_norm",
+        "  (1 + w) before RoPE; layer i uses `rope_parameters[layer_types[i]]` (full: linear factor 2,",
+        "  theta 1e6; sliding: default, theta 1e4).",
+        "- OLMo 2/3: no input norm; x += post_attention_layernorm(attn(x)); x +=",
+        "  post_feedforward_layernorm(mlp(x)). q_norm/k_norm are RMSNorms over the whole q (64) and",
+        "  k (32) projections, before the head split and RoPE. olmo3 has nested per-type",
+        "  `rope_parameters` (both default, theta 5e5).",
+        "- Granite: embeddings x 2 (embedding_multiplier); scores x 0.1 (attention_multiplier, no",
+        "  head_dim scale); each sublayer output x 0.5 before the residual add; logits / 4.",
+        "- Phi-3: `qkv_proj` rows are [q (64) | k (32) | v (32)], `gate_up_proj` rows [gate | up], act(gate) * up.",
+        "  phi3_longrope: `original_max_position_embeddings` 16 (top level and in rope_parameters),",
+        "  `max_position_embeddings` 64, no `factor` key: factor 64/16 = 4, cos and sin multiplied by",
+        "  sqrt(1 + ln 4 / ln 16). Rotary dim 12 of 16 (partial 0.75): rotate-half within the first",
+        "  12 dims, the last 4 pass through. transformers picks the factor list per forward: long",
+        "  when the forward's largest position + 1 > 16, short otherwise. Every reference forward here",
+        "  is longer than 16 (prompt 24), so the fixture uses the long factors at every position. A",
+        "  token-by-token decode from position 0 that switches per forward (as transformers would)",
+        "  uses short factors below position 16 and cannot match these rows; transformers' own",
+        "  cached `generate()` (24-token prefill, then decode) uses long factors throughout.",
+        "- StarCoder2: LayerNorm with bias (norm_epsilon); biased q/k/v/o; MLP",
+        "  c_proj(tanh-GELU(c_fc(x))) with biases; tied embeddings.",
+        "- Cohere: parallel block x += attn(n(x)) + mlp(n(x)) with one `input_layernorm` per layer",
+        "  (no post_attention_layernorm); LayerNorm without bias (mean-centred); use_qk_norm: per-head",
+        "  LayerNorm over head_dim with weights [heads, head_dim], before RoPE; RoPE on interleaved",
+        "  pairs (2i, 2i+1) with frequency i; logits x logit_scale 0.25; tied embeddings.",
+        "- GLM-4: x += post_self_attn_layernorm(attn(input_layernorm(x))); x +=",
+        "  post_mlp_layernorm(mlp(post_attention_layernorm(x))). Partial rotary 0.5: the first 8 of",
+        "  16 dims rotate as interleaved pairs (2i, 2i+1), frequency i of 4; the rest pass. q/k/v",
+        "  biases, no o_proj bias; `gate_up_proj` [gate | up].",
+        "- SmolLM3: `no_rope_layers[i] == 0` means layer i applies no RoPE ([1, 0, 1]).",
+        "- YaRN: the attention factor multiplies cos and sin (so scores by its square); llama_yarn",
+        "  0.1 ln 4 + 1, llama_yarn_mscale (0.1 ln 4 + 1) / (0.0707 ln 4 + 1); `truncate: false`",
+        "  keeps the correction range fractional (no floor/ceil). llama_yarn is in the legacy",
+        "  spelling (`rope_scaling` + `rope_theta`).",
     ]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -497,6 +592,7 @@ def main():
     ap.add_argument("--fixtures", default=os.path.join(REPO, "tests", "fixtures"))
     ap.add_argument("--docs", default=os.path.join(REPO, "docs", "FIXTURES.md"))
     ap.add_argument("--dump-source", help="write the transformers source of the ops used here")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (default min(8, cpus))")
     args = ap.parse_args()
 
     names = args.case or C.CASE_NAMES
@@ -509,7 +605,7 @@ def main():
     if args.out:
         import torch
         import transformers
-        torch.set_num_threads(min(8, os.cpu_count() or 1))
+        torch.set_num_threads(args.threads or min(8, os.cpu_count() or 1))
         print("torch %s transformers %s" % (torch.__version__, transformers.__version__))
         if args.dump_source:
             dump_source(args.dump_source, transformers)
