@@ -15,8 +15,6 @@ static int refuse_unsupported(const cJSON *root, lmc_srv_error *e) {
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "tools")) && cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0)
         return srv_err(e, 400, "tools", "tools are not supported by this server yet");
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "logprobs")) && cJSON_IsTrue(v))
-        return srv_err(e, 400, "logprobs", "logprobs are not supported by this server yet");
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "response_format")) && !cJSON_IsNull(v)) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
         if (!cJSON_IsObject(v) || !cJSON_IsString(t))
@@ -60,6 +58,12 @@ int openai_parse_chat(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lm
     if ((rc1 = jf_int(root, "max_completion_tokens", 0, 1L << 30, &max, e)) < 0) return -1;
     if (rc1 && (rc2 = jf_int(root, "max_tokens", 0, 1L << 30, &max, e)) < 0) return -1;
     int have = rc1 == 0 || (rc1 && rc2 == 0);
+    long top = 0;
+    int rc;
+    if (jf_bool(root, "logprobs", &r->logprobs, e) < 0) return -1;
+    if ((rc = jf_int(root, "top_logprobs", 0, LMC_MAX_TOP_LOGPROBS, &top, e)) < 0) return -1;
+    if (rc == 0 && !r->logprobs) return srv_err(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    r->top_logprobs = (int)top;
     if (srv_render_chat(s, messages, r, e) < 0) return -1;
     return srv_check_length(s, r, max, have, rc1 == 0 ? "max_completion_tokens" : "max_tokens", e);
 }
@@ -96,9 +100,73 @@ int openai_parse_completion(const lmc_server *s, const cJSON *root, lmc_srv_req 
         return srv_err(e, 400, "prompt", "'prompt' must be a string or a list of token ids");
     }
     long max = 16; /* OpenAI's default for completions */
+    long lp = 0;
     int rc;
+    if ((rc = jf_int(root, "logprobs", 0, 5, &lp, e)) < 0) return -1;
+    if (rc == 0) { r->logprobs = 1; r->top_logprobs = (int)lp; }
     if ((rc = jf_int(root, "max_tokens", 0, 1L << 30, &max, e)) < 0) return -1;
     return srv_check_length(s, r, max, 1, "max_tokens", e);
+}
+
+static char *token_text(const lmc_server *s, int32_t id) {
+    char *t = NULL;
+    size_t n = 0;
+    if (lmc_tokenizer_decode(s->p.tok, &id, 1, 0, &t, &n) < 0) return NULL;
+    return t;
+}
+
+static cJSON *token_entry(const lmc_server *s, int32_t id, float lp) {
+    cJSON *j = cJSON_CreateObject();
+    char *t = token_text(s, id);
+    cJSON_AddStringToObject(j, "token", t ? t : "");
+    cJSON_AddNumberToObject(j, "logprob", lp);
+    cJSON *b = cJSON_AddArrayToObject(j, "bytes");
+    for (const unsigned char *p = (const unsigned char *)(t ? t : ""); *p; p++) cJSON_AddItemToArray(b, cJSON_CreateNumber(*p));
+    free(t);
+    return j;
+}
+
+/* Logprob entries [from, to) of r in the chat format ({"content": [...]}) or the
+ * completions format ({"tokens", "token_logprobs", "top_logprobs", "text_offset"}). */
+static cJSON *logprobs_json(const lmc_server *s, lmc_srv_req *r, int from, int to, size_t offset0) {
+    pthread_mutex_lock(&r->mu);
+    int n = to - from;
+    lmc_srv_logprob *e = n > 0 ? malloc((size_t)n * sizeof *e) : NULL;
+    if (e) memcpy(e, r->lps + from, (size_t)n * sizeof *e);
+    else n = 0;
+    pthread_mutex_unlock(&r->mu);
+    cJSON *j = cJSON_CreateObject();
+    if (r->api == LMC_API_CHAT) {
+        cJSON *content = cJSON_AddArrayToObject(j, "content");
+        for (int i = 0; i < n; i++) {
+            cJSON *t = token_entry(s, e[i].id, e[i].lp);
+            cJSON *top = cJSON_AddArrayToObject(t, "top_logprobs");
+            for (int k = 0; k < e[i].n_top; k++) cJSON_AddItemToArray(top, token_entry(s, e[i].top_id[k], e[i].top_lp[k]));
+            cJSON_AddItemToArray(content, t);
+        }
+        cJSON_AddNullToObject(j, "refusal");
+    } else {
+        cJSON *tokens = cJSON_AddArrayToObject(j, "tokens"), *lps = cJSON_AddArrayToObject(j, "token_logprobs");
+        cJSON *tops = cJSON_AddArrayToObject(j, "top_logprobs"), *offs = cJSON_AddArrayToObject(j, "text_offset");
+        size_t off = offset0;
+        for (int i = 0; i < n; i++) {
+            char *t = token_text(s, e[i].id);
+            cJSON_AddItemToArray(tokens, cJSON_CreateString(t ? t : ""));
+            cJSON_AddItemToArray(lps, cJSON_CreateNumber(e[i].lp));
+            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+            off += t ? strlen(t) : 0;
+            free(t);
+            cJSON *top = cJSON_CreateObject();
+            for (int k = 0; k < e[i].n_top; k++) {
+                char *tt = token_text(s, e[i].top_id[k]);
+                if (!cJSON_GetObjectItemCaseSensitive(top, tt ? tt : "")) cJSON_AddNumberToObject(top, tt ? tt : "", e[i].top_lp[k]);
+                free(tt);
+            }
+            cJSON_AddItemToArray(tops, top);
+        }
+    }
+    free(e);
+    return j;
 }
 
 static cJSON *usage_json(const lmc_srv_req *r) {
@@ -122,7 +190,6 @@ static cJSON *head(const lmc_srv_req *r, const char *object) {
 }
 
 char *openai_final_body(const lmc_server *s, lmc_srv_req *r) {
-    (void)s;
     int chat = r->api == LMC_API_CHAT;
     cJSON *j = head(r, chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(j, "choices");
@@ -136,7 +203,8 @@ char *openai_final_body(const lmc_server *s, lmc_srv_req *r) {
     } else {
         cJSON_AddStringToObject(c, "text", r->out ? r->out : "");
     }
-    cJSON_AddNullToObject(c, "logprobs");
+    if (r->logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, r, 0, r->n_lps, 0));
+    else cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", lmc_finish_openai(r->finish));
     cJSON_AddItemToArray(choices, c);
     cJSON_AddItemToObject(j, "usage", usage_json(r));
@@ -145,7 +213,7 @@ char *openai_final_body(const lmc_server *s, lmc_srv_req *r) {
     return out;
 }
 
-static cJSON *chunk(const lmc_srv_req *r, const char *text, size_t n, int role, const char *finish) {
+static cJSON *chunk(lmc_srv_req *r, const char *text, size_t n, int role, const char *finish, cJSON *logprobs) {
     int chat = r->api == LMC_API_CHAT;
     cJSON *j = head(r, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(j, "choices");
@@ -161,7 +229,8 @@ static cJSON *chunk(const lmc_srv_req *r, const char *text, size_t n, int role, 
         cJSON_AddStringToObject(c, "text", t ? t : "");
     }
     free(t);
-    cJSON_AddNullToObject(c, "logprobs");
+    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
+    else cJSON_AddNullToObject(c, "logprobs");
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToArray(choices, c);
@@ -170,12 +239,21 @@ static cJSON *chunk(const lmc_srv_req *r, const char *text, size_t n, int role, 
 }
 
 void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b) {
-    (void)s;
     if (r->phase == 0) {
-        if (r->api == LMC_API_CHAT) sbuf_sse(b, NULL, chunk(r, "", 0, 1, NULL));
+        if (r->api == LMC_API_CHAT) sbuf_sse(b, NULL, chunk(r, "", 0, 1, NULL, NULL));
         r->phase = 1;
     }
-    if (n > 0) sbuf_sse(b, NULL, chunk(r, text, n, 0, NULL));
+    if (n > 0) {
+        cJSON *lp = NULL;
+        if (r->logprobs) {
+            pthread_mutex_lock(&r->mu);
+            int to = r->n_lps;
+            pthread_mutex_unlock(&r->mu);
+            lp = logprobs_json(s, r, r->lps_sent, to, r->sent - n);
+            r->lps_sent = to;
+        }
+        sbuf_sse(b, NULL, chunk(r, text, n, 0, NULL, lp));
+    }
     if (!done || r->phase == 2) return;
     if (r->finish == LMC_FINISH_ERROR || r->finish == LMC_FINISH_CANCELLED) {
         cJSON *j = cJSON_CreateObject();
@@ -186,7 +264,7 @@ void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t
         cJSON_AddNullToObject(e, "code");
         sbuf_sse(b, NULL, j);
     } else {
-        sbuf_sse(b, NULL, chunk(r, "", 0, 0, lmc_finish_openai(r->finish)));
+        sbuf_sse(b, NULL, chunk(r, "", 0, 0, lmc_finish_openai(r->finish), NULL));
         if (r->include_usage) {
             cJSON *j = head(r, r->api == LMC_API_CHAT ? "chat.completion.chunk" : "text_completion");
             cJSON_AddArrayToObject(j, "choices");

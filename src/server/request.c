@@ -42,6 +42,7 @@ void lmc_srv_req_unref(lmc_srv_req *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->out);
+    free(r->lps);
     lmc_sampler_free(r->sampler);
     lmc_detok_free(r->detok);
     free(r->text);

@@ -28,6 +28,18 @@ typedef enum lmc_finish {
     LMC_FINISH_ERROR,     /* decode failed: err holds the message */
 } lmc_finish;
 
+#define LMC_MAX_TOP_LOGPROBS 20
+
+/* One sampled token's log-probability under the model (log-softmax of the raw logits)
+ * and the most likely alternatives. */
+typedef struct lmc_srv_logprob {
+    int32_t id;
+    float lp;
+    int n_top;
+    int32_t top_id[LMC_MAX_TOP_LOGPROBS];
+    float top_lp[LMC_MAX_TOP_LOGPROBS];
+} lmc_srv_logprob;
+
 typedef struct lmc_srv_req {
     /* --- set before submission, read-only afterwards --- */
     lmc_srv_api api;
@@ -43,6 +55,7 @@ typedef struct lmc_srv_req {
     char **stop;                  /* [n_stop] owned, non-empty strings */
     int n_stop;
     int ignore_eos;
+    int logprobs, top_logprobs;   /* record log-probabilities (top_logprobs ≤ LMC_MAX_TOP_LOGPROBS) */
     char id[64];                  /* chatcmpl-…, cmpl-…, msg_… */
     char model[128];
     long created;
@@ -59,6 +72,8 @@ typedef struct lmc_srv_req {
     int n_gen;                    /* tokens sampled */
     int n_cached;                 /* prompt tokens whose KV was reused */
     char err[256];
+    lmc_srv_logprob *lps;         /* [n_lps] when logprobs */
+    int n_lps, cap_lps;
     atomic_int cancelled;         /* set by the HTTP side; the scheduler retires the request */
     double t_submit, t_first_token, t_done;
 
@@ -73,6 +88,7 @@ typedef struct lmc_srv_req {
     void *conn;                   /* MHD connection, valid until the request completes */
     int phase;
     size_t sent;                  /* bytes of out already turned into events */
+    int lps_sent;                 /* logprob entries already sent */
     char *pend;                   /* formatted bytes not yet handed to MHD */
     size_t pend_len, pend_off, pend_cap;
     const void *server;           /* the owning server (borrowed) */

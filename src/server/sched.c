@@ -195,13 +195,41 @@ static int32_t sample(lmc_sched *s, lmc_srv_req *r, const float *logits) {
     return t;
 }
 
+/* Log-softmax of the raw logits at t and the top alternatives, appended to r->lps. */
+static void record_logprob(lmc_sched *s, lmc_srv_req *r, const float *l, int32_t t) {
+    int V = s->n_vocab;
+    float mx = l[0];
+    for (int v = 1; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+    double sum = 0;
+    for (int v = 0; v < V; v++) sum += exp((double)l[v] - mx);
+    float lse = mx + (float)log(sum);
+    lmc_srv_logprob e = {.id = t, .lp = l[t] - lse};
+    int k = r->top_logprobs;
+    for (int v = 0; v < V && k > 0; v++) { /* insertion into a short sorted list */
+        if (e.n_top == k && l[v] <= l[e.top_id[k - 1]]) continue;
+        int j = e.n_top < k ? e.n_top++ : k - 1;
+        while (j > 0 && l[e.top_id[j - 1]] < l[v]) { e.top_id[j] = e.top_id[j - 1]; j--; }
+        e.top_id[j] = v;
+    }
+    for (int j = 0; j < e.n_top; j++) e.top_lp[j] = l[e.top_id[j]] - lse;
+    pthread_mutex_lock(&r->mu);
+    if (r->n_lps == r->cap_lps) {
+        int cap = r->cap_lps ? r->cap_lps * 2 : 64;
+        lmc_srv_logprob *n = realloc(r->lps, (size_t)cap * sizeof *n);
+        if (n) { r->lps = n; r->cap_lps = cap; }
+    }
+    if (r->n_lps < r->cap_lps) r->lps[r->n_lps++] = e;
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* A token was sampled for slot i: emit its text and decide whether the request ends. */
-static void on_token(lmc_sched *s, int i, int32_t t, double now) {
+static void on_token(lmc_sched *s, int i, int32_t t, const float *logits, double now) {
     slot *sl = &s->slots[i];
     lmc_srv_req *r = sl->req;
     r->n_gen++;
     if (r->n_gen == 1) r->t_first_token = now;
     if (!r->ignore_eos && is_eos(s, t)) { retire(s, i, LMC_FINISH_STOP); return; }
+    if (r->logprobs) record_logprob(s, r, logits, t);
     if (r->detok) {
         char *piece = NULL;
         size_t n = 0;
@@ -306,9 +334,10 @@ static int step(lmc_sched *s) {
     for (int row = 0; row < n_rows; row++) {
         int i = s->row_slot[row];
         if (!s->slots[i].req) continue;
-        int32_t t = sample(s, s->slots[i].req, lmc_context_logits(s->ctx, row));
+        const float *logits = lmc_context_logits(s->ctx, row);
+        int32_t t = sample(s, s->slots[i].req, logits);
         n_gen++;
-        on_token(s, i, t, now);
+        on_token(s, i, t, logits, now);
     }
     double t1 = now_s();
     pthread_mutex_lock(&s->mu);

@@ -14,7 +14,7 @@
 import { readFileSync } from "node:fs";
 import net from "node:net";
 import { join } from "node:path";
-import { check, finish, startServer, metrics, tokenCount, cliGenerate, demo, sleep, withTimeout } from "./server/harness.mjs";
+import { check, finish, startServer, metrics, tokenCount, cliGenerate, cliLogits, logSoftmax, demo, sleep, withTimeout } from "./server/harness.mjs";
 import { malformedCases } from "./server/malformed.mjs";
 
 let OpenAI, Anthropic, Template;
@@ -130,6 +130,35 @@ async function main() {
   const fp = await openai.completions.create({ model: MODEL, prompt: "In the beginning", max_tokens: 40, temperature: 0, frequency_penalty: 2, presence_penalty: 2 });
   const plain = await openai.completions.create({ model: MODEL, prompt: "In the beginning", max_tokens: 40, temperature: 0 });
   check("presence/frequency penalties change a repetitive greedy text", fp.choices[0].text !== plain.choices[0].text);
+
+  // ---- logprobs ----
+  const vocab = JSON.parse(readFileSync(join(demo, "config.json"), "utf8")).vocab_size;
+  const rows = cliLogits("In the beginning", 8, vocab);
+  const clp = await openai.completions.create({ model: MODEL, prompt: "In the beginning", max_tokens: 8, temperature: 0, logprobs: 3 });
+  const L = clp.choices[0].logprobs;
+  let lpOk = L && L.tokens.length === 8 && L.tokens.join("") === clp.choices[0].text, worst = 0;
+  for (let i = 0; lpOk && i < 8; i++) {
+    const tops = Object.entries(L.top_logprobs[i]).sort((a, b) => b[1] - a[1]);
+    lpOk = tops.length === 3 && tops[0][0] === L.tokens[i] && L.text_offset[i] === L.tokens.slice(0, i).join("").length;
+    const ids = (await (await fetch(A.url + "/tokenize", { method: "POST", body: JSON.stringify({ content: L.tokens[i] }) })).json()).tokens;
+    worst = Math.max(worst, Math.abs(L.token_logprobs[i] - logSoftmax(rows[i], ids[0])));
+  }
+  check("logprobs (completions): tokens, offsets, greedy token is the top one", lpOk, JSON.stringify(L).slice(0, 300));
+  check("logprobs = log-softmax of `lmc generate --logits-out` logits", worst < 1e-3, String(worst));
+  const chatLp = await openai.chat.completions.create({ model: MODEL, messages: msgs, max_tokens: 10, temperature: 0, logprobs: true, top_logprobs: 2 });
+  const content = chatLp.choices[0].logprobs?.content ?? [];
+  check("logprobs (chat): one entry per token, text joins to content, top_logprobs sorted",
+        content.length === 10 && content.map((e) => e.token).join("") === chatLp.choices[0].message.content &&
+        content.every((e) => e.logprob <= 0 && e.top_logprobs.length === 2 && e.top_logprobs[0].token === e.token &&
+                             e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob &&
+                             Buffer.from(e.bytes).toString("utf8") === e.token), JSON.stringify(content[0]));
+  const lpStream = await openai.chat.completions.create({ model: MODEL, messages: msgs, max_tokens: 10, temperature: 0, logprobs: true, top_logprobs: 2, stream: true });
+  const streamedLp = [];
+  for await (const ch of lpStream) for (const c of ch.choices) if (c.logprobs?.content) streamedLp.push(...c.logprobs.content);
+  // (prefix reuse computes the prompt's last rows differently, so logprobs agree to rounding, not bits)
+  check("logprobs (chat stream): the same entries", streamedLp.length === content.length && streamedLp.every((e, i) =>
+        e.token === content[i].token && Math.abs(e.logprob - content[i].logprob) < 1e-4 &&
+        e.top_logprobs.map((t) => t.token).join("|") === content[i].top_logprobs.map((t) => t.token).join("|")));
 
   // ---- Anthropic ----
   const am = await anthropic.messages.create({ model: MODEL, max_tokens: 24, messages: msgs, temperature: 0 });

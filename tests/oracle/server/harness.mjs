@@ -5,6 +5,8 @@
 // Every server started is killed on exit, even when a test throws. check() records a
 // pass/fail line; finish() prints `RESULT <passed> <failed>` and exits.
 import { spawn, spawnSync } from "node:child_process";
+import { readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -96,4 +98,25 @@ export function cliGenerate(prompt, n) {
                       { encoding: "utf8", timeout: 30000 });
   if (r.status !== 0) throw new Error("lmc generate failed: " + r.stderr);
   return r.stdout.replace(/\n$/, "");
+}
+
+// Greedy generation by `lmc generate --logits-out`: the logits each generated token was chosen from,
+// as rows of a Float32Array [n, vocab].
+export function cliLogits(prompt, n, vocab) {
+  const file = join(tmpdir(), `lmc-server-logits-${process.pid}.bin`);
+  const r = spawnSync(lmc, ["generate", "-m", demo, "-p", prompt, "-n", String(n), "--greedy", "--logits-out", file],
+                      { encoding: "utf8", timeout: 30000 });
+  if (r.status !== 0) throw new Error("lmc generate --logits-out failed: " + r.stderr);
+  const buf = readFileSync(file);
+  rmSync(file, { force: true });
+  const all = new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4);
+  return Array.from({ length: all.length / vocab }, (_, i) => all.subarray(i * vocab, (i + 1) * vocab));
+}
+
+export function logSoftmax(row, id) {
+  let mx = -Infinity;
+  for (const v of row) if (v > mx) mx = v;
+  let sum = 0;
+  for (const v of row) sum += Math.exp(v - mx);
+  return row[id] - mx - Math.log(sum);
 }

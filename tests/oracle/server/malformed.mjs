@@ -55,6 +55,8 @@ export function malformedCases() {
   add("presence_penalty 3", chat, J({ messages: user, presence_penalty: 3 }));
   add("seed a string", chat, J({ messages: user, seed: "x" }));
   add("response_format json_schema (unsupported)", chat, J({ messages: user, response_format: { type: "json_schema", json_schema: {} } }));
+  add("top_logprobs without logprobs", chat, J({ messages: user, top_logprobs: 2 }));
+  add("top_logprobs 50", chat, J({ messages: user, logprobs: true, top_logprobs: 50 }));
   add("tools (unsupported)", chat, J({ messages: user, tools: [{ type: "function", function: { name: "f" } }] }));
   // completions
   add("completions: missing prompt", comp, J({ max_tokens: 4 }));
@@ -62,6 +64,7 @@ export function malformedCases() {
   add("completions: empty prompt", comp, J({ prompt: "" }));
   add("completions: token id beyond vocab", comp, J({ prompt: [1, 99999] }));
   add("completions: several prompts", comp, J({ prompt: ["a", "b"] }));
+  add("completions: logprobs 9", comp, J({ prompt: "In", logprobs: 9 }));
   add("completions: max_tokens 0", comp, J({ prompt: "In", max_tokens: 0 }));
   // Anthropic
   add("messages: missing max_tokens", msg, J({ model: "demo", messages: user }));
