@@ -72,6 +72,7 @@ lmc_status tok_utf8_sanitize(const char *s, size_t n, tok_buf *out);
 int tok_utf8_valid(const char *s, size_t n);
 int tok_is_whitespace(uint32_t cp);   /* Unicode White_Space (Rust char::is_whitespace) */
 int tok_is_alnum(uint32_t cp);        /* L* or N* */
+int tok_is_word(uint32_t cp);         /* Rust regex \w: Alphabetic, M*, Nd, Pc, ZWNJ/ZWJ */
 int tok_is_numeric(uint32_t cp);      /* Nd, Nl, No */
 int tok_is_punct(uint32_t cp);        /* ASCII punctuation or P* */
 int tok_is_mark(uint32_t cp);         /* Mn, Mc, Me */

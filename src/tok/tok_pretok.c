@@ -187,7 +187,10 @@ lmc_status tok_pretok_parse(const cJSON *j, tok_pretok **out) {
         p->split = tok_json_bool(j, "split", 1);
     } else if (!strcmp(type, "Whitespace")) {
         p->kind = P_WHITESPACE;
-        st = tok_pattern_compile_regex(&p->pat, "\\w+|[^\\w\\s]+");
+        /* HF compiles \w+|[^\w\s]+ with Rust's regex crate, whose \w is Alphabetic, marks,
+         * decimal digits, connector punctuation and joiners (PCRE2's \w lacks the marks) */
+        st = tok_pattern_compile_regex(&p->pat, "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]+"
+                                                "|[^\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}\\s]+");
     } else if (!strcmp(type, "WhitespaceSplit")) p->kind = P_WSSPLIT;
     else if (!strcmp(type, "Punctuation")) { p->kind = P_PUNCT; st = parse_behavior(j, B_ISOLATED, &p->beh); }
     else if (!strcmp(type, "Digits")) { p->kind = P_DIGITS; p->individual = tok_json_bool(j, "individual_digits", 0); }

@@ -344,6 +344,17 @@ int tok_is_alnum(uint32_t c) {
            (k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO);
 }
 
+int tok_is_word(uint32_t c) {
+    if (c < 0x80) return c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z');
+    if (c == 0x200C || c == 0x200D) return 1;
+    /* Other_Alphabetic symbols: circled and squared Latin letters */
+    if ((c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) || (c >= 0x1F150 && c <= 0x1F169) ||
+        (c >= 0x1F170 && c <= 0x1F189)) return 1;
+    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+    return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) || (k >= UTF8PROC_CATEGORY_MN && k <= UTF8PROC_CATEGORY_ME) ||
+           k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_PC;
+}
+
 int tok_is_numeric(uint32_t c) {
     if (c < 0x80) return c >= '0' && c <= '9';
     utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);

@@ -569,7 +569,7 @@ static void ctx_release(enc_ctx *c) {
     memset(c, 0, sizeof *c);
 }
 
-static int is_word_char(uint32_t cp) { return cp == '_' || tok_is_alnum(cp); }
+static int is_word_char(uint32_t cp) { return tok_is_word(cp); }
 
 static uint32_t last_cp(const char *s, size_t n) {
     size_t k = n - 1;
@@ -715,7 +715,11 @@ lmc_status lmc_tokenizer_encode_chat(const lmc_tokenizer *tok, const char *text,
 
 const char *lmc_tokenizer_id_to_token(const lmc_tokenizer *tok, int32_t id) {
     if (!tok || id < 0 || id >= tok->n_vocab) return NULL;
-    if (tok->id_added[id] >= 0) return tok->added[tok->id_added[id]].content;
+    if (tok->id_added[id] >= 0) {
+        /* as HF tokenizers 0.23: a normalized added token reads back in its normalized form */
+        const added_tok *a = &tok->added[tok->id_added[id]];
+        return a->norm ? a->norm : a->content;
+    }
     return id < tok->model.n_vocab ? tok->model.id_to_tok[id] : NULL;
 }
 

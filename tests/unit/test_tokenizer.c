@@ -601,6 +601,88 @@ static void test_truncations(void) {
     CHECK(rejected > 0);
 }
 
+/* ---------------- goldens from Python tokenizers (tests/oracle/tok/synth) ---------------- */
+
+static int hexv(int c);
+
+/* Decode hex into a malloc'ed buffer. */
+static char *unhex(const char *h, size_t *len) {
+    size_t n = strlen(h) / 2;
+    char *b = malloc(n + 1);
+    for (size_t i = 0; i < n; i++) b[i] = (char)(hexv(h[2 * i]) * 16 + hexv(h[2 * i + 1]));
+    b[n] = 0;
+    *len = n;
+    return b;
+}
+
+static int ids_equal(const cJSON *arr, const int32_t *ids, int n) {
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != n) return 0;
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, arr) if ((int32_t)x->valuedouble != ids[i++]) return 0;
+    return 1;
+}
+
+/* Tiny tokenizers trained and run by Python `tokenizers` 0.23.2 (tok/hf_synth.py): every
+ * component combination there must give the same ids, decodes and streamed text. */
+static void test_hf_python_synth_goldens(void) {
+    static const char *cases[] = {"added_flags", "bytelevel_noregex_nfc", "bytelevel_roberta", "sp_bpe_metaspace_first",
+        "split_behaviors", "unigram_always", "unigram_nosplit_bytefallback", "wordlevel_seq", "wordpiece_bert"};
+    const char *root = getenv("LMC_SRC_ROOT") ? getenv("LMC_SRC_ROOT") : ".";
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char dir[1024], path[1100];
+        snprintf(dir, sizeof dir, "%s/tests/oracle/tok/synth/%s", root, cases[c]);
+        snprintf(path, sizeof path, "%s/cases.jsonl", dir);
+        lmc_tokenizer *t = NULL;
+        FILE *f = fopen(path, "r");
+        CHECK_MSG(f != NULL, "%s missing (run from the repository root or set LMC_SRC_ROOT)", path);
+        if (!f) continue;
+        CHECK_MSG(lmc_tokenizer_load(dir, &t) == LMC_OK, "%s: %s", dir, lmc_last_error());
+        char *line = NULL;
+        size_t cap = 0;
+        int n_lines = 0, bad = 0;
+        while (t && getline(&line, &cap, f) > 0) {
+            cJSON *j = cJSON_Parse(line);
+            size_t tl, dl, sl;
+            char *text = unhex(cJSON_GetObjectItem(j, "hex")->valuestring, &tl);
+            char *want_dec = unhex(cJSON_GetObjectItem(j, "dec_hex")->valuestring, &dl);
+            char *want_skip = unhex(cJSON_GetObjectItem(j, "dec_skip_hex")->valuestring, &sl);
+            int32_t *ids = NULL, *ids_ns = NULL;
+            int n = 0, n_ns = 0, ok = 1;
+            ok &= lmc_tokenizer_encode(t, text, tl, 1, &ids, &n) == LMC_OK && ids_equal(cJSON_GetObjectItem(j, "ids"), ids, n);
+            ok &= lmc_tokenizer_encode(t, text, tl, 0, &ids_ns, &n_ns) == LMC_OK && ids_equal(cJSON_GetObjectItem(j, "ids_ns"), ids_ns, n_ns);
+            char *d0 = NULL, *d1 = NULL;
+            size_t l0 = 0, l1 = 0;
+            if (ok) {
+                ok &= lmc_tokenizer_decode(t, ids, n, 0, &d0, &l0) == LMC_OK && l0 == dl && memcmp(d0, want_dec, dl) == 0;
+                ok &= lmc_tokenizer_decode(t, ids, n, 1, &d1, &l1) == LMC_OK && l1 == sl && memcmp(d1, want_skip, sl) == 0;
+            }
+            if (ok) {  /* streaming: pieces concatenate to the decode */
+                lmc_detok *dt;
+                tok_buf acc = {0};
+                ok &= lmc_detok_init(&dt, t, 1) == LMC_OK;
+                for (int i = 0; ok && i <= n; i++) {
+                    char *p; size_t pl;
+                    ok &= (i < n ? lmc_detok_push(dt, ids[i], &p, &pl) : lmc_detok_flush(dt, &p, &pl)) == LMC_OK;
+                    if (ok) { tok_buf_put(&acc, p, pl); free(p); }
+                }
+                ok &= acc.len == sl && (sl == 0 || memcmp(acc.data, want_skip, sl) == 0);
+                tok_buf_free(&acc);
+                lmc_detok_free(dt);
+            }
+            if (!ok && bad++ < 3) fprintf(stderr, "  %s line %d differs from Python tokenizers: \"%.60s\"\n", cases[c], n_lines + 1, text);
+            n_lines++;
+            free(d0); free(d1); free(ids); free(ids_ns); free(text); free(want_dec); free(want_skip);
+            cJSON_Delete(j);
+        }
+        CHECK_MSG(bad == 0, "%s: %d of %d lines differ", cases[c], bad, n_lines);
+        CHECK_MSG(n_lines >= 100, "%s: only %d lines", cases[c], n_lines);
+        free(line);
+        fclose(f);
+        lmc_tokenizer_free(t);
+    }
+}
+
 /* ---------------- driver for tests/oracle/tokenizer.mjs ---------------- */
 
 static int hexv(int c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }
@@ -722,6 +804,7 @@ int main(int argc, char **argv) {
     RUN(test_config_and_dir);
     RUN(test_invalid_utf8_input);
     RUN(test_json_escapes);
+    RUN(test_hf_python_synth_goldens);
     RUN(test_malformed);
     RUN(test_truncations);
     return TEST_END();
