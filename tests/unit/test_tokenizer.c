@@ -683,6 +683,119 @@ static void test_hf_python_synth_goldens(void) {
     }
 }
 
+/* ---------------- robustness: mutated tokenizer.json files never crash ---------------- */
+
+/* Random byte edits (flip, delete, duplicate, insert JSON punctuation) of valid files:
+ * each must load or fail with a message; what loads must encode and decode. Run under
+ * ASan/UBSan this is the out-of-bounds check of the whole loader. */
+static void test_mutated_files(void) {
+    const char *srcs[] = {SP_JSON, UNI_JSON, BL_JSON};
+    unsigned seed = 99;
+    int loaded = 0, rejected = 0;
+    for (int s = 0; s < 3; s++) {
+        size_t n = strlen(srcs[s]);
+        char *buf = malloc(n + 64);
+        for (int trial = 0; trial < 1500; trial++) {
+            memcpy(buf, srcs[s], n + 1);
+            size_t len = n;
+            int edits = 1 + (int)((seed >> 8) % 3);
+            for (int e = 0; e < edits; e++) {
+                seed = seed * 1103515245u + 12345u;
+                size_t at = (seed >> 4) % len;
+                static const char punct[] = "{}[]\",:0-9e\\u ";
+                switch ((seed >> 24) % 4) {
+                case 0: buf[at] = (char)(seed >> 12); break;
+                case 1: memmove(buf + at, buf + at + 1, len - at); len--; break;
+                case 2: memmove(buf + at + 1, buf + at, len - at + 1); len++; break;
+                default: buf[at] = punct[(seed >> 16) % (sizeof punct - 1)]; break;
+                }
+            }
+            lmc_tokenizer *t = NULL;
+            if (lmc_tokenizer_load_json(buf, len, NULL, 0, &t) < 0) {
+                CHECK(t == NULL && lmc_last_error()[0]);
+                rejected++;
+                continue;
+            }
+            loaded++;
+            int32_t *ids; int ni;
+            if (lmc_tokenizer_encode(t, "ab a\xe2\x82\xac <s>x", 12, 1, &ids, &ni) == LMC_OK) {
+                char *d; size_t dl;
+                if (lmc_tokenizer_decode(t, ids, ni, 0, &d, &dl) == LMC_OK) free(d);
+                free(ids);
+            }
+            lmc_tokenizer_free(t);
+        }
+        free(buf);
+    }
+    CHECK(rejected > 1000);
+    CHECK(loaded > 10);
+    /* a real HF-written file (escapes, unicode keys, long merges list) */
+    char path[1100];
+    snprintf(path, sizeof path, "%s/tests/oracle/tok/synth/added_flags/tokenizer.json",
+             getenv("LMC_SRC_ROOT") ? getenv("LMC_SRC_ROOT") : ".");
+    FILE *f = fopen(path, "rb");
+    CHECK_MSG(f != NULL, "%s missing", path);
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    size_t n = (size_t)ftell(f);
+    rewind(f);
+    char *orig = malloc(n + 1), *buf = malloc(n + 64);
+    CHECK(fread(orig, 1, n, f) == n);
+    fclose(f);
+    int ok_loads = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        memcpy(buf, orig, n);
+        seed = seed * 1103515245u + 12345u;
+        size_t at = (seed >> 4) % n;
+        buf[at] = "{}[]\",:\\ue0x"[(seed >> 20) % 12];
+        lmc_tokenizer *t = NULL;
+        if (lmc_tokenizer_load_json(buf, n, NULL, 0, &t) == LMC_OK) {
+            ok_loads++;
+            int32_t *ids; int ni;
+            if (lmc_tokenizer_encode(t, "Hello <mask> cat world", 22, 1, &ids, &ni) == LMC_OK) free(ids);
+        }
+        lmc_tokenizer_free(t);
+    }
+    CHECK(ok_loads < 400);
+    free(orig);
+    free(buf);
+}
+
+/* ---------------- concurrency: encode from several threads at once ---------------- */
+
+#include <pthread.h>
+
+typedef struct { const lmc_tokenizer *t; const char *text; const int32_t *want; int n_want; int ok; } thr_arg;
+
+static void *thr_encode(void *p) {
+    thr_arg *a = p;
+    a->ok = 1;
+    for (int r = 0; r < 200; r++) {
+        int32_t *ids; int n;
+        if (lmc_tokenizer_encode(a->t, a->text, strlen(a->text), 1, &ids, &n) != LMC_OK) { a->ok = 0; break; }
+        if (n != a->n_want || memcmp(ids, a->want, (size_t)n * sizeof *ids) != 0) a->ok = 0;
+        free(ids);
+    }
+    return NULL;
+}
+
+static void test_concurrent_encode(void) {
+    lmc_tokenizer *t = load_str(SP_JSON);
+    CHECK(t != NULL);
+    if (!t) return;
+    const char *texts[4] = {"ab ab a", "a\xe2\x82\xac ab", "<s>ab</s> a", "zz ab zz"};
+    int32_t *want[4]; int n_want[4];
+    for (int i = 0; i < 4; i++) CHECK(lmc_tokenizer_encode(t, texts[i], strlen(texts[i]), 1, &want[i], &n_want[i]) == LMC_OK);
+    pthread_t th[4];
+    thr_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thr_arg){t, texts[i], want[i], n_want[i], 0};
+        pthread_create(&th[i], NULL, thr_encode, &args[i]);
+    }
+    for (int i = 0; i < 4; i++) { pthread_join(th[i], NULL); CHECK_MSG(args[i].ok, "thread %d got different ids", i); free(want[i]); }
+    lmc_tokenizer_free(t);
+}
+
 /* ---------------- driver for tests/oracle/tokenizer.mjs ---------------- */
 
 static int hexv(int c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }
@@ -807,5 +920,7 @@ int main(int argc, char **argv) {
     RUN(test_hf_python_synth_goldens);
     RUN(test_malformed);
     RUN(test_truncations);
+    RUN(test_mutated_files);
+    RUN(test_concurrent_encode);
     return TEST_END();
 }
