@@ -232,7 +232,54 @@ static int64_t ival(jv v) { return v.t == JV_BOOL ? v.u.b : v.u.i; }
 
 static jv str_percent_format(jctx *c, const jnode *at, jv fmt, jv args);
 
+static size_t grow_slot(const jctx *c, const char *p) {
+    uintptr_t h = (uintptr_t)p >> 4;
+    h ^= h >> 17; h *= 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)h & (c->grow_cap - 1);
+    while (c->grow[i].p && c->grow[i].p != p) i = (i + 1) & (c->grow_cap - 1);
+    return i;
+}
+
+static void grow_register(jctx *c, const char *p, size_t len, size_t cap) {
+    if (c->grow_n * 2 >= c->grow_cap) {
+        size_t ncap = c->grow_cap ? c->grow_cap * 2 : 64;
+        struct jgrow *old = c->grow;
+        size_t ocap = c->grow_cap;
+        c->grow = jz_alloc(c, ncap * sizeof *c->grow);
+        c->grow_cap = ncap;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].p) c->grow[grow_slot(c, old[i].p)] = old[i];
+    }
+    size_t i = grow_slot(c, p);
+    if (!c->grow[i].p) c->grow_n++;
+    c->grow[i].p = p; c->grow[i].len = len; c->grow[i].cap = cap;
+}
+
+/* a + b for strings. Long results get spare capacity; appending to the longest value
+ * of such a buffer writes in place (shorter, older values keep their bytes). */
+static jv str_concat(jctx *c, const jnode *at, jv a, jv b) {
+    if (a.n + b.n > c->lim.max_output) jz_fail(c, at, "string too long");
+    size_t n = a.n + b.n;
+    if (a.n && b.n && c->grow_cap) {
+        struct jgrow *g = &c->grow[grow_slot(c, a.u.s)];
+        if (g->p == a.u.s && g->len == a.n && g->cap >= n + 1) {
+            char *w = (char *)a.u.s;
+            memmove(w + a.n, b.u.s, b.n);
+            w[n] = 0;
+            g->len = n;
+            return jv_strn(a.u.s, n);
+        }
+    }
+    size_t cap = n >= 256 ? 2 * n + 1 : n + 1;
+    char *p = jz_alloc(c, cap);
+    if (a.n) memcpy(p, a.u.s, a.n);
+    if (b.n) memcpy(p + a.n, b.u.s, b.n);
+    if (cap > n + 1) grow_register(c, p, n, cap);
+    return jv_strn(p, n);
+}
+
 jv jz_binop(jctx *c, const jnode *at, int op, jv a, jv b) {
+    if (op == OP_CONCAT && a.t == JV_STR && b.t == JV_STR) return str_concat(c, at, a, b);
     if (op == OP_CONCAT) {
         jsb s; jsb_init(&s, c);
         jv_to_str(c, &s, a); jv_to_str(c, &s, b);
@@ -300,13 +347,7 @@ jv jz_binop(jctx *c, const jnode *at, int op, jv a, jv b) {
             }
         }
     }
-    if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) {
-        if (a.n + b.n > c->lim.max_output) jz_fail(c, at, "string too long");
-        char *p = jz_alloc(c, a.n + b.n + 1);
-        if (a.n) memcpy(p, a.u.s, a.n);
-        if (b.n) memcpy(p + a.n, b.u.s, b.n);
-        return jv_strn(p, a.n + b.n);
-    }
+    if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) return str_concat(c, at, a, b);
     if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple && !a.u.l->lazy && !b.u.l->lazy) {
         jv r = jv_list_new(c, a.u.l->n + b.u.l->n);
         r.u.l->tuple = a.u.l->tuple;

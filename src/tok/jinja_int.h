@@ -122,6 +122,11 @@ struct jsb;
 typedef struct jctx {
     jz_arena arena;
     struct jsb *sink;                          /* where output goes (captures swap it) */
+    /* strings made by + / ~ with spare capacity, by start address: appending to the
+     * longest value of such a string happens in place, so `{% set s = s + x %}` in a
+     * loop is linear instead of quadratic */
+    struct jgrow { const char *p; size_t len, cap; } *grow;
+    size_t grow_n, grow_cap;
     lmc_jinja_options lim;
     long long steps;
     int call_depth, eval_depth;

@@ -289,6 +289,15 @@ static void t_scoping_set_namespace(void) {
     EXPECT_ERR("{% set x = 1 %}{% set x.y = 2 %}", NULL, "non-namespace");
 }
 
+static void t_string_building(void) {
+    /* appends in place must never change an older value sharing the buffer */
+    EXPECT("{% set a = ('x' * 300) + 'z' %}{% set b = a + '1' %}{% set c = a + '2' %}{% set d = b + 'y' %}"
+           "{{ a[-1] }}{{ b[-1] }}{{ c[-1] }}{{ d[-2:] }}{{ a | length }}{{ b | length }}{{ d | length }}{{ (a ~ a) | length }}", NULL,
+           "z12" "1y" "301302303602");
+    EXPECT("{% set ns = namespace(s='') %}{% for i in range(2000) %}{% set ns.s = ns.s + 'ab' %}{% endfor %}{{ ns.s | length }}",
+           NULL, "4000");
+}
+
 static void t_macros(void) {
     EXPECT("{% macro g(n, p='Hi') %}{{ p }} {{ n }}{% endmacro %}{{ g('a') }}|{{ g('b', p='Yo') }}|{{ g(p='Z', n='c') }}", NULL,
            "Hi a|Yo b|Z c");
@@ -563,6 +572,7 @@ int main(int argc, char **argv) {
     t_tests();
     t_for_loops();
     t_scoping_set_namespace();
+    t_string_building();
     t_macros();
     t_whitespace();
     RUN(t_errors_with_position);
