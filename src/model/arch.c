@@ -30,6 +30,12 @@ static const lmc_names glm4_names = {
     .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
     .gate_up = "mlp.gate_up_proj", .down = "mlp.down_proj",
 };
+static const lmc_names cohere_names = { /* parallel block: one norm feeds attention and MLP */
+    .attn_norm = "input_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
 static const lmc_names phi3_names = {
     .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
     .qkv = "self_attn.qkv_proj", .o = "self_attn.o_proj",
@@ -74,7 +80,7 @@ static const lmc_arch rows[] = {
      .prefix = "model.", .names = &starcoder2_names,
      .notes = "LayerNorm with bias, plain gelu MLP, biases everywhere (use_bias)"},
     {.model_type = "cohere", .norm = LMC_NORM_LAYER, .block = LMC_BLOCK_PARALLEL, .qk_norm = LMC_QK_NORM_PER_HEAD_LN,
-     .qk_norm_optional = 1, .rope_interleaved = 1, .prefix = "model.", .names = &llama_names,
+     .qk_norm_optional = 1, .rope_interleaved = 1, .prefix = "model.", .names = &cohere_names,
      .notes = "parallel attention + MLP from one LayerNorm, interleaved rope, logit_scale, optional per-head q/k LayerNorm"},
     {.model_type = "glm4", .block = LMC_BLOCK_SANDWICH, .mlp = LMC_MLP_GATED_FUSED, .bias = LMC_BIAS_QKV_CONFIG,
      .rope_interleaved = 1, .prefix = "model.", .names = &glm4_names,
