@@ -688,7 +688,10 @@ int jz_contains(jctx *c, const jnode *at, jv container, jv item) {
     case JV_LIST:
         for (size_t i = 0; i < container.u.l->n; i++) if (jv_equal(container.u.l->v[i], item)) return 1;
         return 0;
-    case JV_DICT: case JV_NS: return jdict_get(container.u.d, item) != NULL;
+    case JV_DICT: case JV_NS:
+        if ((item.t == JV_LIST && !item.u.l->tuple) || item.t == JV_DICT || item.t == JV_NS)
+            jz_fail(c, at, "unhashable type: '%s'", jv_type_name(item));
+        return jdict_get(container.u.d, item) != NULL;
     case JV_UNDEF: return 0;
     default: jz_fail(c, at, "argument of type '%s' is not iterable", jv_type_name(container));
     }
