@@ -11,7 +11,7 @@
 #include "model/arch.h"
 
 /* Fields lmc does not implement yet: refuse them clearly instead of ignoring them. */
-static int refuse_unsupported(const cJSON *root, lmc_srv_error *e) {
+static int refuse_unsupported(const cJSON *root, lmc_srv_req *r, lmc_srv_error *e) {
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "tools")) && cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0)
         return srv_err(e, 400, "tools", "tools are not supported by this server yet");
@@ -19,9 +19,10 @@ static int refuse_unsupported(const cJSON *root, lmc_srv_error *e) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
         if (!cJSON_IsObject(v) || !cJSON_IsString(t))
             return srv_err(e, 400, "response_format", "'response_format' must be an object with a 'type'");
-        if (strcmp(t->valuestring, "text"))
-            return srv_err(e, 400, "response_format", "response_format '%.32s' is not supported yet (only 'text')",
-                           t->valuestring);
+        if (!strcmp(t->valuestring, "json_object")) r->json_mode = 1;
+        else if (strcmp(t->valuestring, "text"))
+            return srv_err(e, 400, "response_format",
+                           "response_format '%.32s' is not supported yet (only 'text' and 'json_object')", t->valuestring);
     }
     return 0;
 }
@@ -36,7 +37,7 @@ static int common(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_sr
         if (!cJSON_IsObject(so)) return srv_err(e, 400, "stream_options", "'stream_options' must be an object");
         if (jf_bool(so, "include_usage", &r->include_usage, e) < 0) return -1;
     }
-    if (refuse_unsupported(root, e) < 0) return -1;
+    if (refuse_unsupported(root, r, e) < 0) return -1;
     if (jf_sampling(s, root, 1, r, e) < 0) return -1;
     if (jf_stop(root, "stop", 16, r, e) < 0) return -1;
     int ign = 0;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "gen/sampler.h"
+#include "jsonfsm.h"
 #include "tok/tokenizer.h"
 
 typedef enum lmc_srv_api { LMC_API_CHAT = 0, LMC_API_COMPLETION, LMC_API_MESSAGES } lmc_srv_api;
@@ -56,6 +57,7 @@ typedef struct lmc_srv_req {
     int n_stop;
     int ignore_eos;
     int logprobs, top_logprobs;   /* record log-probabilities (top_logprobs ≤ LMC_MAX_TOP_LOGPROBS) */
+    int json_mode;                /* response_format json_object: only tokens that keep valid JSON */
     char id[64];                  /* chatcmpl-…, cmpl-…, msg_… */
     char model[128];
     long created;
@@ -83,6 +85,7 @@ typedef struct lmc_srv_req {
     char *text;                   /* all generated text so far, [text_len] */
     size_t text_len, text_cap, committed;
     int *counts;                  /* [n_vocab] generated-token counts when penalties are on */
+    lmc_jfsm js;                  /* JSON state of the output so far (json_mode) */
 
     /* --- HTTP-side streaming state (only the connection's thread touches it) --- */
     void *conn;                   /* MHD connection, valid until the request completes */

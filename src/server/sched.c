@@ -44,6 +44,9 @@ struct lmc_sched {
     int *row_slot;                    /* [n_seq] slot of each wanted row */
     int cap_batch;
     float *work;                      /* [n_vocab] adjusted logits */
+    char *tb;                         /* token texts for constrained decoding, built on first use */
+    int64_t *tb_off;                  /* [n_vocab + 1] offsets into tb; a special token has tb_len -1 */
+    int *tb_len;                      /* [n_vocab] */
     double win_t[16];                 /* recent steps: time, tokens */
     int win_n[16], win_i;
 };
@@ -141,6 +144,42 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
     return i;
 }
 
+/* The text of every token alone (specials excluded), for constrained decoding. */
+static lmc_status build_token_bytes(lmc_sched *s) {
+    if (s->tb_len) return LMC_OK;
+    if (!s->p.tok) return lmc_fail(LMC_ERR_UNSUPPORTED, "constrained decoding needs a tokenizer");
+    int V = s->n_vocab;
+    int64_t *off = malloc((size_t)(V + 1) * sizeof *off);
+    int *len = malloc((size_t)V * sizeof *len);
+    size_t cap = (size_t)V * 8 + 64, used = 0;
+    char *tb = malloc(cap);
+    if (!off || !len || !tb) { free(off); free(len); free(tb); return lmc_fail(LMC_ERR_NOMEM, "token table"); }
+    for (int v = 0; v < V; v++) {
+        off[v] = (int64_t)used;
+        len[v] = -1;
+        if (lmc_tokenizer_is_special(s->p.tok, v)) continue;
+        char *t = NULL;
+        size_t n = 0;
+        if (lmc_tokenizer_decode(s->p.tok, &v, 1, 0, &t, &n) < 0) { free(t); continue; }
+        if (used + n > cap) {
+            size_t nc = (used + n) * 2;
+            char *ntb = realloc(tb, nc);
+            if (!ntb) { free(t); free(off); free(len); free(tb); return lmc_fail(LMC_ERR_NOMEM, "token table"); }
+            tb = ntb;
+            cap = nc;
+        }
+        memcpy(tb + used, t, n);
+        used += n;
+        len[v] = n > 0 ? (int)n : -1;
+        free(t);
+    }
+    off[V] = (int64_t)used;
+    s->tb = tb;
+    s->tb_off = off;
+    s->tb_len = len;
+    return LMC_OK;
+}
+
 /* Put r into a free slot: the one sharing the longest prefix (ties: least recently used). */
 static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
     int best = -1, best_lcp = -1;
@@ -162,6 +201,10 @@ static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
         r->counts = calloc((size_t)s->n_vocab, sizeof *r->counts);
         if (!r->counts) st = lmc_fail(LMC_ERR_NOMEM, "penalty counts");
     }
+    if (st >= 0 && r->json_mode) {
+        st = build_token_bytes(s);
+        lmc_jfsm_init(&r->js, 1);
+    }
     if (st < 0) return st;
     for (int k = 0; k < r->n_prompt; k++) lmc_sampler_accept(r->sampler, r->prompt[k]);
     lmc_kv_truncate(&s->ctx->kv, best, best_lcp);
@@ -176,10 +219,28 @@ static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
     return LMC_OK;
 }
 
-/* Logits → token for the request in slot i, with OpenAI's penalties and logit_bias. */
+/* JSON mode: -inf for every token that would break the JSON prefix; end tokens only once the
+ * value is complete (and then nothing else). Returns 0 when no token is allowed. */
+static int mask_json(lmc_sched *s, lmc_srv_req *r) {
+    int done = lmc_jfsm_done(&r->js), any = 0;
+    for (int v = 0; v < s->n_vocab; v++) {
+        int ok;
+        if (is_eos(s, v)) ok = done;
+        else if (done || s->tb_len[v] <= 0) ok = 0;
+        else {
+            lmc_jfsm t = r->js;
+            ok = lmc_jfsm_feed(&t, s->tb + s->tb_off[v], (size_t)s->tb_len[v]) == 0;
+        }
+        if (!ok) s->work[v] = -INFINITY;
+        any |= ok;
+    }
+    return any;
+}
+
+/* Logits → token for the request in slot i, with OpenAI's penalties, logit_bias and JSON mode. */
 static int32_t sample(lmc_sched *s, lmc_srv_req *r, const float *logits) {
     const float *l = logits;
-    if (r->counts || r->n_bias) {
+    if (r->counts || r->n_bias || r->json_mode) {
         memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
         if (r->counts)
             for (int v = 0; v < s->n_vocab; v++)
@@ -188,8 +249,14 @@ static int32_t sample(lmc_sched *s, lmc_srv_req *r, const float *logits) {
         for (int k = 0; k < r->n_bias; k++)
             if (r->bias_id[k] >= 0 && r->bias_id[k] < s->n_vocab) s->work[r->bias_id[k]] += r->bias_val[k];
         l = s->work;
+        if (r->json_mode && !mask_json(s, r)) {
+            const lmc_config *c = &s->p.model->cfg;
+            return c->n_eos > 0 ? c->eos_token_ids[0] : lmc_tokenizer_eos_id(s->p.tok);
+        }
     }
     int32_t t = lmc_sampler_sample(r->sampler, l);
+    if (r->json_mode && t >= 0 && t < s->n_vocab && s->tb_len[t] > 0)
+        lmc_jfsm_feed(&r->js, s->tb + s->tb_off[t], (size_t)s->tb_len[t]);
     lmc_sampler_accept(r->sampler, t);
     if (r->counts && t >= 0 && t < s->n_vocab) r->counts[t]++;
     return t;
@@ -500,6 +567,9 @@ void lmc_sched_free(lmc_sched *s) {
     free(s->b_want);
     free(s->row_slot);
     free(s->work);
+    free(s->tb);
+    free(s->tb_off);
+    free(s->tb_len);
     lmc_context_free(s->ctx);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);

@@ -160,6 +160,27 @@ async function main() {
         e.token === content[i].token && Math.abs(e.logprob - content[i].logprob) < 1e-4 &&
         e.top_logprobs.map((t) => t.token).join("|") === content[i].top_logprobs.map((t) => t.token).join("|")));
 
+  // ---- JSON mode: constrained decoding ----
+  const isObj = (t) => { try { const v = JSON.parse(t); return v !== null && typeof v === "object" && !Array.isArray(v); } catch { return false; } };
+  check("json mode: the unconstrained reply is not JSON (so the constraint matters)", !isObj(full));
+  for (const q of ["Give me JSON about Moses.", "Who made the heaven and the earth?"]) {
+    const j = await openai.chat.completions.create({ model: MODEL, messages: ask(q), max_tokens: 200, temperature: 0, response_format: { type: "json_object" } });
+    check(`json mode (greedy, ${JSON.stringify(q)}): a JSON object, finish stop`, isObj(j.choices[0].message.content) && j.choices[0].finish_reason === "stop",
+          JSON.stringify(j.choices[0]));
+    const js = await collectChatStream(openai, { model: MODEL, messages: ask(q), max_tokens: 200, temperature: 0, response_format: { type: "json_object" } });
+    check("json mode: streamed equals non-streamed", js.text === j.choices[0].message.content);
+  }
+  let sampledOk = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const j = await openai.chat.completions.create({ model: MODEL, messages: ask("List the sons of Jacob as JSON."), max_tokens: 48, temperature: 1, seed,
+                                                     response_format: { type: "json_object" } });
+    const c = j.choices[0];
+    // A reply cut by max_tokens is a prefix of JSON: it starts with "{" and closing it may fail, so only complete replies must parse.
+    if ((c.finish_reason === "stop" && isObj(c.message.content)) || (c.finish_reason === "length" && c.message.content.startsWith("{"))) sampledOk++;
+    else console.log("  json mode sampled:", JSON.stringify(c));
+  }
+  check("json mode (sampled, 6 seeds): complete replies parse, cut ones start an object", sampledOk === 6, String(sampledOk));
+
   // ---- Anthropic ----
   const am = await anthropic.messages.create({ model: MODEL, max_tokens: 24, messages: msgs, temperature: 0 });
   check("messages: type/role/content", am.type === "message" && am.role === "assistant" && am.content[0]?.type === "text");

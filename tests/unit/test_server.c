@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "gen/generate.h"
+#include "server/jsonfsm.h"
 #include "server/sched.h"
 #include "server/stop.h"
 #include "test.h"
@@ -45,6 +46,66 @@ static void test_utf8(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         CHECK_MSG(lmc_utf8_valid(cases[i].s, strlen(cases[i].s)) == cases[i].ok, "case %zu", i);
+}
+
+static int jf(const char *text, int object_only, int *done) {
+    lmc_jfsm j;
+    lmc_jfsm_init(&j, object_only);
+    int rc = lmc_jfsm_feed(&j, text, strlen(text));
+    *done = rc == 0 && lmc_jfsm_done(&j);
+    return rc;
+}
+
+static void test_jsonfsm(void) {
+    static const struct { const char *s; int obj, ok, done; } cases[] = {
+        {"{}", 1, 1, 1},
+        {"{\"a\": [1, -2.5e+3, true, false, null, \"x\\n\\u00e9\"], \"b\": {}}", 1, 1, 1},
+        {"{\"a\":", 1, 1, 0},
+        {"{\"a\": 1", 1, 1, 0},
+        {"{\"a\": 1,", 1, 1, 0},
+        {"{\"caf\xc3\xa9\": \"\"}", 1, 1, 1},
+        {"[]", 0, 1, 1},
+        {"[1,2]", 0, 1, 1},
+        {"[1,2]", 1, 0, 0},           /* json_object: the top level is an object */
+        {"\"s\"", 0, 1, 1},
+        {"tr", 0, 1, 0},
+        {" {}", 1, 0, 0},             /* no whitespace before the value */
+        {"{}  ", 1, 1, 1},
+        {"{}   ", 1, 0, 0},           /* whitespace runs are capped */
+        {"{} x", 1, 0, 0},
+        {"{,}", 1, 0, 0},
+        {"{\"a\" 1}", 1, 0, 0},
+        {"{\"a\":1,}", 1, 0, 0},
+        {"[1,]", 0, 0, 0},
+        {"{\"a\":01}", 1, 0, 0},
+        {"{\"a\":1.}", 1, 0, 0},
+        {"{\"a\":-}", 1, 0, 0},
+        {"{\"a\":tru}", 1, 0, 0},
+        {"{\"a\":\"\\x\"}", 1, 0, 0},
+        {"{\"a\":\"\\u12g4\"}", 1, 0, 0},
+        {"{\"a\":\"line\nbreak\"}", 1, 0, 0}, /* raw control character in a string */
+        {"{\"a\":[}", 1, 0, 0},
+        {"{\"a\":{]}", 1, 0, 0},
+        {"{1:2}", 1, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int done;
+        int rc = jf(cases[i].s, cases[i].obj, &done);
+        CHECK_MSG((rc == 0) == cases[i].ok && done == cases[i].done, "case %zu '%s': rc %d done %d", i, cases[i].s, rc, done);
+    }
+    /* Byte-at-a-time feeding agrees with feeding the whole text. */
+    const char *t = "{\"k\": [10, 2.5, {\"x\": null}], \"s\": \"a\\\"b\"}";
+    lmc_jfsm j;
+    lmc_jfsm_init(&j, 1);
+    int rc = 0;
+    for (size_t i = 0; t[i] && rc == 0; i++) rc = lmc_jfsm_feed(&j, t + i, 1);
+    CHECK(rc == 0 && lmc_jfsm_done(&j));
+    /* Nesting deeper than the stack is refused, not overflowed. */
+    char deep[LMC_JFSM_MAX_DEPTH + 3];
+    memset(deep, '[', sizeof deep - 1);
+    deep[sizeof deep - 1] = 0;
+    lmc_jfsm_init(&j, 0);
+    CHECK(lmc_jfsm_feed(&j, deep, strlen(deep)) == -1);
 }
 
 /* ---- scheduler on the demo model ---- */
@@ -206,6 +267,7 @@ int main(void) {
     RUN(test_stop_find);
     RUN(test_stop_holdback);
     RUN(test_utf8);
+    RUN(test_jsonfsm);
     lmc_backend_params bp = {.name = "cpu", .n_threads = 1};
     if (lmc_backend_init(&be, &bp) < 0 || lmc_model_load(LMC_DEMO_DIR, be, &model) < 0 ||
         lmc_tokenizer_load(LMC_DEMO_DIR, &tok) < 0) {

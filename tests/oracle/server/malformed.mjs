@@ -57,6 +57,8 @@ export function malformedCases() {
   add("response_format json_schema (unsupported)", chat, J({ messages: user, response_format: { type: "json_schema", json_schema: {} } }));
   add("top_logprobs without logprobs", chat, J({ messages: user, top_logprobs: 2 }));
   add("top_logprobs 50", chat, J({ messages: user, logprobs: true, top_logprobs: 50 }));
+  add("response_format not an object", chat, J({ messages: user, response_format: "json" }));
+  add("response_format unknown type", chat, J({ messages: user, response_format: { type: "yaml" } }));
   add("tools (unsupported)", chat, J({ messages: user, tools: [{ type: "function", function: { name: "f" } }] }));
   // completions
   add("completions: missing prompt", comp, J({ max_tokens: 4 }));
