@@ -203,44 +203,71 @@ static lmc_status parse_merges(tok_model *m, const cJSON *merges) {
     return st;
 }
 
-/* The same from raw JSON text, without building cJSON nodes. Two passes: decode every
- * merge into one arena, then resolve ids and fill the map in batches whose hash slots
- * are prefetched first (the tables are far bigger than the caches). */
-typedef struct { uint32_t a, al, b, bl, c, cl; } mrec;  /* offsets into the arena: a, b, a+b' */
+/* The same from raw JSON text, without building cJSON nodes. Merges are decoded in
+ * batches of B; each batch's hash slots (vocabulary lookups, then merge-map inserts)
+ * are prefetched before use, because the tables are far bigger than the caches. */
+typedef struct { uint32_t a, al, b, bl, c, cl; } mrec;  /* offsets into the batch arena: a, b, a+b' */
+
+enum { MERGE_BATCH = 16 };
+
+static lmc_status resolve_merges(tok_model *m, const tok_buf *ar, const mrec *r, size_t k, uint32_t rank0) {
+    uint32_t h[MERGE_BATCH][3];
+    uint64_t key[MERGE_BATCH], val[MERGE_BATCH];
+    for (size_t i = 0; i < k; i++) {
+        h[i][0] = tok_hash(ar->data + r[i].a, r[i].al);
+        h[i][1] = tok_hash(ar->data + r[i].b, r[i].bl);
+        h[i][2] = tok_hash(ar->data + r[i].c, r[i].cl);
+        for (int q = 0; q < 3; q++) tok_strmap_prefetch(&m->vocab, h[i][q]);
+    }
+    for (size_t i = 0; i < k; i++) {
+        const mrec *x = &r[i];
+        uint32_t rank = rank0 + (uint32_t)i;
+        int32_t ia = tok_strmap_get_h(&m->vocab, ar->data + x->a, x->al, h[i][0]);
+        int32_t ib = tok_strmap_get_h(&m->vocab, ar->data + x->b, x->bl, h[i][1]);
+        int32_t nid = tok_strmap_get_h(&m->vocab, ar->data + x->c, x->cl, h[i][2]);
+        if (ia < 0 || ib < 0)
+            return lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: token \"%.*s\" is not in the vocabulary", rank,
+                            (int)((ia < 0 ? x->al : x->bl) > 40 ? 40 : (ia < 0 ? x->al : x->bl)), ar->data + (ia < 0 ? x->a : x->b));
+        if (nid < 0)
+            return lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: merged token \"%.*s\" is not in the vocabulary", rank,
+                            (int)(x->cl > 60 ? 60 : x->cl), ar->data + x->c);
+        key[i] = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
+        val[i] = ((uint64_t)rank << 32) | (uint32_t)nid;
+        tok_u64map_prefetch(&m->merges, key[i]);
+    }
+    for (size_t i = 0; i < k; i++) LMC_TRY(tok_u64map_put(&m->merges, key[i], val[i]));
+    return LMC_OK;
+}
 
 static lmc_status parse_merges_fast(tok_model *m, const char *doc, const char *b, const char *e) {
     tok_jscan s = {doc, b, e};
     size_t plen = m->cont_prefix ? strlen(m->cont_prefix) : 0;
     tok_buf ar = {0};
-    mrec *r = NULL;
-    size_t n = 0, cap = 0;
-    lmc_status st = tok_js_expect(&s, '[');
+    mrec r[MERGE_BATCH];
+    size_t k = 0;
+    uint32_t n = 0;
+    lmc_status st = tok_u64map_init(&m->merges, (size_t)(e - b) / 10 + 16);
+    if (st >= 0) st = tok_js_expect(&s, '[');
     if (st >= 0 && !tok_js_accept(&s, ']')) for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 65536;
-            mrec *nr = realloc(r, cap * sizeof *nr);
-            if (!nr) { st = lmc_fail(LMC_ERR_NOMEM, "out of memory"); break; }
-            r = nr;
-        }
-        mrec *x = &r[n];
+        mrec *x = &r[k];
         int ch = tok_js_peek(&s);
         size_t o = ar.len;
         if (ch == '"') {
             size_t al;
             if ((st = tok_js_string(&s, &ar)) < 0) break;
-            if ((st = split_merge_str(ar.data + o, ar.len - o, (uint32_t)n, &al)) < 0) break;
+            if ((st = split_merge_str(ar.data + o, ar.len - o, n, &al)) < 0) break;
             x->a = (uint32_t)o; x->al = (uint32_t)al;
             x->b = (uint32_t)(o + al + 1); x->bl = (uint32_t)(ar.len - o - al - 1);
         } else if (ch == '[') {
             s.p++;
-            if ((st = tok_js_string(&s, &ar)) < 0) { lmc_fail_context(st, "BPE merge %zu", n); break; }
+            if ((st = tok_js_string(&s, &ar)) < 0) { lmc_fail_context(st, "BPE merge %u", n); break; }
             x->a = (uint32_t)o; x->al = (uint32_t)(ar.len - o);
             if ((st = tok_js_expect(&s, ',')) < 0 || (st = tok_js_string(&s, &ar)) < 0 || (st = tok_js_expect(&s, ']')) < 0) {
-                lmc_fail_context(st, "BPE merge %zu", n);
+                lmc_fail_context(st, "BPE merge %u", n);
                 break;
             }
             x->b = x->a + x->al; x->bl = (uint32_t)(ar.len - x->b);
-        } else { st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %zu: expected \"a b\" or [\"a\", \"b\"]", n); break; }
+        } else { st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: expected \"a b\" or [\"a\", \"b\"]", n); break; }
         /* the merged token a + b (minus b's continuing-subword prefix) */
         size_t bo = x->b, bl = x->bl;
         if (plen && bl >= plen && memcmp(ar.data + bo, m->cont_prefix, plen) == 0) { bo += plen; bl -= plen; }
@@ -250,45 +277,18 @@ static lmc_status parse_merges_fast(tok_model *m, const char *doc, const char *b
         memcpy(ar.data + co + x->al, ar.data + bo, bl);
         ar.len += x->al + bl;
         x->c = (uint32_t)co; x->cl = (uint32_t)(x->al + bl);
-        if (ar.len > UINT32_MAX / 2) { st = lmc_fail(LMC_ERR_RANGE, "BPE merges: too large"); break; }
         n++;
-        if (tok_js_accept(&s, ',')) continue;
+        int more = tok_js_accept(&s, ',');
+        if (++k == MERGE_BATCH || !more) {
+            if ((st = resolve_merges(m, &ar, r, k, n - (uint32_t)k)) < 0) break;
+            k = 0;
+            ar.len = 0;
+        }
+        if (more) continue;
         st = tok_js_expect(&s, ']');
         break;
     }
-    if (st >= 0) st = tok_u64map_init(&m->merges, n);
-    enum { B = 16 };
-    for (size_t i0 = 0; i0 < n && st >= 0; i0 += B) {
-        size_t k = n - i0 < B ? n - i0 : B;
-        uint32_t h[B][3];
-        uint64_t key[B], val[B];
-        for (size_t i = 0; i < k; i++) {
-            const mrec *x = &r[i0 + i];
-            h[i][0] = tok_hash(ar.data + x->a, x->al);
-            h[i][1] = tok_hash(ar.data + x->b, x->bl);
-            h[i][2] = tok_hash(ar.data + x->c, x->cl);
-            for (int q = 0; q < 3; q++) tok_strmap_prefetch(&m->vocab, h[i][q]);
-        }
-        for (size_t i = 0; i < k && st >= 0; i++) {
-            const mrec *x = &r[i0 + i];
-            uint32_t rank = (uint32_t)(i0 + i);
-            int32_t ia = tok_strmap_get_h(&m->vocab, ar.data + x->a, x->al, h[i][0]);
-            int32_t ib = tok_strmap_get_h(&m->vocab, ar.data + x->b, x->bl, h[i][1]);
-            int32_t nid = tok_strmap_get_h(&m->vocab, ar.data + x->c, x->cl, h[i][2]);
-            if (ia < 0 || ib < 0)
-                st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: token \"%.*s\" is not in the vocabulary", rank,
-                              (int)((ia < 0 ? x->al : x->bl) > 40 ? 40 : (ia < 0 ? x->al : x->bl)), ar.data + (ia < 0 ? x->a : x->b));
-            else if (nid < 0)
-                st = lmc_fail(LMC_ERR_FORMAT, "BPE merge %u: merged token \"%.*s\" is not in the vocabulary", rank,
-                              (int)(x->cl > 60 ? 60 : x->cl), ar.data + x->c);
-            key[i] = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
-            val[i] = ((uint64_t)rank << 32) | (uint32_t)nid;
-            tok_u64map_prefetch(&m->merges, key[i]);
-        }
-        for (size_t i = 0; i < k && st >= 0; i++) st = tok_u64map_put(&m->merges, key[i], val[i]);
-    }
     tok_buf_free(&ar);
-    free(r);
     return st;
 }
 
