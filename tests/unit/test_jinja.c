@@ -9,6 +9,7 @@
  */
 #include "test.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -521,6 +522,39 @@ static void t_strftime_now(void) {
     lmc_jinja_free(t);
 }
 
+/* one parsed template rendered from several threads at once (the server's use) */
+typedef struct thr_arg { const lmc_jinja_template *t; const cJSON *ctx; const char *want; int bad; } thr_arg;
+static void *render_many(void *p) {
+    thr_arg *a = p;
+    for (int i = 0; i < 200; i++) {
+        char *out; size_t n;
+        if (lmc_jinja_render(a->t, a->ctx, &out, &n) != LMC_OK) { a->bad++; continue; }
+        if (strcmp(out, a->want) != 0) a->bad++;
+        free(out);
+    }
+    return NULL;
+}
+
+static void t_threads(void) {
+    const char *src = "{% set ns = namespace(s='') %}{% for m in messages %}{% set ns.s = ns.s + m.role[0] %}"
+                      "{{ m.content | upper }}{{ loop.index }}{% endfor %}|{{ ns.s }}|{{ messages | tojson }}";
+    lmc_jinja_template *t;
+    CHECK(lmc_jinja_parse(src, strlen(src), &t) == LMC_OK);
+    cJSON *ctx = cJSON_Parse("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"}]}");
+    const char *want = "A1B2|ua|[{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}]";
+    pthread_t th[4];
+    thr_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thr_arg){ t, ctx, want, 0 };
+        CHECK(pthread_create(&th[i], NULL, render_many, &args[i]) == 0);
+    }
+    int bad = 0;
+    for (int i = 0; i < 4; i++) { pthread_join(th[i], NULL); bad += args[i].bad; }
+    CHECK_EQ_INT(bad, 0);
+    cJSON_Delete(ctx);
+    lmc_jinja_free(t);
+}
+
 static void t_render_api(void) {
     lmc_jinja_template *t;
     CHECK(lmc_jinja_parse("{{ a }}", 7, &t) == LMC_OK);
@@ -582,6 +616,7 @@ int main(int argc, char **argv) {
     RUN(t_chat_render);
     RUN(t_template_select);
     RUN(t_strftime_now);
+    RUN(t_threads);
     RUN(t_render_api);
     return TEST_END();
 }
