@@ -120,6 +120,61 @@ lmc_status lmc_chat_render(const char *template_source, const lmc_chat_params *p
     return st;
 }
 
+/* number tokens of a JSON text, in document order */
+typedef struct numspan { const char *p; size_t n; } numspan;
+
+static size_t scan_numbers(const char *t, size_t len, numspan *out, size_t cap) {
+    size_t k = 0, i = 0;
+    while (i < len) {
+        char ch = t[i];
+        if (ch == '"') {
+            for (i++; i < len && t[i] != '"'; i++) if (t[i] == '\\') i++;
+            i++;
+        } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            size_t s = i++;
+            while (i < len && ((t[i] >= '0' && t[i] <= '9') || t[i] == '.' || t[i] == 'e' || t[i] == 'E' ||
+                               t[i] == '+' || t[i] == '-')) i++;
+            if (out && k < cap) { out[k].p = t + s; out[k].n = i - s; }
+            k++;
+        } else i++;
+    }
+    return k;
+}
+
+static size_t collect_numbers(cJSON *node, cJSON **out, size_t k, int depth) {
+    if (!node || depth > 1000) return k;
+    if (cJSON_IsNumber(node)) { if (out) out[k] = node; return k + 1; }
+    for (cJSON *c = node->child; c; c = c->next) k = collect_numbers(c, out, k, depth + 1);
+    return k;
+}
+
+lmc_status lmc_chat_json_keep_numbers(cJSON *root, const char *text, size_t len) {
+    if (!root || !text) return lmc_fail(LMC_ERR_ARG, "json: NULL tree or text");
+    size_t nt = scan_numbers(text, len, NULL, 0), nn = collect_numbers(root, NULL, 0, 0);
+    if (nt != nn) return lmc_fail(LMC_ERR_ARG, "json: the text has %zu numbers but the tree %zu", nt, nn);
+    if (!nn) return LMC_OK;
+    numspan *spans = malloc(nn * sizeof *spans);
+    cJSON **nodes = malloc(nn * sizeof *nodes);
+    char **copies = calloc(nn, sizeof *copies);
+    lmc_status st = LMC_OK;
+    if (!spans || !nodes || !copies) st = lmc_fail(LMC_ERR_NOMEM, "json: out of memory");
+    if (st == LMC_OK) {
+        scan_numbers(text, len, spans, nn);
+        collect_numbers(root, nodes, 0, 0);
+        for (size_t i = 0; i < nn && st == LMC_OK; i++) {
+            if (nodes[i]->valuestring || spans[i].n > 64) { st = lmc_fail(LMC_ERR_ARG, "json: unexpected number node"); break; }
+            copies[i] = malloc(spans[i].n + 1);
+            if (!copies[i]) { st = lmc_fail(LMC_ERR_NOMEM, "json: out of memory"); break; }
+            memcpy(copies[i], spans[i].p, spans[i].n);
+            copies[i][spans[i].n] = 0;
+        }
+    }
+    if (st == LMC_OK) for (size_t i = 0; i < nn; i++) nodes[i]->valuestring = copies[i];
+    else if (copies) for (size_t i = 0; i < nn; i++) free(copies[i]);
+    free(spans); free(nodes); free(copies);
+    return st;
+}
+
 static char *dup_str(const char *s) {
     size_t n = strlen(s);
     char *d = malloc(n + 1);

@@ -42,6 +42,14 @@ lmc_status lmc_chat_render_template(const lmc_jinja_template *t, const lmc_chat_
 lmc_status lmc_chat_render_template_ex(const lmc_jinja_template *t, const lmc_chat_params *p,
                                        const lmc_jinja_options *opt, char **out, size_t *out_len);
 
+/* cJSON keeps numbers as doubles only, so `1.0` and `1` look alike and large integers lose
+ * digits. Python's json.loads keeps them apart, and templates print them differently
+ * (tojson: 1.0 vs 1). Call this on a tree that cJSON_Parse made from `text` (same bytes):
+ * it records each number's source text in its valuestring (freed by cJSON_Delete), which
+ * the renderer then uses for Python's int/float typing. LMC_ERR_ARG if text and tree
+ * disagree (nothing is changed then). */
+lmc_status lmc_chat_json_keep_numbers(cJSON *root, const char *text, size_t len);
+
 /* Pick a template from a tokenizer_config.json "chat_template" value: a string, or a list of
  * {"name", "template"}. name NULL → "tool_use" when has_tools and present, else "default".
  * *out is malloc'ed. LMC_ERR_NOT_FOUND if there is none by that name. */

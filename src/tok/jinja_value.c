@@ -5,6 +5,7 @@
  */
 #include "tok/jinja_int.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -537,6 +538,14 @@ jv jv_from_cjson(jctx *c, const cJSON *j, int depth) {
     if (cJSON_IsString(j)) return j->valuestring ? jv_cstr(j->valuestring) : jv_strn("", 0);
     if (cJSON_IsNumber(j)) {
         double f = j->valuedouble;
+        if (j->valuestring) {   /* source text kept by lmc_chat_json_keep_numbers: Python's typing */
+            const char *t = j->valuestring;
+            if (strpbrk(t, ".eE")) return jv_float(f);
+            errno = 0;
+            long long v = strtoll(t, NULL, 10);
+            if (errno != ERANGE) return jv_int(v);
+            return jv_float(f);
+        }
         if (isfinite(f) && f == floor(f) && fabs(f) < 9007199254740992.0) return jv_int((int64_t)f);
         return jv_float(f);
     }

@@ -100,7 +100,8 @@ const tmp = mkdtempSync(join(tmpdir(), "lmc-jinja-"));
 function runDriver(mode, source, contexts) {
   const file = join(tmp, "t.jinja");
   writeFileSync(file, source);
-  const input = contexts.map((c) => JSON.stringify(c)).join("\n") + "\n";
+  // a context given as a string is raw JSON text (to keep 1.0 apart from 1, which JS cannot)
+  const input = contexts.map((c) => (typeof c === "string" ? c : JSON.stringify(c))).join("\n") + "\n";
   const r = spawnSync(driver, [mode, file, "--now", String(NOW)], { input, encoding: "utf8", maxBuffer: 1 << 28, env: { ...process.env, TZ: "UTC" } });
   if (r.status !== 0) return { error: `driver failed (${r.status}): ${r.stderr}` };
   return { lines: r.stdout.split("\n").filter((l) => l.length).map((l) => JSON.parse(l)) };

@@ -100,6 +100,7 @@ static int driver(const char *path, int chat) {
         if (parse_err) { print_error(parse_err); continue; }
         cJSON *ctx = cJSON_ParseWithLength(line, (size_t)len);
         if (!ctx) { print_error("bad JSON context line"); continue; }
+        if (lmc_chat_json_keep_numbers(ctx, line, (size_t)len) < 0) { print_error(lmc_last_error()); cJSON_Delete(ctx); continue; }
         char *out = NULL; size_t on = 0;
         lmc_status st;
         if (chat) {
@@ -472,6 +473,27 @@ static void t_chat_render(void) {
     cJSON_Delete(bad); cJSON_Delete(msgs); cJSON_Delete(tools); cJSON_Delete(extra);
 }
 
+static void t_json_numbers(void) {
+    const char *text = "{\"a\": 1.0, \"b\": [1, -0, 2.5e3, 12345678901234567], \"s\": \"1.0 in a string\", \"c\": 1E2}";
+    cJSON *j = cJSON_Parse(text);
+    const char *src = "{{ a }}|{{ b }}|{{ c }}|{{ {'x': a} | tojson }}";
+    lmc_jinja_template *t;
+    CHECK(lmc_jinja_parse(src, strlen(src), &t) == LMC_OK);
+    char *out; size_t n;
+    CHECK(lmc_jinja_render(t, j, &out, &n) == LMC_OK);   /* plain cJSON: integral doubles are ints */
+    CHECK_EQ_STR(out, "1|[1, 0, 2500, 1.2345678901234568e+16]|100|{\"x\": 1}");
+    free(out);
+    CHECK(lmc_chat_json_keep_numbers(j, text, strlen(text)) == LMC_OK);
+    CHECK(lmc_jinja_render(t, j, &out, &n) == LMC_OK);   /* with the source text: Python's typing */
+    CHECK_EQ_STR(out, "1.0|[1, 0, 2500.0, 12345678901234567]|100.0|{\"x\": 1.0}");
+    free(out);
+    cJSON *other = cJSON_Parse("[1, 2]");
+    CHECK(lmc_chat_json_keep_numbers(other, "[1]", 3) == LMC_ERR_ARG);
+    cJSON_Delete(other);
+    lmc_jinja_free(t);
+    cJSON_Delete(j);
+}
+
 static void t_template_select(void) {
     cJSON *list = cJSON_Parse("[{\"name\":\"default\",\"template\":\"D\"},{\"name\":\"tool_use\",\"template\":\"T\"}]");
     cJSON *str = cJSON_CreateString("S");
@@ -614,6 +636,7 @@ int main(int argc, char **argv) {
     RUN(t_fuzz);
     RUN(t_limits);
     RUN(t_chat_render);
+    RUN(t_json_numbers);
     RUN(t_template_select);
     RUN(t_strftime_now);
     RUN(t_threads);

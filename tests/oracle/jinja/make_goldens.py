@@ -66,7 +66,10 @@ def main():
         try:
             if src not in compiled:
                 compiled[src] = env.from_string(src)
-            text = compiled[src].render(**c["context"])
+            ctx = c["context"]
+            if isinstance(ctx, str):  # raw JSON text: keeps 1.0 apart from 1
+                ctx = json.loads(ctx)
+            text = compiled[src].render(**ctx)
             if hashed:
                 out[c["key"]] = {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]}
             else:

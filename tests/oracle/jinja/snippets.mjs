@@ -224,6 +224,9 @@ export const SNIPPETS = [
   ["{% if f %}{{ 1 | nosuch }}{% else %}{{ 2 | nosuch2 }}{% endif %}ok", { f: false }],
   ["{% if f %}{% filter nosuch %}x{% endfilter %}{% endif %}ok", { f: false }],
   ["{% if 1 | nosuch %}{% endif %}"],
+  // numbers as json.loads types them (context given as raw JSON text)
+  ["{{ a }}|{{ a | tojson }}|{{ b }}|{{ c | tojson }}|{{ a is float }}|{{ b is integer }}|{{ a == b }}|{{ a + b }}", '{"a": 1.0, "b": 1, "c": {"t": 0.5, "u": 2.0, "v": -0.0, "w": 1e2}}'],
+  ["{{ tools | tojson(indent=2) }}", '{"tools": [{"name": "f", "parameters": {"minimum": 0, "default": 1.0, "max": 1E3, "big": 123456789012345678}}]}'],
   // malformed templates
   ["{% if true %}unclosed"],
   ["{% for x in l %}{% endif %}"],
