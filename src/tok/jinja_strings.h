@@ -1,4 +1,8 @@
-/* jinja_strings.h — Python str operations for the Jinja interpreter (internal). */
+/* jinja_strings.h — Python str operations for the Jinja interpreter (internal header).
+ *
+ * Implemented in jinja_strings.c; used by jinja_filters.c (filters and str methods).
+ * Results live in the render arena of the jctx passed in.
+ */
 #ifndef LMC_TOK_JINJA_STRINGS_H
 #define LMC_TOK_JINJA_STRINGS_H
 
