@@ -111,7 +111,7 @@ static const char *known_keys[] = {
     /* read by the config normalizer and the descriptor table */
     "model_type", "architectures", "torch_dtype", "dtype", "vocab_size", "hidden_size", "intermediate_size",
     "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings",
-    "rms_norm_eps", "layer_norm_eps", "norm_epsilon", "tie_word_embeddings", "attention_bias", "mlp_bias", "use_bias",
+    "rms_norm_eps", "layer_norm_eps", "norm_epsilon", "tie_word_embeddings", "attention_bias", "attention_out_bias", "mlp_bias", "use_bias",
     "hidden_act", "hidden_activation", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
     "rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "rope_local_base_freq",
     "original_max_position_embeddings", "no_rope_layers", "no_rope_layer_interval", "sliding_window_pattern",

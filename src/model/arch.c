@@ -36,6 +36,16 @@ static const lmc_names cohere_names = { /* parallel block: one norm feeds attent
     .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
     .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
 };
+static const lmc_names glm_names = {
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .gate_up = "mlp.gate_up_proj", .down = "mlp.down_proj",
+};
+static const lmc_names plain_mlp_names = { /* arcee: up → act → down */
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
 static const lmc_names phi3_names = {
     .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
     .qkv = "self_attn.qkv_proj", .o = "self_attn.o_proj",
@@ -85,6 +95,20 @@ static const lmc_arch rows[] = {
     {.model_type = "glm4", .block = LMC_BLOCK_SANDWICH, .mlp = LMC_MLP_GATED_FUSED, .bias = LMC_BIAS_QKV_CONFIG,
      .rope_interleaved = 1, .prefix = "model.", .names = &glm4_names,
      .notes = "sandwich norms, fused gate_up, interleaved partial rope"},
+    {.model_type = "glm", .mlp = LMC_MLP_GATED_FUSED, .bias = LMC_BIAS_QKV_CONFIG, .rope_interleaved = 1,
+     .prefix = "model.", .names = &glm_names, .notes = "fused gate_up, q/k/v biases, interleaved partial rope"},
+    {.model_type = "helium", .bias = LMC_BIAS_QKV_CONFIG, .rope_interleaved = 1, .prefix = "model.",
+     .names = &llama_names, .notes = "llama block with interleaved rope, q/k/v biases without an o bias"},
+    {.model_type = "seed_oss", .prefix = "model.", .names = &llama_names,
+     .notes = "llama block with q/k/v biases and a separate attention_out_bias"},
+    {.model_type = "arcee", .mlp = LMC_MLP_PLAIN, .prefix = "model.", .names = &plain_mlp_names,
+     .notes = "llama block with a plain relu² MLP (up → act → down)"},
+    {.model_type = "exaone4", .block = LMC_BLOCK_POST, .qk_norm = LMC_QK_NORM_HEAD, .window = LMC_WINDOW_LAYER_TYPES,
+     .sliding_pattern = 4, .nope_full_layers = 1, .prefix = "model.", .names = &post_names,
+     .notes = "post-sublayer norms, per-head q/k norms, 3:1 sliding/full layers with NoPE full layers"},
+    {.model_type = "cohere2", .norm = LMC_NORM_LAYER, .block = LMC_BLOCK_PARALLEL, .window = LMC_WINDOW_LAYER_TYPES,
+     .sliding_pattern = 4, .nope_full_layers = 1, .rope_interleaved = 1, .prefix = "model.", .names = &cohere_names,
+     .notes = "cohere block with 3:1 sliding/full layers, rope only on sliding layers"},
 };
 
 static const struct { const char *from, *to; } aliases[] = {

@@ -40,10 +40,11 @@ typedef enum lmc_mlp_kind {
 } lmc_mlp_kind;
 
 typedef enum lmc_bias_rule {
-    LMC_BIAS_FROM_CONFIG = 0, /* q/k/v/o biases iff config attention_bias; MLP iff mlp_bias (llama) */
+    LMC_BIAS_FROM_CONFIG = 0, /* q/k/v/o biases iff config attention_bias (o: attention_out_bias when given);
+                               * MLP iff mlp_bias (llama, seed_oss) */
     LMC_BIAS_QKV,             /* q/k/v always, o never (qwen2) */
     LMC_BIAS_USE_BIAS,        /* every linear iff config use_bias, default true (starcoder2) */
-    LMC_BIAS_QKV_CONFIG,      /* q/k/v iff config attention_bias, o never (glm4) */
+    LMC_BIAS_QKV_CONFIG,      /* q/k/v iff config attention_bias, o never, MLP iff mlp_bias (glm, glm4, helium) */
 } lmc_bias_rule;
 
 typedef enum lmc_window_rule {
@@ -73,6 +74,7 @@ typedef struct lmc_arch {
     int rope_interleaved;   /* rotate pairs (2i, 2i+1) (cohere, glm) */
     int qk_norm_optional;   /* qk norm only when config use_qk_norm (cohere) */
     int nope_interval;      /* without no_rope_layers: every nope_interval-th layer has no rope (smollm3) */
+    int nope_full_layers;   /* with a sliding window configured, full-attention layers apply no rope (cohere2, exaone4) */
     const char *prefix;     /* decoder prefix ("model."); a multimodal wrapper's text stack may differ */
     const lmc_names *names; /* per-layer tensor names */
     const char *notes;      /* one line for docs/MODELS.md */

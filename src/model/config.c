@@ -257,7 +257,18 @@ static lmc_status parse_forward_knobs(lmc_config *cfg) {
         cfg->has_no_rope_layers = 1;
     }
     LMC_TRY(opt_pos_int(cfg, "no_rope_layer_interval", &cfg->nope_interval, 1 << 20));
-    LMC_TRY(opt_pos_int(cfg, "sliding_window_pattern", &cfg->sliding_pattern, 1 << 20));
+    const cJSON *swp = cJSON_GetObjectItemCaseSensitive(cfg->text, "sliding_window_pattern");
+    if (cJSON_IsString(swp)) {
+        /* exaone4 spelling: "LLLG" = three local layers then a global one, repeated */
+        size_t n = strlen(swp->valuestring);
+        int ok = n > 0 && swp->valuestring[n - 1] == 'G';
+        for (size_t i = 0; ok && i + 1 < n; i++) ok = swp->valuestring[i] == 'L';
+        if (ok) cfg->sliding_pattern = (int)n;
+        else if (!cfg->has_layer_types)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: sliding_window_pattern \"%s\" is not supported", swp->valuestring);
+    } else {
+        LMC_TRY(opt_pos_int(cfg, "sliding_window_pattern", &cfg->sliding_pattern, 1 << 20));
+    }
     int bidir;
     if (lmc_config_bool(cfg, "use_bidirectional_attention", &bidir) > 0 && bidir)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "use_bidirectional_attention (an encoder) is not supported");
@@ -340,6 +351,8 @@ lmc_status lmc_config_from_json(cJSON *raw, const cJSON *gen, lmc_config *cfg) {
     else if (lmc_json_get_bool(cfg->text, "tie_word_embeddings", &b) > 0) cfg->tie_word_embeddings = b;
     if (lmc_config_bool(cfg, "attention_bias", &b) > 0) cfg->attention_bias = b;
     if (lmc_config_bool(cfg, "mlp_bias", &b) > 0) cfg->mlp_bias = b;
+    cfg->attention_out_bias = -1;
+    if (lmc_config_bool(cfg, "attention_out_bias", &b) > 0) cfg->attention_out_bias = b;
     copy_str(cfg->hidden_act, sizeof cfg->hidden_act, "silu");
     if (lmc_json_get_string(cfg->text, "hidden_act", &s) > 0 || lmc_json_get_string(cfg->text, "hidden_activation", &s) > 0)
         copy_str(cfg->hidden_act, sizeof cfg->hidden_act, s);

@@ -63,6 +63,7 @@ typedef struct lmc_config {
     int tie_word_embeddings;
     int attention_bias;         /* q/k/v (and o, per arch) carry biases */
     int mlp_bias;
+    int attention_out_bias;     /* o_proj bias when given separately (seed_oss); -1 when absent */
     char hidden_act[32];
     int sliding_window;         /* 0: none */
     int has_layer_types;        /* layer_types given: layer_sliding is authoritative */

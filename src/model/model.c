@@ -151,10 +151,14 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
     int use_bias = c->use_bias < 0 ? 1 : c->use_bias;
     int qkv_bias = 0, o_bias = 0, mlp_bias = 0;
     switch (ar->bias) {
-    case LMC_BIAS_FROM_CONFIG: qkv_bias = o_bias = c->attention_bias; mlp_bias = c->mlp_bias; break;
+    case LMC_BIAS_FROM_CONFIG:
+        qkv_bias = c->attention_bias;
+        o_bias = c->attention_out_bias >= 0 ? c->attention_out_bias : c->attention_bias;
+        mlp_bias = c->mlp_bias;
+        break;
     case LMC_BIAS_QKV: qkv_bias = 1; break;
     case LMC_BIAS_USE_BIAS: qkv_bias = o_bias = mlp_bias = use_bias; break;
-    case LMC_BIAS_QKV_CONFIG: qkv_bias = c->attention_bias; break;
+    case LMC_BIAS_QKV_CONFIG: qkv_bias = c->attention_bias; mlp_bias = c->mlp_bias; break;
     }
     char p[256], n[320];
     snprintf(p, sizeof p, "%slayers.%d.", ar->prefix, il);
@@ -221,6 +225,7 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
     L->window = sliding ? c->sliding_window : 0;
     int nope = c->has_no_rope_layers ? c->layer_nope[il]
              : ar->nope_interval > 0 && (il + 1) % (c->nope_interval ? c->nope_interval : ar->nope_interval) == 0;
+    if (ar->nope_full_layers && c->sliding_window > 0 && !sliding) nope = 1;
     L->rope = nope ? -1 : (sliding && L->window ? 1 : 0);
     return LMC_OK;
 }
