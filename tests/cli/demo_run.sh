@@ -9,7 +9,7 @@ pass=0; fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 DICT=/usr/share/dict/words
-out=$(make -s BUILD="$B" run 2>/dev/null); rc=$?
+out=$(make -s --no-print-directory BUILD="$B" run 2>/dev/null); rc=$?
 [ "$rc" -eq 0 ] && ok || bad "make run exited $rc"
 case "$out" in "In the beginning"*) ok ;; *) bad "make run does not start with the prompt: ${out:0:80}" ;; esac
 if [ -f "$DICT" ]; then
