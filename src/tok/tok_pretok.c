@@ -15,10 +15,63 @@
 
 /* ---------------- patterns ---------------- */
 
+/* tokenizer.json regexes are Oniguruma (Ruby syntax) as HF compiles them; PCRE2 differs in
+ * a few classes, rewritten here: \s is Unicode White_Space (PCRE2 adds U+180E), \w is
+ * Letter|Mark|Number|Connector_Punctuation (PCRE2 lacks marks), \h is a hex digit (PCRE2:
+ * horizontal space); ^ and $ are line anchors (PCRE2_MULTILINE at compile time). */
+#define ONIG_WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define ONIG_WORD "\\p{L}\\p{M}\\p{N}\\p{Pc}"
+#define ONIG_HEX "0-9a-fA-F"
+
+static lmc_status translate_onig(const char *src, tok_buf *out) {
+    int depth = 0;  /* character-class nesting */
+    for (size_t i = 0; src[i]; i++) {
+        char c = src[i];
+        if (c == '\\' && src[i + 1]) {
+            char e = src[++i];
+            const char *set = e == 's' || e == 'S' ? ONIG_WS : e == 'w' || e == 'W' ? ONIG_WORD :
+                              e == 'h' || e == 'H' ? ONIG_HEX : NULL;
+            int neg = e == 'S' || e == 'W' || e == 'H';
+            if (!set) { LMC_TRY(tok_buf_putc(out, '\\')); LMC_TRY(tok_buf_putc(out, e)); continue; }
+            if (depth == 0) {
+                LMC_TRY(tok_buf_put(out, neg ? "[^" : "[", neg ? 2 : 1));
+                LMC_TRY(tok_buf_put(out, set, strlen(set)));
+                LMC_TRY(tok_buf_putc(out, ']'));
+            } else if (!neg) LMC_TRY(tok_buf_put(out, set, strlen(set)));
+            else { LMC_TRY(tok_buf_putc(out, '\\')); LMC_TRY(tok_buf_putc(out, e)); }  /* rare: keep PCRE2's */
+            continue;
+        }
+        if (c == '[') {
+            if (depth > 0 && src[i + 1] == ':') {  /* POSIX class [:alpha:] inside a class */
+                const char *end = strstr(src + i + 2, ":]");
+                if (end) {
+                    LMC_TRY(tok_buf_put(out, src + i, (size_t)(end + 2 - (src + i))));
+                    i = (size_t)(end + 1 - src);
+                    continue;
+                }
+            }
+            depth++;
+            LMC_TRY(tok_buf_putc(out, c));
+            /* a ']' right after '[' or '[^' is a literal */
+            if (src[i + 1] == '^') { LMC_TRY(tok_buf_putc(out, '^')); i++; }
+            if (src[i + 1] == ']') { LMC_TRY(tok_buf_put(out, "\\]", 2)); i++; }
+            continue;
+        }
+        if (c == ']' && depth > 0) depth--;
+        LMC_TRY(tok_buf_putc(out, c));
+    }
+    if (!out->data) LMC_TRY(tok_buf_reserve(out, 1));
+    return LMC_OK;
+}
+
 lmc_status tok_pattern_compile_regex(tok_pattern *p, const char *src) {
     int err;
     PCRE2_SIZE eoff;
-    p->re = pcre2_compile((PCRE2_SPTR)src, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &eoff, NULL);
+    tok_buf tr = {0};
+    lmc_status st = translate_onig(src, &tr);
+    if (st < 0) { tok_buf_free(&tr); return st; }
+    p->re = pcre2_compile((PCRE2_SPTR)tr.data, tr.len, PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &err, &eoff, NULL);
+    tok_buf_free(&tr);
     if (!p->re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);

