@@ -10,8 +10,53 @@ static const struct { const char *name; size_t size; int is_float; } info[LMC_DT
     [LMC_DTYPE_U8] = {"U8", 1, 0},    [LMC_DTYPE_BOOL] = {"BOOL", 1, 0},
 };
 
+/* block types: elements and bytes per block (ggml-common.h sizes; MLX: 32 codes of `bits` bits) */
+static const struct { const char *name; int64_t elems; size_t bytes; int mlx_bits; } qinfo[LMC_DTYPE_END - LMC_DTYPE_QFIRST] = {
+    [LMC_DTYPE_Q8_0 - LMC_DTYPE_QFIRST] = {"Q8_0", 32, 34, 0},
+    [LMC_DTYPE_Q4_0 - LMC_DTYPE_QFIRST] = {"Q4_0", 32, 18, 0},
+    [LMC_DTYPE_Q4_1 - LMC_DTYPE_QFIRST] = {"Q4_1", 32, 20, 0},
+    [LMC_DTYPE_Q5_0 - LMC_DTYPE_QFIRST] = {"Q5_0", 32, 22, 0},
+    [LMC_DTYPE_Q5_1 - LMC_DTYPE_QFIRST] = {"Q5_1", 32, 24, 0},
+    [LMC_DTYPE_Q2_K - LMC_DTYPE_QFIRST] = {"Q2_K", 256, 84, 0},
+    [LMC_DTYPE_Q3_K - LMC_DTYPE_QFIRST] = {"Q3_K", 256, 110, 0},
+    [LMC_DTYPE_Q4_K - LMC_DTYPE_QFIRST] = {"Q4_K", 256, 144, 0},
+    [LMC_DTYPE_Q5_K - LMC_DTYPE_QFIRST] = {"Q5_K", 256, 176, 0},
+    [LMC_DTYPE_Q6_K - LMC_DTYPE_QFIRST] = {"Q6_K", 256, 210, 0},
+    [LMC_DTYPE_MLX2 - LMC_DTYPE_QFIRST] = {"MLX2", 32, 8, 2},
+    [LMC_DTYPE_MLX3 - LMC_DTYPE_QFIRST] = {"MLX3", 32, 12, 3},
+    [LMC_DTYPE_MLX4 - LMC_DTYPE_QFIRST] = {"MLX4", 32, 16, 4},
+    [LMC_DTYPE_MLX5 - LMC_DTYPE_QFIRST] = {"MLX5", 32, 20, 5},
+    [LMC_DTYPE_MLX6 - LMC_DTYPE_QFIRST] = {"MLX6", 32, 24, 6},
+    [LMC_DTYPE_MLX8 - LMC_DTYPE_QFIRST] = {"MLX8", 32, 32, 8},
+};
+
+int lmc_dtype_is_quant(lmc_dtype t) { return t >= LMC_DTYPE_QFIRST && t < LMC_DTYPE_END; }
+int lmc_dtype_mlx_bits(lmc_dtype t) { return lmc_dtype_is_quant(t) ? qinfo[t - LMC_DTYPE_QFIRST].mlx_bits : 0; }
+int lmc_dtype_is_mlx(lmc_dtype t) { return lmc_dtype_mlx_bits(t) != 0; }
+
+int64_t lmc_dtype_block_elems(lmc_dtype t) {
+    if (lmc_dtype_is_quant(t)) return qinfo[t - LMC_DTYPE_QFIRST].elems;
+    LMC_ASSERT(t < LMC_DTYPE_COUNT);
+    return 1;
+}
+
+size_t lmc_dtype_block_bytes(lmc_dtype t) {
+    if (lmc_dtype_is_quant(t)) return qinfo[t - LMC_DTYPE_QFIRST].bytes;
+    LMC_ASSERT(t < LMC_DTYPE_COUNT);
+    return info[t].size;
+}
+
+size_t lmc_dtype_row_bytes(lmc_dtype t, int64_t n) {
+    int64_t be = lmc_dtype_block_elems(t);
+    if (n < 0 || n % be) return 0;
+    return (size_t)(n / be) * lmc_dtype_block_bytes(t);
+}
+
 size_t lmc_dtype_size(lmc_dtype t) { LMC_ASSERT(t < LMC_DTYPE_COUNT); return info[t].size; }
-const char *lmc_dtype_name(lmc_dtype t) { return t < LMC_DTYPE_COUNT ? info[t].name : "?"; }
+const char *lmc_dtype_name(lmc_dtype t) {
+    if (lmc_dtype_is_quant(t)) return qinfo[t - LMC_DTYPE_QFIRST].name;
+    return t < LMC_DTYPE_COUNT ? info[t].name : "?";
+}
 int lmc_dtype_is_float(lmc_dtype t) { return t < LMC_DTYPE_COUNT && info[t].is_float; }
 
 int lmc_dtype_from_name(const char *name, lmc_dtype *out) {

@@ -3,6 +3,10 @@
  * Storage types come from checkpoints (safetensors, GGUF); compute is f32.
  * Conversions are exact: bf16→f32 is a shift, f16→f32 handles subnormals,
  * f32→bf16/f16 round to nearest even (as torch does).
+ * Plain element types are [0, LMC_DTYPE_COUNT) (the safetensors dtypes);
+ * block-quantized types (GGUF blocks, MLX affine) live in
+ * [LMC_DTYPE_QFIRST, LMC_DTYPE_END): a row of n elements takes
+ * lmc_dtype_row_bytes(t, n) bytes; their layouts are in core/quant.h.
  */
 #ifndef LMC_CORE_DTYPE_H
 #define LMC_CORE_DTYPE_H
@@ -22,12 +26,45 @@ typedef enum lmc_dtype {
     LMC_DTYPE_I8,
     LMC_DTYPE_U8,
     LMC_DTYPE_BOOL,
-    LMC_DTYPE_COUNT
+    LMC_DTYPE_COUNT,   /* number of plain element types (not itself a type) */
+
+    /* GGUF block types, as ggml defines them (32-element blocks, 256-element K super-blocks) */
+    LMC_DTYPE_QFIRST = 16,
+    LMC_DTYPE_Q8_0 = LMC_DTYPE_QFIRST,
+    LMC_DTYPE_Q4_0,
+    LMC_DTYPE_Q4_1,
+    LMC_DTYPE_Q5_0,
+    LMC_DTYPE_Q5_1,
+    LMC_DTYPE_Q2_K,
+    LMC_DTYPE_Q3_K,
+    LMC_DTYPE_Q4_K,
+    LMC_DTYPE_Q5_K,
+    LMC_DTYPE_Q6_K,
+    /* MLX affine: packed little-endian bit stream of `bits`-bit codes; per-group
+     * scales/biases live in the tensor's aux (lmc_quant_mlx, core/quant.h) */
+    LMC_DTYPE_MLX2,
+    LMC_DTYPE_MLX3,
+    LMC_DTYPE_MLX4,
+    LMC_DTYPE_MLX5,
+    LMC_DTYPE_MLX6,
+    LMC_DTYPE_MLX8,
+    LMC_DTYPE_END
 } lmc_dtype;
 
-size_t lmc_dtype_size(lmc_dtype t);          /* bytes per element */
-const char *lmc_dtype_name(lmc_dtype t);     /* "F32", "BF16", ... (safetensors spelling) */
-/* Parse a safetensors dtype string; returns 0 and sets *out, or -1 if unknown. */
+/* Bytes per element of a plain type (asserts on block types: use lmc_dtype_row_bytes). */
+size_t lmc_dtype_size(lmc_dtype t);
+/* 1 for valid block-quantized types (GGUF blocks, MLX affine), else 0. */
+int lmc_dtype_is_quant(lmc_dtype t);
+/* 1 for the MLX affine types; lmc_dtype_mlx_bits gives their bits (0 for other types). */
+int lmc_dtype_is_mlx(lmc_dtype t);
+int lmc_dtype_mlx_bits(lmc_dtype t);
+/* Elements per block (1 for plain types) and bytes per block (the element size for plain types). */
+int64_t lmc_dtype_block_elems(lmc_dtype t);
+size_t lmc_dtype_block_bytes(lmc_dtype t);
+/* Bytes of a row of n elements; 0 when n is not a multiple of the block size. */
+size_t lmc_dtype_row_bytes(lmc_dtype t, int64_t n);
+const char *lmc_dtype_name(lmc_dtype t);     /* "F32", "BF16", ... (safetensors spelling); "Q4_K", "MLX4", ... */
+/* Parse a safetensors dtype string (plain types only); returns 0 and sets *out, or -1 if unknown. */
 int lmc_dtype_from_name(const char *name, lmc_dtype *out);
 int lmc_dtype_is_float(lmc_dtype t);
 

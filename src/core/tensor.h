@@ -29,8 +29,11 @@ static inline lmc_tensor lmc_tensor_make(lmc_dtype type, int64_t ne0, int64_t ne
     lmc_tensor t = {0};
     t.type = type;
     t.ne[0] = ne0; t.ne[1] = ne1; t.ne[2] = ne2; t.ne[3] = ne3;
-    t.nb[0] = lmc_dtype_size(type);
-    for (int i = 1; i < LMC_MAX_DIMS; i++) t.nb[i] = t.nb[i - 1] * (size_t)t.ne[i - 1];
+    /* nb[0] is the element size (the block size for block types, as ggml); a row of a
+     * block type takes lmc_dtype_row_bytes (ne0 must be a multiple of the block) */
+    t.nb[0] = lmc_dtype_block_bytes(type);
+    t.nb[1] = lmc_dtype_row_bytes(type, ne0);
+    for (int i = 2; i < LMC_MAX_DIMS; i++) t.nb[i] = t.nb[i - 1] * (size_t)t.ne[i - 1];
     return t;
 }
 
@@ -39,7 +42,7 @@ static inline int64_t lmc_tensor_nelem(const lmc_tensor *t) {
 }
 
 static inline size_t lmc_tensor_nbytes(const lmc_tensor *t) {
-    return (size_t)lmc_tensor_nelem(t) * lmc_dtype_size(t->type);
+    return (size_t)(t->ne[1] * t->ne[2] * t->ne[3]) * lmc_dtype_row_bytes(t->type, t->ne[0]);
 }
 
 /* Rows of a contiguous tensor seen as a 2-D [ne0, rows] matrix. */

@@ -8,6 +8,7 @@
  * The backend owns its pool and per-thread scratch; tensors are owned by callers.
  */
 #include "backend/backend.h"
+#include "core/quant.h"
 #include "core/threadpool.h"
 #include "cpu_kernels.h"
 
@@ -22,6 +23,8 @@ typedef struct cpu_ctx {
     int n_threads;
     float **scratch;      /* per thread */
     size_t scratch_floats; /* capacity of each */
+    void *act;            /* activations prepared once per matmul for the decode kernels */
+    size_t act_bytes;     /* capacity of act */
 } cpu_ctx;
 
 #define CTX(be) ((cpu_ctx *)(be)->ctx)
@@ -53,6 +56,7 @@ static void cpu_free(lmc_backend *be) {
     lmc_pool_free(c->pool);
     for (int i = 0; i < c->n_threads; i++) free(c->scratch[i]);
     free(c->scratch);
+    free(c->act);
     free(c);
     free(be);
 }
@@ -104,6 +108,7 @@ typedef struct op_args {
     lmc_act act;
     const lmc_rope_op *rope;
     const lmc_attn_op *attn;
+    const void *xprep; /* matmul: prepared activations (NULL: none) */
 } op_args;
 
 static float act_apply(lmc_act act, float x) {
@@ -133,7 +138,7 @@ static void run_get_rows(op_args *o, int ith, int nth) {
     lmc_split(n, ith, nth, &r0, &r1);
     for (long r = r0; r < r1; r++) {
         float *dst = (float *)o->y->data + (size_t)r * d;
-        lmc_cpu_row_to_f32(o->w->type, (const char *)o->w->data + (size_t)ids[r] * o->w->nb[1], dst, d);
+        lmc_tensor_row_to_f32(o->w, ids[r], dst);
         if (o->f0 != 1.0f) for (int64_t i = 0; i < d; i++) dst[i] *= o->f0;
     }
 }
@@ -146,7 +151,7 @@ static void run_matmul(op_args *o, int ith, int nth) {
     int64_t r0 = g0 * 4, r1 = g1 * 4 < out ? g1 * 4 : out;
     if (r0 >= r1) return;
     if (o->c->reference) lmc_cpu_matmul_rows_ref(o->y->data, o->w, o->a->data, n_tok, r0, r1);
-    else lmc_cpu_matmul_rows(o->y->data, o->w, o->a->data, n_tok, r0, r1, o->c->scratch[ith]);
+    else lmc_cpu_matmul_rows(o->y->data, o->w, o->a->data, o->xprep, n_tok, r0, r1, o->c->scratch[ith]);
 }
 
 static void run_rowwise(op_args *o, int ith, int nth) {
@@ -328,9 +333,26 @@ static void cpu_get_rows(lmc_backend *be, lmc_tensor *y, const lmc_tensor *table
 static void cpu_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x) {
     LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32);
     LMC_ASSERT(w->ne[0] == x->ne[0] && w->ne[1] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
-    LMC_ASSERT(is_contig(x) && is_contig(y) && w->nb[0] == lmc_dtype_size(w->type));
-    scratch_reserve(CTX(be), (size_t)w->ne[0] * LMC_CPU_GEMM_BLOCK);
+    LMC_ASSERT(is_contig(x) && is_contig(y) && w->nb[0] == lmc_dtype_block_bytes(w->type));
+    LMC_ASSERT(w->nb[1] >= lmc_dtype_row_bytes(w->type, w->ne[0]) && lmc_dtype_row_bytes(w->type, w->ne[0]) > 0);
+    LMC_ASSERT(!lmc_dtype_is_mlx(w->type) || lmc_quant_mlx_check(w->type, w->ne[0], w->ne[1], w->aux) == LMC_OK);
+    cpu_ctx *c = CTX(be);
+    scratch_reserve(c, (size_t)w->ne[0] * LMC_CPU_GEMM_BLOCK);
     op_args o = {.kind = OP_MATMUL, .y = y, .w = w, .a = x};
+    if (!c->reference) {
+        const int64_t n_tok = lmc_tensor_nrows(x);
+        size_t nb = lmc_cpu_act_bytes(w, n_tok);
+        if (nb) {
+            if (nb > c->act_bytes) {
+                void *p = realloc(c->act, nb);
+                LMC_ASSERT(p != NULL);
+                c->act = p;
+                c->act_bytes = nb;
+            }
+            lmc_cpu_act_prepare(w, x->data, n_tok, c->act);
+            o.xprep = c->act;
+        }
+    }
     dispatch(be, &o);
 }
 

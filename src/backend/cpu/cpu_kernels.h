@@ -1,24 +1,45 @@
 /* cpu_kernels.h — row kernels of the CPU backend (internal).
  *
- * Each kernel works on a range of rows so the backend can split work over
- * threads; the *_ref variants are the plain scalar reference kept for tests.
+ * Each kernel works on a range of output rows so the backend can split work
+ * over threads; the *_ref variants are the plain scalar reference kept for
+ * tests. Decode-sized batches use dot kernels that read the weights in their
+ * storage format (bf16, Q8_0, Q4_0, MLX 4/8-bit have SIMD kernels in
+ * cpu_simd.c; other types dequantize one row at a time into scratch);
+ * activations are prepared once per matmul (lmc_cpu_act_prepare) into a
+ * layout the kernel of the weight type wants.
  */
 #ifndef LMC_CPU_KERNELS_H
 #define LMC_CPU_KERNELS_H
 
 #include "core/tensor.h"
 
-/* Convert n elements of a weight row of dtype t to f32. */
+/* Convert n elements of a plain float row of dtype t to f32. */
 void lmc_cpu_row_to_f32(lmc_dtype t, const void *src, float *dst, int64_t n);
 
 #define LMC_CPU_GEMM_MIN_TOKENS 8 /* batches this large use sgemm */
 #define LMC_CPU_GEMM_BLOCK 64     /* weight rows converted per sgemm call */
 
-/* y[o, t] for o in [o0, o1), all t. tmp: scratch of at least LMC_CPU_GEMM_BLOCK·in floats. */
-void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, int64_t n_tok, int64_t o0, int64_t o1,
-                         float *tmp);
+/* Bytes of prepared activations for weight w and n_tok tokens (0: the kernel reads x as is). */
+size_t lmc_cpu_act_bytes(const lmc_tensor *w, int64_t n_tok);
+/* Prepare x f32 [in, n_tok] for w's decode kernel into buf (lmc_cpu_act_bytes bytes). */
+void lmc_cpu_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
+
+/* y[o, t] for o in [o0, o1), all t. xp: the prepared activations (or NULL when none are
+ * needed). tmp: scratch of at least LMC_CPU_GEMM_BLOCK·in floats. */
+void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const void *xp, int64_t n_tok, int64_t o0,
+                         int64_t o1, float *tmp);
 void lmc_cpu_matmul_rows_ref(float *y, const lmc_tensor *w, const float *x, int64_t n_tok, int64_t o0, int64_t o1);
 
 float lmc_cpu_dot_f32(const float *a, const float *b, int64_t n);
+
+/* ---- SIMD decode kernels (cpu_simd.c); each returns 0 when this build has none for w ---- */
+
+/* 1 when w's type has a SIMD decode kernel in this build. */
+int lmc_cpu_simd_has(const lmc_tensor *w);
+/* Bytes / preparation of activations for that kernel (per token: see cpu_simd.c). */
+size_t lmc_cpu_simd_act_bytes(const lmc_tensor *w, int64_t n_tok);
+void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
+/* y[t·out + o] for o in [o0, o1) (o1 - o0 a multiple of 4 except at the end), all t. */
+void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 
 #endif

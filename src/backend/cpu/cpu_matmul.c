@@ -1,60 +1,50 @@
-/* cpu_matmul.c — f32/f16/bf16-weight matrix products on the CPU.
+/* cpu_matmul.c — matrix products with weights in any storage dtype on the CPU.
  *
- * y = x · wᵀ with w [in, out] in its storage dtype. The fast path converts a
- * block of weight rows to f32 once and reuses it for every token of the
- * batch (prefill), with a 4-row dot kernel written with GCC vector types so
- * it compiles to AVX2/AVX-512 under -march=native and stays portable.
- * Prefill-sized batches (≥ LMC_CPU_GEMM_MIN_TOKENS) go through OpenBLAS sgemm
- * on blocks of LMC_CPU_GEMM_BLOCK weight rows (converted to f32 once per block).
+ * y = x · wᵀ with w [in, out] in its storage dtype (f32/f16/bf16, GGUF blocks,
+ * MLX affine). Prefill-sized batches (≥ LMC_CPU_GEMM_MIN_TOKENS) dequantize
+ * blocks of LMC_CPU_GEMM_BLOCK weight rows into f32 scratch once and call
+ * OpenBLAS sgemm. Smaller batches (decode) use the SIMD kernels of cpu_simd.c
+ * where the type has one, else dequantize one row at a time into scratch and
+ * use a 4-row f32 dot (written with GCC vector types: portable, and AVX-512
+ * under -march=native). Scratch belongs to the calling thread.
  */
 #include "cpu_kernels.h"
+#include "core/quant.h"
 
 #include <cblas.h>
 #include <string.h>
 
-typedef float v8f __attribute__((vector_size(32)));
-typedef uint16_t v8u16 __attribute__((vector_size(16)));
-typedef uint32_t v8u32 __attribute__((vector_size(32)));
+typedef float v16f __attribute__((vector_size(64)));
 
-static inline v8f load8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
-static inline float hsum8(v8f v) {
-    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
-}
-
-/* 8 bf16 values widened to f32 (a shift into the high half). */
-static inline v8f load8_bf16(const uint16_t *p) {
-    v8u16 h;
-    memcpy(&h, p, sizeof h);
-    v8u32 w = __builtin_convertvector(h, v8u32) << 16;
-    v8f f;
-    memcpy(&f, &w, sizeof f);
-    return f;
+static inline v16f load16(const float *p) { v16f v; memcpy(&v, p, sizeof v); return v; }
+static inline float hsum16(v16f v) {
+    float s = 0;
+    for (int i = 0; i < 16; i++) s += v[i];
+    return s;
 }
 
 void lmc_cpu_row_to_f32(lmc_dtype t, const void *src, float *dst, int64_t n) {
     if (t == LMC_DTYPE_BF16) {
         const uint16_t *restrict s = src;
         float *restrict d = dst;
-        int64_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            v8f f = load8_bf16(s + i);
-            memcpy(d + i, &f, sizeof f);
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)s[i] << 16;
+            memcpy(d + i, &u, 4);
         }
-        for (; i < n; i++) d[i] = lmc_bf16_to_f32(s[i]);
     } else {
         lmc_to_f32(t, src, dst, (size_t)n);
     }
 }
 
 float lmc_cpu_dot_f32(const float *a, const float *b, int64_t n) {
-    v8f acc0 = {0}, acc1 = {0};
+    v16f acc0 = {0}, acc1 = {0};
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc0 += load8(a + i) * load8(b + i);
-        acc1 += load8(a + i + 8) * load8(b + i + 8);
+    for (; i + 32 <= n; i += 32) {
+        acc0 += load16(a + i) * load16(b + i);
+        acc1 += load16(a + i + 16) * load16(b + i + 16);
     }
-    for (; i + 8 <= n; i += 8) acc0 += load8(a + i) * load8(b + i);
-    float s = hsum8(acc0 + acc1);
+    for (; i + 16 <= n; i += 16) acc0 += load16(a + i) * load16(b + i);
+    float s = hsum16(acc0 + acc1);
     for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
@@ -62,45 +52,39 @@ float lmc_cpu_dot_f32(const float *a, const float *b, int64_t n) {
 /* Four dot products of x with rows r0..r3 at once (x loaded once). */
 static void dot4(const float *r0, const float *r1, const float *r2, const float *r3, const float *x, int64_t n,
                  float out[4]) {
-    v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v8f xv = load8(x + i);
-        a0 += load8(r0 + i) * xv;
-        a1 += load8(r1 + i) * xv;
-        a2 += load8(r2 + i) * xv;
-        a3 += load8(r3 + i) * xv;
+    for (; i + 16 <= n; i += 16) {
+        v16f xv = load16(x + i);
+        a0 += load16(r0 + i) * xv;
+        a1 += load16(r1 + i) * xv;
+        a2 += load16(r2 + i) * xv;
+        a3 += load16(r3 + i) * xv;
     }
-    float s0 = hsum8(a0), s1 = hsum8(a1), s2 = hsum8(a2), s3 = hsum8(a3);
+    float s0 = hsum16(a0), s1 = hsum16(a1), s2 = hsum16(a2), s3 = hsum16(a3);
     for (; i < n; i++) { s0 += r0[i] * x[i]; s1 += r1[i] * x[i]; s2 += r2[i] * x[i]; s3 += r3[i] * x[i]; }
     out[0] = s0; out[1] = s1; out[2] = s2; out[3] = s3;
 }
 
-/* Four dot products of x with bf16 rows, converting on the fly (decode: each row is read once). */
-static void dot4_bf16(const uint16_t *r0, const uint16_t *r1, const uint16_t *r2, const uint16_t *r3, const float *x,
-                      int64_t n, float out[4]) {
-    v8f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        v8f xv = load8(x + i);
-        a0 += load8_bf16(r0 + i) * xv;
-        a1 += load8_bf16(r1 + i) * xv;
-        a2 += load8_bf16(r2 + i) * xv;
-        a3 += load8_bf16(r3 + i) * xv;
-    }
-    float s0 = hsum8(a0), s1 = hsum8(a1), s2 = hsum8(a2), s3 = hsum8(a3);
-    for (; i < n; i++) {
-        s0 += lmc_bf16_to_f32(r0[i]) * x[i]; s1 += lmc_bf16_to_f32(r1[i]) * x[i];
-        s2 += lmc_bf16_to_f32(r2[i]) * x[i]; s3 += lmc_bf16_to_f32(r3[i]) * x[i];
-    }
-    out[0] = s0; out[1] = s1; out[2] = s2; out[3] = s3;
+/* Row o of w as f32: in place for f32 weights, else dequantized into dst. */
+static const float *row_f32(const lmc_tensor *w, int64_t o, float *dst) {
+    if (w->type == LMC_DTYPE_F32) return (const float *)(const void *)((const char *)w->data + (size_t)o * w->nb[1]);
+    lmc_tensor_row_to_f32(w, o, dst);
+    return dst;
 }
 
-void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, int64_t n_tok, int64_t o0, int64_t o1,
-                         float *tmp) {
+size_t lmc_cpu_act_bytes(const lmc_tensor *w, int64_t n_tok) {
+    if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS || !lmc_cpu_simd_has(w)) return 0;
+    return lmc_cpu_simd_act_bytes(w, n_tok);
+}
+
+void lmc_cpu_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
+    if (lmc_cpu_act_bytes(w, n_tok)) lmc_cpu_simd_act_prepare(w, x, n_tok, buf);
+}
+
+void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const void *xp, int64_t n_tok, int64_t o0,
+                         int64_t o1, float *tmp) {
     const int64_t in = w->ne[0], out = w->ne[1];
-    const size_t row_bytes = w->nb[1];
-    const char *wd = w->data;
     int64_t o = o0;
     if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS) {
         for (; o < o1; o += LMC_CPU_GEMM_BLOCK) {
@@ -108,11 +92,10 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, int64_t 
             const float *blk;
             int64_t ldb = in; /* row stride of blk in floats: f32 weights keep theirs (nb[1]) */
             if (w->type == LMC_DTYPE_F32) {
-                blk = (const float *)(const void *)(wd + (size_t)o * row_bytes);
-                ldb = (int64_t)(row_bytes / sizeof(float));
+                blk = (const float *)(const void *)((const char *)w->data + (size_t)o * w->nb[1]);
+                ldb = (int64_t)(w->nb[1] / sizeof(float));
             } else {
-                for (int64_t k = 0; k < nb; k++)
-                    lmc_cpu_row_to_f32(w->type, wd + (size_t)(o + k) * row_bytes, tmp + (size_t)k * in, in);
+                for (int64_t k = 0; k < nb; k++) lmc_tensor_row_to_f32(w, o + k, tmp + (size_t)k * in);
                 blk = tmp;
             }
             /* Y[t, o..o+nb) = X[t, :] · blk[k, :]ᵀ */
@@ -121,27 +104,13 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, int64_t 
         }
         return;
     }
-    if (w->type == LMC_DTYPE_BF16 && n_tok <= 2) {
-        for (; o + 4 <= o1; o += 4) {
-            const uint16_t *r[4];
-            for (int k = 0; k < 4; k++) r[k] = (const uint16_t *)(const void *)(wd + (size_t)(o + k) * row_bytes);
-            for (int64_t t = 0; t < n_tok; t++) {
-                float s[4];
-                dot4_bf16(r[0], r[1], r[2], r[3], x + (size_t)t * in, in, s);
-                for (int k = 0; k < 4; k++) y[(size_t)t * out + o + k] = s[k];
-            }
-        }
+    if (xp) {
+        lmc_cpu_simd_matvec(y, w, xp, n_tok, o0, o1);
+        return;
     }
     for (; o + 4 <= o1; o += 4) {
         const float *r[4];
-        for (int k = 0; k < 4; k++) {
-            if (w->type == LMC_DTYPE_F32) {
-                r[k] = (const float *)(const void *)(wd + (size_t)(o + k) * row_bytes);
-            } else {
-                lmc_cpu_row_to_f32(w->type, wd + (size_t)(o + k) * row_bytes, tmp + (size_t)k * in, in);
-                r[k] = tmp + (size_t)k * in;
-            }
-        }
+        for (int k = 0; k < 4; k++) r[k] = row_f32(w, o + k, tmp + (size_t)k * in);
         for (int64_t t = 0; t < n_tok; t++) {
             float s[4];
             dot4(r[0], r[1], r[2], r[3], x + (size_t)t * in, in, s);
@@ -149,27 +118,48 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, int64_t 
         }
     }
     for (; o < o1; o++) {
-        const float *r;
-        if (w->type == LMC_DTYPE_F32) {
-            r = (const float *)(const void *)(wd + (size_t)o * row_bytes);
-        } else {
-            lmc_cpu_row_to_f32(w->type, wd + (size_t)o * row_bytes, tmp, in);
-            r = tmp;
-        }
+        const float *r = row_f32(w, o, tmp);
         for (int64_t t = 0; t < n_tok; t++) y[(size_t)t * out + o] = lmc_cpu_dot_f32(r, x + (size_t)t * in, in);
     }
 }
 
+/* The oracle: each weight dequantized by the scalar format code, products summed in double. */
 void lmc_cpu_matmul_rows_ref(float *y, const lmc_tensor *w, const float *x, int64_t n_tok, int64_t o0, int64_t o1) {
     const int64_t in = w->ne[0], out = w->ne[1];
+    float one;
+    const int plain = !lmc_dtype_is_quant(w->type);
     for (int64_t o = o0; o < o1; o++) {
-        const char *row = (const char *)w->data + (size_t)o * w->nb[1];
+        const char *src = (const char *)w->data + (size_t)o * w->nb[1];
         for (int64_t t = 0; t < n_tok; t++) {
             double s = 0;
-            for (int64_t i = 0; i < in; i++) {
-                float wv;
-                lmc_to_f32(w->type, row + (size_t)i * w->nb[0], &wv, 1);
-                s += (double)wv * x[(size_t)t * in + i];
+            if (plain) {
+                for (int64_t i = 0; i < in; i++) {
+                    lmc_to_f32(w->type, src + (size_t)i * w->nb[0], &one, 1);
+                    s += (double)one * x[(size_t)t * in + i];
+                }
+            } else {
+                /* block formats: dequantize the row once (the reference dequantizer is scalar) */
+                float buf[256];
+                const int64_t be = lmc_dtype_is_mlx(w->type) ? 0 : lmc_dtype_block_elems(w->type);
+                if (be) {
+                    for (int64_t b = 0; b < in; b += be) {
+                        lmc_dequant_row_unchecked(w->type, src + (size_t)(b / be) * lmc_dtype_block_bytes(w->type),
+                                                  NULL, buf, be);
+                        for (int64_t i = 0; i < be; i++) s += (double)buf[i] * x[(size_t)t * in + b + i];
+                    }
+                } else {
+                    const lmc_quant_mlx *q = w->aux;
+                    lmc_mlx_row r = lmc_quant_mlx_row(q, o);
+                    const int g = q->group_size;
+                    const size_t gbytes = (size_t)g * (size_t)lmc_dtype_mlx_bits(w->type) / 8;
+                    size_t ssz = q->scales.type == LMC_DTYPE_F32 ? 4 : 2;
+                    for (int64_t b = 0; b < in; b += g) {
+                        lmc_mlx_row rg = {g, r.scale_type, (char *)r.scales + (size_t)(b / g) * ssz,
+                                          (char *)r.biases + (size_t)(b / g) * ssz};
+                        lmc_dequant_row_unchecked(w->type, src + (size_t)(b / g) * gbytes, &rg, buf, g);
+                        for (int64_t i = 0; i < g; i++) s += (double)buf[i] * x[(size_t)t * in + b + i];
+                    }
+                }
             }
             y[(size_t)t * out + o] = (float)s;
         }

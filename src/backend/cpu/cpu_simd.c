@@ -1,0 +1,272 @@
+/* cpu_simd.c — AVX-512 decode (matrix-vector) kernels on weights in storage format.
+ *
+ * Four output rows at a time share each load of the activations:
+ *   BF16  f32 activations; a 512-bit load holds 32 bf16 = 16 (even, odd) pairs:
+ *         `<< 16` gives the even ones as f32, `& 0xffff0000` the odd ones, so the
+ *         activations are prepared de-interleaved per 32 (exact: f32 products of
+ *         exact bf16→f32 values, f32 accumulation, as the reference asks).
+ *   F16   f32 activations; vcvtph2ps.
+ *   Q8_0, Q4_0  activations quantized to Q8_0 blocks (as ggml does for these
+ *         types): int8·int8 sums with AVX512-VNNI vpdpbusd on (w + 128) or the
+ *         unsigned nibble codes, the offset removed with a per-block Σx term.
+ *   MLX4, MLX8  f32 activations: Σ x(s·q + b) = s·Σ x·q + b·Σ x with the group
+ *         sums Σ x prepared once; MLX4 uses the de-interleaved layout (low
+ *         nibble = even element).
+ * Other types (and builds without AVX-512 VNNI) use cpu_matmul.c's generic path.
+ */
+#include "cpu_kernels.h"
+#include "core/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__F16C__)
+#include <immintrin.h>
+#define LMC_HAVE_AVX512 1
+#endif
+
+/* Per-token layout of prepared activations. */
+typedef enum { ACT_NONE, ACT_F32_PERM, ACT_F32, ACT_Q8 } act_kind;
+
+static act_kind kind_of(const lmc_tensor *w) {
+    switch (w->type) {
+    case LMC_DTYPE_BF16: return ACT_F32_PERM;
+    case LMC_DTYPE_F16: return ACT_F32;
+    case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: return ACT_Q8;
+    case LMC_DTYPE_MLX4: return ACT_F32_PERM;
+    case LMC_DTYPE_MLX8: return ACT_F32;
+    default: return ACT_NONE;
+    }
+}
+
+static int64_t n_groups(const lmc_tensor *w) {
+    return lmc_dtype_is_mlx(w->type) ? w->ne[0] / ((const lmc_quant_mlx *)w->aux)->group_size : 0;
+}
+
+/* f32 kinds: [in] activations then [n_groups] group sums, per token. Q8: xq[in] int8, xd[in/32], xs[in/32]. */
+static size_t token_bytes(const lmc_tensor *w) {
+    const int64_t in = w->ne[0];
+    if (kind_of(w) == ACT_Q8) return (size_t)in + 8 * (size_t)(in / 32);
+    return 4 * (size_t)(in + n_groups(w));
+}
+
+int lmc_cpu_simd_has(const lmc_tensor *w) {
+#ifdef LMC_HAVE_AVX512
+    if (kind_of(w) == ACT_NONE) return 0;
+    if (w->ne[0] % 32) return 0;
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+size_t lmc_cpu_simd_act_bytes(const lmc_tensor *w, int64_t n_tok) { return token_bytes(w) * (size_t)n_tok; }
+
+void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
+    const int64_t in = w->ne[0];
+    const act_kind kind = kind_of(w);
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *xt = x + (size_t)t * in;
+        char *p = (char *)buf + token_bytes(w) * (size_t)t;
+        if (kind == ACT_Q8) {
+            int8_t *q = (int8_t *)p;
+            float *xd = (float *)(void *)(p + in), *xs = xd + in / 32;
+            for (int64_t b = 0; b < in / 32; b++) {
+                float amax = 0;
+                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xt[32 * b + j]));
+                const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+                int sum = 0;
+                for (int j = 0; j < 32; j++) {
+                    const int v = (int)roundf(xt[32 * b + j] * id);
+                    q[32 * b + j] = (int8_t)v;
+                    sum += v;
+                }
+                xd[b] = d;
+                xs[b] = d * (float)sum;
+            }
+            continue;
+        }
+        float *xp = (float *)(void *)p;
+        if (kind == ACT_F32_PERM) {
+            for (int64_t b = 0; b < in; b += 32)
+                for (int j = 0; j < 16; j++) { xp[b + j] = xt[b + 2 * j]; xp[b + 16 + j] = xt[b + 2 * j + 1]; }
+        } else {
+            memcpy(xp, xt, (size_t)in * 4);
+        }
+        const int64_t ng = n_groups(w);
+        for (int64_t g = 0; g < ng; g++) {
+            const int64_t gs = in / ng;
+            float s = 0;
+            for (int64_t i = 0; i < gs; i++) s += xt[g * gs + i];
+            xp[in + g] = s;
+        }
+    }
+}
+
+#ifdef LMC_HAVE_AVX512
+
+static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+static inline float f16_at(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
+
+static void rows4_bf16(const char *const r[4], const float *xp, int64_t in, float out[4]) {
+    __m512 ae[4], ao[4];
+    for (int k = 0; k < 4; k++) { ae[k] = _mm512_setzero_ps(); ao[k] = _mm512_setzero_ps(); }
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+    for (int64_t i = 0; i < in; i += 32) {
+        const __m512 xe = _mm512_loadu_ps(xp + i), xo = _mm512_loadu_ps(xp + i + 16);
+        for (int k = 0; k < 4; k++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(r[k] + 2 * i));
+            ae[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), xe, ae[k]);
+            ao[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi_mask)), xo, ao[k]);
+        }
+    }
+    for (int k = 0; k < 4; k++) out[k] = hsum512(_mm512_add_ps(ae[k], ao[k]));
+}
+
+static void rows4_f16(const char *const r[4], const float *xp, int64_t in, float out[4]) {
+    __m512 a[4], b[4];
+    for (int k = 0; k < 4; k++) { a[k] = _mm512_setzero_ps(); b[k] = _mm512_setzero_ps(); }
+    for (int64_t i = 0; i < in; i += 32) {
+        const __m512 x0 = _mm512_loadu_ps(xp + i), x1 = _mm512_loadu_ps(xp + i + 16);
+        for (int k = 0; k < 4; k++) {
+            const __m256i h0 = _mm256_loadu_si256((const void *)(r[k] + 2 * i));
+            const __m256i h1 = _mm256_loadu_si256((const void *)(r[k] + 2 * i + 32));
+            a[k] = _mm512_fmadd_ps(_mm512_cvtph_ps(h0), x0, a[k]);
+            b[k] = _mm512_fmadd_ps(_mm512_cvtph_ps(h1), x1, b[k]);
+        }
+    }
+    for (int k = 0; k < 4; k++) out[k] = hsum512(_mm512_add_ps(a[k], b[k]));
+}
+
+/* Q8_0 / Q4_0 against Q8_0 activations. */
+static void rows4_q8(int q4, const char *const r[4], const char *xp, int64_t in, float out[4]) {
+    const int8_t *xq = (const int8_t *)xp;
+    const float *xd = (const float *)(const void *)(xp + in), *xs = xd + in / 32;
+    __m256 acc[4];
+    float corr[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const size_t bs = q4 ? 18 : 34;
+    for (int64_t b = 0; b < in / 32; b++) {
+        const __m256i xv = _mm256_loadu_si256((const void *)(xq + 32 * b));
+        const float dx = xd[b], sx = xs[b];
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
+            const float dw = f16_at(blk);
+            __m256i wu;
+            if (q4) {
+                const __m128i v = _mm_loadu_si128((const void *)(blk + 2));
+                wu = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4), _mm_and_si128(v, low4));
+            } else {
+                wu = _mm256_xor_si256(_mm256_loadu_si256((const void *)(blk + 2)), flip);
+            }
+            const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wu, xv);
+            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * dx), acc[k]);
+            corr[k] += dw * sx;
+        }
+    }
+    const float off = q4 ? 8.0f : 128.0f;
+    for (int k = 0; k < 4; k++) out[k] = hsum256(acc[k]) - off * corr[k];
+}
+
+static inline float sc_at(lmc_dtype t, const void *p, int64_t i) {
+    if (t == LMC_DTYPE_BF16) return lmc_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (t == LMC_DTYPE_F16) return _cvtsh_ss(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+/* MLX 4/8-bit: per group s·Σ x·q + b·Σ x. */
+static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *const r[4], const float *xp,
+                      int64_t in, float out[4]) {
+    const int g = q->group_size;
+    const float *gsum = xp + in;
+    lmc_mlx_row mr[4];
+    for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, o + k);
+    __m512 acc[4];
+    float bsum[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi32(0x0F);
+    for (int64_t gi = 0; gi < in / g; gi++) {
+        __m512 ga[4], gb[4];
+        for (int k = 0; k < 4; k++) { ga[k] = _mm512_setzero_ps(); gb[k] = _mm512_setzero_ps(); }
+        for (int64_t i = gi * g; i < (gi + 1) * g; i += 32) {
+            const __m512 x0 = _mm512_loadu_ps(xp + i), x1 = _mm512_loadu_ps(xp + i + 16);
+            for (int k = 0; k < 4; k++) {
+                if (bits == 4) {
+                    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(r[k] + i / 2)));
+                    ga[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, low4)), x0, ga[k]);
+                    gb[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), x1, gb[k]);
+                } else {
+                    const __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(r[k] + i)));
+                    const __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(r[k] + i + 16)));
+                    ga[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v0), x0, ga[k]);
+                    gb[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v1), x1, gb[k]);
+                }
+            }
+        }
+        for (int k = 0; k < 4; k++) {
+            const float s = sc_at(mr[k].scale_type, mr[k].scales, gi), b = sc_at(mr[k].scale_type, mr[k].biases, gi);
+            acc[k] = _mm512_fmadd_ps(_mm512_add_ps(ga[k], gb[k]), _mm512_set1_ps(s), acc[k]);
+            bsum[k] += b * gsum[gi];
+        }
+    }
+    for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) + bsum[k];
+}
+
+void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
+    const int64_t in = w->ne[0], out = w->ne[1];
+    const size_t tb = token_bytes(w);
+    for (int64_t o = o0; o < o1; o += 4) {
+        const int64_t nr = o1 - o < 4 ? o1 - o : 4;
+        const char *r[4];
+        /* a short tail repeats its last row (results of the repeats are dropped) */
+        for (int k = 0; k < 4; k++) r[k] = (const char *)w->data + (size_t)(o + (k < nr ? k : nr - 1)) * w->nb[1];
+        for (int64_t t = 0; t < n_tok; t++) {
+            const char *xt = (const char *)xp + tb * (size_t)t;
+            float s[4];
+            switch (w->type) {
+            case LMC_DTYPE_BF16: rows4_bf16(r, (const float *)(const void *)xt, in, s); break;
+            case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, s); break;
+            case LMC_DTYPE_Q8_0: rows4_q8(0, r, xt, in, s); break;
+            case LMC_DTYPE_Q4_0: rows4_q8(1, r, xt, in, s); break;
+            case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8: {
+                /* the group side data of the repeated tail rows must exist: clamp like r[] */
+                const lmc_quant_mlx *q = w->aux;
+                if (nr == 4) {
+                    rows4_mlx(lmc_dtype_mlx_bits(w->type), q, o, r, (const float *)(const void *)xt, in, s);
+                } else {
+                    for (int k = 0; k < nr; k++) {
+                        const char *r1[4] = {r[k], r[k], r[k], r[k]};
+                        float s1[4];
+                        /* rows o+k..: pass o+k with all four pointers on it; scales read for o+k..o+k+3 would
+                         * overrun, so use a one-row aux view */
+                        lmc_quant_mlx q1 = *q;
+                        q1.scales.data = (char *)q->scales.data + (size_t)(o + k) * q->scales.nb[1];
+                        q1.biases.data = (char *)q->biases.data + (size_t)(o + k) * q->biases.nb[1];
+                        q1.scales.nb[1] = q1.biases.nb[1] = 0;
+                        rows4_mlx(lmc_dtype_mlx_bits(w->type), &q1, 0, r1, (const float *)(const void *)xt, in, s1);
+                        s[k] = s1[0];
+                    }
+                }
+            } break;
+            default: LMC_ASSERT(!"no SIMD kernel for this dtype");
+            }
+            for (int k = 0; k < nr; k++) y[(size_t)t * out + o + k] = s[k];
+        }
+    }
+}
+
+#else /* no AVX-512 VNNI: lmc_cpu_simd_has() is 0 and nothing below is reached */
+
+void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
+    LMC_ASSERT(!"no SIMD kernels in this build");
+}
+
+#endif

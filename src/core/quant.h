@@ -1,0 +1,62 @@
+/* quant.h — block-quantized weight formats: layouts, exact dequantization, quantization.
+ *
+ * GGUF blocks (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1: 32 elements; Q2_K..Q6_K: 256-element
+ * super-blocks) are laid out byte for byte as ggml's block structs, and
+ * dequantize with ggml's float operations in ggml's order (f16 scales widened
+ * exactly; products and sums in f32, never fused), so results are bit-exact.
+ * MLX affine rows are a little-endian bit stream of `bits`-bit codes q (for
+ * bits 2/4/8 this is mlx's uint32 packing; 3/5/6 bits use mlx's 3/5/3-byte
+ * packs, the same stream); w = scale·q + bias per group, in f32.
+ *
+ *   lmc_quant_mlx aux = {.group_size = 64, .scales = s, .biases = b};
+ *   lmc_tensor w = lmc_tensor_make(LMC_DTYPE_MLX4, in, out, 1, 1); w.data = packed; w.aux = &aux;
+ *   lmc_tensor_row_to_f32(&w, row, dst);          // any dtype, one row of `in` floats
+ *
+ * Quantizers (lmc_quantize_row) exist for the types lmc writes: Q8_0, Q4_0
+ * (ggml's reference rounding), Q4_K, Q6_K (lmc's own scale search; any valid
+ * block is readable by ggml) and MLX affine of every width (mlx's rounding).
+ * Nothing here allocates; the caller owns every buffer.
+ */
+#ifndef LMC_CORE_QUANT_H
+#define LMC_CORE_QUANT_H
+
+#include "status.h"
+#include "tensor.h"
+
+/* aux of an MLX affine weight [in, out] (ne[0] = in): per-group scales and biases. */
+typedef struct lmc_quant_mlx {
+    int group_size;    /* 32, 64 or 128 (in must be a multiple) */
+    lmc_tensor scales; /* F32/F16/BF16 [in / group_size, out] */
+    lmc_tensor biases; /* same dtype and shape as scales */
+} lmc_quant_mlx;
+
+/* The side data of one MLX row, as the row functions take it (aux argument). */
+typedef struct lmc_mlx_row {
+    int group_size;
+    lmc_dtype scale_type; /* F32, F16 or BF16 */
+    void *scales;         /* [n / group_size] of scale_type (written by lmc_quantize_row) */
+    void *biases;
+} lmc_mlx_row;
+
+/* Row `row` of an MLX weight's side data. */
+lmc_mlx_row lmc_quant_mlx_row(const lmc_quant_mlx *q, int64_t row);
+
+/* Check an MLX weight of type t, shape [in, out], against its aux; LMC_ERR_FORMAT naming the problem. */
+lmc_status lmc_quant_mlx_check(lmc_dtype t, int64_t in, int64_t out, const lmc_quant_mlx *q);
+
+/* Dequantize one row of n elements of type t (any float or block type) into f32.
+ * aux: NULL, or a const lmc_mlx_row * for MLX types. Errors: n not a multiple of the
+ * block / group size, unsupported type, bad aux. */
+lmc_status lmc_dequantize_row(lmc_dtype t, const void *src, const void *aux, float *dst, int64_t n);
+
+/* Quantize one row of n f32 values into type t (Q8_0, Q4_0, Q4_K, Q6_K, MLX2..MLX8).
+ * For MLX types aux is an lmc_mlx_row * whose scales/biases (scale_type) receive the groups. */
+lmc_status lmc_quantize_row(lmc_dtype t, const float *src, void *dst, void *aux, int64_t n);
+
+/* Row `row` of a 2-D weight of any float or block dtype as f32 (no checks: hot path). */
+void lmc_tensor_row_to_f32(const lmc_tensor *w, int64_t row, float *dst);
+
+/* The unchecked row kernels behind the functions above (n a multiple of the block). */
+void lmc_dequant_row_unchecked(lmc_dtype t, const void *src, const lmc_mlx_row *aux, float *dst, int64_t n);
+
+#endif

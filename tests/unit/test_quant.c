@@ -1,0 +1,490 @@
+/* test_quant.c — block-quantized formats: dequantization bit-exact against per-element
+ * decoders written here from the format definitions (ggml's block layouts, mlx's
+ * packing), quantize→dequantize error bounds, argument checks, and matmul of every
+ * weight type on the fast CPU backend (1 and 2 threads) against the scalar reference.
+ * The decoders below index each element directly from its definition (which byte,
+ * which bits, which scale) rather than walking blocks as src/core/quant.c does.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/quant.h"
+#include "test.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+static float frand(void) { return (float)(rnd() % 2000001) / 1000000.0f - 1.0f; } /* [-1, 1] */
+static float gauss(void) {
+    float u = ((float)(rnd() % 1000000) + 0.5f) / 1000000.0f, v = (float)(rnd() % 1000000) / 1000000.0f;
+    return sqrtf(-2 * logf(u)) * cosf(6.2831853f * v);
+}
+
+static float f16f(const uint8_t *p) { return lmc_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+static void put16(uint8_t *p, uint16_t h) { p[0] = (uint8_t)h; p[1] = (uint8_t)(h >> 8); }
+/* a random finite f16 scale of magnitude ~[1e-3, 1] */
+static uint16_t rand_scale16(void) { return lmc_f32_to_f16((rnd() & 1 ? -1.f : 1.f) * (0.001f + (float)(rnd() % 1000) / 1000.f)); }
+
+static const lmc_dtype gguf_types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0, LMC_DTYPE_Q4_1, LMC_DTYPE_Q5_0, LMC_DTYPE_Q5_1,
+                                       LMC_DTYPE_Q2_K, LMC_DTYPE_Q3_K, LMC_DTYPE_Q4_K, LMC_DTYPE_Q5_K, LMC_DTYPE_Q6_K};
+#define N_GGUF (int)(sizeof gguf_types / sizeof gguf_types[0])
+
+/* Random block bytes with finite f16 scale fields at the offsets the format defines. */
+static void rand_block(lmc_dtype t, uint8_t *b) {
+    size_t n = lmc_dtype_block_bytes(t);
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)rnd();
+    switch (t) {
+    case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: case LMC_DTYPE_Q5_0: put16(b, rand_scale16()); break;
+    case LMC_DTYPE_Q4_1: case LMC_DTYPE_Q5_1: case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q5_K:
+        put16(b, rand_scale16()); put16(b + 2, rand_scale16()); break;
+    case LMC_DTYPE_Q2_K: put16(b + 80, rand_scale16()); put16(b + 82, rand_scale16()); break;
+    case LMC_DTYPE_Q3_K: put16(b + 108, rand_scale16()); break;
+    case LMC_DTYPE_Q6_K: put16(b + 208, rand_scale16()); break;
+    default: break;
+    }
+}
+
+/* Bit k of a byte string (LSB first). */
+static unsigned bit_at(const uint8_t *s, long k) { return (s[k / 8] >> (k % 8)) & 1u; }
+
+/* K-quant 6-bit scale/min pair j (0..7) of the 12 scale bytes of Q4_K/Q5_K: entries 0-3 in the
+ * low 6 bits of bytes 0-3 (scales) and 4-7 (mins); entries 4-7 take their low 4 bits from the
+ * nibbles of bytes 8-11 and their top 2 bits from the spare top bits of bytes 0-7. */
+static void k_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
+    if (j < 4) { *sc = s[j] % 64; *mn = s[4 + j] % 64; return; }
+    *sc = (s[8 + j - 4] % 16) + 16 * (s[j - 4] / 64);
+    *mn = (s[8 + j - 4] / 16) + 16 * (s[j] / 64);
+}
+
+/* Element j of one block of type t, decoded from the definition. */
+static float ref_elem(lmc_dtype t, const uint8_t *b, int j) {
+    switch (t) {
+    case LMC_DTYPE_Q8_0: return (float)(int8_t)b[2 + j] * f16f(b);
+    case LMC_DTYPE_Q4_0: { int q = j < 16 ? b[2 + j] % 16 : b[2 + j - 16] / 16; return (float)(q - 8) * f16f(b); }
+    case LMC_DTYPE_Q4_1: { int q = j < 16 ? b[4 + j] % 16 : b[4 + j - 16] / 16; return (float)q * f16f(b) + f16f(b + 2); }
+    case LMC_DTYPE_Q5_0: case LMC_DTYPE_Q5_1: {
+        const int m1 = t == LMC_DTYPE_Q5_1, o = m1 ? 4 : 2;
+        int q = (j < 16 ? b[o + 4 + j] % 16 : b[o + 4 + j - 16] / 16) + 16 * (int)bit_at(b + o, j);
+        return m1 ? (float)q * f16f(b) + f16f(b + 2) : (float)(q - 16) * f16f(b);
+    }
+    case LMC_DTYPE_Q2_K: { /* 16 sub-blocks of 16; element j: half h, bit pair s, lane l */
+        int h = j / 128, r = j % 128, s = r / 32, l = r % 32, sub = h * 8 + s * 2 + l / 16;
+        int q = (b[16 + h * 32 + l] >> (2 * s)) & 3, sc = b[sub] % 16, mn = b[sub] / 16;
+        return f16f(b + 80) * (float)sc * (float)q - f16f(b + 82) * (float)mn;
+    }
+    case LMC_DTYPE_Q3_K: {
+        int h = j / 128, r = j % 128, s = r / 32, l = r % 32, sub = h * 8 + s * 2 + l / 16;
+        int lo2 = (b[32 + h * 32 + l] >> (2 * s)) & 3, hb = bit_at(b + l, 4 * h + s) ? 0 : 4;
+        /* scale sub: low 4 bits = nibble sub%8 of bytes 96..103 (low nibbles first), top 2 bits in bytes 104..107 */
+        int low4 = sub < 8 ? b[96 + sub] % 16 : b[96 + sub - 8] / 16;
+        int top2 = (b[104 + sub % 4] >> (2 * (sub / 4))) & 3;
+        return f16f(b + 108) * (float)(low4 + 16 * top2 - 32) * (float)(lo2 - hb);
+    }
+    case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q5_K: {
+        const int five = t == LMC_DTYPE_Q5_K, qo = five ? 48 : 16;
+        int c = j / 64, w = j % 64, sub = 2 * c + w / 32, l = w % 32, sc, mn;
+        int q = w < 32 ? b[qo + 32 * c + l] % 16 : b[qo + 32 * c + l] / 16;
+        if (five) q += 16 * (int)((b[16 + l] >> sub) & 1);
+        k_scale_min(b + 4, sub, &sc, &mn);
+        return f16f(b) * (float)sc * (float)q - f16f(b + 2) * (float)mn;
+    }
+    case LMC_DTYPE_Q6_K: {
+        int h = j / 128, r = j % 128, qd = r / 32, l = r % 32;
+        int lo = b[h * 64 + (qd % 2) * 32 + l], q4 = qd < 2 ? lo % 16 : lo / 16;
+        int hi2 = (b[128 + h * 32 + l] >> (2 * qd)) & 3;
+        int sc = (int8_t)b[192 + h * 8 + qd * 2 + l / 16];
+        return f16f(b + 208) * (float)sc * (float)(q4 + 16 * hi2 - 32);
+    }
+    default: return NAN;
+    }
+}
+
+static int bits_equal(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+static void test_sizes(void) {
+    const struct { lmc_dtype t; const char *name; int64_t be; size_t bb; } all[] = {
+        {LMC_DTYPE_Q8_0, "Q8_0", 32, 34}, {LMC_DTYPE_Q4_0, "Q4_0", 32, 18}, {LMC_DTYPE_Q4_1, "Q4_1", 32, 20},
+        {LMC_DTYPE_Q5_0, "Q5_0", 32, 22}, {LMC_DTYPE_Q5_1, "Q5_1", 32, 24}, {LMC_DTYPE_Q2_K, "Q2_K", 256, 84},
+        {LMC_DTYPE_Q3_K, "Q3_K", 256, 110}, {LMC_DTYPE_Q4_K, "Q4_K", 256, 144}, {LMC_DTYPE_Q5_K, "Q5_K", 256, 176},
+        {LMC_DTYPE_Q6_K, "Q6_K", 256, 210}, {LMC_DTYPE_MLX2, "MLX2", 32, 8}, {LMC_DTYPE_MLX3, "MLX3", 32, 12},
+        {LMC_DTYPE_MLX4, "MLX4", 32, 16}, {LMC_DTYPE_MLX5, "MLX5", 32, 20}, {LMC_DTYPE_MLX6, "MLX6", 32, 24},
+        {LMC_DTYPE_MLX8, "MLX8", 32, 32},
+    };
+    CHECK_EQ_INT(sizeof all / sizeof all[0], LMC_DTYPE_END - LMC_DTYPE_QFIRST);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        CHECK_EQ_STR(lmc_dtype_name(all[i].t), all[i].name);
+        CHECK_EQ_INT(lmc_dtype_block_elems(all[i].t), all[i].be);
+        CHECK_EQ_INT(lmc_dtype_block_bytes(all[i].t), all[i].bb);
+        CHECK_EQ_INT(lmc_dtype_row_bytes(all[i].t, all[i].be * 7), all[i].bb * 7);
+        CHECK_EQ_INT(lmc_dtype_row_bytes(all[i].t, all[i].be * 7 + 1), 0);
+        CHECK(lmc_dtype_is_quant(all[i].t));
+        CHECK(!lmc_dtype_is_float(all[i].t));
+        lmc_tensor t = lmc_tensor_make(all[i].t, all[i].be * 3, 5, 1, 1);
+        CHECK_EQ_INT(t.nb[1], all[i].bb * 3);
+        CHECK_EQ_INT(lmc_tensor_nbytes(&t), all[i].bb * 15);
+    }
+    CHECK_EQ_INT(lmc_dtype_mlx_bits(LMC_DTYPE_MLX6), 6);
+    CHECK_EQ_INT(lmc_dtype_mlx_bits(LMC_DTYPE_Q4_K), 0);
+    CHECK(!lmc_dtype_is_quant(LMC_DTYPE_BF16));
+    CHECK_EQ_INT(lmc_dtype_row_bytes(LMC_DTYPE_BF16, 7), 14);
+    CHECK_EQ_STR(lmc_dtype_name(LMC_DTYPE_END), "?");
+}
+
+/* Every GGUF type: rows of 1, 3 and 7 blocks, dequantized bit-exactly vs ref_elem. */
+static void test_dequant_gguf(void) {
+    for (int ti = 0; ti < N_GGUF; ti++) {
+        lmc_dtype t = gguf_types[ti];
+        const int64_t be = lmc_dtype_block_elems(t);
+        const size_t bb = lmc_dtype_block_bytes(t);
+        const int nblk[] = {1, 3, 7};
+        for (int k = 0; k < 3; k++) {
+            for (int rep = 0; rep < 20; rep++) {
+                const int64_t n = be * nblk[k];
+                uint8_t *src = malloc(bb * nblk[k]);
+                float *got = malloc(n * 4), *want = malloc(n * 4);
+                for (int b = 0; b < nblk[k]; b++) rand_block(t, src + bb * b);
+                for (int64_t j = 0; j < n; j++) want[j] = ref_elem(t, src + bb * (j / be), (int)(j % be));
+                CHECK_EQ_INT(lmc_dequantize_row(t, src, NULL, got, n), LMC_OK);
+                CHECK_MSG(bits_equal(got, want, n), "%s, %d blocks", lmc_dtype_name(t), nblk[k]);
+                free(src); free(got); free(want);
+            }
+        }
+    }
+}
+
+/* MLX code j of a row: `bits` consecutive bits of the little-endian stream starting at j·bits. */
+static unsigned mlx_code(const uint8_t *s, int64_t j, int bits) {
+    unsigned v = 0;
+    for (int k = 0; k < bits; k++) v |= bit_at(s, j * bits + k) << k;
+    return v;
+}
+
+static float scale_get(lmc_dtype t, const void *p, int64_t i) {
+    if (t == LMC_DTYPE_F32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return t == LMC_DTYPE_F16 ? lmc_f16_to_f32(h) : lmc_bf16_to_f32(h);
+}
+
+static void test_dequant_mlx(void) {
+    const lmc_dtype types[] = {LMC_DTYPE_MLX2, LMC_DTYPE_MLX3, LMC_DTYPE_MLX4, LMC_DTYPE_MLX5, LMC_DTYPE_MLX6, LMC_DTYPE_MLX8};
+    const lmc_dtype stypes[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16};
+    const int groups[] = {32, 64, 128};
+    for (int ti = 0; ti < 6; ti++)
+        for (int si = 0; si < 3; si++)
+            for (int gi = 0; gi < 3; gi++) {
+                const int bits = lmc_dtype_mlx_bits(types[ti]), g = groups[gi];
+                const int64_t n = (int64_t)g * 5;
+                uint8_t *src = malloc(n * bits / 8);
+                for (int64_t i = 0; i < n * bits / 8; i++) src[i] = (uint8_t)rnd();
+                float sc[5 * 4], bi[5 * 4]; /* storage for up to 5 f32 */
+                for (int k = 0; k < 5; k++) {
+                    float s = frand() * 0.1f, b = frand();
+                    if (stypes[si] == LMC_DTYPE_F32) { sc[k] = s; bi[k] = b; }
+                    else if (stypes[si] == LMC_DTYPE_F16) { ((uint16_t *)sc)[k] = lmc_f32_to_f16(s); ((uint16_t *)bi)[k] = lmc_f32_to_f16(b); }
+                    else { ((uint16_t *)sc)[k] = lmc_f32_to_bf16(s); ((uint16_t *)bi)[k] = lmc_f32_to_bf16(b); }
+                }
+                lmc_mlx_row r = {g, stypes[si], sc, bi};
+                float *got = malloc(n * 4), *want = malloc(n * 4);
+                for (int64_t j = 0; j < n; j++)
+                    want[j] = scale_get(stypes[si], sc, j / g) * (float)mlx_code(src, j, bits) + scale_get(stypes[si], bi, j / g);
+                CHECK_EQ_INT(lmc_dequantize_row(types[ti], src, &r, got, n), LMC_OK);
+                CHECK_MSG(bits_equal(got, want, n), "MLX%d group %d scales %s", bits, g, lmc_dtype_name(stypes[si]));
+                free(src); free(got); free(want);
+            }
+}
+
+/* mlx's 4-bit packing is a uint32 per 8 codes, code k in bits 4k..4k+3 (little-endian bytes). */
+static void test_mlx_known_answer(void) {
+    float w[32];
+    for (int i = 0; i < 32; i++) w[i] = (float)i;
+    uint8_t q[16];
+    float s, b;
+    lmc_mlx_row r = {32, LMC_DTYPE_F32, &s, &b};
+    CHECK_EQ_INT(lmc_quantize_row(LMC_DTYPE_MLX4, w, q, &r, 32), LMC_OK);
+    /* |max| > |min|: edge = 31 kept exact as the bias, q0 = rint(31 / -(31/15)) = -15, scale = 31 / -15 */
+    CHECK_EQ_INT(b == 31.0f, 1);
+    CHECK_EQ_INT(s == 31.0f / -15.0f, 1);
+    /* codes: rint((w - 31) / s); w=0 → 15, w=1 → rint(14.516)=15, w=30 → rint(0.4839)=0, w=31 → 0 */
+    CHECK_EQ_INT(q[0], 0xFF);
+    CHECK_EQ_INT(q[15], 0x00);
+    uint32_t word0;
+    memcpy(&word0, q, 4);
+    for (int k = 0; k < 8; k++) {
+        float c = rintf((w[k] - 31.0f) / (31.0f / -15.0f));
+        CHECK_EQ_INT((word0 >> (4 * k)) & 15, (unsigned)c);
+    }
+    /* a group whose min has the larger magnitude keeps the min exact */
+    for (int i = 0; i < 32; i++) w[i] = -2.0f + 0.05f * (float)i;
+    CHECK_EQ_INT(lmc_quantize_row(LMC_DTYPE_MLX4, w, q, &r, 32), LMC_OK);
+    CHECK_EQ_INT(b == -2.0f, 1);
+    float back[32];
+    CHECK_EQ_INT(lmc_dequantize_row(LMC_DTYPE_MLX4, q, &r, back, 32), LMC_OK);
+    CHECK_EQ_INT(back[0] == -2.0f, 1);
+}
+
+/* quantize → dequantize stays within the format's bound. */
+static void test_roundtrip(void) {
+    enum { N = 256 * 6 };
+    float *x = malloc(N * 4), *y = malloc(N * 4);
+    uint8_t *q = malloc(N * 2);
+    for (int i = 0; i < N; i++) x[i] = gauss() * (i % 256 < 128 ? 1.0f : 0.01f);
+    x[5] = 0; x[300] = 4.5f; /* an outlier */
+    /* Q8_0: |err| ≤ 0.6·d with d = amax/127 (0.5 rounding + f16 rounding of d) */
+    CHECK_EQ_INT(lmc_quantize_row(LMC_DTYPE_Q8_0, x, q, NULL, N), LMC_OK);
+    CHECK_EQ_INT(lmc_dequantize_row(LMC_DTYPE_Q8_0, q, NULL, y, N), LMC_OK);
+    int bad = 0;
+    for (int b = 0; b < N / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        for (int j = 0; j < 32; j++) bad += fabsf(y[32 * b + j] - x[32 * b + j]) > 0.6f * amax / 127;
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* Q4_0: |err| ≤ 1.05·|d| with |d| = amax/8 (the clamp at +7 costs one step) */
+    CHECK_EQ_INT(lmc_quantize_row(LMC_DTYPE_Q4_0, x, q, NULL, N), LMC_OK);
+    CHECK_EQ_INT(lmc_dequantize_row(LMC_DTYPE_Q4_0, q, NULL, y, N), LMC_OK);
+    bad = 0;
+    for (int b = 0; b < N / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        for (int j = 0; j < 32; j++) bad += fabsf(y[32 * b + j] - x[32 * b + j]) > 1.05f * amax / 8;
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* K-quants: relative RMS error per 256-block */
+    const struct { lmc_dtype t; double max_rel_rms; } kq[] = {{LMC_DTYPE_Q4_K, 0.12}, {LMC_DTYPE_Q6_K, 0.035}};
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ_INT(lmc_quantize_row(kq[k].t, x, q, NULL, N), LMC_OK);
+        CHECK_EQ_INT(lmc_dequantize_row(kq[k].t, q, NULL, y, N), LMC_OK);
+        double worst = 0;
+        for (int b = 0; b < N / 256; b++) {
+            double e2 = 0, x2 = 0;
+            for (int j = 0; j < 256; j++) { double e = y[256 * b + j] - x[256 * b + j]; e2 += e * e; x2 += (double)x[256 * b + j] * x[256 * b + j]; }
+            worst = fmax(worst, sqrt(e2 / x2));
+        }
+        CHECK_MSG(worst <= kq[k].max_rel_rms, "%s relative RMS error %.4f", lmc_dtype_name(kq[k].t), worst);
+    }
+    /* MLX, f32 scales: |err| ≤ |scale|/2, except at the far end when rescaling the grid to hit the edge
+     * (scale = edge/q0, q0 = rint(edge/scale0)) shrank it: then by at most n_bins·|scale|/(2|q0| - 1);
+     * and the larger edge of each group is exact */
+    const lmc_dtype mt[] = {LMC_DTYPE_MLX2, LMC_DTYPE_MLX3, LMC_DTYPE_MLX4, LMC_DTYPE_MLX5, LMC_DTYPE_MLX6, LMC_DTYPE_MLX8};
+    for (int m = 0; m < 6; m++) {
+        float sc[N / 32], bi[N / 32];
+        lmc_mlx_row r = {64, LMC_DTYPE_F32, sc, bi};
+        CHECK_EQ_INT(lmc_quantize_row(mt[m], x, q, &r, N), LMC_OK);
+        CHECK_EQ_INT(lmc_dequantize_row(mt[m], q, &r, y, N), LMC_OK);
+        int bad_err = 0, bad_edge = 0;
+        const float n_bins = (float)((1 << lmc_dtype_mlx_bits(mt[m])) - 1);
+        for (int g = 0; g < N / 64; g++) {
+            int edge = 0;
+            const float q0 = bi[g] != 0 ? fabsf(bi[g] / sc[g]) : 0;
+            const float lim = fabsf(sc[g]) * fmaxf(0.5f, q0 > 0 ? n_bins / (2 * q0 - 1) : 0) * 1.0001f;
+            for (int j = 0; j < 64; j++) {
+                const int i = 64 * g + j;
+                if (fabsf(x[i]) > fabsf(x[64 * g + edge])) edge = j;
+                bad_err += fabsf(y[i] - x[i]) > lim + 1e-6f * fabsf(x[i]);
+            }
+            bad_edge += y[64 * g + edge] != x[64 * g + edge];
+        }
+        CHECK_MSG(bad_err == 0, "MLX%d: %d elements off by more than scale/2", lmc_dtype_mlx_bits(mt[m]), bad_err);
+        CHECK_MSG(bad_edge == 0, "MLX%d: %d group edges not exact", lmc_dtype_mlx_bits(mt[m]), bad_edge);
+    }
+    /* MLX with bf16 scales: stored scale/bias are the bf16 roundings of the f32 ones */
+    {
+        float scf[N / 32], bif[N / 32];
+        uint16_t scb[N / 32], bib[N / 32];
+        uint8_t *q2 = malloc(N);
+        lmc_mlx_row rf = {32, LMC_DTYPE_F32, scf, bif}, rb = {32, LMC_DTYPE_BF16, scb, bib};
+        CHECK_EQ_INT(lmc_quantize_row(LMC_DTYPE_MLX4, x, q, &rf, N), LMC_OK);
+        CHECK_EQ_INT(lmc_quantize_row(LMC_DTYPE_MLX4, x, q2, &rb, N), LMC_OK);
+        CHECK(memcmp(q, q2, N / 2) == 0); /* codes come from the unrounded f32 scale and bias */
+        int bad_r = 0;
+        for (int g = 0; g < N / 32; g++) bad_r += scb[g] != lmc_f32_to_bf16(scf[g]) || bib[g] != lmc_f32_to_bf16(bif[g]);
+        CHECK_EQ_INT(bad_r, 0);
+        free(q2);
+    }
+    free(x); free(y); free(q);
+}
+
+static void test_rejects(void) {
+    float x[64] = {0}, y[64];
+    uint8_t q[128] = {0};
+    float s[4], b[4];
+    CHECK(lmc_dequantize_row(LMC_DTYPE_Q4_K, q, NULL, y, 64) < 0); /* not a multiple of 256 */
+    CHECK(strstr(lmc_last_error(), "multiple") != NULL);
+    CHECK(lmc_quantize_row(LMC_DTYPE_Q8_0, x, q, NULL, 33) < 0);
+    CHECK(lmc_quantize_row(LMC_DTYPE_Q5_1, x, q, NULL, 32) < 0); /* not written by lmc */
+    CHECK(lmc_dequantize_row(LMC_DTYPE_MLX4, q, NULL, y, 64) < 0); /* no aux */
+    lmc_mlx_row r = {48, LMC_DTYPE_F32, s, b};
+    CHECK(lmc_dequantize_row(LMC_DTYPE_MLX4, q, &r, y, 64) < 0); /* group 48 */
+    r.group_size = 128;
+    CHECK(lmc_dequantize_row(LMC_DTYPE_MLX4, q, &r, y, 64) < 0); /* 64 not a multiple of 128 */
+    r.group_size = 32; r.scale_type = LMC_DTYPE_I32;
+    CHECK(lmc_dequantize_row(LMC_DTYPE_MLX4, q, &r, y, 64) < 0);
+    CHECK(lmc_dequantize_row(LMC_DTYPE_I32, q, NULL, y, 4) < 0);
+    lmc_quant_mlx aux = {64, lmc_tensor_make(LMC_DTYPE_F16, 2, 3, 1, 1), lmc_tensor_make(LMC_DTYPE_F16, 2, 3, 1, 1)};
+    aux.scales.data = s; aux.biases.data = b;
+    CHECK_EQ_INT(lmc_quant_mlx_check(LMC_DTYPE_MLX4, 128, 3, &aux), LMC_OK);
+    CHECK(lmc_quant_mlx_check(LMC_DTYPE_MLX4, 128, 4, &aux) < 0);  /* scales rows ≠ out */
+    CHECK(lmc_quant_mlx_check(LMC_DTYPE_MLX4, 192, 3, &aux) < 0);  /* 3 groups, scales have 2 */
+    CHECK(lmc_quant_mlx_check(LMC_DTYPE_Q4_0, 128, 3, &aux) < 0);
+    aux.biases.type = LMC_DTYPE_BF16;
+    CHECK(lmc_quant_mlx_check(LMC_DTYPE_MLX4, 128, 3, &aux) < 0);  /* mixed scale dtypes */
+}
+
+/* ------------------------------------------------------------------ matmul */
+
+typedef struct qweight {
+    lmc_tensor w;
+    lmc_quant_mlx *mlx; /* w.aux for MLX types */
+    void *data, *sc, *bi;
+} qweight;
+
+/* A random weight [in, out] of type t (quantized from gaussian values; GGUF k-quant types
+ * not written by lmc get random block bytes with sane scales). */
+static qweight make_weight(lmc_dtype t, int64_t in, int64_t out, int group) {
+    qweight q = {0};
+    q.w = lmc_tensor_make(t, in, out, 1, 1);
+    q.data = malloc(lmc_tensor_nbytes(&q.w) + 64);
+    q.w.data = q.data;
+    float *row = malloc(in * 4);
+    const int writable = t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0 || t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q6_K ||
+                         lmc_dtype_is_mlx(t) || !lmc_dtype_is_quant(t);
+    if (lmc_dtype_is_mlx(t)) {
+        q.mlx = calloc(1, sizeof *q.mlx);
+        q.mlx->group_size = group;
+        q.mlx->scales = lmc_tensor_make(LMC_DTYPE_BF16, in / group, out, 1, 1);
+        q.mlx->biases = q.mlx->scales;
+        q.sc = malloc(lmc_tensor_nbytes(&q.mlx->scales));
+        q.bi = malloc(lmc_tensor_nbytes(&q.mlx->biases));
+        q.mlx->scales.data = q.sc;
+        q.mlx->biases.data = q.bi;
+        q.w.aux = q.mlx;
+    }
+    for (int64_t o = 0; o < out; o++) {
+        char *dst = (char *)q.data + (size_t)o * q.w.nb[1];
+        if (writable) {
+            for (int64_t i = 0; i < in; i++) row[i] = gauss() * 0.05f;
+            lmc_mlx_row r = {0};
+            if (lmc_dtype_is_mlx(t)) r = lmc_quant_mlx_row(q.mlx, o);
+            LMC_ASSERT(lmc_quantize_row(t, row, dst, lmc_dtype_is_mlx(t) ? &r : NULL, in) == LMC_OK);
+        } else {
+            const int64_t nb = in / lmc_dtype_block_elems(t);
+            for (int64_t b = 0; b < nb; b++) rand_block(t, (uint8_t *)dst + b * lmc_dtype_block_bytes(t));
+        }
+    }
+    free(row);
+    return q;
+}
+
+static void free_weight(qweight *q) { free(q->data); free(q->sc); free(q->bi); free(q->mlx); }
+
+static void run_matmul(lmc_backend *be, const lmc_tensor *w, const float *x, int64_t n_tok, float *y) {
+    lmc_tensor xt = lmc_tensor_make(LMC_DTYPE_F32, w->ne[0], n_tok, 1, 1);
+    lmc_tensor yt = lmc_tensor_make(LMC_DTYPE_F32, w->ne[1], n_tok, 1, 1);
+    LMC_ASSERT(be->i->alloc(be, &xt) == LMC_OK && be->i->alloc(be, &yt) == LMC_OK);
+    be->i->set(be, &xt, x, 0, lmc_tensor_nbytes(&xt));
+    be->i->matmul(be, &yt, w, &xt);
+    LMC_ASSERT(be->i->sync(be) == LMC_OK);
+    be->i->get(be, y, &yt, 0, lmc_tensor_nbytes(&yt));
+    be->i->release(be, &xt);
+    be->i->release(be, &yt);
+}
+
+/* Every weight type, decode (1, 2, 3 tokens) and prefill (8, 9) batches, odd output rows,
+ * fast backend at 1 and 2 threads against the scalar reference. The error is relative to
+ * Σ|w·x| of the row; kernels on f32 activations must agree to f32 rounding, those that
+ * quantize the activations to Q8_0 (Q8_0 and Q4_0 decode, as ggml) within 1e-2. */
+static void test_matmul_all_types(void) {
+    const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
+                               LMC_DTYPE_Q4_1, LMC_DTYPE_Q5_0, LMC_DTYPE_Q5_1, LMC_DTYPE_Q2_K, LMC_DTYPE_Q3_K,
+                               LMC_DTYPE_Q4_K, LMC_DTYPE_Q5_K, LMC_DTYPE_Q6_K, LMC_DTYPE_MLX2, LMC_DTYPE_MLX3,
+                               LMC_DTYPE_MLX4, LMC_DTYPE_MLX5, LMC_DTYPE_MLX6, LMC_DTYPE_MLX8};
+    lmc_backend *ref, *fast1, *fast2;
+    LMC_ASSERT(lmc_backend_cpu_init(&ref, 1, 1) == LMC_OK);
+    LMC_ASSERT(lmc_backend_cpu_init(&fast1, 1, 0) == LMC_OK);
+    LMC_ASSERT(lmc_backend_cpu_init(&fast2, 2, 0) == LMC_OK);
+    const int64_t in = 768, out = 13;
+    const int64_t toks[] = {1, 2, 3, 8, 9};
+    float *x = malloc(in * 9 * 4), *y0 = malloc(out * 9 * 4), *y1 = malloc(out * 9 * 4), *y2 = malloc(out * 9 * 4);
+    for (int64_t i = 0; i < in * 9; i++) x[i] = gauss();
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const lmc_dtype t = types[ti];
+        const int group = t == LMC_DTYPE_MLX4 ? 128 : t == LMC_DTYPE_MLX8 ? 32 : 64;
+        qweight q = make_weight(t, in, out, group);
+        /* Σ|w·x| per (token, row) from the dequantized rows */
+        float *wrow = malloc(in * 4);
+        double worst[2] = {0, 0}; /* decode, prefill */
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+            const int64_t n = toks[k];
+            run_matmul(ref, &q.w, x, n, y0);
+            run_matmul(fast1, &q.w, x, n, y1);
+            run_matmul(fast2, &q.w, x, n, y2);
+            for (int64_t o = 0; o < out; o++) {
+                lmc_tensor_row_to_f32(&q.w, o, wrow);
+                for (int64_t tk = 0; tk < n; tk++) {
+                    double mag = 0;
+                    for (int64_t i = 0; i < in; i++) mag += fabs((double)wrow[i] * x[tk * in + i]);
+                    const size_t j = (size_t)(tk * out + o);
+                    double e = fmax(fabs(y1[j] - y0[j]), fabs(y2[j] - y0[j])) / (mag > 0 ? mag : 1);
+                    if (!(e == e)) e = INFINITY;
+                    if (y1[j] != y2[j]) e = fmax(e, 1.0); /* threads split rows, never sums */
+                    worst[n >= 8] = fmax(worst[n >= 8], e);
+                }
+            }
+        }
+        const int q8act = t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0;
+        CHECK_MSG(worst[0] <= (q8act ? 1e-2 : 2e-6), "%s decode: relative error %.3g", lmc_dtype_name(t), worst[0]);
+        CHECK_MSG(worst[1] <= 2e-6, "%s prefill: relative error %.3g", lmc_dtype_name(t), worst[1]);
+        printf("  matmul %-5s decode err %.2e  prefill err %.2e (relative to sum|w*x|)\n", lmc_dtype_name(t),
+               worst[0], worst[1]);
+        free(wrow);
+        free_weight(&q);
+    }
+    free(x); free(y0); free(y1); free(y2);
+    lmc_backend_free(ref);
+    lmc_backend_free(fast1);
+    lmc_backend_free(fast2);
+}
+
+/* get_rows on a quantized table (quantized embeddings) returns the dequantized rows. */
+static void test_get_rows_quant(void) {
+    lmc_backend *be;
+    LMC_ASSERT(lmc_backend_cpu_init(&be, 2, 0) == LMC_OK);
+    const lmc_dtype ts[] = {LMC_DTYPE_Q6_K, LMC_DTYPE_MLX4, LMC_DTYPE_Q8_0};
+    for (int k = 0; k < 3; k++) {
+        qweight q = make_weight(ts[k], 512, 11, 64);
+        int32_t ids[3] = {10, 0, 7};
+        lmc_tensor it = lmc_tensor_make(LMC_DTYPE_I32, 3, 1, 1, 1), yt = lmc_tensor_make(LMC_DTYPE_F32, 512, 3, 1, 1);
+        LMC_ASSERT(be->i->alloc(be, &it) == LMC_OK && be->i->alloc(be, &yt) == LMC_OK);
+        be->i->set(be, &it, ids, 0, sizeof ids);
+        be->i->get_rows(be, &yt, &q.w, &it, 2.0f);
+        float *got = malloc(512 * 3 * 4), *row = malloc(512 * 4);
+        be->i->get(be, got, &yt, 0, 512 * 3 * 4);
+        int bad = 0;
+        for (int r = 0; r < 3; r++) {
+            lmc_tensor_row_to_f32(&q.w, ids[r], row);
+            for (int i = 0; i < 512; i++) bad += got[r * 512 + i] != row[i] * 2.0f;
+        }
+        CHECK_MSG(bad == 0, "%s get_rows", lmc_dtype_name(ts[k]));
+        free(got); free(row);
+        be->i->release(be, &it); be->i->release(be, &yt);
+        free_weight(&q);
+    }
+    lmc_backend_free(be);
+}
+
+int main(void) {
+    RUN(test_sizes);
+    RUN(test_dequant_gguf);
+    RUN(test_dequant_mlx);
+    RUN(test_mlx_known_answer);
+    RUN(test_roundtrip);
+    RUN(test_rejects);
+    RUN(test_matmul_all_types);
+    RUN(test_get_rows_quant);
+    return TEST_END();
+}
