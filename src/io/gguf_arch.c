@@ -429,7 +429,9 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
     if (dt) LMC_TRY(put_str(o, "torch_dtype", dt));
 
     int gemma = a->norm_plus_one;
-    LMC_TRY(put_str(o, gemma ? "hidden_activation" : "hidden_act", gemma ? "gelu_pytorch_tanh" : "silu"));
+    /* gemma: HF reads hidden_activation; give hidden_act the same value so no reader falls back to "gelu" */
+    LMC_TRY(put_str(o, "hidden_act", gemma ? "gelu_pytorch_tanh" : "silu"));
+    if (gemma) LMC_TRY(put_str(o, "hidden_activation", "gelu_pytorch_tanh"));
     if (strcmp(a->gguf_arch, "llama") == 0) {
         LMC_TRY(put_bool(o, "attention_bias", lmc_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL));
         LMC_TRY(put_bool(o, "mlp_bias", lmc_gguf_find_tensor(g, "blk.0.ffn_up.bias") != NULL));
