@@ -285,6 +285,11 @@ static void test_split_behaviors(void) {
     check_split("{\"type\":\"CharDelimiterSplit\",\"delimiter\":\"-\"}", "a-b", "1 3");
     check_split("{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"WhitespaceSplit\"},{\"type\":\"Digits\",\"individual_digits\":true}]}", "a 12", "1 9 10");
     check_split("null", "a-b", "14");
+    /* Oniguruma classes: \h is a hex digit, \s is White_Space (not U+180E) */
+    check_split("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\h+\"},\"behavior\":\"Isolated\"}", "x12x", "12 11 12");
+    check_split("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s\"},\"behavior\":\"Removed\"}", "a\xe2\x80\x83" "b", "1 3");
+    check_split("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s\"},\"behavior\":\"Removed\"}", "a\xe1\xa0\x8e" "b", "0");
+    check_split("{\"type\":\"Split\",\"pattern\":{\"Regex\":\"[\\\\s-]\"},\"behavior\":\"Removed\"}", "a-b a", "1 3 1");
 }
 
 /* ---------------- added tokens: lstrip / rstrip / single_word / normalized ---------------- */
