@@ -102,7 +102,7 @@ int anthropic_parse(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_
         cJSON_AddItemToObject(m, "content", t);
         cJSON_AddItemToArray(norm, m);
     }
-    rc = srv_render_chat(s, norm, r, e);
+    rc = srv_render_chat(s, norm, NULL, r, e);
     cJSON_Delete(norm);
     if (rc < 0) return -1;
     return srv_check_length(s, r, max, 1, "max_tokens", e);

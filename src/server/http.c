@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "stop.h"
+#include "tools.h"
 #include "tok/chat.h"
 
 enum route { R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_NONE };
@@ -439,6 +440,12 @@ lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
         st = lmc_jinja_parse(src, strlen(src), &s->tmpl);
         free(src);
         if (st < 0) { lmc_server_stop(s); return lmc_fail_context(st, "chat template"); }
+        if (lmc_chat_template_load(p.model_dir, NULL, 1, &src) >= 0) {
+            s->tool_fmt = lmc_tool_fmt_detect(src);
+            st = lmc_jinja_parse(src, strlen(src), &s->tmpl_tools);
+            free(src);
+            if (st < 0) { lmc_server_stop(s); return lmc_fail_context(st, "tool-use chat template"); }
+        }
     }
     lmc_sched_params sp = {.model = p.model, .tok = p.tok, .n_ctx = p.n_ctx, .n_seq = p.n_seq, .n_batch = p.n_batch,
                            .max_queue = p.max_queue};
@@ -481,6 +488,7 @@ void lmc_server_stop(lmc_server *s) {
     if (s->daemon) s->mhd->stop_daemon(s->daemon); /* joins the connection threads */
     lmc_sched_free(s->sched);
     lmc_jinja_free(s->tmpl);
+    lmc_jinja_free(s->tmpl_tools);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

@@ -9,12 +9,11 @@
 #include <time.h>
 
 #include "model/arch.h"
+#include "tools.h"
 
 /* Fields lmc does not implement yet: refuse them clearly instead of ignoring them. */
 static int refuse_unsupported(const cJSON *root, lmc_srv_req *r, lmc_srv_error *e) {
     const cJSON *v;
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tools")) && cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0)
-        return srv_err(e, 400, "tools", "tools are not supported by this server yet");
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "response_format")) && !cJSON_IsNull(v)) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
         if (!cJSON_IsObject(v) || !cJSON_IsString(t))
@@ -48,6 +47,63 @@ static int common(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_sr
     return 0;
 }
 
+/* tools and tool_choice: checks them and sets r->tool_mode; *use_tools gets the list to render
+ * (NULL when there is none). */
+static int parse_tools(const lmc_server *s, const cJSON *root, lmc_srv_req *r, const cJSON **use_tools, lmc_srv_error *e) {
+    *use_tools = NULL;
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    const cJSON *choice = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    if (tools && !cJSON_IsNull(tools)) {
+        if (!cJSON_IsArray(tools)) return srv_err(e, 400, "tools", "'tools' must be a list");
+        if (cJSON_GetArraySize(tools) > 128) return srv_err(e, 400, "tools", "at most 128 tools");
+        const cJSON *t;
+        int i = 0;
+        cJSON_ArrayForEach(t, tools) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+            const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+            if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsObject(fn))
+                return srv_err(e, 400, "tools", "tools[%d] must be {\"type\": \"function\", \"function\": {...}}", i);
+            if (!cJSON_IsString(name) || !*name->valuestring || strlen(name->valuestring) > 64 ||
+                strspn(name->valuestring, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != strlen(name->valuestring))
+                return srv_err(e, 400, "tools", "tools[%d].function.name must be 1-64 letters, digits, '_', '-' or '.'", i);
+            if (params && !cJSON_IsNull(params) && !cJSON_IsObject(params))
+                return srv_err(e, 400, "tools", "tools[%d].function.parameters must be a JSON Schema object", i);
+            i++;
+        }
+        if (i > 0) { *use_tools = tools; r->tool_mode = 1; }
+    }
+    if (!choice || cJSON_IsNull(choice)) return 0;
+    if (cJSON_IsString(choice)) {
+        const char *c = choice->valuestring;
+        if (!strcmp(c, "none")) { r->tool_mode = 0; return 0; }
+        if (!strcmp(c, "auto")) return 0;
+        if (strcmp(c, "required")) return srv_err(e, 400, "tool_choice", "'tool_choice' must be none, auto, required or a named function");
+        if (!*use_tools) return srv_err(e, 400, "tool_choice", "tool_choice 'required' needs tools");
+        if (cJSON_GetArraySize(*use_tools) != 1)
+            return srv_err(e, 400, "tool_choice", "tool_choice 'required' with several tools is not supported yet; name the function");
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(*use_tools, 0), "function");
+        snprintf(r->tool_name, sizeof r->tool_name, "%s", cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
+    } else {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(choice, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsObject(choice) || !cJSON_IsString(name))
+            return srv_err(e, 400, "tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        int found = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, *use_tools) {
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+            found |= !strcmp(n->valuestring, name->valuestring);
+        }
+        if (!found) return srv_err(e, 400, "tool_choice", "tool_choice names '%.64s', which is not among the tools", name->valuestring);
+        snprintf(r->tool_name, sizeof r->tool_name, "%s", name->valuestring);
+    }
+    r->tool_mode = 2;   /* the reply is the named function's arguments: a JSON object */
+    r->json_mode = 1;
+    return 0;
+}
+
 int openai_parse_chat(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e) {
     r->api = LMC_API_CHAT;
     srv_make_id(r->id, sizeof r->id, "chatcmpl-");
@@ -65,7 +121,10 @@ int openai_parse_chat(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lm
     if ((rc = jf_int(root, "top_logprobs", 0, LMC_MAX_TOP_LOGPROBS, &top, e)) < 0) return -1;
     if (rc == 0 && !r->logprobs) return srv_err(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
     r->top_logprobs = (int)top;
-    if (srv_render_chat(s, messages, r, e) < 0) return -1;
+    const cJSON *tools = NULL;
+    if (parse_tools(s, root, r, &tools, e) < 0) return -1;
+    r->tool_fmt = s->tool_fmt;
+    if (srv_render_chat(s, messages, tools, r, e) < 0) return -1;
     return srv_check_length(s, r, max, have, rc1 == 0 ? "max_completion_tokens" : "max_tokens", e);
 }
 
@@ -190,28 +249,125 @@ static cJSON *head(const lmc_srv_req *r, const char *object) {
     return j;
 }
 
+static void call_id(char *out, size_t cap, const lmc_srv_req *r, int i) {
+    snprintf(out, cap, "call_%.20s_%d", r->id + (strncmp(r->id, "chatcmpl-", 9) ? 0 : 9), i);
+}
+
+/* The reply as tool calls: forced mode always; auto mode when the template's format parses.
+ * Returns the calls (OpenAI tool_calls items) or NULL; *content gets the remaining text. */
+static cJSON *reply_tool_calls(const lmc_srv_req *r, char **content) {
+    *content = NULL;
+    if (r->tool_mode == 2) {
+        cJSON *calls = cJSON_CreateArray();
+        cJSON *c = cJSON_CreateObject();
+        char id[64];
+        call_id(id, sizeof id, r, 0);
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+        cJSON *fn = cJSON_AddObjectToObject(c, "function");
+        cJSON_AddStringToObject(fn, "name", r->tool_name);
+        cJSON_AddStringToObject(fn, "arguments", r->out ? r->out : "");
+        cJSON_AddItemToArray(calls, c);
+        return calls;
+    }
+    if (r->tool_mode != 1 || r->tool_fmt == LMC_TOOL_FMT_NONE) return NULL;
+    cJSON *parsed = NULL;
+    if (lmc_tools_parse((lmc_tool_fmt)r->tool_fmt, r->out ? r->out : "", &parsed, content) <= 0) return NULL;
+    cJSON *calls = cJSON_CreateArray();
+    int i = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, parsed) {
+        cJSON *c = cJSON_CreateObject();
+        char id[64];
+        call_id(id, sizeof id, r, i++);
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+        cJSON *fn = cJSON_AddObjectToObject(c, "function");
+        cJSON_AddStringToObject(fn, "name", cJSON_GetObjectItemCaseSensitive(p, "name")->valuestring);
+        cJSON_AddStringToObject(fn, "arguments", cJSON_GetObjectItemCaseSensitive(p, "arguments")->valuestring);
+        cJSON_AddItemToArray(calls, c);
+    }
+    cJSON_Delete(parsed);
+    return calls;
+}
+
+/* finish_reason: "tool_calls" when the model chose to call (auto); a forced call ends with "stop", as OpenAI's does. */
+static const char *finish_reason(const lmc_srv_req *r, int has_calls) {
+    if (has_calls && r->tool_mode == 1 && r->finish == LMC_FINISH_STOP) return "tool_calls";
+    return lmc_finish_openai(r->finish);
+}
+
 char *openai_final_body(const lmc_server *s, lmc_srv_req *r) {
     int chat = r->api == LMC_API_CHAT;
     cJSON *j = head(r, chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(j, "choices");
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *calls = NULL;
     if (chat) {
+        char *content = NULL;
+        calls = reply_tool_calls(r, &content);
         cJSON *m = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddStringToObject(m, "content", r->out ? r->out : "");
+        if (!calls) cJSON_AddStringToObject(m, "content", r->out ? r->out : "");
+        else if (content) cJSON_AddStringToObject(m, "content", content);
+        else cJSON_AddNullToObject(m, "content");
+        free(content);
         cJSON_AddNullToObject(m, "refusal");
+        if (calls) cJSON_AddItemToObject(m, "tool_calls", calls);
     } else {
         cJSON_AddStringToObject(c, "text", r->out ? r->out : "");
     }
     if (r->logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, r, 0, r->n_lps, 0));
     else cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", lmc_finish_openai(r->finish));
+    cJSON_AddStringToObject(c, "finish_reason", finish_reason(r, calls != NULL));
     cJSON_AddItemToArray(choices, c);
     cJSON_AddItemToObject(j, "usage", usage_json(r));
     char *out = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return out;
+}
+
+/* A chunk whose delta carries tool_calls (consumed). */
+static cJSON *tool_chunk(lmc_srv_req *r, cJSON *tool_calls, int role) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", r->id);
+    cJSON_AddStringToObject(j, "object", "chat.completion.chunk");
+    cJSON_AddNumberToObject(j, "created", (double)r->created);
+    cJSON_AddStringToObject(j, "model", r->model);
+    cJSON_AddStringToObject(j, "system_fingerprint", "lmc");
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta");
+    if (role) { cJSON_AddStringToObject(d, "role", "assistant"); cJSON_AddNullToObject(d, "content"); }
+    cJSON_AddItemToObject(d, "tool_calls", tool_calls);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    if (r->include_usage) cJSON_AddNullToObject(j, "usage");
+    return j;
+}
+
+/* Forced tool call, streamed: the first delta names the function, later ones add argument text. */
+static cJSON *forced_delta(lmc_srv_req *r, const char *text, size_t n, int first) {
+    cJSON *calls = cJSON_CreateArray();
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (first) {
+        char id[64];
+        call_id(id, sizeof id, r, 0);
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+    }
+    cJSON *fn = cJSON_AddObjectToObject(c, "function");
+    if (first) cJSON_AddStringToObject(fn, "name", r->tool_name);
+    char *t = malloc(n + 1);
+    if (t) { memcpy(t, text, n); t[n] = 0; }
+    cJSON_AddStringToObject(fn, "arguments", t ? t : "");
+    free(t);
+    cJSON_AddItemToArray(calls, c);
+    return tool_chunk(r, calls, first);
 }
 
 static cJSON *chunk(lmc_srv_req *r, const char *text, size_t n, int role, const char *finish, cJSON *logprobs) {
@@ -240,9 +396,34 @@ static cJSON *chunk(lmc_srv_req *r, const char *text, size_t n, int role, const 
 }
 
 void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b) {
+    /* Auto tool mode with a known format: the reply is only known to be calls or text at the end. */
+    int buffered = r->api == LMC_API_CHAT && r->tool_mode == 1 && r->tool_fmt != LMC_TOOL_FMT_NONE;
     if (r->phase == 0) {
-        if (r->api == LMC_API_CHAT) sbuf_sse(b, NULL, chunk(r, "", 0, 1, NULL, NULL));
+        if (r->tool_mode == 2) sbuf_sse(b, NULL, forced_delta(r, "", 0, 1));
+        else if (r->api == LMC_API_CHAT) sbuf_sse(b, NULL, chunk(r, "", 0, 1, NULL, NULL));
         r->phase = 1;
+    }
+    int has_calls = 0;
+    if (r->tool_mode == 2) {
+        if (n > 0) sbuf_sse(b, NULL, forced_delta(r, text, n, 0));
+        n = 0;
+        has_calls = 1;
+    } else if (buffered) {
+        n = 0;
+        if (done && r->finish != LMC_FINISH_ERROR && r->finish != LMC_FINISH_CANCELLED && r->phase == 1) {
+            char *content = NULL;
+            cJSON *calls = reply_tool_calls(r, &content);
+            if (!calls) { free(content); content = strdup(r->out ? r->out : ""); }
+            if (content && *content) sbuf_sse(b, NULL, chunk(r, content, strlen(content), 0, NULL, NULL));
+            free(content);
+            if (calls) {
+                int i = 0;
+                cJSON *c;
+                cJSON_ArrayForEach(c, calls) cJSON_AddNumberToObject(c, "index", i++);
+                sbuf_sse(b, NULL, tool_chunk(r, calls, 0));
+                has_calls = 1;
+            }
+        }
     }
     if (n > 0) {
         cJSON *lp = NULL;
@@ -265,7 +446,7 @@ void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t
         cJSON_AddNullToObject(e, "code");
         sbuf_sse(b, NULL, j);
     } else {
-        sbuf_sse(b, NULL, chunk(r, "", 0, 0, lmc_finish_openai(r->finish), NULL));
+        sbuf_sse(b, NULL, chunk(r, "", 0, 0, finish_reason(r, has_calls), NULL));
         if (r->include_usage) {
             cJSON *j = head(r, r->api == LMC_API_CHAT ? "chat.completion.chunk" : "text_completion");
             cJSON_AddArrayToObject(j, "choices");

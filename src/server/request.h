@@ -58,6 +58,9 @@ typedef struct lmc_srv_req {
     int ignore_eos;
     int logprobs, top_logprobs;   /* record log-probabilities (top_logprobs ≤ LMC_MAX_TOP_LOGPROBS) */
     int json_mode;                /* response_format json_object: only tokens that keep valid JSON */
+    int tool_mode;                /* 0 no tools; 1 auto: parse calls from the reply; 2 forced: the reply is tool_name's arguments */
+    int tool_fmt;                 /* lmc_tool_fmt of the template (auto mode) */
+    char tool_name[128];
     char id[64];                  /* chatcmpl-…, cmpl-…, msg_… */
     char model[128];
     long created;

@@ -43,6 +43,8 @@ struct lmc_server {
     struct MHD_Daemon *daemon;
     lmc_sched *sched;
     lmc_jinja_template *tmpl;     /* chat template, parsed once (NULL: none) */
+    lmc_jinja_template *tmpl_tools; /* the template used when a request has tools (often the same text) */
+    int tool_fmt;                 /* lmc_tool_fmt the tools template asks for */
     char model_id[128];
     int port;
     atomic_int stopping;
@@ -63,8 +65,9 @@ int jf_stop(const cJSON *o, const char *key, int max, lmc_srv_req *r, lmc_srv_er
 /* Sampling fields shared by the OpenAI routes and /v1/messages (temperature, top_p, top_k,
  * min_p, seed, penalties, logit_bias when allowed). */
 int jf_sampling(const lmc_server *s, const cJSON *o, int openai, lmc_srv_req *r, lmc_srv_error *e);
-/* Render messages (array of {role, content string}) through the chat template and tokenize. */
-int srv_render_chat(const lmc_server *s, const cJSON *messages, lmc_srv_req *r, lmc_srv_error *e);
+/* Render messages ({role, content string or text parts, tool_calls?, tool_call_id?, name?}) and
+ * tools (NULL: none) through the chat template and tokenize into r->prompt. */
+int srv_render_chat(const lmc_server *s, const cJSON *messages, const cJSON *tools, lmc_srv_req *r, lmc_srv_error *e);
 /* Check prompt + max_tokens against the context; default max_tokens to the room left. */
 int srv_check_length(const lmc_server *s, lmc_srv_req *r, long max_tokens, int have_max, const char *param,
                      lmc_srv_error *e);

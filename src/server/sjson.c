@@ -219,10 +219,42 @@ static int content_text(const cJSON *content, const char *param, lmc_sbuf *out, 
     return 0;
 }
 
-int srv_render_chat(const lmc_server *s, const cJSON *messages, lmc_srv_req *r, lmc_srv_error *e) {
+/* An assistant message's tool_calls, checked, with JSON-text arguments parsed into objects
+ * (templates read them as mappings, as transformers' callers pass them). */
+static cJSON *norm_tool_calls(const cJSON *tc, const char *param, lmc_srv_error *e) {
+    if (!cJSON_IsArray(tc)) { srv_err(e, 400, param, "%s.tool_calls must be a list", param); return NULL; }
+    cJSON *out = cJSON_CreateArray();
+    const cJSON *c;
+    cJSON_ArrayForEach(c, tc) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
+        if (!cJSON_IsObject(c) || !cJSON_IsObject(fn) || !cJSON_IsString(name) || (args && !cJSON_IsString(args) && !cJSON_IsObject(args))) {
+            cJSON_Delete(out);
+            srv_err(e, 400, param, "%s.tool_calls: each needs function.name and function.arguments (a JSON string)", param);
+            return NULL;
+        }
+        cJSON *nc = cJSON_CreateObject();
+        if (cJSON_IsString(id)) cJSON_AddStringToObject(nc, "id", id->valuestring);
+        cJSON_AddStringToObject(nc, "type", "function");
+        cJSON *nf = cJSON_AddObjectToObject(nc, "function");
+        cJSON_AddStringToObject(nf, "name", name->valuestring);
+        cJSON *a = NULL;
+        if (cJSON_IsString(args)) a = cJSON_Parse(args->valuestring);
+        else if (args) a = cJSON_Duplicate(args, 1);
+        if (!a) a = cJSON_IsString(args) ? cJSON_CreateString(args->valuestring) : cJSON_CreateObject();
+        cJSON_AddItemToObject(nf, "arguments", a);
+        cJSON_AddItemToArray(out, nc);
+    }
+    return out;
+}
+
+int srv_render_chat(const lmc_server *s, const cJSON *messages, const cJSON *tools, lmc_srv_req *r, lmc_srv_error *e) {
     if (!cJSON_IsArray(messages)) return srv_err(e, 400, "messages", "'messages' must be a list");
     if (cJSON_GetArraySize(messages) == 0) return srv_err(e, 400, "messages", "'messages' must not be empty");
-    if (!s->tmpl) return srv_err(e, 400, "messages", "the model has no chat template; use /v1/completions");
+    const lmc_jinja_template *tmpl = tools && s->tmpl_tools ? s->tmpl_tools : s->tmpl;
+    if (!tmpl) return srv_err(e, 400, "messages", "the model has no chat template; use /v1/completions");
     cJSON *norm = cJSON_CreateArray();
     if (!norm) return srv_err(e, 500, NULL, "out of memory");
     const cJSON *m;
@@ -254,16 +286,27 @@ int srv_render_chat(const lmc_server *s, const cJSON *messages, lmc_srv_req *r, 
         cJSON_AddStringToObject(nm, "content", text.p ? text.p : "");
         free(text.p);
         cJSON_AddItemToArray(norm, nm);
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (tc && !cJSON_IsNull(tc)) {
+            cJSON *ntc = norm_tool_calls(tc, param, e);
+            if (!ntc) { rc = -1; break; }
+            cJSON_AddItemToObject(nm, "tool_calls", ntc);
+        }
+        const cJSON *tid = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
+        if (cJSON_IsString(tid)) cJSON_AddStringToObject(nm, "tool_call_id", tid->valuestring);
+        const cJSON *nmn = cJSON_GetObjectItemCaseSensitive(m, "name");
+        if (cJSON_IsString(nmn)) cJSON_AddStringToObject(nm, "name", nmn->valuestring);
     }
     if (rc < 0) { cJSON_Delete(norm); return -1; }
     lmc_chat_params cp = lmc_chat_default_params();
     cp.messages = norm;
+    cp.tools = tools;
     cp.add_generation_prompt = 1;
     cp.bos_token = lmc_tokenizer_bos_token(s->p.tok);
     cp.eos_token = lmc_tokenizer_eos_token(s->p.tok);
     char *prompt = NULL;
     size_t plen = 0;
-    lmc_status st = lmc_chat_render_template(s->tmpl, &cp, &prompt, &plen);
+    lmc_status st = lmc_chat_render_template(tmpl, &cp, &prompt, &plen);
     cJSON_Delete(norm);
     if (st < 0) return srv_err(e, 400, "messages", "the chat template failed on these messages: %s", lmc_last_error());
     st = lmc_tokenizer_encode_chat(s->p.tok, prompt, plen, &r->prompt, &r->n_prompt);

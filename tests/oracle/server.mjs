@@ -11,7 +11,8 @@
 // requests each answered with the expected 4xx and JSON error body; a slow client;
 // admission control (503 + Retry-After); API keys; SIGTERM shutdown with a stream in flight.
 // Prints `RESULT <passed> <failed>`. Needs `npm ci` in tests/oracle and $BUILD/lmc.
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync, mkdtempSync, symlinkSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import net from "node:net";
 import { join } from "node:path";
 import { check, finish, startServer, metrics, tokenCount, cliGenerate, cliLogits, logSoftmax, demo, sleep, withTimeout } from "./server/harness.mjs";
@@ -181,6 +182,31 @@ async function main() {
   }
   check("json mode (sampled, 6 seeds): complete replies parse, cut ones start an object", sampledOk === 6, String(sampledOk));
 
+  // ---- tools: a named or required function is decoded as its JSON arguments ----
+  const verseTool = { type: "function", function: { name: "get_verse", description: "Look up a verse",
+                      parameters: { type: "object", properties: { book: { type: "string" }, chapter: { type: "integer" } } } } };
+  const forced = await openai.chat.completions.create({ model: MODEL, messages: ask("Find Genesis 1:1"), max_tokens: 60, temperature: 0,
+                                                       tools: [verseTool], tool_choice: { type: "function", function: { name: "get_verse" } } });
+  const fc = forced.choices[0];
+  const call = fc.message.tool_calls?.[0];
+  check("tools (named): tool_calls with the function and JSON-object arguments", call?.type === "function" && call.function.name === "get_verse" &&
+        isObj(call.function.arguments) && call.id?.startsWith("call_") && fc.message.content === null && fc.finish_reason === "stop", JSON.stringify(fc));
+  const req = await openai.chat.completions.create({ model: MODEL, messages: ask("Find Genesis 1:1"), max_tokens: 60, temperature: 0,
+                                                    tools: [verseTool], tool_choice: "required" });
+  check("tools (required, one tool): the same call", JSON.stringify(req.choices[0].message.tool_calls) .replace(/call_[^"]*/g, "") ===
+        JSON.stringify(fc.message.tool_calls).replace(/call_[^"]*/g, ""));
+  const ts = await openai.chat.completions.create({ model: MODEL, messages: ask("Find Genesis 1:1"), max_tokens: 60, temperature: 0, stream: true,
+                                                   tools: [verseTool], tool_choice: { type: "function", function: { name: "get_verse" } } });
+  let tname = "", targs = "", tfin = null, tid = null;
+  for await (const ch of ts) for (const c of ch.choices) {
+    for (const t of c.delta?.tool_calls ?? []) { if (t.function?.name) tname += t.function.name; if (t.id) tid = t.id; targs += t.function?.arguments ?? ""; }
+    if (c.finish_reason) tfin = c.finish_reason;
+  }
+  check("tools (named, streamed): deltas assemble into the same call", tname === "get_verse" && targs === call?.function.arguments && tfin === "stop" && !!tid,
+        `${tname} ${targs} ${tfin}`);
+  const none = await openai.chat.completions.create({ model: MODEL, messages: msgs, max_tokens: 24, temperature: 0, tools: [verseTool], tool_choice: "none" });
+  check("tools: tool_choice none answers in text (template without tools support)", none.choices[0].message.content === full && !none.choices[0].message.tool_calls);
+
   // ---- Anthropic ----
   const am = await anthropic.messages.create({ model: MODEL, max_tokens: 24, messages: msgs, temperature: 0 });
   check("messages: type/role/content", am.type === "message" && am.role === "assistant" && am.content[0]?.type === "text");
@@ -317,6 +343,33 @@ async function main() {
   const how = await withTimeout(inflight, 5000, "in-flight stream after shutdown").catch(() => "hung");
   check("SIGTERM: the in-flight stream ended", how !== "hung", how);
   ac2.abort();
+
+  // ---- tools through a template that renders them (hermes-style, written for this test) ----
+  const toolTemplate = "{{ bos_token }}{% if tools %}<|system|>\nTools you may call, each as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>:\n" +
+    "{% for t in tools %}- {{ t.function.name }}: {{ t.function.description }}\n{% endfor %}<|end|>\n{% endif %}" +
+    "{% for m in messages %}{% if m.role == 'assistant' and m.tool_calls %}<|assistant|>\n{% for c in m.tool_calls %}<tool_call>{\"name\": \"{{ c.function.name }}\", " +
+    "\"arguments\": {\"book\": \"{{ c.function.arguments.book }}\"}}</tool_call>{% endfor %}<|end|>\n" +
+    "{% elif m.role == 'tool' %}<|user|>\n<tool_response>{{ m.content }}</tool_response><|end|>\n" +
+    "{% else %}<|{{ m.role }}|>\n{{ m.content }}<|end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}";
+  const tdir = mkdtempSync(join(tmpdir(), "lmc-tools-model-"));
+  try {
+    for (const f of ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json"]) symlinkSync(join(demo, f), join(tdir, f));
+    writeFileSync(join(tdir, "tokenizer_config.json"), JSON.stringify({ ...tcfg, chat_template: toolTemplate }));
+    const C = await startServer(["-m", tdir]);
+    const oc = new OpenAI({ baseURL: C.url + "/v1", apiKey: "none", maxRetries: 0 });
+    const conv = [{ role: "user", content: "Read me Genesis." },
+                  { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_verse", arguments: JSON.stringify({ book: "Genesis" }) } }] },
+                  { role: "tool", tool_call_id: "call_1", content: "In the beginning God created the heaven and the earth." }];
+    const tr = await oc.chat.completions.create({ model: "x", messages: conv, tools: [verseTool], max_tokens: 8, temperature: 0 });
+    const ref = new Template(toolTemplate).render({ messages: conv.map((m) => m.tool_calls ? { ...m, tool_calls: m.tool_calls.map((c) => ({ ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } })) } : m),
+                                                    tools: [verseTool], bos_token: tcfg.bos_token, eos_token: tcfg.eos_token, add_generation_prompt: true });
+    check("tools template: tools, assistant tool_calls and tool results rendered as @huggingface/jinja does",
+          tr.usage.prompt_tokens === tokenCount(ref), `${tr.usage.prompt_tokens} vs ${tokenCount(ref)}`);
+    check("tools template: a text reply stays content", typeof tr.choices[0].message.content === "string" && !tr.choices[0].message.tool_calls);
+    await C.stop();
+  } finally {
+    rmSync(tdir, { recursive: true, force: true });
+  }
 
   // ---- second server: API key, admission control ----
   const B = await startServer(["--api-key", "sekrit", "--max-seqs", "1", "--max-queue", "1", "--alias", "bible"]);

@@ -9,6 +9,7 @@
 #include "gen/generate.h"
 #include "server/jsonfsm.h"
 #include "server/sched.h"
+#include "server/tools.h"
 #include "server/stop.h"
 #include "test.h"
 
@@ -106,6 +107,67 @@ static void test_jsonfsm(void) {
     deep[sizeof deep - 1] = 0;
     lmc_jfsm_init(&j, 0);
     CHECK(lmc_jfsm_feed(&j, deep, strlen(deep)) == -1);
+}
+
+static void check_call(const cJSON *calls, int i, const char *name, const char *args) {
+    const cJSON *c = cJSON_GetArrayItem(calls, i);
+    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "name")), name);
+    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "arguments")), args);
+}
+
+static void test_tools_parse(void) {
+    cJSON *calls;
+    char *content;
+    CHECK_EQ_INT(lmc_tool_fmt_detect("{% if tools %}<tool_call>{{ x }}</tool_call>{% endif %}"), LMC_TOOL_FMT_HERMES);
+    CHECK_EQ_INT(lmc_tool_fmt_detect("[TOOL_CALLS] {{ calls }}"), LMC_TOOL_FMT_MISTRAL);
+    CHECK_EQ_INT(lmc_tool_fmt_detect("{{ '<|python_tag|>' }}"), LMC_TOOL_FMT_LLAMA3);
+    CHECK_EQ_INT(lmc_tool_fmt_detect("{{ bos_token }}{{ m.content }}"), LMC_TOOL_FMT_NONE);
+    /* Hermes: two calls around text. */
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_HERMES,
+                                 "Let me look.\n<tool_call>\n{\"name\": \"get_verse\", \"arguments\": {\"book\": \"Genesis\", \"ch\": 1}}\n</tool_call>\n"
+                                 "<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_call>",
+                                 &calls, &content), 2);
+    check_call(calls, 0, "get_verse", "{\"book\":\"Genesis\",\"ch\":1}");
+    check_call(calls, 1, "now", "{}");
+    CHECK_EQ_STR(content, "Let me look.");
+    cJSON_Delete(calls);
+    free(content);
+    /* Only a call: no content. An unclosed final call still parses. */
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": [1]}}", &calls, &content), 1);
+    check_call(calls, 0, "f", "{\"a\":[1]}");
+    CHECK(content == NULL);
+    cJSON_Delete(calls);
+    /* Not a call: the text stays content. */
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_HERMES, "<tool_call>not json</tool_call>", &calls, &content), 0);
+    CHECK(calls == NULL);
+    CHECK_EQ_STR(content, "<tool_call>not json</tool_call>");
+    free(content);
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_HERMES, "<tool_call>{\"arguments\": {}}</tool_call>", &calls, &content), 0);
+    free(content);
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_HERMES, "Plain answer.", &calls, &content), 0);
+    CHECK_EQ_STR(content, "Plain answer.");
+    free(content);
+    /* Mistral: a list after the marker; arguments given as a JSON string stay as they are. */
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_MISTRAL,
+                                 "[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {\"x\": 1}}, {\"name\": \"b\", \"arguments\": \"{\\\"y\\\": 2}\"}]",
+                                 &calls, &content), 2);
+    check_call(calls, 0, "a", "{\"x\":1}");
+    check_call(calls, 1, "b", "{\"y\": 2}");
+    CHECK(content == NULL);
+    cJSON_Delete(calls);
+    /* Llama 3: a JSON object with "parameters", with or without <|python_tag|>. */
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_LLAMA3, "{\"name\": \"w\", \"parameters\": {\"city\": \"Ur\"}}", &calls, &content), 1);
+    check_call(calls, 0, "w", "{\"city\":\"Ur\"}");
+    cJSON_Delete(calls);
+    free(content);
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_LLAMA3, "<|python_tag|>{\"name\": \"w\", \"parameters\": {}}", &calls, &content), 1);
+    cJSON_Delete(calls);
+    free(content);
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_LLAMA3, "The weather is fine.", &calls, &content), 0);
+    CHECK_EQ_STR(content, "The weather is fine.");
+    free(content);
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_NONE, "<tool_call>{\"name\": \"f\"}</tool_call>", &calls, &content), 0);
+    free(content);
 }
 
 /* ---- scheduler on the demo model ---- */
@@ -268,6 +330,7 @@ int main(void) {
     RUN(test_stop_holdback);
     RUN(test_utf8);
     RUN(test_jsonfsm);
+    RUN(test_tools_parse);
     lmc_backend_params bp = {.name = "cpu", .n_threads = 1};
     if (lmc_backend_init(&be, &bp) < 0 || lmc_model_load(LMC_DEMO_DIR, be, &model) < 0 ||
         lmc_tokenizer_load(LMC_DEMO_DIR, &tok) < 0) {

@@ -59,7 +59,15 @@ export function malformedCases() {
   add("top_logprobs 50", chat, J({ messages: user, logprobs: true, top_logprobs: 50 }));
   add("response_format not an object", chat, J({ messages: user, response_format: "json" }));
   add("response_format unknown type", chat, J({ messages: user, response_format: { type: "yaml" } }));
-  add("tools (unsupported)", chat, J({ messages: user, tools: [{ type: "function", function: { name: "f" } }] }));
+  const tool = { type: "function", function: { name: "f", parameters: { type: "object" } } };
+  add("tools not a list", chat, J({ messages: user, tools: {} }));
+  add("tool without function", chat, J({ messages: user, tools: [{ type: "function" }] }));
+  add("tool name with spaces", chat, J({ messages: user, tools: [{ type: "function", function: { name: "a b" } }] }));
+  add("tool parameters not an object", chat, J({ messages: user, tools: [{ type: "function", function: { name: "f", parameters: 3 } }] }));
+  add("tool_choice names an unknown tool", chat, J({ messages: user, tools: [tool], tool_choice: { type: "function", function: { name: "g" } } }));
+  add("tool_choice unknown word", chat, J({ messages: user, tools: [tool], tool_choice: "always" }));
+  add("tool_choice required without tools", chat, J({ messages: user, tool_choice: "required" }));
+  add("assistant tool_calls malformed", chat, J({ messages: [{ role: "assistant", content: null, tool_calls: [{ function: {} }] }, ...user] }));
   // completions
   add("completions: missing prompt", comp, J({ max_tokens: 4 }));
   add("completions: prompt a number", comp, J({ prompt: 5 }));

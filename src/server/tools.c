@@ -1,0 +1,143 @@
+/* tools.c — tool-call formats of chat-template families and the reply parser (see tools.h). */
+#include "tools.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+lmc_tool_fmt lmc_tool_fmt_detect(const char *src) {
+    if (!src) return LMC_TOOL_FMT_NONE;
+    if (strstr(src, "<tool_call>")) return LMC_TOOL_FMT_HERMES;
+    if (strstr(src, "[TOOL_CALLS]")) return LMC_TOOL_FMT_MISTRAL;
+    if (strstr(src, "<|python_tag|>") || (strstr(src, "\"parameters\"") && strstr(src, "<|eom_id|>")))
+        return LMC_TOOL_FMT_LLAMA3;
+    return LMC_TOOL_FMT_NONE;
+}
+
+const char *lmc_tool_fmt_name(lmc_tool_fmt f) {
+    switch (f) {
+    case LMC_TOOL_FMT_HERMES: return "hermes";
+    case LMC_TOOL_FMT_MISTRAL: return "mistral";
+    case LMC_TOOL_FMT_LLAMA3: return "llama3";
+    default: return "none";
+    }
+}
+
+/* {"name": s, "arguments"|"parameters": v} → {"name", "arguments": JSON text}; NULL if not a call. */
+static cJSON *to_call(const cJSON *o) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
+    if (!args) args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+    if (!cJSON_IsObject(o) || !cJSON_IsString(name) || !*name->valuestring) return NULL;
+    char *a = NULL;
+    if (!args) a = strdup("{}");
+    else if (cJSON_IsString(args)) a = strdup(args->valuestring); /* already JSON text */
+    else a = cJSON_PrintUnformatted(args);
+    if (!a) return NULL;
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "name", name->valuestring);
+    cJSON_AddStringToObject(c, "arguments", a);
+    free(a);
+    return c;
+}
+
+static char *trimmed(const char *s, size_t n) {
+    while (n && isspace((unsigned char)*s)) { s++; n--; }
+    while (n && isspace((unsigned char)s[n - 1])) n--;
+    if (!n) return NULL;
+    char *t = malloc(n + 1);
+    if (t) { memcpy(t, s, n); t[n] = 0; }
+    return t;
+}
+
+static void append(char **buf, size_t *len, const char *s, size_t n) {
+    char *b = realloc(*buf, *len + n + 1);
+    if (!b) return;
+    memcpy(b + *len, s, n);
+    *len += n;
+    b[*len] = 0;
+    *buf = b;
+}
+
+static int parse_hermes(const char *text, cJSON *calls, char **content) {
+    const char *open = "<tool_call>", *close = "</tool_call>";
+    size_t lo = strlen(open), lc = strlen(close);
+    char *rest = NULL;
+    size_t rlen = 0;
+    const char *p = text;
+    for (;;) {
+        const char *a = strstr(p, open);
+        if (!a) break;
+        const char *b = strstr(a + lo, close);
+        size_t inner = b ? (size_t)(b - (a + lo)) : strlen(a + lo); /* an unclosed last call still counts */
+        cJSON *o = cJSON_ParseWithLength(a + lo, inner);
+        cJSON *c = o ? to_call(o) : NULL;
+        cJSON_Delete(o);
+        if (!c) break; /* not a call: leave the text as content */
+        append(&rest, &rlen, p, (size_t)(a - p));
+        cJSON_AddItemToArray(calls, c);
+        p = b ? b + lc : a + lo + inner;
+    }
+    append(&rest, &rlen, p, strlen(p));
+    *content = rest ? trimmed(rest, rlen) : NULL;
+    free(rest);
+    return cJSON_GetArraySize(calls);
+}
+
+static int parse_json_calls(const char *start, const char *text_before, size_t before_len, cJSON *calls, char **content) {
+    const char *end = NULL;
+    cJSON *v = cJSON_ParseWithOpts(start, &end, 0);
+    if (!v) return 0;
+    int ok = 1;
+    if (cJSON_IsArray(v)) {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, v) {
+            cJSON *c = to_call(x);
+            if (!c) { ok = 0; break; }
+            cJSON_AddItemToArray(calls, c);
+        }
+    } else {
+        cJSON *c = to_call(v);
+        if (c) cJSON_AddItemToArray(calls, c);
+        else ok = 0;
+    }
+    cJSON_Delete(v);
+    if (!ok) {
+        while (cJSON_GetArraySize(calls)) cJSON_DeleteItemFromArray(calls, 0);
+        return 0;
+    }
+    char *rest = NULL;
+    size_t rlen = 0;
+    append(&rest, &rlen, text_before, before_len);
+    if (end) append(&rest, &rlen, end, strlen(end));
+    *content = rest ? trimmed(rest, rlen) : NULL;
+    free(rest);
+    return cJSON_GetArraySize(calls);
+}
+
+int lmc_tools_parse(lmc_tool_fmt f, const char *text, cJSON **calls_out, char **content) {
+    *calls_out = NULL;
+    *content = NULL;
+    cJSON *calls = cJSON_CreateArray();
+    if (!calls) return -1;
+    int n = 0;
+    if (f == LMC_TOOL_FMT_HERMES) {
+        n = parse_hermes(text, calls, content);
+    } else if (f == LMC_TOOL_FMT_MISTRAL) {
+        const char *m = strstr(text, "[TOOL_CALLS]");
+        if (m) n = parse_json_calls(m + strlen("[TOOL_CALLS]"), text, (size_t)(m - text), calls, content);
+    } else if (f == LMC_TOOL_FMT_LLAMA3) {
+        const char *m = strstr(text, "<|python_tag|>");
+        const char *start = m ? m + strlen("<|python_tag|>") : text;
+        while (isspace((unsigned char)*start)) start++;
+        if (*start == '{') n = parse_json_calls(start, text, m ? (size_t)(m - text) : 0, calls, content);
+    }
+    if (n <= 0) {
+        cJSON_Delete(calls);
+        free(*content);
+        *content = strdup(text);
+        return *content ? 0 : -1;
+    }
+    *calls_out = calls;
+    return n;
+}
