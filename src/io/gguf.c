@@ -107,6 +107,16 @@ lmc_status lmc_ggml_type_to_dtype(uint32_t type, lmc_dtype *out) {
     case LMC_GGML_I16: *out = LMC_DTYPE_I16; return LMC_OK;
     case LMC_GGML_I32: *out = LMC_DTYPE_I32; return LMC_OK;
     case LMC_GGML_I64: *out = LMC_DTYPE_I64; return LMC_OK;
+    case LMC_GGML_Q8_0: *out = LMC_DTYPE_Q8_0; return LMC_OK;
+    case LMC_GGML_Q4_0: *out = LMC_DTYPE_Q4_0; return LMC_OK;
+    case LMC_GGML_Q4_1: *out = LMC_DTYPE_Q4_1; return LMC_OK;
+    case LMC_GGML_Q5_0: *out = LMC_DTYPE_Q5_0; return LMC_OK;
+    case LMC_GGML_Q5_1: *out = LMC_DTYPE_Q5_1; return LMC_OK;
+    case LMC_GGML_Q2_K: *out = LMC_DTYPE_Q2_K; return LMC_OK;
+    case LMC_GGML_Q3_K: *out = LMC_DTYPE_Q3_K; return LMC_OK;
+    case LMC_GGML_Q4_K: *out = LMC_DTYPE_Q4_K; return LMC_OK;
+    case LMC_GGML_Q5_K: *out = LMC_DTYPE_Q5_K; return LMC_OK;
+    case LMC_GGML_Q6_K: *out = LMC_DTYPE_Q6_K; return LMC_OK;
     default: break;
     }
     const char *name = lmc_ggml_type_name(type);
@@ -124,6 +134,16 @@ lmc_status lmc_ggml_type_from_dtype(lmc_dtype dt, uint32_t *out) {
     case LMC_DTYPE_I16: *out = LMC_GGML_I16; return LMC_OK;
     case LMC_DTYPE_I32: *out = LMC_GGML_I32; return LMC_OK;
     case LMC_DTYPE_I64: *out = LMC_GGML_I64; return LMC_OK;
+    case LMC_DTYPE_Q8_0: *out = LMC_GGML_Q8_0; return LMC_OK;
+    case LMC_DTYPE_Q4_0: *out = LMC_GGML_Q4_0; return LMC_OK;
+    case LMC_DTYPE_Q4_1: *out = LMC_GGML_Q4_1; return LMC_OK;
+    case LMC_DTYPE_Q5_0: *out = LMC_GGML_Q5_0; return LMC_OK;
+    case LMC_DTYPE_Q5_1: *out = LMC_GGML_Q5_1; return LMC_OK;
+    case LMC_DTYPE_Q2_K: *out = LMC_GGML_Q2_K; return LMC_OK;
+    case LMC_DTYPE_Q3_K: *out = LMC_GGML_Q3_K; return LMC_OK;
+    case LMC_DTYPE_Q4_K: *out = LMC_GGML_Q4_K; return LMC_OK;
+    case LMC_DTYPE_Q5_K: *out = LMC_GGML_Q5_K; return LMC_OK;
+    case LMC_DTYPE_Q6_K: *out = LMC_GGML_Q6_K; return LMC_OK;
     default: return lmc_fail(LMC_ERR_UNSUPPORTED, "dtype %s has no GGML type", lmc_dtype_name(dt));
     }
 }

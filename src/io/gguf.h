@@ -108,10 +108,12 @@ int lmc_ggml_type_size(uint32_t type);
 /* Bytes of a row of n elements: n / block_size × type_size. LMC_ERR_FORMAT if
  * the type is unknown or n is not a multiple of the block size. */
 lmc_status lmc_ggml_row_bytes(uint32_t type, int64_t n, size_t *out);
-/* The lmc dtype holding the same data; LMC_ERR_UNSUPPORTED (naming the type)
- * for a type lmc has no dtype for yet (today: all block-quantized types). */
+/* The lmc dtype holding the same bytes; LMC_ERR_UNSUPPORTED (naming the type)
+ * for a type lmc has no dtype for yet. Mapped today: F32 F16 BF16 F64 I8 I16
+ * I32 I64 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K (not Q8_1, Q8_K,
+ * the IQ*, TQ*, MXFP4, NVFP4, Q1_0 types). */
 lmc_status lmc_ggml_type_to_dtype(uint32_t type, lmc_dtype *out);
-/* The GGML id of an lmc dtype; LMC_ERR_UNSUPPORTED if GGUF has none (U8, BOOL). */
+/* The GGML id of an lmc dtype; LMC_ERR_UNSUPPORTED if GGUF has none (U8, BOOL, MLX affine). */
 lmc_status lmc_ggml_type_from_dtype(lmc_dtype dt, uint32_t *out);
 /* "u8", "string", "array", ...; "?" for an unknown id. */
 const char *lmc_gguf_vtype_name(uint32_t vtype);

@@ -148,8 +148,21 @@ static void test_type_table(void) {
     CHECK_EQ_INT(dt, LMC_DTYPE_BF16);
     CHECK_EQ_INT(lmc_ggml_type_to_dtype(LMC_GGML_F16, &dt), LMC_OK);
     CHECK_EQ_INT(dt, LMC_DTYPE_F16);
-    CHECK(lmc_ggml_type_to_dtype(LMC_GGML_Q4_K, &dt) == LMC_ERR_UNSUPPORTED);
-    CHECK(strstr(lmc_last_error(), "Q4_K") != NULL);
+    CHECK(lmc_ggml_type_to_dtype(LMC_GGML_IQ2_XXS, &dt) == LMC_ERR_UNSUPPORTED);
+    CHECK(strstr(lmc_last_error(), "IQ2_XXS") != NULL);
+    /* every mapped type agrees with core/dtype on name, block elements and block bytes, and maps back */
+    int n_mapped = 0;
+    for (uint32_t t = 0; t < LMC_GGML_TYPE_LIMIT; t++) {
+        if (!lmc_ggml_type_name(t) || lmc_ggml_type_to_dtype(t, &dt) != LMC_OK) continue;
+        n_mapped++;
+        CHECK_EQ_STR(lmc_dtype_name(dt), lmc_ggml_type_name(t));
+        CHECK_EQ_INT(lmc_dtype_block_elems(dt), lmc_ggml_block_size(t));
+        CHECK_EQ_INT(lmc_dtype_block_bytes(dt), lmc_ggml_type_size(t));
+        CHECK_EQ_INT(lmc_dtype_row_bytes(dt, 512), lmc_ggml_row_bytes(t, 512, &rb) == LMC_OK ? rb : 0);
+        uint32_t back;
+        CHECK(lmc_ggml_type_from_dtype(dt, &back) == LMC_OK && back == t);
+    }
+    CHECK_EQ_INT(n_mapped, 18);
     CHECK(lmc_ggml_type_to_dtype(77, &dt) == LMC_ERR_UNSUPPORTED);
     CHECK(strstr(lmc_last_error(), "77") != NULL);
     uint32_t id;
