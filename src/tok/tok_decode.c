@@ -332,11 +332,27 @@ static int ends_incomplete(const char *s, size_t n) {
     return n >= 3 && memcmp(s + n - 3, "\xEF\xBF\xBD", 3) == 0;
 }
 
+/* 1 when id's token reads <0xAB>: ByteFallback decodes a whole run of such tokens at once
+ * (an invalid run becomes one U+FFFD per byte, even a valid prefix of it), so text that
+ * ends in one is not final until a different token (or the flush) closes the run. */
+static int is_byte_token(const lmc_tokenizer *tok, int32_t id) {
+    const char *t = lmc_tokenizer_id_to_token(tok, id);
+    return t && strlen(t) == 6 && !memcmp(t, "<0x", 3) && t[5] == '>';
+}
+
 static lmc_status detok_step(lmc_detok *d, int final, char **piece, size_t *len) {
     char *a = NULL, *b = NULL;
     size_t al = 0, bl = 0;
     *piece = NULL;
     *len = 0;
+    /* the last token decode will actually see (skipped specials and unknown ids drop out) */
+    int last = d->ids.n - 1;
+    while (last >= d->prefix && (!lmc_tokenizer_id_to_token(d->tok, d->ids.v[last]) ||
+                                 (d->skip_special && lmc_tokenizer_is_special(d->tok, d->ids.v[last])))) last--;
+    if (!final && last >= d->prefix && is_byte_token(d->tok, d->ids.v[last])) {
+        *piece = calloc(1, 1);
+        return *piece ? LMC_OK : lmc_fail(LMC_ERR_NOMEM, "out of memory");
+    }
     lmc_status st = lmc_tokenizer_decode(d->tok, d->ids.v + d->prefix, d->read - d->prefix, d->skip_special, &a, &al);
     if (st >= 0) st = lmc_tokenizer_decode(d->tok, d->ids.v + d->prefix, d->ids.n - d->prefix, d->skip_special, &b, &bl);
     if (st >= 0) {

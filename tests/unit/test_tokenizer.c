@@ -172,7 +172,8 @@ static void test_detok_split_utf8(void) {
     lmc_detok *d;
     CHECK(lmc_detok_init(&d, t, 1) == LMC_OK);
     char all[256] = "";
-    const char *expect_piece[] = {"", "ab", "", "", "\xe2\x82\xac", " a"};
+    /* a run of byte tokens is final only once another token closes it */
+    const char *expect_piece[] = {"", "ab", "", "", "", "\xe2\x82\xac a"};
     for (int i = 0; i < 6; i++) {
         char *p; size_t n;
         CHECK(lmc_detok_push(d, ids[i], &p, &n) == LMC_OK);
@@ -194,6 +195,47 @@ static void test_detok_split_utf8(void) {
     CHECK(lmc_detok_flush(d, &p, &n) == LMC_OK); CHECK_EQ_STR(p, "\xef\xbf\xbd"); free(p);
     lmc_detok_free(d);
     lmc_tokenizer_free(t);
+}
+
+/* Random id sequences (byte tokens, halves of characters, specials, out-of-range ids):
+ * the streamed pieces always concatenate to the full decode and each piece is valid UTF-8. */
+static void test_detok_random(void) {
+    char *bl = replace_once(BL_JSON, "[\"\\u0120h\",\"ello\"]", "[\"\\u0120\",\"hello\"]");
+    const char *srcs[] = {SP_JSON, bl};
+    unsigned seed = 5;
+    int bad = 0;
+    for (int s = 0; s < 2; s++) {
+        lmc_tokenizer *t = load_str(srcs[s]);
+        CHECK(t != NULL);
+        if (!t) continue;
+        int nv = lmc_tokenizer_n_vocab(t);
+        for (int trial = 0; trial < 1000; trial++) {
+            int32_t ids[24];
+            int n = 1 + (int)(seed % 24);
+            for (int i = 0; i < n; i++) { seed = seed * 1103515245u + 12345u; ids[i] = (int32_t)((seed >> 8) % (unsigned)(nv + 2)) - 1; }
+            for (int skip = 0; skip < 2; skip++) {
+                char *full; size_t fl;
+                CHECK(lmc_tokenizer_decode(t, ids, n, skip, &full, &fl) == LMC_OK);
+                lmc_detok *d;
+                CHECK(lmc_detok_init(&d, t, skip) == LMC_OK);
+                char acc[4096];
+                size_t al = 0;
+                for (int i = 0; i <= n; i++) {
+                    char *p; size_t pl;
+                    CHECK((i < n ? lmc_detok_push(d, ids[i], &p, &pl) : lmc_detok_flush(d, &p, &pl)) == LMC_OK);
+                    if (!tok_utf8_valid(p, pl)) bad++;
+                    if (al + pl < sizeof acc) { memcpy(acc + al, p, pl); al += pl; }
+                    free(p);
+                }
+                if (al != fl || memcmp(acc, full, fl) != 0) { if (bad++ < 3) { fprintf(stderr, "  s=%d skip=%d ids:", s, skip); for (int i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]); fprintf(stderr, "\n   full=[%.*s] stream=[%.*s]\n", (int)fl, full, (int)al, acc); } }
+                lmc_detok_free(d);
+                free(full);
+            }
+        }
+        lmc_tokenizer_free(t);
+    }
+    free(bl);
+    CHECK_MSG(bad == 0, "%d streamed decodes differ from the full decode", bad);
 }
 
 /* ---------------- Unigram with Metaspace ---------------- */
@@ -911,6 +953,7 @@ int main(int argc, char **argv) {
     RUN(test_bytelevel_bpe);
     RUN(test_sentencepiece_bpe);
     RUN(test_detok_split_utf8);
+    RUN(test_detok_random);
     RUN(test_unigram);
     RUN(test_wordlevel);
     RUN(test_split_behaviors);
