@@ -1,7 +1,7 @@
 /* tok_normalize.c — the `normalizer` section of tokenizer.json.
  *
  * NFC/NFD/NFKC/NFKD (utf8proc), Lowercase, Prepend, Replace, Strip,
- * StripAccents, BertNormalizer and Sequence. A normalizer maps one valid
+ * StripAccents, BertNormalizer, ByteLevel and Sequence. A normalizer maps one valid
  * UTF-8 string to another; alignment offsets are not tracked (lmc needs ids,
  * not offsets). The parsed tree is owned by the tokenizer and read-only.
  */
@@ -13,7 +13,7 @@
 #include <utf8proc.h>
 
 typedef enum { N_NFC, N_NFD, N_NFKC, N_NFKD, N_LOWER, N_PREPEND, N_REPLACE, N_STRIP, N_STRIP_ACCENTS,
-               N_BERT, N_SEQ } nkind;
+               N_BERT, N_BYTELEVEL, N_SEQ } nkind;
 
 struct tok_normalizer {
     nkind kind;
@@ -48,6 +48,7 @@ lmc_status tok_normalizer_parse(const cJSON *j, tok_normalizer **out) {
     else if (!strcmp(type, "NFKD")) n->kind = N_NFKD;
     else if (!strcmp(type, "Lowercase")) n->kind = N_LOWER;
     else if (!strcmp(type, "StripAccents")) n->kind = N_STRIP_ACCENTS;
+    else if (!strcmp(type, "ByteLevel")) { n->kind = N_BYTELEVEL; tok_bytelevel_init(); }
     else if (!strcmp(type, "Prepend")) {
         n->kind = N_PREPEND;
         const char *p = tok_json_str(j, "prepend");
@@ -244,6 +245,12 @@ static lmc_status apply_one(const tok_normalizer *n, const char *s, size_t len, 
     }
     case N_STRIP_ACCENTS: return strip_marks(s, len, out);
     case N_BERT: return bert(n, s, len, out);
+    case N_BYTELEVEL:
+        for (size_t i = 0; i < len; i++) {
+            unsigned char b = (unsigned char)s[i];
+            LMC_TRY(tok_buf_put(out, tok_bytelevel_utf8[b], tok_bytelevel_len[b]));
+        }
+        return LMC_OK;
     case N_SEQ: {
         tok_buf a = {0};
         lmc_status st = tok_buf_put(out, s, len);

@@ -201,7 +201,8 @@ void lmc_tokenizer_free(lmc_tokenizer *tok) {
 static lmc_status add_token(lmc_tokenizer *tok, const cJSON *j, int32_t forced_id) {
     if (!cJSON_IsObject(j)) return lmc_fail(LMC_ERR_FORMAT, "added token: expected an object");
     const char *content = tok_json_str(j, "content");
-    if (!content || !*content) return lmc_fail(LMC_ERR_FORMAT, "added token: missing non-empty \"content\"");
+    if (!content) return lmc_fail(LMC_ERR_FORMAT, "added token: missing string \"content\"");
+    if (!*content) return LMC_OK;  /* HF ignores empty added tokens */
     size_t len = strlen(content);
     if (!tok_utf8_valid(content, len)) return lmc_fail(LMC_ERR_FORMAT, "added token: content is not UTF-8");
     int32_t id = forced_id;

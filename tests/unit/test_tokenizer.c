@@ -391,6 +391,7 @@ static void test_normalizers(void) {
     check_norm("{\"type\":\"Prepend\",\"prepend\":\"x\"}", "a", "9 1");
     check_norm("{\"type\":\"Prepend\",\"prepend\":\"x\"}", "", "");
     check_norm("null", "A", "10");
+    check_norm("{\"type\":\"ByteLevel\"}", "a a", "1 0 1");   /* ' ' becomes U+0120 (not in vocab) */
 }
 
 /* The chunked Unicode normalization (fast path for inert characters) equals utf8proc
