@@ -584,6 +584,31 @@ static void run_mcase(const struct mcase *c) {
     free(b.p);
 }
 
+/* Errors through the mmap path: a malformed file on disk, a directory, an empty file. */
+static void test_open_file_errors(void) {
+    bb b = {0};
+    m_overlap(&b);
+    char p[300];
+    path_in_tmp(p, sizeof p, "overlap.gguf");
+    FILE *f = fopen(p, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        fwrite(b.p, 1, b.n, f);
+        fclose(f);
+    }
+    free(b.p);
+    lmc_gguf *g = NULL;
+    CHECK(lmc_gguf_open(p, &g) == LMC_ERR_FORMAT);
+    CHECK(strstr(lmc_last_error(), "overlap") && strstr(lmc_last_error(), "overlap.gguf"));
+    CHECK(lmc_gguf_open(tmpdir, &g) == LMC_ERR_IO);
+    CHECK(strstr(lmc_last_error(), "not a regular file") != NULL);
+    path_in_tmp(p, sizeof p, "empty.gguf");
+    f = fopen(p, "wb");
+    if (f) fclose(f);
+    CHECK(lmc_gguf_open(p, &g) == LMC_ERR_FORMAT);
+    CHECK(strstr(lmc_last_error(), "not a GGUF file") != NULL);
+}
+
 /* The hand-made valid file opens, and every proper prefix of it is refused. */
 static void test_truncations(void) {
     bb b = {0};
@@ -1318,6 +1343,7 @@ int main(void) {
             test_passed_++;
         }
     }
+    RUN(test_open_file_errors);
     RUN(test_truncations);
     RUN(test_fuzz);
     RUN(test_arch_llama);
