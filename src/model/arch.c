@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/jsonfile.h"
+
 /* Per-layer tensor names. */
 static const lmc_names llama_names = {
     .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
@@ -46,6 +48,17 @@ static const lmc_names plain_mlp_names = { /* arcee: up → act → down */
     .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
     .up = "mlp.up_proj", .down = "mlp.down_proj",
 };
+static const lmc_names vaultgemma_names = { /* gemma2 layout without the post norms */
+    .attn_norm = "input_layernorm", .ffn_norm = "pre_feedforward_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
+static const lmc_names hunyuan_names = {
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.query_layernorm", .k_norm = "self_attn.key_layernorm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
 static const lmc_names phi3_names = {
     .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
     .qkv = "self_attn.qkv_proj", .o = "self_attn.o_proj",
@@ -68,15 +81,16 @@ static const lmc_arch rows[] = {
      .names = &llama_names, .notes = "llama block with per-head q/k RMSNorm before rope"},
     {.model_type = "smollm3", .window = LMC_WINDOW_QWEN2, .nope_interval = 4, .prefix = "model.", .names = &llama_names,
      .notes = "llama block with NoPE layers (no_rope_layers)"},
-    {.model_type = "gemma", .norm = LMC_NORM_RMS_PLUS_ONE, .embed_scale_sqrt = 1, .prefix = "model.",
+    {.model_type = "gemma", .norm = LMC_NORM_RMS_PLUS_ONE, .embed_scale_sqrt = 1, .act_default = "gelu_pytorch_tanh",
+     .prefix = "model.",
      .names = &llama_names, .notes = "RMSNorm (1+w), embeddings × sqrt(hidden), GeGLU"},
     {.model_type = "gemma2", .norm = LMC_NORM_RMS_PLUS_ONE, .block = LMC_BLOCK_SANDWICH,
-     .window = LMC_WINDOW_LAYER_TYPES, .sliding_pattern = 2, .embed_scale_sqrt = 1, .prefix = "model.",
-     .names = &sandwich_names,
+     .window = LMC_WINDOW_LAYER_TYPES, .sliding_pattern = 2, .embed_scale_sqrt = 1, .act_key = "hidden_activation",
+     .act_default = "gelu_pytorch_tanh", .prefix = "model.", .names = &sandwich_names,
      .notes = "sandwich norms, attention and final logit softcaps, query_pre_attn_scalar, alternating sliding windows"},
     {.model_type = "gemma3_text", .norm = LMC_NORM_RMS_PLUS_ONE, .block = LMC_BLOCK_SANDWICH,
      .qk_norm = LMC_QK_NORM_HEAD, .window = LMC_WINDOW_LAYER_TYPES, .sliding_pattern = 6, .embed_scale_sqrt = 1,
-     .prefix = "model.", .names = &sandwich_names,
+     .act_key = "hidden_activation", .act_default = "gelu_pytorch_tanh", .prefix = "model.", .names = &sandwich_names,
      .notes = "gemma2 block with per-head q/k norms, 5:1 sliding/full layers, local and global rope"},
     {.model_type = "olmo2", .block = LMC_BLOCK_POST, .qk_norm = LMC_QK_NORM_FULL, .prefix = "model.",
      .names = &post_names, .notes = "norms after each sublayer, q/k RMSNorm over all heads"},
@@ -87,7 +101,7 @@ static const lmc_arch rows[] = {
     {.model_type = "phi3", .mlp = LMC_MLP_GATED_FUSED, .prefix = "model.", .names = &phi3_names,
      .notes = "fused qkv and gate_up weights (bound as row views), longrope, partial rotary"},
     {.model_type = "starcoder2", .norm = LMC_NORM_LAYER, .mlp = LMC_MLP_PLAIN, .bias = LMC_BIAS_USE_BIAS,
-     .prefix = "model.", .names = &starcoder2_names,
+     .use_bias_default = 1, .prefix = "model.", .names = &starcoder2_names,
      .notes = "LayerNorm with bias, plain gelu MLP, biases everywhere (use_bias)"},
     {.model_type = "cohere", .norm = LMC_NORM_LAYER, .block = LMC_BLOCK_PARALLEL, .qk_norm = LMC_QK_NORM_PER_HEAD_LN,
      .qk_norm_optional = 1, .rope_interleaved = 1, .prefix = "model.", .names = &cohere_names,
@@ -109,6 +123,10 @@ static const lmc_arch rows[] = {
     {.model_type = "cohere2", .norm = LMC_NORM_LAYER, .block = LMC_BLOCK_PARALLEL, .window = LMC_WINDOW_LAYER_TYPES,
      .sliding_pattern = 4, .nope_full_layers = 1, .rope_interleaved = 1, .prefix = "model.", .names = &cohere_names,
      .notes = "cohere block with 3:1 sliding/full layers, rope only on sliding layers"},
+    {.model_type = "hunyuan_v1_dense", .qk_norm = LMC_QK_NORM_HEAD, .qk_norm_after_rope = 1, .prefix = "model.",
+     .names = &hunyuan_names, .notes = "llama block with per-head q/k RMSNorm applied after rope"},
+    {.model_type = "ernie4_5", .bias = LMC_BIAS_USE_BIAS, .rope_interleaved = 1, .prefix = "model.",
+     .names = &llama_names, .notes = "llama block with interleaved rope, biases on every linear iff use_bias"},
 };
 
 static const struct { const char *from, *to; } aliases[] = {
@@ -226,7 +244,18 @@ static lmc_status check_knobs(const lmc_config *cfg, const lmc_arch *a) {
     return LMC_OK;
 }
 
-lmc_status lmc_profile_resolve(const lmc_config *cfg, lmc_profile *out) {
+/* The activation as the arch names it: its config key, else its default. */
+static void resolve_act(lmc_config *cfg, const lmc_arch *a) {
+    char name[sizeof cfg->hidden_act];
+    const char *key_val = NULL;
+    if (a->act_key) lmc_json_get_string(cfg->text, a->act_key, &key_val);
+    if (a->act_key) snprintf(name, sizeof name, "%s", key_val ? key_val : a->act_default ? a->act_default : "silu");
+    else if (cfg->hidden_act_given) snprintf(name, sizeof name, "%s", cfg->hidden_act);
+    else snprintf(name, sizeof name, "%s", a->act_default ? a->act_default : "silu");
+    memcpy(cfg->hidden_act, name, sizeof name);
+}
+
+lmc_status lmc_profile_resolve(lmc_config *cfg, lmc_profile *out) {
     memset(out, 0, sizeof *out);
     const char *alias_from = NULL;
     const lmc_arch *a = lmc_arch_find(cfg->model_type, &alias_from);
@@ -238,6 +267,7 @@ lmc_status lmc_profile_resolve(const lmc_config *cfg, lmc_profile *out) {
                         "model_type \"%s\" is not supported (nearest: %s). Supported: %s",
                         cfg->model_type, lmc_arch_nearest(cfg->model_type), list);
     }
+    resolve_act(cfg, a);
     LMC_TRY(check_knobs(cfg, a));
     out->tier = LMC_TIER_GENERIC;
     out->arch = a;

@@ -75,6 +75,10 @@ typedef struct lmc_arch {
     int qk_norm_optional;   /* qk norm only when config use_qk_norm (cohere) */
     int nope_interval;      /* without no_rope_layers: every nope_interval-th layer has no rope (smollm3) */
     int nope_full_layers;   /* with a sliding window configured, full-attention layers apply no rope (cohere2, exaone4) */
+    int qk_norm_after_rope; /* q/k norms apply after rope (hunyuan_v1_dense) */
+    int use_bias_default;   /* LMC_BIAS_USE_BIAS without use_bias in the config (starcoder2 1, ernie4_5 0) */
+    const char *act_key;    /* config key naming the activation (NULL: "hidden_act") */
+    const char *act_default;/* when the config does not name one (NULL: "silu") */
     const char *prefix;     /* decoder prefix ("model."); a multimodal wrapper's text stack may differ */
     const lmc_names *names; /* per-layer tensor names */
     const char *notes;      /* one line for docs/MODELS.md */
@@ -107,8 +111,9 @@ const char *lmc_tier_name(lmc_tier t);
 
 /* Resolve the profile from the config: targeted > generic > refuse (with the
  * supported list and the nearest match in the message). Also checks the
- * config's knobs are ones the row's forward implements; nothing downgrades. */
-lmc_status lmc_profile_resolve(const lmc_config *cfg, lmc_profile *out);
+ * config's knobs are ones the row's forward implements; nothing downgrades.
+ * Fills the arch-dependent config fields (the activation name). */
+lmc_status lmc_profile_resolve(lmc_config *cfg, lmc_profile *out);
 
 /* Activation named by config hidden_act. */
 lmc_status lmc_act_from_name(const char *name, lmc_act *out);

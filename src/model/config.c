@@ -353,9 +353,12 @@ lmc_status lmc_config_from_json(cJSON *raw, const cJSON *gen, lmc_config *cfg) {
     if (lmc_config_bool(cfg, "mlp_bias", &b) > 0) cfg->mlp_bias = b;
     cfg->attention_out_bias = -1;
     if (lmc_config_bool(cfg, "attention_out_bias", &b) > 0) cfg->attention_out_bias = b;
+    /* hidden_act; the descriptor may name another key (gemma2: hidden_activation), see lmc_profile_resolve */
     copy_str(cfg->hidden_act, sizeof cfg->hidden_act, "silu");
-    if (lmc_json_get_string(cfg->text, "hidden_act", &s) > 0 || lmc_json_get_string(cfg->text, "hidden_activation", &s) > 0)
+    if (lmc_json_get_string(cfg->text, "hidden_act", &s) > 0) {
         copy_str(cfg->hidden_act, sizeof cfg->hidden_act, s);
+        cfg->hidden_act_given = 1;
+    }
     int64_t v;
     int r = lmc_config_int(cfg, "sliding_window", &v);
     if (r < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: sliding_window must be an integer or null");

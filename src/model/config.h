@@ -64,7 +64,8 @@ typedef struct lmc_config {
     int attention_bias;         /* q/k/v (and o, per arch) carry biases */
     int mlp_bias;
     int attention_out_bias;     /* o_proj bias when given separately (seed_oss); -1 when absent */
-    char hidden_act[32];
+    char hidden_act[32];        /* config hidden_act, else "silu"; lmc_profile_resolve applies the arch's key and default */
+    int hidden_act_given;       /* hidden_act present in config.json */
     int sliding_window;         /* 0: none */
     int has_layer_types;        /* layer_types given: layer_sliding is authoritative */
     unsigned char layer_sliding[LMC_MAX_LAYERS]; /* 1: sliding_attention layer */

@@ -138,7 +138,8 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     linear(be, &q, &L->wq, &L->bq, in);
     linear(be, &k, &L->wk, &L->bk, in);
     linear(be, &v, &L->wv, &L->bv, in);
-    qk_norm(m, L, &q, &k, n);
+    const int norm_after = m->profile.arch->qk_norm_after_rope;
+    if (!norm_after) qk_norm(m, L, &q, &k, n);
     if (L->rope >= 0) {
         const lmc_rope_table *rt = &m->rope[L->rope];
         lmc_rope_op rope = {.n_rot = rt->n_rot, .interleaved = m->profile.arch->rope_interleaved,
@@ -148,6 +149,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
         be->i->rope(be, &qh, &pos, &rope);
         be->i->rope(be, &kh, &pos, &rope);
     }
+    if (norm_after) qk_norm(m, L, &q, &k, n);
     be->i->kv_store(be, kc, &k, &pos, &seq);
     be->i->kv_store(be, vc, &v, &pos, &seq);
     lmc_attn_op ao = {.n_head = c->n_heads, .n_kv_head = c->n_kv_heads, .head_dim = c->head_dim,

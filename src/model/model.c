@@ -148,7 +148,7 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
     lmc_layer *L = &m->layers[il];
     const int64_t D = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     const int64_t q_dim = (int64_t)c->n_heads * hd, kv_dim = (int64_t)c->n_kv_heads * hd;
-    int use_bias = c->use_bias < 0 ? 1 : c->use_bias;
+    int use_bias = c->use_bias < 0 ? ar->use_bias_default : c->use_bias;
     int qkv_bias = 0, o_bias = 0, mlp_bias = 0;
     switch (ar->bias) {
     case LMC_BIAS_FROM_CONFIG:
