@@ -1,12 +1,19 @@
 /* bench_dense.c — CPU prefill/decode speed of the dense forward, next to the
  * machine's measured memory bandwidth and the decode roofline it implies.
  *
- *   build/bench/bench_dense [--model DIR] [--prompt N] [--gen N] [--threads 1,2]
+ *   build/bench/bench_dense [--model DIR | --shape qwen05|llama1b] [--prompt N] [--gen N]
+ *                           [--threads 1,2] [--types bf16,q8_0,q4_0,mlx4]
  *
- * Without --model it writes (once, into /tmp/lmc-bench-qwen05) a random-weight
+ * Without --model it writes (once, into /tmp/lmc-bench-<shape>) a random-weight
  * bf16 checkpoint of Qwen2.5-0.5B's shape (hidden 896, 24 layers, 14/2 heads,
- * intermediate 4864, vocab 151936, tied). Prints a markdown table; peak RSS is
- * reported per thread count from a child process so runs do not mix.
+ * intermediate 4864, vocab 151936, tied) or Llama-3.2-1B's (hidden 2048, 16
+ * layers, 32/8 heads, intermediate 8192, vocab 128256, tied). Each --types entry
+ * other than the checkpoint's own converts every matrix (and the tied
+ * embedding) in memory after loading: q8_0 / q4_0 with lmc_quantize_row, mlx4 as
+ * mlx's 4-bit affine with group 64 and bf16 scales. Prints a markdown table;
+ * each (type, threads) runs in a child process so runs and peak RSS do not mix.
+ * Bytes/token = all matrix bytes read once per decoded token (the tied
+ * embedding counted once, as the head); roofline = bandwidth / bytes per token.
  * A benchmark, not a test: results go to docs/BENCHMARKS.md by hand.
  */
 #include <math.h>
@@ -19,26 +26,40 @@
 #include <unistd.h>
 
 #include "../tests/unit/tiny_model.h"
+#include "core/quant.h"
 #include "core/threadpool.h"
 #include "gen/context.h"
 #include "gen/generate.h"
 
-typedef struct bw_arg { const double *buf; size_t n; double sum[64]; } bw_arg;
+typedef struct bw_arg { const float *buf; size_t n; double sum[64]; } bw_arg;
+typedef float v16f __attribute__((vector_size(64)));
 
+/* Sum the thread's share with 64-byte vector loads into 8 independent accumulators
+ * (load-bound, not add-latency-bound, so the figure is the memory's, not the core's). */
 static void bw_read(void *p, int ith, int nth) {
     bw_arg *a = p;
     long b, e;
-    lmc_split((long)a->n, ith, nth, &b, &e);
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (long i = b; i + 4 <= e; i += 4) { s0 += a->buf[i]; s1 += a->buf[i + 1]; s2 += a->buf[i + 2]; s3 += a->buf[i + 3]; }
-    a->sum[ith] = s0 + s1 + s2 + s3;
+    lmc_split((long)(a->n / 128), ith, nth, &b, &e);
+    v16f s[8] = {{0}};
+    for (long i = b; i < e; i++) {
+        const float *q = a->buf + (size_t)i * 128;
+        for (int k = 0; k < 8; k++) {
+            v16f v;
+            memcpy(&v, q + 16 * k, sizeof v);
+            s[k] += v;
+        }
+    }
+    for (int k = 1; k < 8; k++) s[0] += s[k];
+    double t = 0;
+    for (int k = 0; k < 16; k++) t += s[0][k];
+    a->sum[ith] = t;
 }
 
 /* Read bandwidth in GB/s over a 1 GiB buffer, best of 5. */
 static double measure_bandwidth(int n_threads) {
-    size_t n = (1u << 30) / sizeof(double);
-    double *buf = malloc(n * sizeof *buf);
-    for (size_t i = 0; i < n; i++) buf[i] = (double)(i & 7);
+    size_t n = (1u << 30) / sizeof(float);
+    float *buf = aligned_alloc(64, n * sizeof *buf);
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
     lmc_pool *pool;
     lmc_pool_init(&pool, n_threads);
     bw_arg a = {buf, n, {0}};
@@ -54,12 +75,70 @@ static double measure_bandwidth(int n_threads) {
     return best;
 }
 
-static int run_one(const char *dir, int n_threads, int n_prompt, int n_gen, double bw) {
+/* Convert weight t (bf16/f16/f32, [in, out]) to type `to` in fresh memory; returns the
+ * bytes it had before and adds the new bytes (with MLX scales/biases) to *new_bytes.
+ * The buffers live until the process exits (each run is a child). */
+static size_t convert_weight(lmc_tensor *t, lmc_dtype to, size_t *new_bytes) {
+    const int64_t in = t->ne[0], out = t->ne[1];
+    size_t old = lmc_tensor_nbytes(t);
+    lmc_tensor q = lmc_tensor_make(to, in, out, 1, 1);
+    q.data = aligned_alloc(64, (lmc_tensor_nbytes(&q) + 63) / 64 * 64);
+    lmc_quant_mlx *aux = NULL;
+    if (lmc_dtype_is_mlx(to)) {
+        aux = calloc(1, sizeof *aux);
+        aux->group_size = 64;
+        aux->scales = lmc_tensor_make(LMC_DTYPE_BF16, in / 64, out, 1, 1);
+        aux->biases = aux->scales;
+        aux->scales.data = malloc(lmc_tensor_nbytes(&aux->scales));
+        aux->biases.data = malloc(lmc_tensor_nbytes(&aux->biases));
+        q.aux = aux;
+        *new_bytes += 2 * lmc_tensor_nbytes(&aux->scales);
+    }
+    float *row = malloc((size_t)in * sizeof *row);
+    for (int64_t o = 0; o < out; o++) {
+        lmc_tensor_row_to_f32(t, o, row);
+        lmc_mlx_row r = aux ? lmc_quant_mlx_row(aux, o) : (lmc_mlx_row){0};
+        if (lmc_quantize_row(to, row, (char *)q.data + (size_t)o * q.nb[1], aux ? &r : NULL, in) < 0) {
+            fprintf(stderr, "bench: %s\n", lmc_last_error());
+            exit(1);
+        }
+    }
+    free(row);
+    *new_bytes += lmc_tensor_nbytes(&q);
+    *t = q;
+    return old;
+}
+
+/* Convert every matrix of the model (and the tied embedding) to `to`; returns the
+ * model's bytes per decoded token afterwards. */
+static double convert_model(lmc_model *m, lmc_dtype to) {
+    size_t old = 0, add = 0;
+    const int tied = m->lm_head.data == m->tok_embd.data;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        lmc_layer *L = &m->layers[l];
+        lmc_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            if (mats[i]->data) old += convert_weight(mats[i], to, &add);
+    }
+    old += convert_weight(&m->lm_head, to, &add);
+    if (tied) m->tok_embd = m->lm_head;
+    return (double)(m->weight_bytes - old + add);
+}
+
+static int run_one(const char *dir, const char *type, int n_threads, int n_prompt, int n_gen, double bw) {
     lmc_backend *be;
     lmc_model *m;
     if (lmc_backend_cpu_init(&be, n_threads, 0) < 0 || lmc_model_load(dir, be, &m) < 0) {
         fprintf(stderr, "bench: %s\n", lmc_last_error());
         return 1;
+    }
+    double bytes_tok = (double)m->weight_bytes; /* every weight read once per decoded token (tied head read once) */
+    if (strcmp(type, "bf16") != 0) {
+        lmc_dtype to = !strcmp(type, "q8_0") ? LMC_DTYPE_Q8_0 : !strcmp(type, "q4_0") ? LMC_DTYPE_Q4_0
+                     : !strcmp(type, "q4_k") ? LMC_DTYPE_Q4_K : !strcmp(type, "q6_k") ? LMC_DTYPE_Q6_K
+                     : !strcmp(type, "mlx4") ? LMC_DTYPE_MLX4 : !strcmp(type, "mlx8") ? LMC_DTYPE_MLX8 : LMC_DTYPE_END;
+        if (to == LMC_DTYPE_END) { fprintf(stderr, "bench: unknown type %s\n", type); return 1; }
+        bytes_tok = convert_model(m, to);
     }
     lmc_context_params cp = lmc_context_default_params();
     cp.n_ctx = n_prompt + n_gen;
@@ -76,13 +155,13 @@ static int run_one(const char *dir, int n_threads, int n_prompt, int n_gen, doub
     if (lmc_generate(ctx, prompt, n_prompt, &gp, NULL, NULL, &st) < 0) { fprintf(stderr, "bench: %s\n", lmc_last_error()); return 1; }
     double pp = st.n_prompt / st.t_prompt_s, tg = (st.n_generated - 1) / st.t_gen_s;
     size_t kv = lmc_kv_bytes(m, cp.n_ctx, 1, cp.n_batch);
-    double bytes_tok = (double)m->weight_bytes; /* every weight read once per decoded token (tied head read once) */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss = ru.ru_maxrss / 1024.0;
-    printf("| %d | %d | %.1f | %d | %.2f | %.2f | %.0f%% | %.0f | %.0f (%.2fx) |\n", n_threads, n_prompt, pp, n_gen,
-           tg, bw / (bytes_tok / 1e9), 100.0 * tg / (bw / (bytes_tok / 1e9)), rss,
-           (m->weight_bytes + kv) / 1048576.0, rss / ((m->weight_bytes + kv) / 1048576.0));
+    double roof = bw / (bytes_tok / 1e9);
+    printf("| %s | %d | %d | %.1f | %d | %.2f | %.0f | %.2f | %.0f%% | %.0f | %.0f (%.2fx) |\n", type, n_threads,
+           n_prompt, pp, n_gen, tg, bytes_tok / 1048576.0, roof, 100.0 * tg / roof, rss,
+           (bytes_tok + kv) / 1048576.0, rss / ((bytes_tok + kv) / 1048576.0));
     fflush(stdout);
     free(prompt);
     lmc_context_free(ctx);
@@ -92,42 +171,58 @@ static int run_one(const char *dir, int n_threads, int n_prompt, int n_gen, doub
 }
 
 int main(int argc, char **argv) {
-    const char *dir = NULL;
+    const char *dir = NULL, *shape = "qwen05";
     int n_prompt = 128, n_gen = 32;
     int threads[8] = {1, 2}, n_thr = 2;
+    const char *types[8] = {"bf16", "q8_0", "q4_0", "mlx4"};
+    int n_types = 4;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape = argv[++i];
         else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) n_prompt = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             n_thr = 0;
             for (char *t = strtok(argv[++i], ","); t && n_thr < 8; t = strtok(NULL, ",")) threads[n_thr++] = atoi(t);
-        } else { fprintf(stderr, "usage: bench_dense [--model DIR] [--prompt N] [--gen N] [--threads 1,2]\n"); return 2; }
+        } else if (!strcmp(argv[i], "--types") && i + 1 < argc) {
+            n_types = 0;
+            for (char *t = strtok(argv[++i], ","); t && n_types < 8; t = strtok(NULL, ",")) types[n_types++] = t;
+        } else {
+            fprintf(stderr, "usage: bench_dense [--model DIR | --shape qwen05|llama1b] [--prompt N] [--gen N] "
+                            "[--threads 1,2] [--types bf16,q8_0,q4_0,mlx4,q4_k,q6_k,mlx8]\n");
+            return 2;
+        }
     }
     if (!dir) {
-        dir = "/tmp/lmc-bench-qwen05";
+        static char path[256];
+        snprintf(path, sizeof path, "/tmp/lmc-bench-%s", shape);
+        dir = path;
         struct stat sb;
-        char cfg[256];
+        char cfg[300];
         snprintf(cfg, sizeof cfg, "%s/model.safetensors", dir);
         if (stat(cfg, &sb) != 0) {
+            tiny_opts o;
+            if (!strcmp(shape, "qwen05")) o = (tiny_opts){"qwen2", 151936, 896, 24, 14, 2, 64, 4864, 1, 0, 1, NULL, NULL, 7, 32768, 0};
+            else if (!strcmp(shape, "llama1b")) o = (tiny_opts){"llama", 128256, 2048, 16, 32, 8, 64, 8192, 1, 0, 1, NULL, NULL, 7, 32768, 0};
+            else { fprintf(stderr, "bench: unknown shape %s (qwen05, llama1b)\n", shape); return 2; }
             mkdir(dir, 0755);
-            tiny_opts o = {"qwen2", 151936, 896, 24, 14, 2, 64, 4864, 1, 0, 1, NULL, NULL, 7, 32768, 0};
-            fprintf(stderr, "bench: writing a random bf16 Qwen2.5-0.5B-shaped checkpoint to %s\n", dir);
+            fprintf(stderr, "bench: writing a random bf16 %s-shaped checkpoint to %s\n", shape, dir);
             if (tiny_model_write(dir, &o) != 0) { fprintf(stderr, "bench: cannot write %s\n", dir); return 1; }
         }
     }
     double bw1 = measure_bandwidth(1), bw2 = measure_bandwidth(2);
     printf("model: %s\n", dir);
     printf("memory read bandwidth: %.1f GB/s (1 thread), %.1f GB/s (2 threads)\n\n", bw1, bw2);
-    printf("| threads | prompt tok | prefill tok/s | gen tok | decode tok/s | roofline tok/s | of roofline | peak RSS MiB | weights+KV MiB (RSS ratio) |\n");
-    printf("|---|---|---|---|---|---|---|---|---|\n");
+    printf("| type | threads | prompt tok | prefill tok/s | gen tok | decode tok/s | MiB/token | roofline tok/s | of roofline | peak RSS MiB | weights+KV MiB (RSS ratio) |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
-    for (int i = 0; i < n_thr; i++) {
-        pid_t pid = fork();
-        if (pid == 0) _exit(run_one(dir, threads[i], n_prompt, n_gen, threads[i] > 1 ? bw2 : bw1));
-        int status;
-        waitpid(pid, &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
-    }
+    for (int k = 0; k < n_types; k++)
+        for (int i = 0; i < n_thr; i++) {
+            pid_t pid = fork();
+            if (pid == 0) _exit(run_one(dir, types[k], threads[i], n_prompt, n_gen, threads[i] > 1 ? bw2 : bw1));
+            int status;
+            waitpid(pid, &status, 0);
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+        }
     return 0;
 }

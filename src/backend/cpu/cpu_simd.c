@@ -12,6 +12,9 @@
  *   MLX4, MLX8  f32 activations: Σ x(s·q + b) = s·Σ x·q + b·Σ x with the group
  *         sums Σ x prepared once; MLX4 uses the de-interleaved layout (low
  *         nibble = even element).
+ *   Q4_K, Q6_K  f32 activations, codes widened to f32 per sub-block and scaled
+ *         by the sub-block scale; the min / the -32 offset go through prepared
+ *         sums of x per sub-block (32 / 16 elements).
  * Other types (and builds without AVX-512 VNNI) use cpu_matmul.c's generic path.
  */
 #include "cpu_kernels.h"
@@ -34,13 +37,22 @@ static act_kind kind_of(const lmc_tensor *w) {
     case LMC_DTYPE_F16: return ACT_F32;
     case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: return ACT_Q8;
     case LMC_DTYPE_MLX4: return ACT_F32_PERM;
-    case LMC_DTYPE_MLX8: return ACT_F32;
+    case LMC_DTYPE_MLX8: case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q6_K: return ACT_F32;
     default: return ACT_NONE;
     }
 }
 
+/* Elements per prepared partial sum of x (0: none): the MLX group, a Q4_K sub-block (32), a Q6_K one (16). */
+static int64_t sum_span(const lmc_tensor *w) {
+    if (lmc_dtype_is_mlx(w->type)) return ((const lmc_quant_mlx *)w->aux)->group_size;
+    if (w->type == LMC_DTYPE_Q4_K) return 32;
+    if (w->type == LMC_DTYPE_Q6_K) return 16;
+    return 0;
+}
+
 static int64_t n_groups(const lmc_tensor *w) {
-    return lmc_dtype_is_mlx(w->type) ? w->ne[0] / ((const lmc_quant_mlx *)w->aux)->group_size : 0;
+    const int64_t span = sum_span(w);
+    return span ? w->ne[0] / span : 0;
 }
 
 /* f32 kinds: [in] activations then [n_groups] group sums, per token. Q8: xq[in] int8, xd[in/32], xs[in/32]. */
@@ -53,7 +65,7 @@ static size_t token_bytes(const lmc_tensor *w) {
 int lmc_cpu_simd_has(const lmc_tensor *w) {
 #ifdef LMC_HAVE_AVX512
     if (kind_of(w) == ACT_NONE) return 0;
-    if (w->ne[0] % 32) return 0;
+    if (w->ne[0] % lmc_dtype_block_elems(w->type) || w->ne[0] % 32) return 0;
     return 1;
 #else
     return 0;
@@ -182,6 +194,84 @@ static inline float sc_at(lmc_dtype t, const void *p, int64_t i) {
     return ((const float *)p)[i];
 }
 
+/* Q4_K: per 32-element sub-block (d·sc)·Σ x·q - (dmin·m)·Σ x; the low nibbles of 32 bytes are
+ * sub-block 2c, the high nibbles sub-block 2c+1, both in element order. */
+static inline void k4_sm(const uint8_t *s, int j, int *sc, int *mn) {
+    if (j < 4) { *sc = s[j] & 63; *mn = s[j + 4] & 63; }
+    else { *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4); *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4); }
+}
+
+static void rows4_q4k(const char *const r[4], const float *xp, int64_t in, float out[4]) {
+    const float *xsum = xp + in;
+    __m512 acc[4];
+    float msum[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi32(0x0F);
+    for (int64_t b = 0; b < in / 256; b++) {
+        const float *x = xp + 256 * b;
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *blk = (const uint8_t *)r[k] + 144 * (size_t)b;
+            const float d = f16_at(blk), dmin = f16_at(blk + 2);
+            const uint8_t *q = blk + 16;
+            for (int c = 0; c < 4; c++, q += 32) {
+                const __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)q));
+                const __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(q + 16)));
+                const float *xc = x + 64 * c;
+                __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v0, low4)), _mm512_loadu_ps(xc));
+                lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v1, low4)), _mm512_loadu_ps(xc + 16), lo);
+                __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v0, 4)), _mm512_loadu_ps(xc + 32));
+                hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v1, 4)), _mm512_loadu_ps(xc + 48), hi);
+                int sc0, m0, sc1, m1;
+                k4_sm(blk + 4, 2 * c, &sc0, &m0);
+                k4_sm(blk + 4, 2 * c + 1, &sc1, &m1);
+                acc[k] = _mm512_fmadd_ps(lo, _mm512_set1_ps(d * (float)sc0), acc[k]);
+                acc[k] = _mm512_fmadd_ps(hi, _mm512_set1_ps(d * (float)sc1), acc[k]);
+                msum[k] += dmin * (float)m0 * xsum[8 * b + 2 * c] + dmin * (float)m1 * xsum[8 * b + 2 * c + 1];
+            }
+        }
+    }
+    for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) - msum[k];
+}
+
+/* Q6_K: per 16-element sub-block (d·sc)·(Σ x·u - 32·Σ x) with u = the unsigned 6-bit code. */
+static void rows4_q6k(const char *const r[4], const float *xp, int64_t in, float out[4]) {
+    const float *xsum = xp + in;
+    __m512 acc[4];
+    float csum[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi32(0x0F), m2 = _mm512_set1_epi32(0x30);
+    for (int64_t b = 0; b < in / 256; b++) {
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *blk = (const uint8_t *)r[k] + 210 * (size_t)b;
+            const float d = f16_at(blk + 208);
+            const int8_t *sc = (const int8_t *)(blk + 192);
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+                const float *x = xp + 256 * b + 128 * h;
+                for (int l = 0; l < 32; l += 16) {
+                    const __m512i A = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(ql + l)));
+                    const __m512i B = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(ql + 32 + l)));
+                    const __m512i H = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(qh + l)));
+                    const __m512i u[4] = {
+                        _mm512_or_si512(_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_slli_epi32(H, 4), m2)),
+                        _mm512_or_si512(_mm512_and_si512(B, m4), _mm512_and_si512(_mm512_slli_epi32(H, 2), m2)),
+                        _mm512_or_si512(_mm512_srli_epi32(A, 4), _mm512_and_si512(H, m2)),
+                        _mm512_or_si512(_mm512_srli_epi32(B, 4), _mm512_and_si512(_mm512_srli_epi32(H, 2), m2)),
+                    };
+                    for (int j = 0; j < 4; j++) {
+                        const int is = 8 * h + l / 16 + 2 * j; /* sub-block of elements 128h + 32j + l.. */
+                        const float ds = d * (float)sc[is];
+                        const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(u[j]), _mm512_loadu_ps(x + 32 * j + l));
+                        acc[k] = _mm512_fmadd_ps(p, _mm512_set1_ps(ds), acc[k]);
+                        csum[k] += ds * xsum[16 * b + 8 * h + 2 * j + l / 16];
+                    }
+                }
+            }
+        }
+    }
+    for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) - 32.0f * csum[k];
+}
+
 /* MLX 4/8-bit: per group s·Σ x·q + b·Σ x. */
 static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *const r[4], const float *xp,
                       int64_t in, float out[4]) {
@@ -236,6 +326,8 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, s); break;
             case LMC_DTYPE_Q8_0: rows4_q8(0, r, xt, in, s); break;
             case LMC_DTYPE_Q4_0: rows4_q8(1, r, xt, in, s); break;
+            case LMC_DTYPE_Q4_K: rows4_q4k(r, (const float *)(const void *)xt, in, s); break;
+            case LMC_DTYPE_Q6_K: rows4_q6k(r, (const float *)(const void *)xt, in, s); break;
             case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8: {
                 /* the group side data of the repeated tail rows must exist: clamp like r[] */
                 const lmc_quant_mlx *q = w->aux;
