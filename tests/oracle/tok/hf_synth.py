@@ -39,6 +39,8 @@ TESTS = [
     "[CLS] hello [SEP]", "<s>hello</s>", "hello<mask>world", "hello <mask> world", "a<mask>b",
     "<s> a </s>", "hello world", "Hello World", "catcat cat cat's", "the cat sat", "<extra>x<extra>",
     "hi [NEW] there", "hi[NEW]there", "word_piece ##ab", "\u200bzero\u200dwidth", "a\u0000b",
+    "a\u0085b\u00a0c", "ｶﾞｷﾞ", "①②⑶", "ﾊﾟﾋﾟ", "e\u0301\u0323x", "\u1100\u1161\u11a8", "\ufb01x\u2163",
+    "a\tb\nc\rd", "x\u200cy", "\u3000\u3000z", "Ａ１！", "\U0001d400", "\u00bd\u00b2", "g\u0308\u0301",
 ]
 
 
