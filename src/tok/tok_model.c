@@ -32,7 +32,7 @@ lmc_status tok_ids_push(tok_ids *ids, int32_t id) {
 typedef struct { uint32_t hash, key_off, key_len, ids_off, n_ids; } cache_ent;
 struct tok_cache { cache_ent *ent; uint32_t cap, n; tok_buf keys; tok_ids ids; };
 #define CACHE_MAX_WORD 128
-#define CACHE_MAX_ENTRIES (1u << 18)
+#define CACHE_MAX_ENTRIES (1u << 16)
 
 tok_cache *tok_cache_new(void) { return calloc(1, sizeof(tok_cache)); }
 

@@ -698,6 +698,13 @@ lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size
     if (st >= 0 && !c->ids.v) st = tok_ids_push(&c->ids, 0), c->ids.n = 0;
     tok_ids res = c->ids;
     c->ids = (tok_ids){0};
+    /* do not keep the scratch of one huge input alive (the word cache stays) */
+    if (shared && (c->a.text.cap > (16u << 20) || c->b.text.cap > (16u << 20) || c->norm.cap > (16u << 20))) {
+        tok_pieces_free(&c->a);
+        tok_pieces_free(&c->b);
+        tok_buf_free(&c->norm);
+        tok_buf_free(&c->tmp);
+    }
     if (shared) pthread_mutex_unlock(&mt->lock);
     else ctx_release(&local);
     tok_buf_free(&clean);
