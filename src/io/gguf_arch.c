@@ -330,30 +330,82 @@ static lmc_status f32_tensor_array(const lmc_gguf_tensor *t, int64_t max, cJSON 
     return LMC_OK;
 }
 
-/* rope_freqs.weight as llama3 parameters: 1 if the table equals the llama3 formula with factor =
- * its last value, low/high freq factors 1/4 and an original context of 8192 (Llama 3.1 / 3.2). */
-static int llama3_match(const lmc_gguf_tensor *t, double base, int64_t dim, double *factor) {
-    if (t->type != LMC_GGML_F32 || t->n_dims > 1 || dim <= 0 || t->ne[0] != dim / 2 || t->ne[0] == 0) return 0;
-    const uint8_t *data = t->data; /* read with memcpy: general.alignment may be 1 */
-    float last;
-    memcpy(&last, data + 4 * (t->ne[0] - 1), 4);
-    double f = last, lff = 1.0, hff = 4.0, old = 8192.0;
-    if (!(f >= 1.0)) return 0;
-    for (int64_t i = 0; i < t->ne[0]; i++) {
-        double freq = 1.0 / pow(base, (double)(2 * i) / (double)dim);
-        double wavelen = 2.0 * M_PI / freq, want;
-        if (wavelen < old / hff) want = 1.0;
-        else if (wavelen > old / lff) want = f;
-        else {
-            double smooth = (old / wavelen - lff) / (hff - lff);
-            want = 1.0 / ((1.0 - smooth) / f + smooth);
-        }
-        float vi;
-        memcpy(&vi, data + 4 * i, 4);
-        if (!(fabs(vi - want) <= 1e-5 * fabs(want))) return 0;
+/* llama3 rope: the divisor of frequency i (wavelength w) is 1 when w < old/hff, `factor` when
+ * w > old/lff, and 1 / ((1 - s)/factor + s) with s = (old/w - lff)/(hff - lff) in between. */
+static double llama3_divisor(double w, double factor, double lff, double hff, double old) {
+    if (w < old / hff) return 1.0;
+    if (w > old / lff) return factor;
+    double s = (old / w - lff) / (hff - lff);
+    return 1.0 / ((1.0 - s) / factor + s);
+}
+
+typedef struct llama3_params { double factor, lff, hff; int64_t old; } llama3_params;
+
+/* Parameters of the llama3 rule that reproduce a rope_freqs.weight table (llama.cpp stores the
+ * divisors, not the parameters). The table only fixes the two thresholds T1 = old/hff, T2 = old/lff
+ * and the factor, so `old` is chosen as an integer near T2 and lff, hff follow. 1 if a fit
+ * reproduces every entry within 1e-5, else 0 (the caller then passes the table through). */
+static int llama3_fit(const lmc_gguf_tensor *t, double base, int64_t dim, llama3_params *p) {
+    int64_t n = dim / 2;
+    if (t->type != LMC_GGML_F32 || t->n_dims > 1 || dim <= 0 || t->ne[0] != n || n == 0 || n > 32768) return 0;
+    double *v = malloc((size_t)n * 2 * sizeof *v), *w = v ? v + n : NULL;
+    if (!v) return 0;
+    const uint8_t *data = t->data; /* memcpy: general.alignment may be 1 */
+    for (int64_t i = 0; i < n; i++) {
+        float f;
+        memcpy(&f, data + 4 * i, 4);
+        v[i] = f;
+        w[i] = 2.0 * M_PI * pow(base, (double)(2 * i) / (double)dim);
     }
-    *factor = f;
-    return 1;
+    double f = v[n - 1];
+    int ok = f > 1.0 && isfinite(f);
+    /* entries must run: ones, then blended values, then the factor */
+    int64_t first_mid = -1, last_mid = -1, last_one = -1, phase = 0;
+    for (int64_t i = 0; i < n && ok; i++) {
+        int one = fabs(v[i] - 1.0) <= 1e-6, top = fabs(v[i] - f) <= 1e-6 * f;
+        int ph = one ? 0 : top ? 2 : 1;
+        if (ph < phase || !(v[i] >= 1.0 - 1e-6 && v[i] <= f * (1 + 1e-6))) ok = 0;
+        phase = ph;
+        if (ph == 0) last_one = i;
+        if (ph == 1) { if (first_mid < 0) first_mid = i; last_mid = i; }
+    }
+    double t1 = 0, t2 = 0;
+    if (ok) {
+        double s_first = first_mid >= 0 ? (1.0 / v[first_mid] - 1.0 / f) / (1.0 - 1.0 / f) : 0;
+        if (first_mid >= 0 && last_mid > first_mid) {
+            double s_last = (1.0 / v[last_mid] - 1.0 / f) / (1.0 - 1.0 / f);
+            double a = (s_first - s_last) / (1.0 / w[first_mid] - 1.0 / w[last_mid]);
+            double b = a / w[first_mid] - s_first;
+            if (a > 0 && b > 0) { t2 = a / b; t1 = a / (b + 1.0); }
+            else ok = 0;
+        } else if (first_mid >= 0) { /* one blended entry: put T2 just above it, solve T1 */
+            double wm = w[first_mid], lower = first_mid > 0 ? w[first_mid - 1] : 0.0, upper = w[first_mid + 1];
+            t2 = 0.5 * (wm + upper);
+            for (int it = 0; it < 60; it++) {
+                t1 = s_first * wm * t2 / (t2 - wm + s_first * wm);
+                if (t1 > lower) break;
+                t2 = 0.5 * (wm + t2);
+            }
+        } else { /* no blended entry: both thresholds between the last 1 and the first factor */
+            double lower = last_one >= 0 ? w[last_one] : 0.0, upper = w[last_one + 1];
+            t1 = lower + (upper - lower) / 3.0;
+            t2 = lower + 2.0 * (upper - lower) / 3.0;
+        }
+    }
+    if (ok && t1 > 0 && t2 > t1) {
+        p->factor = f;
+        p->old = t2 >= 1.0 ? (int64_t)floor(t2 + 0.5) : 1;
+        p->lff = (double)p->old / t2;
+        p->hff = (double)p->old / t1;
+        for (int64_t i = 0; i < n && ok; i++) {
+            double want = llama3_divisor(w[i], p->factor, p->lff, p->hff, (double)p->old);
+            if (!(fabs(v[i] - want) <= 1e-5 * want)) ok = 0;
+        }
+    } else {
+        ok = 0;
+    }
+    free(v);
+    return ok;
 }
 
 static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, cJSON *o) {
@@ -538,15 +590,15 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
     }
     if (orig > 0 && a->fused) LMC_TRY(put_num(o, "original_max_position_embeddings", (double)orig));
     if (rf) {
-        double f;
-        if (llama3_match(rf, theta, rope_dim, &f)) {
+        llama3_params lp;
+        if (llama3_fit(rf, theta, rope_dim, &lp)) {
             if (rs) return lmc_fail(LMC_ERR_FORMAT, "GGUF model has both rope.scaling and rope_freqs.weight");
             if (!(rs = cJSON_AddObjectToObject(o, "rope_scaling"))) return lmc_fail(LMC_ERR_NOMEM, "out of memory");
             LMC_TRY(put_str(rs, "rope_type", "llama3"));
-            LMC_TRY(put_num(rs, "factor", f));
-            LMC_TRY(put_num(rs, "low_freq_factor", 1.0));
-            LMC_TRY(put_num(rs, "high_freq_factor", 4.0));
-            LMC_TRY(put_num(rs, "original_max_position_embeddings", 8192));
+            LMC_TRY(put_num(rs, "factor", lp.factor));
+            LMC_TRY(put_num(rs, "low_freq_factor", lp.lff));
+            LMC_TRY(put_num(rs, "high_freq_factor", lp.hff));
+            LMC_TRY(put_num(rs, "original_max_position_embeddings", (double)lp.old));
         } else {
             cJSON *ff_arr;
             LMC_TRY(f32_tensor_array(rf, rope_dim / 2, &ff_arr));

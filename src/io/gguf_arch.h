@@ -74,8 +74,12 @@ lmc_status lmc_gguf_arch_of(const lmc_gguf *g, const lmc_gguf_arch_info **out);
  * attention_bias / mlp_bias (llama), bos/eos/pad ids (eos: eos, eot and eom
  * ids, as a list when more than one), torch_dtype (from token_embd if it is a
  * float type), and an "lmc_gguf" object (architecture, qk_permuted,
- * norm_plus_one; rope_freq_factors when rope_freqs.weight is not a llama3
- * table with the usual parameters). Caller frees with cJSON_Delete.
+ * norm_plus_one; rope_freq_factors when rope_freqs.weight cannot be
+ * reproduced by llama3 rope parameters). llama.cpp stores llama3 rope as a
+ * table of per-frequency divisors (rope_freqs.weight); the table fixes only
+ * the factor and the two wavelength thresholds, so the parameters written are
+ * a fit (original_max_position_embeddings an integer near old/low_freq_factor)
+ * that reproduces every divisor within 1e-5. Caller frees with cJSON_Delete.
  * Errors: LMC_ERR_FORMAT naming the missing or malformed key,
  * LMC_ERR_UNSUPPORTED (architecture; per-layer head counts that differ). */
 lmc_status lmc_gguf_arch_config(const lmc_gguf *g, cJSON **out);

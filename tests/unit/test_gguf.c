@@ -1232,57 +1232,103 @@ static void test_arch_refusals(void) {
     }
 }
 
+/* Meta's llama3 scaling rule, per frequency: keep high frequencies, divide low ones by factor, blend between. */
+static double l3_divisor(double base, int dim, int i, double factor, double lff, double hff, double old) {
+    double inv = pow(base, -2.0 * i / dim), wl = 2 * M_PI / inv;
+    if (wl < old / hff) return 1.0;
+    if (wl > old / lff) return factor;
+    double s = (old / wl - lff) / (hff - lff);
+    return 1.0 / ((1.0 - s) / factor + s);
+}
+
+/* A llama file of head_dim `dim` with the given rope_freqs table; returns its config (NULL on failure). */
+static cJSON *llama_with_freqs(int dim, double base, const float *tab) {
+    lmc_gguf_writer *w;
+    char p[300];
+    path_in_tmp(p, sizeof p, "llama3.gguf");
+    if (lmc_gguf_writer_init(&w) < 0) return NULL;
+    lmc_gguf_writer_add_str(w, "general.architecture", "llama");
+    lmc_gguf_writer_add_u32(w, "llama.embedding_length", HID);
+    lmc_gguf_writer_add_u32(w, "llama.block_count", 1);
+    lmc_gguf_writer_add_u32(w, "llama.feed_forward_length", FF);
+    lmc_gguf_writer_add_u32(w, "llama.attention.head_count", NH);
+    lmc_gguf_writer_add_u32(w, "llama.attention.key_length", (uint32_t)dim);
+    lmc_gguf_writer_add_u32(w, "llama.attention.value_length", (uint32_t)dim);
+    lmc_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    lmc_gguf_writer_add_f32(w, "llama.rope.freq_base", (float)base);
+    add_t(w, "token_embd.weight", HID, VOCAB);
+    lmc_gguf_writer_add_tensor(w, "rope_freqs.weight", LMC_GGML_F32, 1, (const int64_t[]){dim / 2}, tab);
+    lmc_status st = lmc_gguf_writer_write(w, p);
+    lmc_gguf_writer_free(w);
+    lmc_gguf *g;
+    cJSON *c = NULL;
+    if (st < 0 || lmc_gguf_open(p, &g) < 0) return NULL;
+    st = lmc_gguf_arch_config(g, &c);
+    CHECK_MSG(st == LMC_OK, "%s", lmc_last_error());
+    lmc_gguf_close(g);
+    return c;
+}
+
+/* The emitted llama3 parameters reproduce the table. */
+static void check_l3_reproduces(const cJSON *rs, double base, int dim, const float *tab) {
+    CHECK_EQ_STR(str(rs, "rope_type"), "llama3");
+    double f = num(rs, "factor"), lff = num(rs, "low_freq_factor"), hff = num(rs, "high_freq_factor");
+    double old = num(rs, "original_max_position_embeddings");
+    CHECK(old == floor(old) && old >= 1); /* an integer, as HF's config wants */
+    for (int i = 0; i < dim / 2; i++) {
+        double d = l3_divisor(base, dim, i, f, lff, hff, old);
+        CHECK_MSG(fabs(d - tab[i]) <= 2e-5 * tab[i], "entry %d: %g vs %g", i, d, (double)tab[i]);
+    }
+}
+
 /* rope_freqs.weight: a llama3 table becomes rope_scaling llama3; any other table is passed through. */
 static void test_llama3_rope_freqs(void) {
-    const int dim = HID / NH; /* 16 → 8 factors */
-    const double base = 500000.0, factor = 8.0, lff = 1.0, hff = 4.0, old = 8192.0;
-    float tab[8], odd[8];
-    for (int i = 0; i < dim / 2; i++) {
-        /* written from Meta's llama3 scaling rule: keep high frequencies, divide low ones by factor, blend between */
-        double inv = pow(base, -2.0 * i / dim), wl = 2 * M_PI / inv;
-        double f = wl < old / hff ? 1.0 : wl > old / lff ? factor
-                 : 1.0 / ((1.0 - (old / wl - lff) / (hff - lff)) / factor + (old / wl - lff) / (hff - lff));
-        tab[i] = (float)f;
-        odd[i] = 1.0f + (float)i;
-    }
-    /* base 500000 with dim 16 puts entries in all three regions */
-    CHECK(tab[0] == 1.0f && tab[7] == 8.0f);
-    for (int variant = 0; variant < 2; variant++) {
-        lmc_gguf_writer *w;
-        char p[300];
-        path_in_tmp(p, sizeof p, "llama3.gguf");
-        CHECK(lmc_gguf_writer_init(&w) == LMC_OK);
-        lmc_gguf_writer_add_str(w, "general.architecture", "llama");
-        lmc_gguf_writer_add_u32(w, "llama.embedding_length", HID);
-        lmc_gguf_writer_add_u32(w, "llama.block_count", 1);
-        lmc_gguf_writer_add_u32(w, "llama.feed_forward_length", FF);
-        lmc_gguf_writer_add_u32(w, "llama.attention.head_count", NH);
-        lmc_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-        lmc_gguf_writer_add_f32(w, "llama.rope.freq_base", (float)base);
-        add_t(w, "token_embd.weight", HID, VOCAB);
-        lmc_gguf_writer_add_tensor(w, "rope_freqs.weight", LMC_GGML_F32, 1, (const int64_t[]){dim / 2}, variant ? odd : tab);
-        CHECK(lmc_gguf_writer_write(w, p) == LMC_OK);
-        lmc_gguf_writer_free(w);
-        lmc_gguf *g;
-        cJSON *c = NULL;
-        CHECK(lmc_gguf_open(p, &g) == LMC_OK);
-        if (!g) continue;
-        CHECK_MSG(lmc_gguf_arch_config(g, &c) == LMC_OK, "%s", lmc_last_error());
-        const cJSON *rs = cJSON_GetObjectItemCaseSensitive(c, "rope_scaling");
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(c, "lmc_gguf");
-        CHECK_EQ_INT(num(c, "num_key_value_heads"), NH); /* head_count_kv absent: MHA */
-        if (variant == 0) {
-            CHECK_EQ_STR(str(rs, "rope_type"), "llama3");
-            CHECK(num(rs, "factor") == 8.0 && num(rs, "low_freq_factor") == 1.0 && num(rs, "high_freq_factor") == 4.0);
+    static const struct { int dim; double base, factor, lff, hff, old; } cases[] = {
+        {128, 500000.0, 8.0, 1.0, 4.0, 8192.0},  /* Llama 3.1: many blended entries, parameters recovered */
+        {64, 500000.0, 32.0, 1.0, 4.0, 8192.0},  /* Llama 3.2 factor */
+        {16, 500000.0, 8.0, 1.0, 4.0, 8192.0},   /* one blended entry: a fit, not the same numbers */
+        {16, 10000.0, 4.0, 1.0, 4.0, 16.0},      /* the llama_rope_llama3 fixture: no entry of 1 */
+        {16, 10000.0, 2.0, 1.0, 4.0, 1000.0},    /* no blended entry */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float tab[64];
+        int dim = cases[c].dim;
+        for (int i = 0; i < dim / 2; i++)
+            tab[i] = (float)l3_divisor(cases[c].base, dim, i, cases[c].factor, cases[c].lff, cases[c].hff, cases[c].old);
+        cJSON *cfg = llama_with_freqs(dim, cases[c].base, tab);
+        CHECK(cfg != NULL);
+        if (!cfg) continue;
+        const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+        CHECK_MSG(rs != NULL, "case %zu: no rope_scaling", c);
+        if (rs) check_l3_reproduces(rs, cases[c].base, dim, tab);
+        CHECK(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "lmc_gguf"), "rope_freq_factors") == NULL);
+        if (c < 2 && rs) {
+            CHECK_NEAR(num(rs, "factor"), cases[c].factor, 1e-6);
+            CHECK_NEAR(num(rs, "low_freq_factor"), 1.0, 1e-4);
+            CHECK_NEAR(num(rs, "high_freq_factor"), 4.0, 1e-3);
             CHECK_EQ_INT(num(rs, "original_max_position_embeddings"), 8192);
-            CHECK(cJSON_GetObjectItemCaseSensitive(x, "rope_freq_factors") == NULL);
-        } else {
-            CHECK(rs == NULL);
-            const cJSON *ff = cJSON_GetObjectItemCaseSensitive(x, "rope_freq_factors");
-            CHECK(cJSON_GetArraySize(ff) == dim / 2 && cJSON_GetArrayItem(ff, 3)->valuedouble == 4.0);
         }
-        cJSON_Delete(c);
-        lmc_gguf_close(g);
+        CHECK_EQ_INT(num(cfg, "num_key_value_heads"), NH); /* head_count_kv absent: MHA */
+        /* lmc's own normalizer takes it as llama3 */
+        lmc_config lc;
+        if (lmc_config_from_json(cJSON_Duplicate(cfg, 1), NULL, &lc) == LMC_OK) {
+            CHECK_EQ_INT(lc.rope.type, LMC_ROPE_LLAMA3);
+            lmc_config_free(&lc);
+        } else {
+            CHECK_MSG(0, "lmc_config_from_json: %s", lmc_last_error());
+        }
+        cJSON_Delete(cfg);
+    }
+    /* not a llama3 table (decreasing): passed through as lmc_gguf.rope_freq_factors */
+    float odd[8];
+    for (int i = 0; i < 8; i++) odd[i] = 4.0f - 0.25f * (float)i;
+    cJSON *cfg = llama_with_freqs(16, 10000.0, odd);
+    CHECK(cfg != NULL);
+    if (cfg) {
+        CHECK(cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling") == NULL);
+        const cJSON *ff = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cfg, "lmc_gguf"), "rope_freq_factors");
+        CHECK(cJSON_GetArraySize(ff) == 8 && cJSON_GetArrayItem(ff, 2)->valuedouble == 3.5);
+        cJSON_Delete(cfg);
     }
 }
 
