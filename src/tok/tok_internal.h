@@ -123,6 +123,7 @@ typedef struct tok_model {
     char *strs;                /* arena of all vocab strings */
     tok_strmap vocab;
     int32_t unk_id;            /* -1 if none */
+    int unk_missing;           /* BPE: unk_token named but absent from the vocab (HF errors when needed) */
     /* BPE */
     tok_u64map merges;         /* (a<<32|b) -> (rank<<32|new_id) */
     char *cont_prefix, *eow_suffix;

@@ -379,7 +379,10 @@ lmc_status tok_model_parse_fast(const cJSON *j, const tok_spans *sp, tok_model *
         m->kind = !strcmp(type, "BPE") ? TOK_MODEL_BPE : !strcmp(type, "WordLevel") ? TOK_MODEL_WORDLEVEL : TOK_MODEL_WORDPIECE;
         if (sp && sp->vocab) LMC_TRY(parse_vocab_fast(m, sp->doc, sp->vocab, sp->vocab_end));
         else LMC_TRY(parse_vocab_obj(m, vocab));
-        if (unk) m->unk_id = tok_strmap_get(&m->vocab, unk, strlen(unk));
+        if (unk) {
+            m->unk_id = tok_strmap_get(&m->vocab, unk, strlen(unk));
+            m->unk_missing = m->unk_id < 0;
+        }
         if (m->kind == TOK_MODEL_BPE) {
             m->cont_prefix = dup_opt_str(j, "continuing_subword_prefix");
             m->eow_suffix = dup_opt_str(j, "end_of_word_suffix");
@@ -535,10 +538,14 @@ static lmc_status bpe_word(const tok_model *m, const char *w, size_t n, tok_ids 
                 int ok = 1;
                 for (size_t k = 0; k < cl; k++) if (m->byte_ids[(unsigned char)w[i + k]] < 0) ok = 0;
                 if (ok) {
-                    if (unk_id >= 0) { s[ns++] = (sym){unk_id, 0, 0, unk_len}; unk_id = -1; }
+                    /* as HF: a pending <unk> is NOT flushed before byte-fallback tokens */
                     for (size_t k = 0; k < cl; k++) s[ns++] = (sym){m->byte_ids[(unsigned char)w[i + k]], 0, 0, 1};
                     done = 1;
                 }
+            }
+            if (!done && m->unk_missing) {
+                if (s != sbuf) { free(s); free(h); }
+                return lmc_fail(LMC_ERR_FORMAT, "BPE: unk_token is not in the vocabulary");
             }
             if (!done && m->unk_id >= 0) {
                 if (unk_id >= 0 && m->fuse_unk) unk_len += (uint32_t)cl;
