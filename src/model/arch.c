@@ -59,6 +59,12 @@ static const lmc_names hunyuan_names = {
     .q_norm = "self_attn.query_layernorm", .k_norm = "self_attn.key_layernorm",
     .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
 };
+static const lmc_names nanochat_names = { /* parameter-free norms: names unused */
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .up = "mlp.fc1", .down = "mlp.fc2",
+};
 static const lmc_names phi3_names = {
     .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
     .qkv = "self_attn.qkv_proj", .o = "self_attn.o_proj",
@@ -130,6 +136,10 @@ static const lmc_arch rows[] = {
      .names = &hunyuan_names, .notes = "llama block with per-head q/k RMSNorm applied after rope"},
     {.model_type = "ernie4_5", .bias = LMC_BIAS_USE_BIAS, .rope_interleaved = 1, .prefix = "model.",
      .names = &llama_names, .notes = "llama block with interleaved rope, biases on every linear iff use_bias"},
+    {.model_type = "nanochat", .qk_norm = LMC_QK_NORM_HEAD, .qk_norm_after_rope = 1, .mlp = LMC_MLP_PLAIN,
+     .norm_no_weight = 1, .embed_norm = 1, .rope_negate = 1, .act_default = "relu2", .prefix = "model.",
+     .names = &nanochat_names,
+     .notes = "parameter-free RMSNorms (also on the embeddings), q/k norms after rope, relu² MLP, final softcap"},
 };
 
 static const struct { const char *from, *to; } aliases[] = {

@@ -77,6 +77,9 @@ typedef struct lmc_arch {
     int nope_full_layers;   /* with a sliding window configured, full-attention layers apply no rope (cohere2, exaone4) */
     int qk_norm_after_rope; /* q/k norms apply after rope (hunyuan_v1_dense) */
     int use_bias_default;   /* LMC_BIAS_USE_BIAS without use_bias in the config (starcoder2 1, ernie4_5 0) */
+    int norm_no_weight;     /* every norm is parameter-free (nanochat) */
+    int embed_norm;         /* the final norm is also applied to the embeddings before layer 0 (nanochat) */
+    int rope_negate;        /* rotate by -angle: rotate_half returns (x2, -x1) (nanochat) */
     const char *act_key;    /* config key naming the activation (NULL: "hidden_act") */
     const char *act_default;/* when the config does not name one (NULL: "silu") */
     const char *prefix;     /* decoder prefix ("model."); a multimodal wrapper's text stack may differ */

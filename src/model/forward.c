@@ -57,6 +57,7 @@ static lmc_tensor rows(const lmc_tensor *t, int64_t n) { return lmc_tensor_rows(
 static void norm(const lmc_model *m, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w, const lmc_tensor *b) {
     lmc_backend *be = m->be;
     float eps = (float)m->cfg.norm_eps;
+    if (w && !w->data) w = NULL; /* parameter-free norm */
     switch (m->profile.arch->norm) {
     case LMC_NORM_RMS: be->i->rms_norm(be, y, x, w, eps, 0.0f); break;
     case LMC_NORM_RMS_PLUS_ONE: be->i->rms_norm(be, y, x, w, eps, 1.0f); break;
@@ -80,7 +81,9 @@ static void residual_add(const lmc_model *m, lmc_tensor *x, lmc_tensor *y) {
 static void qk_norm(const lmc_model *m, const lmc_layer *L, lmc_tensor *q, lmc_tensor *k, int n) {
     const lmc_config *c = &m->cfg;
     lmc_backend *be = m->be;
-    if (!L->q_norm.data) return;
+    const lmc_arch *ar = m->profile.arch;
+    int on = ar->qk_norm != LMC_QK_NORM_NONE && (!ar->qk_norm_optional || c->use_qk_norm > 0);
+    if (!on) return;
     lmc_tensor qh = lmc_tensor_reshape(q, c->head_dim, c->n_heads, n, 1);
     lmc_tensor kh = lmc_tensor_reshape(k, c->head_dim, c->n_kv_heads, n, 1);
     switch (m->profile.arch->qk_norm) {
@@ -199,6 +202,7 @@ lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v
     lmc_tensor x = rows(&fs->x, n), tok = lmc_tensor_rows(&fs->tok, 0, 1);
     tok.ne[0] = n;
     be->i->get_rows(be, &x, &m->tok_embd, &tok, m->embed_scale);
+    if (m->profile.arch->embed_norm) norm(m, &x, &x, &m->out_norm, &m->out_norm_b);
     /* longrope picks its long factors for a forward reaching past the original context */
     int max_pos = 0;
     for (int i = 0; i < n; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;

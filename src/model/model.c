@@ -94,6 +94,8 @@ static lmc_status bind_norm(lmc_model *m, audit *a, const char *base, int64_t d,
                             lmc_tensor *b) {
     char n[320];
     memset(b, 0, sizeof *b);
+    memset(w, 0, sizeof *w);
+    if (m->profile.arch->norm_no_weight) return LMC_OK; /* parameter-free norm */
     snprintf(n, sizeof n, "%s.weight", base);
     LMC_TRY(bind(m, a, n, d, rows, 1, w));
     if (m->profile.arch->norm == LMC_NORM_LAYER) {
@@ -295,7 +297,14 @@ lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out) {
         lmc_tensor *t = &m->rope_freq[r / 2][r % 2];
         *t = lmc_tensor_make(LMC_DTYPE_F32, rt->n_rot / 2, 1, 1, 1);
         st = be->i->alloc(be, t);
-        if (st >= 0) be->i->set(be, t, r % 2 ? rt->inv_freq_long : rt->inv_freq, 0, lmc_tensor_nbytes(t));
+        if (st >= 0) {
+            float f[LMC_ROPE_MAX_HALF];
+            for (int i = 0; i < rt->n_rot / 2; i++) {
+                f[i] = r % 2 ? rt->inv_freq_long[i] : rt->inv_freq[i];
+                if (m->profile.arch->rope_negate) f[i] = -f[i]; /* sin(-a) = -sin(a): the flipped rotate_half */
+            }
+            be->i->set(be, t, f, 0, lmc_tensor_nbytes(t));
+        }
     }
     if (st < 0) {
         lmc_model_free(m);

@@ -532,6 +532,18 @@ CASES += [
         "knobs": ["interleaved rope", "use_bias: biases on q/k/v/o and the MLP", "tied embeddings"],
         "description": "ERNIE 4.5 dense: interleaved RoPE, use_bias.",
     },
+    {
+        "name": "nanochat",
+        "model_type": "nanochat",
+        "config": {"vocab_size": 256, "head_dim": 16, "rms_norm_eps": 1e-6, "hidden_act": "relu2",
+                   "final_logit_softcapping": 5.0, "tie_word_embeddings": False,
+                   "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+        "dtype": "float32", "n_prompt": 24, "n_greedy": 8, "seed": 2026, "linear_gain": 2.0,
+        "spelling": "new",
+        "knobs": ["parameter-free RMSNorms, also applied to the embeddings", "rotate_half with flipped signs",
+                  "q/k norms after rope", "plain relu² MLP (fc1, fc2)", "final softcap 5"],
+        "description": "NanoChat: weightless norms, flipped-sign RoPE, relu² MLP.",
+    },
 ]
 
 CASE_NAMES = [c["name"] for c in CASES]
