@@ -536,7 +536,11 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
                   (strcmp(a->gguf_arch, "gemma3") == 0 && n_layers == 62);
         double qpas = big ? (double)(hidden / n_heads) : (double)head_dim, scale;
         if ((r = opt_num(&c, "attention.scale", &scale)) < 0) return r;
-        if (r && scale > 0) qpas = 1.0 / (scale * scale);
+        if (r && scale > 0) {
+            qpas = 1.0 / (scale * scale); /* stored as f32: snap to the integer HF configs hold */
+            double rq = floor(qpas + 0.5);
+            if (fabs(qpas - rq) <= 1e-4 * qpas) qpas = rq;
+        }
         LMC_TRY(put_num(o, "query_pre_attn_scalar", qpas));
     }
 

@@ -1,0 +1,43 @@
+/* gguf_convert.h — write a Hugging Face checkpoint directory as a GGUF file
+ * the way llama.cpp's converter (convert_hf_to_gguf.py) lays it out.
+ *
+ * Architectures: model_type llama (and mistral, as llama), qwen2, qwen3,
+ * gemma, gemma2, gemma3_text (as gemma3), phi3. What it writes, matching
+ * llama.cpp: tensor names blk.N.* (lmc_gguf_arch_gguf_name), llama q/k rows
+ * permuted for its "normal" rope, gemma norm weights + 1 (stored F32), no
+ * output.weight when embeddings are tied, llama3 rope as rope_freqs.weight,
+ * phi3 longrope as rope_factors_long/short.weight, the {arch}.* keys that
+ * lmc_gguf_arch_config reads back, and tokenizer.ggml.bos/eos/padding ids.
+ * Tensors keep their storage type (F32, F16, BF16). Where llama.cpp would
+ * lose a fact HF needs, it is kept in a standard key: gemma2/3
+ * query_pre_attn_scalar as {arch}.attention.scale when it differs from
+ * llama.cpp's size rule; gemma3 layer_types as a bool array
+ * {arch}.attention.sliding_window_pattern; gemma3's local rope base as
+ * {arch}.rope.freq_base_swa. tokenizer.json and the chat template (when the
+ * directory has them) go in tokenizer.huggingface.json / tokenizer.chat_template.
+ * Configs this cannot represent (yarn mscale, dynamic rope, multimodal
+ * wrappers, qwen sliding windows, ...) are refused naming the field.
+ *
+ * Round trip: lmc_gguf_arch_config + lmc_gguf_hf_view on the written file give
+ * back the checkpoint's config facts and tensors (norms up to f32 rounding of
+ * w + 1 - 1).
+ */
+#ifndef LMC_IO_GGUF_CONVERT_H
+#define LMC_IO_GGUF_CONVERT_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef struct lmc_gguf_convert_params {
+    uint32_t alignment;     /* 0: 32 */
+    int skip_tokenizer;     /* 1: do not embed tokenizer.json / chat template */
+} lmc_gguf_convert_params;
+
+/* dir: an HF model directory (config.json + safetensors). out_path: the GGUF
+ * to write (atomically). params may be NULL. Errors: those of reading the
+ * checkpoint; LMC_ERR_UNSUPPORTED (architecture, config knob or dtype, named);
+ * LMC_ERR_FORMAT (config values missing or inconsistent); LMC_ERR_IO. */
+lmc_status lmc_gguf_convert_hf(const char *dir, const char *out_path, const lmc_gguf_convert_params *params);
+
+#endif
