@@ -227,7 +227,9 @@ static lmc_status add_token(lmc_tokenizer *tok, const cJSON *j, int32_t forced_i
     a->lstrip = (uint8_t)tok_json_bool(j, "lstrip", 0);
     a->rstrip = (uint8_t)tok_json_bool(j, "rstrip", 0);
     a->single_word = (uint8_t)tok_json_bool(j, "single_word", 0);
-    a->normalized = (uint8_t)tok_json_bool(j, "normalized", !a->special);
+    /* an absent "normalized" defaults to true in tokenizer.json (serde Default of AddedToken)
+     * and to `not special` in tokenizer_config.json (transformers' AddedToken) */
+    a->normalized = (uint8_t)tok_json_bool(j, "normalized", forced_id >= 0 ? !a->special : 1);
     tok->n_added++;
     return tok_u64map_put(&tok->added_ids, (uint64_t)id, (uint64_t)(tok->n_added - 1));
 }
