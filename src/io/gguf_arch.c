@@ -481,8 +481,8 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
     if (dt) LMC_TRY(put_str(o, "torch_dtype", dt));
 
     int gemma = a->norm_plus_one;
-    /* gemma: HF reads hidden_activation; give hidden_act the same value so no reader falls back to "gelu" */
-    LMC_TRY(put_str(o, "hidden_act", gemma ? "gelu_pytorch_tanh" : "silu"));
+    /* as HF's configs spell it: gemma has hidden_act and hidden_activation, gemma2/3 only the latter */
+    if (!a->sandwich) LMC_TRY(put_str(o, "hidden_act", gemma ? "gelu_pytorch_tanh" : "silu"));
     if (gemma) LMC_TRY(put_str(o, "hidden_activation", "gelu_pytorch_tanh"));
     if (strcmp(a->gguf_arch, "llama") == 0) {
         LMC_TRY(put_bool(o, "attention_bias", lmc_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL));
