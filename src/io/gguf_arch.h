@@ -11,6 +11,9 @@
  *     for each GGUF tensor t:
  *         lmc_gguf_arch_hf_name(a, t->name, hf, sizeof hf)   // "model.layers.3.self_attn.q_proj.weight"
  *
+ * (io/gguf_view.h does the per-tensor part in one call, undoing 1 and 2
+ * below, so a loader can bind a GGUF exactly like a safetensors checkpoint.)
+ *
  * Three things differ from the HF checkpoint beyond names and must be undone
  * (or matched) by the loader:
  *
@@ -69,7 +72,8 @@ lmc_status lmc_gguf_arch_of(const lmc_gguf *g, const lmc_gguf_arch_info **out);
  * rope_scaling (linear / yarn / llama3 / longrope when the file says so),
  * partial_rotary_factor, max_position_embeddings, vocab_size (token_embd rows),
  * tie_word_embeddings (no output.weight), sliding_window, layer_types or
- * sliding_window_pattern, softcaps and query_pre_attn_scalar (gemma2/3),
+ * sliding_window_pattern, softcaps and query_pre_attn_scalar (gemma2/3:
+ * from {arch}.attention.scale when present, else llama.cpp's size rule),
  * rope_local_base_freq (gemma3), hidden_act / hidden_activation,
  * attention_bias / mlp_bias (llama), bos/eos/pad ids (eos: eos, eot and eom
  * ids, as a list when more than one), torch_dtype (from token_embd if it is a
