@@ -1,8 +1,10 @@
 /* threadpool.c — pthread workers woken per job through an atomic generation counter.
  *
  * A job is published by bumping `generation`. Workers that finished the last
- * job spin on the counter for a bounded time (LMC_POOL_SPIN_NS) before they
- * sleep on a condition variable, so the ~hundreds of ops of one decoded token
+ * job poll the counter for a bounded time (LMC_POOL_SPIN_NS; busy for the
+ * first LMC_POOL_PAUSE_NS, then yielding the core between polls so an
+ * oversubscribed machine keeps making progress) before they sleep on a
+ * condition variable, so the ~hundreds of ops of one decoded token
  * wake them without a syscall, while an idle pool sleeps and burns no CPU.
  * Sleepers announce themselves in `n_sleeping` before their last look at the
  * counter; the publisher bumps the counter before it reads `n_sleeping`, so a
@@ -19,7 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LMC_POOL_SPIN_NS 500000L /* how long an idle worker spins before it sleeps */
+#define LMC_POOL_SPIN_NS 500000L /* how long an idle worker polls before it sleeps */
+#define LMC_POOL_PAUSE_NS 50000L  /* ... of which the first part busy-spins; then it yields between polls */
 
 struct lmc_pool {
     int n_threads;
@@ -55,10 +58,11 @@ static unsigned long wait_job(lmc_pool *pool, unsigned long seen) {
         unsigned long g = atomic_load_explicit(&pool->generation, memory_order_acquire);
         if (g != seen || atomic_load_explicit(&pool->stop, memory_order_relaxed)) return g;
         cpu_relax();
-        if ((it & 255) == 0) {
+        if ((it & 63) == 0) {
             long t = now_ns();
             if (it == 0) t0 = t;
             else if (t - t0 > LMC_POOL_SPIN_NS) break;
+            else if (t - t0 > LMC_POOL_PAUSE_NS) sched_yield(); /* oversubscribed cores: let others run */
         }
     }
     pthread_mutex_lock(&pool->mu);
@@ -149,7 +153,7 @@ void lmc_pool_run(lmc_pool *pool, lmc_pool_fn fn, void *arg) {
     }
     fn(arg, 0, pool->n_threads);
     for (unsigned it = 0; atomic_load_explicit(&pool->n_pending, memory_order_acquire) > 0; it++) {
-        if (it < 20000) cpu_relax();
+        if (it < 2000) cpu_relax();
         else sched_yield(); /* a worker was descheduled: give it the core */
     }
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "core/quant.h"
 #include "test.h"
 
@@ -450,6 +451,39 @@ static void test_matmul_all_types(void) {
     lmc_backend_free(fast2);
 }
 
+/* bf16 prefill on AMX tiles (when the machine has them): 16-row tiles plus an sgemm tail,
+ * token counts that fill 1..5 token tiles partly, values over a wide range (the activation
+ * split into three bf16 parts must be exact), against the reference. */
+static void test_matmul_bf16_prefill(void) {
+    lmc_backend *ref, *fast;
+    LMC_ASSERT(lmc_backend_cpu_init(&ref, 1, 1) == LMC_OK);
+    LMC_ASSERT(lmc_backend_cpu_init(&fast, 2, 0) == LMC_OK);
+    const int64_t in = 160, out = 37, toks[] = {8, 17, 40, 64, 70};
+    qweight q = make_weight(LMC_DTYPE_BF16, in, out, 0);
+    float *x = malloc(in * 70 * 4), *y0 = malloc(out * 70 * 4), *y1 = malloc(out * 70 * 4), *wrow = malloc(in * 4);
+    for (int64_t i = 0; i < in * 70; i++) x[i] = gauss() * powf(10.0f, (float)(int)(rnd() % 7) - 3.0f);
+    double worst = 0;
+    for (int k = 0; k < 5; k++) {
+        run_matmul(ref, &q.w, x, toks[k], y0);
+        run_matmul(fast, &q.w, x, toks[k], y1);
+        for (int64_t o = 0; o < out; o++) {
+            lmc_tensor_row_to_f32(&q.w, o, wrow);
+            for (int64_t t = 0; t < toks[k]; t++) {
+                double mag = 0;
+                for (int64_t i = 0; i < in; i++) mag += fabs((double)wrow[i] * x[t * in + i]);
+                double e = fabs(y1[t * out + o] - y0[t * out + o]) / (mag > 0 ? mag : 1);
+                worst = e == e ? fmax(worst, e) : INFINITY;
+            }
+        }
+    }
+    CHECK_MSG(worst <= 2e-6, "bf16 prefill relative error %.3g", worst);
+    printf("  bf16 prefill (%s): relative error %.2e\n", lmc_cpu_amx_ok() ? "AMX tiles" : "sgemm", worst);
+    free(x); free(y0); free(y1); free(wrow);
+    free_weight(&q);
+    lmc_backend_free(ref);
+    lmc_backend_free(fast);
+}
+
 /* get_rows on a quantized table (quantized embeddings) returns the dequantized rows. */
 static void test_get_rows_quant(void) {
     lmc_backend *be;
@@ -485,6 +519,7 @@ int main(void) {
     RUN(test_roundtrip);
     RUN(test_rejects);
     RUN(test_matmul_all_types);
+    RUN(test_matmul_bf16_prefill);
     RUN(test_get_rows_quant);
     return TEST_END();
 }

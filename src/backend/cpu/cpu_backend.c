@@ -145,10 +145,11 @@ static void run_get_rows(op_args *o, int ith, int nth) {
 
 static void run_matmul(op_args *o, int ith, int nth) {
     const int64_t out = o->w->ne[1], n_tok = lmc_tensor_nrows(o->a);
-    /* split output rows in groups of 4 so each thread keeps the 4-row kernel */
+    /* split output rows in groups of 4 (decode: the 4-row kernels) or 16 (prefill: AMX tiles) */
+    const int64_t grp = n_tok >= LMC_CPU_GEMM_MIN_TOKENS ? 16 : 4;
     long g0, g1;
-    lmc_split((out + 3) / 4, ith, nth, &g0, &g1);
-    int64_t r0 = g0 * 4, r1 = g1 * 4 < out ? g1 * 4 : out;
+    lmc_split((out + grp - 1) / grp, ith, nth, &g0, &g1);
+    int64_t r0 = g0 * grp, r1 = g1 * grp < out ? g1 * grp : out;
     if (r0 >= r1) return;
     if (o->c->reference) lmc_cpu_matmul_rows_ref(o->y->data, o->w, o->a->data, n_tok, r0, r1);
     else lmc_cpu_matmul_rows(o->y->data, o->w, o->a->data, o->xprep, n_tok, r0, r1, o->c->scratch[ith]);

@@ -1,7 +1,9 @@
 /* cpu_matmul.c — matrix products with weights in any storage dtype on the CPU.
  *
  * y = x · wᵀ with w [in, out] in its storage dtype (f32/f16/bf16, GGUF blocks,
- * MLX affine). Prefill-sized batches (≥ LMC_CPU_GEMM_MIN_TOKENS) dequantize
+ * MLX affine). Prefill-sized batches with bf16 weights use AMX tiles where the
+ * machine has them (cpu_amx.c, exact f32 activations); other prefill batches
+ * (≥ LMC_CPU_GEMM_MIN_TOKENS) dequantize
  * blocks of LMC_CPU_GEMM_BLOCK weight rows into f32 scratch once and call
  * OpenBLAS sgemm. Smaller batches (decode) use the SIMD kernels of cpu_simd.c
  * where the type has one, else dequantize one row at a time into scratch and
@@ -74,12 +76,14 @@ static const float *row_f32(const lmc_tensor *w, int64_t o, float *dst) {
 }
 
 size_t lmc_cpu_act_bytes(const lmc_tensor *w, int64_t n_tok) {
+    if (lmc_cpu_amx_wants(w, n_tok)) return lmc_cpu_amx_act_bytes(w, n_tok);
     if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS || !lmc_cpu_simd_has(w)) return 0;
     return lmc_cpu_simd_act_bytes(w, n_tok);
 }
 
 void lmc_cpu_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
-    if (lmc_cpu_act_bytes(w, n_tok)) lmc_cpu_simd_act_prepare(w, x, n_tok, buf);
+    if (lmc_cpu_amx_wants(w, n_tok)) lmc_cpu_amx_act_prepare(w, x, n_tok, buf);
+    else if (lmc_cpu_act_bytes(w, n_tok)) lmc_cpu_simd_act_prepare(w, x, n_tok, buf);
 }
 
 void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const void *xp, int64_t n_tok, int64_t o0,
@@ -87,6 +91,7 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const vo
     const int64_t in = w->ne[0], out = w->ne[1];
     int64_t o = o0;
     if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS) {
+        if (xp) o = lmc_cpu_amx_bf16_rows(y, w, xp, n_tok, o, o1); /* prepared only when AMX is used */
         for (; o < o1; o += LMC_CPU_GEMM_BLOCK) {
             int64_t nb = o1 - o < LMC_CPU_GEMM_BLOCK ? o1 - o : LMC_CPU_GEMM_BLOCK;
             const float *blk;

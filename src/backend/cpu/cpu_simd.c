@@ -117,6 +117,11 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
 
 #ifdef LMC_HAVE_AVX512
 
+/* Software prefetch distance for the weight streams (bytes ahead of the current load). */
+#ifndef LMC_PF_BYTES
+#define LMC_PF_BYTES 1024
+#endif
+
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 static inline float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -133,6 +138,7 @@ static void rows4_bf16(const char *const r[4], const float *xp, int64_t in, floa
     for (int64_t i = 0; i < in; i += 32) {
         const __m512 xe = _mm512_loadu_ps(xp + i), xo = _mm512_loadu_ps(xp + i + 16);
         for (int k = 0; k < 4; k++) {
+            _mm_prefetch(r[k] + 2 * i + LMC_PF_BYTES, _MM_HINT_T0);
             const __m512i v = _mm512_loadu_si512((const void *)(r[k] + 2 * i));
             ae[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), xe, ae[k]);
             ao[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi_mask)), xo, ao[k]);
@@ -171,6 +177,7 @@ static void rows4_q8(int q4, const char *const r[4], const char *xp, int64_t in,
         const float dx = xd[b], sx = xs[b];
         for (int k = 0; k < 4; k++) {
             const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
+            _mm_prefetch((const char *)blk + LMC_PF_BYTES, _MM_HINT_T0);
             const float dw = f16_at(blk);
             __m256i wu;
             if (q4) {
@@ -211,6 +218,7 @@ static void rows4_q4k(const char *const r[4], const float *xp, int64_t in, float
         const float *x = xp + 256 * b;
         for (int k = 0; k < 4; k++) {
             const uint8_t *blk = (const uint8_t *)r[k] + 144 * (size_t)b;
+            _mm_prefetch((const char *)blk + LMC_PF_BYTES, _MM_HINT_T0);
             const float d = f16_at(blk), dmin = f16_at(blk + 2);
             const uint8_t *q = blk + 16;
             for (int c = 0; c < 4; c++, q += 32) {
@@ -243,6 +251,7 @@ static void rows4_q6k(const char *const r[4], const float *xp, int64_t in, float
     for (int64_t b = 0; b < in / 256; b++) {
         for (int k = 0; k < 4; k++) {
             const uint8_t *blk = (const uint8_t *)r[k] + 210 * (size_t)b;
+            _mm_prefetch((const char *)blk + LMC_PF_BYTES, _MM_HINT_T0);
             const float d = f16_at(blk + 208);
             const int8_t *sc = (const int8_t *)(blk + 192);
             for (int h = 0; h < 2; h++) {
@@ -289,6 +298,7 @@ static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *c
         for (int64_t i = gi * g; i < (gi + 1) * g; i += 32) {
             const __m512 x0 = _mm512_loadu_ps(xp + i), x1 = _mm512_loadu_ps(xp + i + 16);
             for (int k = 0; k < 4; k++) {
+                _mm_prefetch(r[k] + i * bits / 8 + LMC_PF_BYTES, _MM_HINT_T0);
                 if (bits == 4) {
                     const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(r[k] + i / 2)));
                     ga[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, low4)), x0, ga[k]);
