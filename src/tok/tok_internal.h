@@ -129,7 +129,8 @@ typedef struct tok_model {
     char *cont_prefix, *eow_suffix;
     int fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_ids[256];     /* id of "<0xAB>" or -1 (byte_fallback) */
-    int32_t *char_ids;         /* [0x800] id of the one-character token of code point < 0x800, or -1 */
+    int32_t *char_ids;         /* [0x10000] id of the one-character token of a BMP code point, -1 none,
+                                  -2 not looked up yet (filled lazily by encode, atomically) */
     /* Unigram */
     double *scores;            /* [n_vocab] */
     double min_score;
@@ -142,6 +143,8 @@ void tok_model_free(tok_model *m);
 
 typedef struct tok_cache tok_cache;  /* per-encode word cache */
 tok_cache *tok_cache_new(void);
+/* Add the 1 MB memo of BPE pair lookups (for a cache that lives across calls). */
+lmc_status tok_cache_enable_pairs(tok_cache *c);
 void tok_cache_free(tok_cache *c);
 typedef struct tok_ids { int32_t *v; int n, cap; } tok_ids;
 lmc_status tok_ids_push(tok_ids *ids, int32_t id);

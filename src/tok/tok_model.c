@@ -30,14 +30,27 @@ lmc_status tok_ids_push(tok_ids *ids, int32_t id) {
 /* ---------------- word cache ---------------- */
 
 typedef struct { uint32_t hash, key_off, key_len, ids_off, n_ids; } cache_ent;
-struct tok_cache { cache_ent *ent; uint32_t cap, n; tok_buf keys; tok_ids ids; };
+/* Direct-mapped memo of BPE pair lookups (hits and misses): the merge map of a big
+ * vocabulary is tens of MB, while the pairs of real text are a small hot set. */
+#define PAIR_CACHE_BITS 16
+typedef struct { uint64_t key, val; } pair_ent;   /* val: rank<<32 | id, or UINT64_MAX = no merge */
+struct tok_cache { cache_ent *ent; uint32_t cap, n; tok_buf keys; tok_ids ids; pair_ent *pairs; };
 #define CACHE_MAX_WORD 128
 #define CACHE_MAX_ENTRIES (1u << 16)
 
 tok_cache *tok_cache_new(void) { return calloc(1, sizeof(tok_cache)); }
 
+lmc_status tok_cache_enable_pairs(tok_cache *c) {
+    if (c->pairs) return LMC_OK;
+    c->pairs = malloc(sizeof(pair_ent) << PAIR_CACHE_BITS);
+    if (!c->pairs) return lmc_fail(LMC_ERR_NOMEM, "out of memory");
+    memset(c->pairs, 0xFF, sizeof(pair_ent) << PAIR_CACHE_BITS);  /* key UINT64_MAX: empty */
+    return LMC_OK;
+}
+
 void tok_cache_free(tok_cache *c) {
     if (!c) return;
+    free(c->pairs);
     free(c->ent);
     tok_buf_free(&c->keys);
     free(c->ids.v);
@@ -445,15 +458,9 @@ lmc_status tok_model_parse_fast(const cJSON *j, const tok_spans *sp, tok_model *
         snprintf(name, sizeof name, "<0x%02X>", b);
         m->byte_ids[b] = tok_strmap_get(&m->vocab, name, 6);
     }
-    m->char_ids = malloc(0x800 * sizeof *m->char_ids);
+    m->char_ids = malloc(0x10000 * sizeof *m->char_ids);
     if (!m->char_ids) return lmc_fail(LMC_ERR_NOMEM, "out of memory");
-    for (uint32_t cp = 0; cp < 0x800; cp++) {
-        char u[2];
-        size_t l = 1;
-        if (cp < 0x80) u[0] = (char)cp;
-        else { u[0] = (char)(0xC0 | (cp >> 6)); u[1] = (char)(0x80 | (cp & 0x3F)); l = 2; }
-        m->char_ids[cp] = tok_strmap_get(&m->vocab, u, l);
-    }
+    for (uint32_t cp = 0; cp < 0x10000; cp++) m->char_ids[cp] = -2;  /* -2: not looked up yet */
     return LMC_OK;
 }
 
@@ -492,15 +499,37 @@ static hnode h_pop(hnode *h, int *n) {
     return top;
 }
 
-static inline int merge_get(const tok_model *m, int32_t a, int32_t b, uint32_t *rank, int32_t *nid) {
-    uint64_t v;
-    if (!tok_u64map_get(&m->merges, ((uint64_t)(uint32_t)a << 32) | (uint32_t)b, &v)) return 0;
+static inline int merge_get(const tok_model *m, pair_ent *pc, int32_t a, int32_t b, uint32_t *rank, int32_t *nid) {
+    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b, v;
+    pair_ent *e = NULL;
+    if (pc) {
+        e = &pc[(key * 0x9E3779B97F4A7C15ULL) >> (64 - PAIR_CACHE_BITS)];
+        if (e->key == key) {
+            if (e->val == UINT64_MAX) return 0;
+            *rank = (uint32_t)(e->val >> 32);
+            *nid = (int32_t)(uint32_t)e->val;
+            return 1;
+        }
+    }
+    int found = tok_u64map_get(&m->merges, key, &v);
+    if (e) { e->key = key; e->val = found ? v : UINT64_MAX; }
+    if (!found) return 0;
     *rank = (uint32_t)(v >> 32);
     *nid = (int32_t)(uint32_t)v;
     return 1;
 }
 
-static lmc_status bpe_word(const tok_model *m, const char *w, size_t n, tok_ids *out) {
+/* id of the one-character token for code point cp (< 0x10000), memoized in m->char_ids
+ * (filled lazily; racing threads store the same value) */
+static inline int32_t char_id(const tok_model *m, const char *s, size_t l, uint32_t cp) {
+    int32_t id = __atomic_load_n(&m->char_ids[cp], __ATOMIC_RELAXED);
+    if (id != -2) return id;
+    id = tok_strmap_get(&m->vocab, s, l);
+    __atomic_store_n(&m->char_ids[cp], id, __ATOMIC_RELAXED);
+    return id;
+}
+
+static lmc_status bpe_word(const tok_model *m, const char *w, size_t n, pair_ent *pc, tok_ids *out) {
     sym sbuf[256];
     hnode hbuf[3 * 256 + 4];
     sym *s = sbuf;
@@ -526,8 +555,10 @@ static lmc_status bpe_word(const tok_model *m, const char *w, size_t n, tok_ids 
             memcpy(tmp + k, w + i, cl); k += cl;
             if (slen && last && k + slen <= sizeof tmp) { memcpy(tmp + k, m->eow_suffix, slen); k += slen; }
             id = tok_strmap_get(&m->vocab, tmp, k);
-        } else if (cl == 1) id = m->char_ids[(unsigned char)w[i]];
-        else if (cl == 2) id = m->char_ids[((uint32_t)(w[i] & 0x1F) << 6) | (uint32_t)(w[i + 1] & 0x3F)];
+        } else if (cl == 1) id = char_id(m, w + i, 1, (unsigned char)w[i]);
+        else if (cl == 2) id = char_id(m, w + i, 2, ((uint32_t)(w[i] & 0x1F) << 6) | (uint32_t)(w[i + 1] & 0x3F));
+        else if (cl == 3) id = char_id(m, w + i, 3, ((uint32_t)(w[i] & 0x0F) << 12) | ((uint32_t)(w[i + 1] & 0x3F) << 6) |
+                                                    (uint32_t)(w[i + 2] & 0x3F));
         else id = tok_strmap_get(&m->vocab, w + i, cl);
         if (id >= 0) {
             if (unk_id >= 0) { s[ns++] = (sym){unk_id, 0, 0, unk_len}; unk_id = -1; }
@@ -563,7 +594,7 @@ static lmc_status bpe_word(const tok_model *m, const char *w, size_t n, tok_ids 
     int nh = 0;
     for (int i = 0; i + 1 < ns; i++) {
         uint32_t r; int32_t nid;
-        if (merge_get(m, s[i].id, s[i + 1].id, &r, &nid)) h_push(h, &nh, (hnode){r, i, nid});
+        if (merge_get(m, pc, s[i].id, s[i + 1].id, &r, &nid)) h_push(h, &nh, (hnode){r, i, nid});
     }
     while (nh > 0) {
         hnode top = h_pop(h, &nh);
@@ -571,16 +602,16 @@ static lmc_status bpe_word(const tok_model *m, const char *w, size_t n, tok_ids 
         if (cur->len == 0 || cur->next < 0) continue;
         sym *right = &s[cur->next];
         uint32_t r; int32_t nid;
-        if (!merge_get(m, cur->id, right->id, &r, &nid) || nid != top.new_id) continue;
+        if (!merge_get(m, pc, cur->id, right->id, &r, &nid) || nid != top.new_id) continue;
         cur->id = top.new_id;
         cur->len += right->len;
         right->len = 0;
         int32_t rn = right->next;
         cur->next = rn;
         if (rn >= 0) s[rn].prev = top.pos;
-        if (cur->prev >= 0 && merge_get(m, s[cur->prev].id, cur->id, &r, &nid))
+        if (cur->prev >= 0 && merge_get(m, pc, s[cur->prev].id, cur->id, &r, &nid))
             h_push(h, &nh, (hnode){r, cur->prev, nid});
-        if (cur->next >= 0 && merge_get(m, cur->id, s[cur->next].id, &r, &nid))
+        if (cur->next >= 0 && merge_get(m, pc, cur->id, s[cur->next].id, &r, &nid))
             h_push(h, &nh, (hnode){r, top.pos, nid});
     }
     lmc_status st = LMC_OK;
@@ -719,7 +750,7 @@ lmc_status tok_model_tokenize(const tok_model *m, const char *s, size_t n, tok_c
     }
     int before = out->n;
     switch (m->kind) {
-    case TOK_MODEL_BPE: LMC_TRY(bpe_word(m, s, n, out)); break;
+    case TOK_MODEL_BPE: LMC_TRY(bpe_word(m, s, n, cache ? cache->pairs : NULL, out)); break;
     case TOK_MODEL_UNIGRAM: LMC_TRY(unigram_word(m, s, n, out)); break;
     case TOK_MODEL_WORDPIECE: LMC_TRY(wordpiece_word(m, s, n, out)); break;
     case TOK_MODEL_WORDLEVEL: break;

@@ -695,6 +695,7 @@ lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size
     if (!c->md) c->md = pcre2_match_data_create(32, NULL);
     if (!c->cache) c->cache = tok_cache_new();
     if (!c->md || !c->cache) st = lmc_fail(LMC_ERR_NOMEM, "out of memory");
+    else if (shared && tok->model.kind == TOK_MODEL_BPE) st = tok_cache_enable_pairs(c->cache);
     if (st >= 0 && len) st = split_added(c, &tok->raw_trie, text, len, 1, encode_plain);
     if (st >= 0 && add_special) st = post_process(tok, &c->ids);
     if (st >= 0 && !c->ids.v) st = tok_ids_push(&c->ids, 0), c->ids.n = 0;
