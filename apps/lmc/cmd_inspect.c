@@ -37,9 +37,10 @@ int cmd_inspect(int argc, char **argv) {
     if (mp.repo_id[0]) printf("repo:          %s@%s\n", mp.repo_id, mp.revision);
     lmc_config cfg;
     if (lmc_config_load(mp.path, &cfg) < 0) return cli_error(NULL);
-    printf("model_type:    %s%s%s\n", cfg.model_type, strcmp(cfg.model_type, cfg.outer_model_type) ? " (inside " : "",
-           strcmp(cfg.model_type, cfg.outer_model_type) ? cfg.outer_model_type : "");
-    if (strcmp(cfg.model_type, cfg.outer_model_type)) printf(")\n");
+    if (strcmp(cfg.model_type, cfg.outer_model_type))
+        printf("model_type:    %s (text stack of %s)\n", cfg.model_type, cfg.outer_model_type);
+    else
+        printf("model_type:    %s\n", cfg.model_type);
     printf("architecture:  %s\n", cfg.architecture[0] ? cfg.architecture : "(not given)");
     printf("shape:         %d layers, hidden %d, %d heads (%d kv) x %d, ffn %d, vocab %d, tied %s\n", cfg.n_layers,
            cfg.hidden_size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size,

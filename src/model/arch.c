@@ -142,6 +142,13 @@ static const lmc_arch rows[] = {
      .notes = "parameter-free RMSNorms (also on the embeddings), q/k norms after rope, relu² MLP, final softcap"},
 };
 
+static const lmc_wrapper wrappers[] = {
+    {.outer_model_type = "gemma3", .text_model_type = "gemma3_text",
+     .prefixes = {"model.language_model.", "language_model.model."},
+     .lm_heads = {"lm_head.weight", "language_model.lm_head.weight"},
+     .drop_prefixes = {"model.vision_tower.", "model.multi_modal_projector.", "vision_tower.", "multi_modal_projector."}},
+};
+
 static const struct { const char *from, *to; } aliases[] = {
     {"mistral", "llama"},
     {"ministral", "llama"},
@@ -280,6 +287,13 @@ lmc_status lmc_profile_resolve(lmc_config *cfg, lmc_profile *out) {
                         "model_type \"%s\" is not supported (nearest: %s). Supported: %s",
                         cfg->model_type, lmc_arch_nearest(cfg->model_type), list);
     }
+    for (size_t i = 0; i < sizeof wrappers / sizeof wrappers[0]; i++)
+        if (!strcmp(cfg->outer_model_type, wrappers[i].outer_model_type) &&
+            !strcmp(cfg->model_type, wrappers[i].text_model_type))
+            out->wrapper = &wrappers[i];
+    if (strcmp(cfg->outer_model_type, cfg->model_type) != 0 && !out->wrapper)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "model_type \"%s\" wrapping \"%s\" is not supported (lmc runs the text "
+                        "stack of: gemma3)", cfg->outer_model_type, cfg->model_type);
     resolve_act(cfg, a);
     LMC_TRY(check_knobs(cfg, a));
     out->tier = LMC_TIER_GENERIC;

@@ -87,6 +87,17 @@ typedef struct lmc_arch {
     const char *notes;      /* one line for docs/MODELS.md */
 } lmc_arch;
 
+/* A multimodal checkpoint whose text stack lmc runs: the outer model_type, the
+ * layouts its text weights may be stored under (transformers 5 and 4), and
+ * the towers dropped by the weight audit. */
+typedef struct lmc_wrapper {
+    const char *outer_model_type;     /* "gemma3" */
+    const char *text_model_type;      /* "gemma3_text" */
+    const char *prefixes[3];          /* decoder prefixes, tried in order (NULL-terminated) */
+    const char *lm_heads[3];          /* lm_head names, matching prefixes */
+    const char *drop_prefixes[6];     /* non-text towers (NULL-terminated) */
+} lmc_wrapper;
+
 typedef enum lmc_tier { LMC_TIER_UNSUPPORTED = 0, LMC_TIER_GENERIC, LMC_TIER_TARGETED } lmc_tier;
 
 /* What runs a checkpoint: resolved once per load, before weights are read. */
@@ -97,6 +108,7 @@ typedef struct lmc_profile {
     const char *graph;      /* "dense" */
     const char *fidelity;   /* "F1 vs transformers (fixture-gated)" */
     char alias_of[64];      /* model_type the row was reached through an alias from, or "" */
+    const lmc_wrapper *wrapper; /* multimodal wrapper whose text stack runs, or NULL */
 } lmc_profile;
 
 /* Row for a model_type (after aliases); NULL if none. *alias_from gets the

@@ -84,8 +84,12 @@ const char *lmc_model_drop_rule(const lmc_model *m, const char *name) {
     const char *suffix = "rotary_emb.inv_freq";
     if (n >= strlen(suffix) && strcmp(name + n - strlen(suffix), suffix) == 0)
         return "rotary inv_freq buffer (recomputed by the rope factory)";
-    if (m->cfg.tie_word_embeddings && strcmp(name, "lm_head.weight") == 0)
+    if (m->cfg.tie_word_embeddings && strcmp(name, m->lm_head_name ? m->lm_head_name : "lm_head.weight") == 0)
         return "lm_head tied to embed_tokens (tie_word_embeddings)";
+    const lmc_wrapper *w = m->profile.wrapper;
+    for (int i = 0; w && i < 6 && w->drop_prefixes[i]; i++)
+        if (!strncmp(name, w->drop_prefixes[i], strlen(w->drop_prefixes[i])))
+            return "non-text tower of a multimodal checkpoint (lmc runs its text stack)";
     return NULL;
 }
 
@@ -163,7 +167,7 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
     case LMC_BIAS_QKV_CONFIG: qkv_bias = c->attention_bias; mlp_bias = c->mlp_bias; break;
     }
     char p[256], n[320];
-    snprintf(p, sizeof p, "%slayers.%d.", ar->prefix, il);
+    snprintf(p, sizeof p, "%slayers.%d.", m->prefix, il);
 #define NAME(s) (snprintf(n, sizeof n, "%s%s", p, s), n)
     if (nm->attn_norm) LMC_TRY(bind_norm(m, a, NAME(nm->attn_norm), D, 0, &L->attn_norm, &L->attn_norm_b));
     if (nm->attn_post_norm)
@@ -255,9 +259,21 @@ static lmc_status finish_audit(lmc_model *m, audit *a) {
 
 static lmc_status load_weights(lmc_model *m, const char *dir) {
     const lmc_config *c = &m->cfg;
-    const char *pre = m->profile.arch->prefix;
     char n[256];
     LMC_TRY(lmc_st_open(dir, &m->st));
+    /* the decoder prefix: the descriptor's, or the wrapper layout this checkpoint uses */
+    m->prefix = m->profile.arch->prefix;
+    m->lm_head_name = "lm_head.weight";
+    const lmc_wrapper *w = m->profile.wrapper;
+    for (int i = 0; w && i < 3 && w->prefixes[i]; i++) {
+        snprintf(n, sizeof n, "%sembed_tokens.weight", w->prefixes[i]);
+        if (lmc_st_find(m->st, n)) {
+            m->prefix = w->prefixes[i];
+            m->lm_head_name = w->lm_heads[i];
+            break;
+        }
+    }
+    const char *pre = m->prefix;
     audit a = {.st = m->st};
     a.used = calloc((size_t)lmc_st_count(m->st) + 1, 1);
     if (!a.used) return lmc_fail(LMC_ERR_NOMEM, "audit table");
@@ -268,7 +284,7 @@ static lmc_status load_weights(lmc_model *m, const char *dir) {
         snprintf(n, sizeof n, "%snorm", pre);
         st = bind_norm(m, &a, n, c->hidden_size, 0, &m->out_norm, &m->out_norm_b);
     }
-    if (st >= 0 && !c->tie_word_embeddings) st = bind(m, &a, "lm_head.weight", c->hidden_size, c->vocab_size, 1, &m->lm_head);
+    if (st >= 0 && !c->tie_word_embeddings) st = bind(m, &a, m->lm_head_name, c->hidden_size, c->vocab_size, 1, &m->lm_head);
     if (st >= 0 && c->tie_word_embeddings) m->lm_head = m->tok_embd;
     for (int il = 0; st >= 0 && il < c->n_layers; il++) st = bind_layer(m, &a, il);
     if (st >= 0) st = finish_audit(m, &a);

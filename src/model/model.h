@@ -38,6 +38,8 @@ typedef struct lmc_model {
     lmc_act act;
     float embed_scale;                   /* multiplies embeddings (1 for llama) */
     lmc_st_set *st;                      /* owned mapping of the checkpoint */
+    const char *prefix;                  /* decoder tensor prefix in this checkpoint ("model.") */
+    const char *lm_head_name;            /* "lm_head.weight" or the wrapper layout's */
     lmc_backend *be;                     /* borrowed */
     lmc_tensor tok_embd;                 /* [D, V] */
     lmc_tensor out_norm, out_norm_b;     /* [D] */

@@ -544,6 +544,30 @@ CASES += [
                   "q/k norms after rope", "plain relu² MLP (fc1, fc2)", "final softcap 5"],
         "description": "NanoChat: weightless norms, flipped-sign RoPE, relu² MLP.",
     },
+    dict(GEMMA_INIT, **{
+        "name": "gemma3_multimodal",
+        "model_type": "gemma3",
+        "config": {
+            "text_config": {"vocab_size": 256, "head_dim": 16, "num_hidden_layers": 3,
+                            "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
+                            "sliding_window": 8, "query_pre_attn_scalar": 24,
+                            "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+                            "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                                   "rope_theta": 1000000.0},
+                                                "sliding_attention": {"rope_type": "default",
+                                                                      "rope_theta": 10000.0}}},
+            "vision_config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+                              "num_attention_heads": 2, "image_size": 16, "patch_size": 8},
+            "mm_tokens_per_image": 4, "tie_word_embeddings": True},
+        "base_drop": ["hidden_act"],
+        "init_other": True,
+        "dtype": "float32", "n_prompt": 32, "n_greedy": 8, "seed": 2027, "linear_gain": 2.0,
+        "embed_std": 0.1, "spelling": "new",
+        "knobs": ["Gemma3ForConditionalGeneration checkpoint: text stack under model.language_model.",
+                  "vision tower and projector present in the file (dropped by the audit)",
+                  "gemma3_text knobs as in the gemma3_text case"],
+        "description": "Gemma 3 multimodal checkpoint: the text stack, by prefix.",
+    }),
 ]
 
 CASE_NAMES = [c["name"] for c in CASES]

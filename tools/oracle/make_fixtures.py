@@ -49,9 +49,19 @@ def init_text(case):
 
 # ----------------------------------------------------------------------------- torch part
 
+def case_vocab(case):
+    """The text vocabulary of a case (inside text_config for multimodal wrappers)."""
+    cfg = case["config"]
+    return cfg["text_config"]["vocab_size"] if "text_config" in cfg else cfg["vocab_size"]
+
+
 def build_model(case, torch, transformers):
-    kw = {k: v for k, v in C.BASE.items() if k not in case.get("base_drop", ())}
-    kw.update(json.loads(json.dumps(case["config"])))  # deep copy
+    base = {k: v for k, v in C.BASE.items() if k not in case.get("base_drop", ())}
+    kw = json.loads(json.dumps(case["config"]))  # deep copy
+    if "text_config" in kw:  # a multimodal wrapper: the tiny shape goes to its text stack
+        kw["text_config"] = dict(base, **kw["text_config"])
+    else:
+        kw = dict(base, **kw)
     config = transformers.AutoConfig.for_model(case["model_type"], **kw)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
     impl = getattr(model.config, "_attn_implementation", None)
@@ -78,6 +88,8 @@ def init_weights(model, seed, bf16, case, torch):
             elif len(shape) == 2 and name.endswith(".weight"):
                 k = head_gain if name == "lm_head.weight" else gain
                 v = torch.randn(shape, generator=g) * (k / math.sqrt(shape[1]))
+            elif case.get("init_other"):  # towers a text-only forward never runs (vision of a wrapper)
+                v = 0.02 * torch.randn(shape, generator=g)
             else:
                 raise RuntimeError("no init rule for parameter %s %s" % (name, shape))
             if bf16:
@@ -127,7 +139,7 @@ def reference(model, prompt, n_greedy, torch, floor=None):
 def prompt_for(case):
     import random
     rng = random.Random(case["seed"])
-    vocab = case["config"]["vocab_size"]
+    vocab = case_vocab(case)
     return [rng.randrange(C.FIRST_PROMPT_ID, vocab) for _ in range(case["n_prompt"])]
 
 
@@ -150,7 +162,7 @@ def rewrite_spelling(folder, spelling):
     with open(path) as f:
         cfg = json.load(f)
     if spelling == "new":
-        if "rope_parameters" not in cfg:
+        if "rope_parameters" not in cfg.get("text_config", cfg):
             raise RuntimeError("transformers did not write rope_parameters: %s" % sorted(cfg))
         return cfg
     rp = dict(cfg.pop("rope_parameters"))
@@ -190,7 +202,7 @@ def reload_check(folder, prompt, prompt_logits, rope_before, torch, transformers
     """Load the saved folder back; returns (max abs logit diff, rope params, problems)."""
     probs = []
     cfg = transformers.AutoConfig.from_pretrained(folder)
-    rope_after = dict(cfg.rope_parameters)
+    rope_after = dict(cfg.get_text_config().rope_parameters)
     if not same_rope(rope_before, rope_after):
         probs.append("reloaded rope parameters differ: %s vs %s" % (rope_before, rope_after))
     model, info = transformers.AutoModelForCausalLM.from_pretrained(
@@ -277,7 +289,7 @@ def make_case(case, out_root, torch, transformers):
         raise RuntimeError("%s: no seed in %d tries / %.0f s met gap %.3g" % (
             name, attempt + 1, time.time() - t0, floor))
     seed, attempt, pl, gids, gl, gap = chosen  # an accepted run is complete (no early exit)
-    rope_before = dict(model.config.rope_parameters)
+    rope_before = dict(model.config.get_text_config().rope_parameters)
 
     folder = os.path.join(out_root, name)
     if os.path.exists(folder):
@@ -310,7 +322,7 @@ def make_case(case, out_root, torch, transformers):
 
     write_f64(os.path.join(folder, "prompt_logits.bin"), pl, torch)
     write_f64(os.path.join(folder, "greedy_logits.bin"), gl, torch)
-    vocab = int(model.config.vocab_size)
+    vocab = int(model.config.get_text_config().vocab_size)
     if pl.shape != (len(prompt), vocab) or gl.shape != (n_greedy, vocab):
         raise RuntimeError("%s: logits shapes %s %s" % (name, tuple(pl.shape), tuple(gl.shape)))
     ref = {
@@ -552,7 +564,7 @@ def check_fixture(folder):
     V, P, G = r["vocab_size"], r["n_prompt"], r["n_greedy"]
     with open(os.path.join(folder, "config.json")) as f:
         cfg = json.load(f)
-    if cfg.get("vocab_size") != V:
+    if cfg.get("vocab_size", cfg.get("text_config", {}).get("vocab_size")) != V:
         probs.append("vocab_size differs from config.json")
     if len(r["prompt_ids"]) != P or len(r["greedy_ids"]) != G:
         probs.append("id counts")
