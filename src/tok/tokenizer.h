@@ -8,9 +8,11 @@
  *     lmc_tokenizer_decode(tok, ids, n, 0, &text, &len);         // caller frees ids and text
  *     free(ids); free(text); lmc_tokenizer_free(tok);
  *
- * A loaded tokenizer is read-only: encode/decode may run from many threads at once.
- * Input text that is not valid UTF-8 is first repaired (each ill-formed sequence
- * becomes U+FFFD, as Python's `errors="replace"` and WHATWG TextDecoder do).
+ * Encode/decode may run from many threads at once on one tokenizer (one caller at a
+ * time gets the word cache; the others run without it). Input text that is not valid
+ * UTF-8 is first repaired (each ill-formed sequence becomes U+FFFD, as Python's
+ * `errors="replace"` and WHATWG TextDecoder do). Reference: Python `tokenizers` 0.23
+ * (e.g. a normalized added token reads back in its normalized form).
  * Every function returning lmc_status sets lmc_last_error() on failure.
  */
 #ifndef LMC_TOK_TOKENIZER_H
