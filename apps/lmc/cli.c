@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gen/plan.h"
+#include "io/gguf.h"
 #include "io/hfpath.h"
 #include "tok/tokenizer.h"
 
@@ -125,24 +126,24 @@ int cli_load_model(const cli_model_opts *o, cli_model *cm) {
     memset(cm, 0, sizeof *cm);
     lmc_model_path mp;
     if (lmc_hfpath_resolve(o->model, &mp) < 0) return cli_error(NULL);
-    if (mp.is_file) {
-        fprintf(stderr, "lmc: %s is a single file; lmc loads Hugging Face model directories "
-                        "(config.json + *.safetensors) — GGUF files are not supported yet\n", mp.path);
+    if (mp.is_file && !lmc_path_is_gguf(mp.path)) {
+        fprintf(stderr, "lmc: %s is a single file but not GGUF; lmc loads Hugging Face model directories "
+                        "(config.json + *.safetensors) or .gguf files\n", mp.path);
         return EXIT_RUNTIME;
     }
     snprintf(cm->dir, sizeof cm->dir, "%s", mp.path);
     /* the memory plan, from config.json and the headers, before any weight is read */
     lmc_config cfg;
-    lmc_st_set *st = NULL;
-    if (lmc_config_load(cm->dir, &cfg) < 0) return cli_error(NULL);
-    lmc_status pst = lmc_st_open(cm->dir, &st);
+    lmc_weights *wts = NULL;
+    if (lmc_checkpoint_config(cm->dir, &cfg) < 0) return cli_error(NULL);
+    lmc_status pst = lmc_weights_open(cm->dir, &wts);
     if (pst >= 0) {
         int n_ctx = o->n_ctx ? o->n_ctx : (cfg.max_position_embeddings < 4096 ? cfg.max_position_embeddings : 4096);
         lmc_plan plan;
-        lmc_plan_compute(&cfg, lmc_st_total_bytes(st), n_ctx, 1, o->n_batch ? o->n_batch : 256, &plan);
+        lmc_plan_compute(&cfg, lmc_weights_total_bytes(wts), n_ctx, 1, o->n_batch ? o->n_batch : 256, &plan);
         pst = lmc_plan_check(&plan);
     }
-    lmc_st_close(st);
+    lmc_weights_close(wts);
     lmc_config_free(&cfg);
     if (pst < 0) return cli_error(NULL);
     lmc_backend_params bp = {.name = o->backend ? o->backend : "cpu", .n_threads = o->n_threads};
@@ -162,9 +163,30 @@ void cli_free_model(cli_model *cm) {
     cm->be = NULL;
 }
 
+/* A GGUF written by lmc convert carries tokenizer.json in tokenizer.huggingface.json. */
+static int load_gguf_tokenizer(const char *path, lmc_tokenizer **tok, int required) {
+    lmc_gguf *g;
+    if (lmc_gguf_open(path, &g) < 0) return cli_error(NULL);
+    const char *json = NULL;
+    size_t len = 0;
+    int rc = 0;
+    if (lmc_gguf_get_str(g, "tokenizer.huggingface.json", &json, &len) < 0) {
+        if (required) {
+            fprintf(stderr, "lmc: %s has no Hugging Face tokenizer (tokenizer.ggml.* vocabularies are not read yet): "
+                            "give the prompt as token ids with --ids\n", path);
+            rc = EXIT_RUNTIME;
+        }
+    } else if (lmc_tokenizer_load_json(json, len, NULL, 0, tok) < 0) {
+        rc = cli_error("tokenizer");
+    }
+    lmc_gguf_close(g);
+    return rc;
+}
+
 int cli_load_tokenizer(const char *dir, lmc_tokenizer **tok, int required) {
     char path[4200];
     *tok = NULL;
+    if (lmc_path_is_gguf(dir)) return load_gguf_tokenizer(dir, tok, required);
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     FILE *f = fopen(path, "rb");
     if (!f) {

@@ -13,7 +13,7 @@ static const char *inspect_help =
     "example:\n"
     "  lmc inspect tests/fixtures/qwen2 --tensors\n";
 
-static void print_shape(const lmc_st_tensor *t) {
+static void print_shape(const lmc_weight *t) {
     printf("[");
     for (int d = 0; d < t->n_dims; d++) printf("%s%lld", d ? ", " : "", (long long)t->shape[d]);
     printf("]");
@@ -36,7 +36,7 @@ int cmd_inspect(int argc, char **argv) {
     printf("path:          %s\n", mp.path);
     if (mp.repo_id[0]) printf("repo:          %s@%s\n", mp.repo_id, mp.revision);
     lmc_config cfg;
-    if (lmc_config_load(mp.path, &cfg) < 0) return cli_error(NULL);
+    if (lmc_checkpoint_config(mp.path, &cfg) < 0) return cli_error(NULL);
     if (strcmp(cfg.model_type, cfg.outer_model_type))
         printf("model_type:    %s (text stack of %s)\n", cfg.model_type, cfg.outer_model_type);
     else
@@ -60,40 +60,40 @@ int cmd_inspect(int argc, char **argv) {
     }
     lmc_config_free(&cfg);
 
-    lmc_st_set *st = NULL;
-    if (lmc_st_open(mp.path, &st) < 0) return cli_error(NULL);
-    printf("tensors:       %d in %d file(s), %.1f MB\n", lmc_st_count(st), lmc_st_shard_count(st),
-           lmc_st_total_bytes(st) / 1e6);
+    lmc_weights *st = NULL;
+    if (lmc_weights_open(mp.path, &st) < 0) return cli_error(NULL);
+    printf("tensors:       %d in %d %s file(s), %.1f MB\n", lmc_weights_count(st), lmc_weights_n_files(st),
+           lmc_weights_format(st), lmc_weights_total_bytes(st) / 1e6);
     int audit_ok = 0;
     if (rc == 0) {
         lmc_backend *be = NULL;
         lmc_model *m = NULL;
-        if (lmc_backend_cpu_init(&be, 1, 0) < 0) { lmc_st_close(st); return cli_error("backend"); }
+        if (lmc_backend_cpu_init(&be, 1, 0) < 0) { lmc_weights_close(st); return cli_error("backend"); }
         if (lmc_model_load(mp.path, be, &m) < 0) {
             printf("audit:         FAILED: %s\n", lmc_last_error());
             rc = EXIT_RUNTIME;
         } else {
             audit_ok = 1;
             printf("audit:         ok: %d tensors consumed, %d dropped by rule; %lld parameters, %.1f MB bound\n",
-                   lmc_st_count(st) - m->n_audit_dropped, m->n_audit_dropped, (long long)m->n_params,
+                   lmc_weights_count(st) - m->n_audit_dropped, m->n_audit_dropped, (long long)m->n_params,
                    m->weight_bytes / 1e6);
-            for (int i = 0; i < lmc_st_count(st); i++) {
-                const char *rule = lmc_model_drop_rule(m, lmc_st_at(st, i)->name);
-                if (rule) printf("  dropped %s: %s\n", lmc_st_at(st, i)->name, rule);
+            for (int i = 0; i < lmc_weights_count(st); i++) {
+                const char *rule = lmc_model_drop_rule(m, lmc_weights_at(st, i)->name);
+                if (rule) printf("  dropped %s: %s\n", lmc_weights_at(st, i)->name, rule);
             }
         }
         lmc_model_free(m);
         lmc_backend_free(be);
     }
     if (show_tensors || !audit_ok) {
-        for (int i = 0; i < lmc_st_count(st); i++) {
-            const lmc_st_tensor *t = lmc_st_at(st, i);
+        for (int i = 0; i < lmc_weights_count(st); i++) {
+            const lmc_weight *t = lmc_weights_at(st, i);
             printf("  %-60s %-5s ", t->name, lmc_dtype_name(t->dtype));
             print_shape(t);
             printf("\n");
         }
     }
-    lmc_st_close(st);
+    lmc_weights_close(st);
     return rc;
 }
 
@@ -141,7 +141,7 @@ int cmd_check(int argc, char **argv) {
     lmc_model_path mp;
     if (lmc_hfpath_resolve(model, &mp) < 0) return cli_error(NULL);
     lmc_config cfg;
-    if (lmc_config_load(mp.path, &cfg) < 0) return cli_error(NULL);
+    if (lmc_checkpoint_config(mp.path, &cfg) < 0) return cli_error(NULL);
     int n_unknown = 0;
     const cJSON *objs[2] = {cfg.raw, cfg.text != cfg.raw ? cfg.text : NULL};
     for (int o = 0; o < 2; o++) {

@@ -47,7 +47,7 @@ static void list_one(const char *repo_id, const char *revision, const char *dir,
     if (repo_id) snprintf(name, sizeof name, "%s@%.8s", repo_id, revision);
     else snprintf(name, sizeof name, "%s", dir);
     lmc_config cfg;
-    if (lmc_config_load(dir, &cfg) < 0) {
+    if (lmc_checkpoint_config(dir, &cfg) < 0) {
         printf("%-44s %-16s %-11s %s\n", name, "?", "unsupported", lmc_last_error());
         n_listed++;
         return;
@@ -57,20 +57,20 @@ static void list_one(const char *repo_id, const char *revision, const char *dir,
     size_t len = strlen(cfg.model_type);
     if (len > 10 && !strcmp(cfg.model_type + len - 10, "_assistant")) tier = "drafter";
     else if (lmc_profile_resolve(&cfg, &prof) == 0) tier = lmc_tier_name(prof.tier);
-    lmc_st_set *st = NULL;
+    lmc_weights *st = NULL;
     char bytes[32] = "?", params[32] = "?", fits[16] = "?";
     const char *dtype = cfg.torch_dtype[0] ? cfg.torch_dtype : "?";
-    if (lmc_st_open(dir, &st) == 0) {
+    if (lmc_weights_open(dir, &st) == 0) {
         long long n = 0;
-        for (int i = 0; i < lmc_st_count(st); i++) n += lmc_st_nelem(lmc_st_at(st, i));
-        size_t b = lmc_st_total_bytes(st);
+        for (int i = 0; i < lmc_weights_count(st); i++) n += lmc_weight_nelem(lmc_weights_at(st, i));
+        size_t b = lmc_weights_total_bytes(st);
         human((double)b, bytes, sizeof bytes);
         if (n >= 1000000000LL) snprintf(params, sizeof params, "%.2fB", n / 1e9);
         else snprintf(params, sizeof params, "%.1fM", n / 1e6);
         unsigned long long avail = mem_available();
         if (avail) snprintf(fits, sizeof fits, "%s", b < avail ? "yes" : "no");
-        if (lmc_st_count(st) > 0 && !cfg.torch_dtype[0]) dtype = lmc_dtype_name(lmc_st_at(st, 0)->dtype);
-        lmc_st_close(st);
+        if (lmc_weights_count(st) > 0 && !cfg.torch_dtype[0]) dtype = lmc_dtype_name(lmc_weights_at(st, 0)->dtype);
+        lmc_weights_close(st);
     }
     printf("%-44s %-16s %-11s %9s %10s %-9s %s\n", name, cfg.model_type, tier, params, bytes, dtype, fits);
     lmc_config_free(&cfg);

@@ -56,7 +56,9 @@ int cmd_run(int argc, char **argv) {
             FILE *f = NULL;
             char cfg[4200];
             snprintf(cfg, sizeof cfg, "%s/config.json", a);
-            if ((f = fopen(cfg, "r"))) { fclose(f); mo.model = a; } else prompt = a;
+            if ((f = fopen(cfg, "r"))) { fclose(f); mo.model = a; }
+            else if (lmc_path_is_gguf(a)) mo.model = a;
+            else prompt = a;
         } else if (!prompt) prompt = a;
         else return cli_usage_error("run", "unexpected argument '%s'", a);
     }

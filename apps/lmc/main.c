@@ -18,12 +18,13 @@ static const char *usage =
     "  tokenize   print the token ids of a text\n"
     "  ls         list local models (HF cache and given folders) with tier, size and fit\n"
     "  models     list the supported model_types and their parity fixtures\n"
+    "  convert    write a Hugging Face checkpoint as a GGUF file\n"
     "  check      port verdict for a checkpoint: unknown config keys, profile, audit dry run\n"
     "  inspect    show a checkpoint's profile, tensors and weight audit\n"
     "  serve      OpenAI/Anthropic-compatible HTTP server (no -m: the demo model)\n"
     "\n"
-    "MODEL is a Hugging Face model directory or an ORG/NAME repo id in the local\n"
-    "Hugging Face cache (~/.cache/huggingface/hub).\n"
+    "MODEL is a Hugging Face model directory, a .gguf file, or an ORG/NAME repo id\n"
+    "in the local Hugging Face cache (~/.cache/huggingface/hub).\n"
     "\n"
     "examples:\n"
     "  lmc generate -m Qwen/Qwen2.5-0.5B --ids 9707,11 -n 16 --print-ids\n"
@@ -43,6 +44,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "perplexity")) return cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "ls")) return cmd_ls(argc - 1, argv + 1);
     if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
     if (!strcmp(cmd, "models")) return cmd_models(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);

@@ -38,7 +38,8 @@ lmc_status lmc_engine_open(const char *model, const lmc_engine_params *pp, lmc_e
     lmc_engine_params p = pp ? *pp : lmc_engine_default_params();
     lmc_model_path mp;
     LMC_TRY(lmc_hfpath_resolve(model, &mp));
-    if (mp.is_file) return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: single-file models (GGUF) are not supported yet", mp.path);
+    if (mp.is_file && !lmc_path_is_gguf(mp.path))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: a single file that is not GGUF", mp.path);
     lmc_engine *e = calloc(1, sizeof *e);
     if (!e) return lmc_fail(LMC_ERR_NOMEM, "engine");
     lmc_backend_params bp = {.name = p.backend, .n_threads = p.n_threads};

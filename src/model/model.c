@@ -7,7 +7,7 @@
 #include <string.h>
 
 typedef struct audit {
-    const lmc_st_set *st;
+    const lmc_weights *w;
     uint8_t *used;      /* [count] */
     char missing[1024]; /* names of required tensors not found */
     int n_missing;
@@ -19,7 +19,7 @@ static void note_missing(audit *a, const char *name) {
     a->n_missing++;
 }
 
-static void shape_str(const lmc_st_tensor *t, char *buf, size_t cap) {
+static void shape_str(const lmc_weight *t, char *buf, size_t cap) {
     char *p = buf;
     buf[0] = 0;
     for (int i = 0; i < t->n_dims && p < buf + cap - 24; i++)
@@ -30,14 +30,14 @@ static void shape_str(const lmc_st_tensor *t, char *buf, size_t cap) {
  * consumed and check dtype and shape. *found = NULL when absent (an error
  * recorded in the audit only when required). */
 static lmc_status find(lmc_model *m, audit *a, const char *name, int64_t ne0, int64_t ne1, int required,
-                       const lmc_st_tensor **found) {
+                       const lmc_weight **found) {
     *found = NULL;
-    const lmc_st_tensor *t = lmc_st_find(m->st, name);
+    const lmc_weight *t = lmc_weights_find(m->weights, name);
     if (!t) {
         if (required) note_missing(a, name);
         return LMC_OK;
     }
-    int idx = lmc_st_index_of(m->st, t);
+    int idx = lmc_weights_index_of(m->weights, t);
     LMC_ASSERT(idx >= 0);
     a->used[idx] = 1;
     if (t->dtype != LMC_DTYPE_F32 && t->dtype != LMC_DTYPE_F16 && t->dtype != LMC_DTYPE_BF16)
@@ -55,13 +55,13 @@ static lmc_status find(lmc_model *m, audit *a, const char *name, int64_t ne0, in
                         (long long)ne0);
     }
     m->weight_bytes += t->nbytes;
-    m->n_params += lmc_st_nelem(t);
+    m->n_params += lmc_weight_nelem(t);
     *found = t;
     return LMC_OK;
 }
 
 /* Rows [row0, row0 + n) of a found 2-D (or 1-D: elements) tensor as a weight on the backend. */
-static lmc_status view_rows(lmc_model *m, const lmc_st_tensor *t, int64_t row0, int64_t n, lmc_tensor *out) {
+static lmc_status view_rows(lmc_model *m, const lmc_weight *t, int64_t row0, int64_t n, lmc_tensor *out) {
     int64_t ne0 = t->n_dims == 2 ? t->shape[1] : 1;
     if (t->n_dims == 1) { ne0 = n; *out = lmc_tensor_make(t->dtype, n, 1, 1, 1); }
     else *out = lmc_tensor_make(t->dtype, ne0, n, 1, 1);
@@ -73,7 +73,7 @@ static lmc_status view_rows(lmc_model *m, const lmc_st_tensor *t, int64_t row0, 
 static lmc_status bind(lmc_model *m, audit *a, const char *name, int64_t ne0, int64_t ne1, int required,
                        lmc_tensor *out) {
     memset(out, 0, sizeof *out);
-    const lmc_st_tensor *t;
+    const lmc_weight *t;
     LMC_TRY(find(m, a, name, ne0, ne1, required, &t));
     if (!t) return LMC_OK;
     return view_rows(m, t, 0, ne1 ? ne1 : ne0, out);
@@ -129,7 +129,7 @@ static lmc_status bind_fused(lmc_model *m, audit *a, const char *base, int64_t i
     char n[320];
     int64_t total = 0;
     for (int i = 0; i < n_parts; i++) total += parts[i];
-    const lmc_st_tensor *t, *tb = NULL;
+    const lmc_weight *t, *tb = NULL;
     snprintf(n, sizeof n, "%s.weight", base);
     LMC_TRY(find(m, a, n, in, total, 1, &t));
     if (bias) {
@@ -240,9 +240,9 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
 static lmc_status finish_audit(lmc_model *m, audit *a) {
     char extra[1024] = "";
     int n_extra = 0;
-    for (int i = 0; i < lmc_st_count(m->st); i++) {
+    for (int i = 0; i < lmc_weights_count(m->weights); i++) {
         if (a->used[i]) continue;
-        const char *name = lmc_st_at(m->st, i)->name;
+        const char *name = lmc_weights_at(m->weights, i)->name;
         if (lmc_model_drop_rule(m, name)) { m->n_audit_dropped++; continue; }
         size_t at = strlen(extra);
         if (n_extra < 8) snprintf(extra + at, sizeof extra - at, "%s%s", n_extra ? ", " : "", name);
@@ -260,22 +260,22 @@ static lmc_status finish_audit(lmc_model *m, audit *a) {
 static lmc_status load_weights(lmc_model *m, const char *dir) {
     const lmc_config *c = &m->cfg;
     char n[256];
-    LMC_TRY(lmc_st_open(dir, &m->st));
+    LMC_TRY(lmc_weights_open(dir, &m->weights));
     /* the decoder prefix: the descriptor's, or the wrapper layout this checkpoint uses */
     m->prefix = m->profile.arch->prefix;
     m->lm_head_name = "lm_head.weight";
     const lmc_wrapper *w = m->profile.wrapper;
     for (int i = 0; w && i < 3 && w->prefixes[i]; i++) {
         snprintf(n, sizeof n, "%sembed_tokens.weight", w->prefixes[i]);
-        if (lmc_st_find(m->st, n)) {
+        if (lmc_weights_find(m->weights, n)) {
             m->prefix = w->prefixes[i];
             m->lm_head_name = w->lm_heads[i];
             break;
         }
     }
     const char *pre = m->prefix;
-    audit a = {.st = m->st};
-    a.used = calloc((size_t)lmc_st_count(m->st) + 1, 1);
+    audit a = {.w = m->weights};
+    a.used = calloc((size_t)lmc_weights_count(m->weights) + 1, 1);
     if (!a.used) return lmc_fail(LMC_ERR_NOMEM, "audit table");
     lmc_status st = LMC_OK;
     snprintf(n, sizeof n, "%sembed_tokens.weight", pre);
@@ -296,7 +296,7 @@ lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out) {
     lmc_model *m = calloc(1, sizeof *m);
     if (!m) return lmc_fail(LMC_ERR_NOMEM, "model");
     m->be = be;
-    lmc_status st = lmc_config_load(dir, &m->cfg);
+    lmc_status st = lmc_checkpoint_config(dir, &m->cfg);
     if (st >= 0) st = lmc_profile_resolve(&m->cfg, &m->profile);
     if (st >= 0) st = lmc_act_from_name(m->cfg.hidden_act, &m->act);
     if (st >= 0) st = lmc_rope_build(&m->cfg.rope, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[0]);
@@ -335,7 +335,7 @@ void lmc_model_free(lmc_model *m) {
     for (int r = 0; r < 4; r++)
         if (m->rope_freq[r / 2][r % 2].data) m->be->i->release(m->be, &m->rope_freq[r / 2][r % 2]);
     free(m->layers);
-    lmc_st_close(m->st);
+    lmc_weights_close(m->weights);
     lmc_config_free(&m->cfg);
     free(m);
 }

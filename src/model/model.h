@@ -15,7 +15,7 @@
 #include "backend/backend.h"
 #include "batch.h"
 #include "config.h"
-#include "io/safetensors.h"
+#include "weights.h"
 #include "rope.h"
 
 typedef struct lmc_layer {
@@ -37,7 +37,7 @@ typedef struct lmc_model {
     lmc_profile profile;
     lmc_act act;
     float embed_scale;                   /* multiplies embeddings (1 for llama) */
-    lmc_st_set *st;                      /* owned mapping of the checkpoint */
+    lmc_weights *weights;                /* owned: the checkpoint's tensors (safetensors or GGUF) */
     const char *prefix;                  /* decoder tensor prefix in this checkpoint ("model.") */
     const char *lm_head_name;            /* "lm_head.weight" or the wrapper layout's */
     lmc_backend *be;                     /* borrowed */
@@ -52,7 +52,7 @@ typedef struct lmc_model {
     int n_audit_dropped;                 /* tensors dropped by explicit rules */
 } lmc_model;
 
-/* Load a model directory (config.json + safetensors) onto backend `be`. */
+/* Load a model directory (config.json + safetensors) or a .gguf file onto backend `be`. */
 lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out);
 void lmc_model_free(lmc_model *m);
 

@@ -43,24 +43,7 @@ expect_rc 0 "generate --print-ids" "$LMC" generate -m "$FX" --ids "$prompt" -n "
 got=$(cat /tmp/lmc-cli-out.$$)
 [ "$got" = "$greedy" ] && ok || bad "greedy ids '$got' != reference '$greedy'"
 expect_rc 0 "logits" "$LMC" logits -m "$FX" --ids "$prompt" --out "$T/prompt.f32"
-node - "$FX" "$T" "$ng" <<'JS' && ok || bad "logits files do not match the reference"
-const fs = require('fs');
-const [fx, t, ng] = process.argv.slice(2);
-const ref = JSON.parse(fs.readFileSync(fx + '/ref.json'));
-const V = ref.vocab_size, np = ref.prompt_ids.length;
-const f32 = p => { const b = fs.readFileSync(p); return new Float32Array(b.buffer, b.byteOffset, b.length / 4); };
-const f64 = p => { const b = fs.readFileSync(p); return new Float64Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length)); };
-const cmp = (got, want, rows, what) => {
-  if (got.length !== rows * V) { console.error(`${what}: ${got.length} floats, expected ${rows * V}`); return false; }
-  let scale = 0, err = 0;
-  for (let i = 0; i < rows * V; i++) { scale = Math.max(scale, Math.abs(want[i])); err = Math.max(err, Math.abs(got[i] - want[i])); }
-  if (err > 1e-4 * scale) { console.error(`${what}: max error ${err} > ${1e-4 * scale}`); return false; }
-  return true;
-};
-const a = cmp(f32(t + '/prompt.f32'), f64(fx + '/prompt_logits.bin'), np, 'lmc logits');
-const b = cmp(f32(t + '/steps.f32'), f64(fx + '/greedy_logits.bin'), +ng, '--logits-out');
-process.exit(a && b ? 0 : 1);
-JS
+node tests/cli/cmp_logits.mjs "$FX" "$T/prompt.f32" "$T/steps.f32" "$ng" && ok || bad "logits files do not match the reference"
 
 expect_rc 0 "inspect" "$LMC" inspect "$FX"
 grep -q "profile: *generic-dense:llama" /tmp/lmc-cli-out.$$ && ok || bad "inspect does not show the profile"

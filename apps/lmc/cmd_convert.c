@@ -1,0 +1,38 @@
+/* cmd_convert.c — `lmc convert MODEL OUT.gguf`: a Hugging Face checkpoint
+ * written as GGUF, laid out as llama.cpp's converter lays it out. */
+#include <string.h>
+
+#include "cli.h"
+#include "io/gguf_convert.h"
+#include "io/hfpath.h"
+
+static const char *convert_help =
+    "usage: lmc convert MODEL OUT.gguf [--no-tokenizer]\n"
+    "\n"
+    "Write MODEL (a Hugging Face directory or ORG/NAME in the cache) as a GGUF file\n"
+    "with llama.cpp's tensor names and metadata keys. Tensors keep their storage type\n"
+    "(f32, f16, bf16). tokenizer.json and the chat template are embedded unless\n"
+    "--no-tokenizer. Architectures: llama, mistral, qwen2, qwen3, gemma, gemma2,\n"
+    "gemma3_text, phi3. lmc reads the file back with -m OUT.gguf.\n"
+    "\n"
+    "example:\n"
+    "  lmc convert Qwen/Qwen2.5-0.5B qwen2.5-0.5b.gguf\n";
+
+int cmd_convert(int argc, char **argv) {
+    const char *in = NULL, *out = NULL;
+    lmc_gguf_convert_params p = {0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(convert_help, stdout); return 0; }
+        if (!strcmp(argv[i], "--no-tokenizer")) p.skip_tokenizer = 1;
+        else if (argv[i][0] == '-') return cli_usage_error("convert", "unknown option '%s'", argv[i]);
+        else if (!in) in = argv[i];
+        else if (!out) out = argv[i];
+        else return cli_usage_error("convert", "unexpected argument '%s'", argv[i]);
+    }
+    if (!in || !out) return cli_usage_error("convert", "MODEL and OUT.gguf are required");
+    lmc_model_path mp;
+    if (lmc_hfpath_resolve(in, &mp) < 0) return cli_error(NULL);
+    if (lmc_gguf_convert_hf(mp.path, out, &p) < 0) return cli_error("convert");
+    fprintf(stderr, "lmc: wrote %s\n", out);
+    return 0;
+}
