@@ -116,7 +116,7 @@ static const char *known_keys[] = {
     "hidden_act", "hidden_activation", "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
     "rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor", "rope_local_base_freq",
     "original_max_position_embeddings", "no_rope_layers", "no_rope_layer_interval", "sliding_window_pattern",
-    "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "embedding_multiplier",
+    "query_pre_attn_scalar", "qk_layernorm", "clip_qkv", "attn_logit_softcapping", "final_logit_softcapping", "embedding_multiplier",
     "attention_multiplier", "residual_multiplier", "logits_scaling", "logit_scale", "use_qk_norm",
     "use_bidirectional_attention", "bos_token_id", "eos_token_id", "pad_token_id", "text_config",
     /* training, tooling and metadata: no effect on the forward */

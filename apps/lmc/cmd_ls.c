@@ -168,6 +168,11 @@ int cmd_models(int argc, char **argv) {
         const lmc_arch *a = lmc_arch_at(i);
         char fx[2048];
         fixtures_for(root, a->model_type, 0, fx, sizeof fx);
+        if (a->pending_fixture) {
+            if (md) printf("| %s | refused until its fixture exists | — | %s |\n", a->model_type, a->notes);
+            else printf("%-14s pending   (refused: implemented, no fixture yet)\n", a->model_type);
+            continue;
+        }
         if (md) printf("| %s | generic | %s | %s |\n", a->model_type, fx[0] ? fx : "**none — not claimed**", a->notes);
         else printf("%-14s generic   %s\n", a->model_type, fx[0] ? fx : "(no fixture)");
     }

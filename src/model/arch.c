@@ -65,6 +65,12 @@ static const lmc_names nanochat_names = { /* parameter-free norms: names unused 
     .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
     .up = "mlp.fc1", .down = "mlp.fc2",
 };
+static const lmc_names phi_names = { /* parallel block, LayerNorms, fc1/fc2 */
+    .attn_norm = "input_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.dense",
+    .q_norm = "self_attn.q_layernorm", .k_norm = "self_attn.k_layernorm",
+    .up = "mlp.fc1", .down = "mlp.fc2",
+};
 static const lmc_names phi3_names = {
     .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
     .qkv = "self_attn.qkv_proj", .o = "self_attn.o_proj",
@@ -140,6 +146,13 @@ static const lmc_arch rows[] = {
      .norm_no_weight = 1, .embed_norm = 1, .rope_negate = 1, .act_default = "relu2", .prefix = "model.",
      .names = &nanochat_names,
      .notes = "parameter-free RMSNorms (also on the embeddings), q/k norms after rope, relu² MLP, final softcap"},
+    {.model_type = "phi", .norm = LMC_NORM_LAYER, .block = LMC_BLOCK_PARALLEL, .qk_norm = LMC_QK_NORM_HEAD,
+     .qk_norm_optional = 1, .mlp = LMC_MLP_PLAIN, .bias = LMC_BIAS_ALL, .lm_head_bias = 1, .act_default = "gelu_new",
+     .out_norm = "final_layernorm", .pending_fixture = 1, .prefix = "model.", .names = &phi_names,
+     .notes = "parallel block from one LayerNorm, biases everywhere incl. the LM head, partial rotary, optional q/k LayerNorm"},
+    {.model_type = "olmo", .norm = LMC_NORM_LAYER, .norm_no_weight = 1, .norm_eps_fixed = 1e-5, .pending_fixture = 1,
+     .prefix = "model.",
+     .names = &llama_names, .notes = "llama block with parameter-free LayerNorms (eps 1e-5); clip_qkv refused"},
 };
 
 static const lmc_wrapper wrappers[] = {
@@ -259,6 +272,9 @@ static lmc_status check_knobs(const lmc_config *cfg, const lmc_arch *a) {
                             "rope type \"%s\" is not supported yet for %s (supported: default, linear, llama3, yarn, longrope)",
                             lmc_rope_type_name(rt), cfg->model_type);
     }
+    double clip;
+    if (lmc_config_double(cfg, "clip_qkv", &clip) > 0)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "clip_qkv is not supported yet");
     if (cfg->head_dim * cfg->rope.partial_rotary_factor < 2)
         return lmc_fail(LMC_ERR_FORMAT, "head_dim %d leaves nothing to rotate", cfg->head_dim);
     return LMC_OK;
@@ -295,6 +311,9 @@ lmc_status lmc_profile_resolve(lmc_config *cfg, lmc_profile *out) {
         return lmc_fail(LMC_ERR_UNSUPPORTED, "model_type \"%s\" wrapping \"%s\" is not supported (lmc runs the text "
                         "stack of: gemma3)", cfg->outer_model_type, cfg->model_type);
     resolve_act(cfg, a);
+    if (a->pending_fixture)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "model_type \"%s\" is implemented but not yet held to F1 by a parity "
+                        "fixture (tools/oracle/cases.py has its case); lmc refuses to run it unproven", a->model_type);
     LMC_TRY(check_knobs(cfg, a));
     out->tier = LMC_TIER_GENERIC;
     out->arch = a;

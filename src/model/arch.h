@@ -44,6 +44,7 @@ typedef enum lmc_bias_rule {
                                * MLP iff mlp_bias (llama, seed_oss) */
     LMC_BIAS_QKV,             /* q/k/v always, o never (qwen2) */
     LMC_BIAS_USE_BIAS,        /* every linear iff config use_bias, default true (starcoder2) */
+    LMC_BIAS_ALL,             /* every linear has a bias (phi) */
     LMC_BIAS_QKV_CONFIG,      /* q/k/v iff config attention_bias, o never, MLP iff mlp_bias (glm, glm4, helium) */
 } lmc_bias_rule;
 
@@ -80,6 +81,10 @@ typedef struct lmc_arch {
     int norm_no_weight;     /* every norm is parameter-free (nanochat) */
     int embed_norm;         /* the final norm is also applied to the embeddings before layer 0 (nanochat) */
     int rope_negate;        /* rotate by -angle: rotate_half returns (x2, -x1) (nanochat) */
+    int lm_head_bias;       /* the LM head has a bias (phi) */
+    double norm_eps_fixed;  /* the norms' epsilon is fixed by the architecture, not the config (olmo: 1e-5) */
+    const char *out_norm;   /* final norm name after the prefix (NULL: "norm") */
+    int pending_fixture;    /* implemented, but no parity fixture proves it yet: refused, never run unproven */
     const char *act_key;    /* config key naming the activation (NULL: "hidden_act") */
     const char *act_default;/* when the config does not name one (NULL: "silu") */
     const char *prefix;     /* decoder prefix ("model."); a multimodal wrapper's text stack may differ */

@@ -291,7 +291,7 @@ static lmc_status parse_forward_knobs(lmc_config *cfg) {
     LMC_TRY(opt_double(cfg, "logit_scale", &cfg->logits_mult));
     int b;
     cfg->use_qk_norm = cfg->use_bias = -1;
-    if (lmc_config_bool(cfg, "use_qk_norm", &b) > 0) cfg->use_qk_norm = b;
+    if (lmc_config_bool(cfg, "use_qk_norm", &b) > 0 || lmc_config_bool(cfg, "qk_layernorm", &b) > 0) cfg->use_qk_norm = b;
     if (lmc_config_bool(cfg, "use_bias", &b) > 0) cfg->use_bias = b;
     return LMC_OK;
 }

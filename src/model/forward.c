@@ -88,8 +88,8 @@ static void qk_norm(const lmc_model *m, const lmc_layer *L, lmc_tensor *q, lmc_t
     lmc_tensor kh = lmc_tensor_reshape(k, c->head_dim, c->n_kv_heads, n, 1);
     switch (m->profile.arch->qk_norm) {
     case LMC_QK_NORM_HEAD: /* the arch's norm over each head */
-        norm(m, &qh, &qh, &L->q_norm, NULL);
-        norm(m, &kh, &kh, &L->k_norm, NULL);
+        norm(m, &qh, &qh, &L->q_norm, &L->q_norm_b);
+        norm(m, &kh, &kh, &L->k_norm, &L->k_norm_b);
         break;
     case LMC_QK_NORM_FULL: /* RMSNorm over all heads at once */
         be->i->rms_norm(be, q, q, &L->q_norm, (float)c->norm_eps, 0.0f);
@@ -226,6 +226,7 @@ lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v
         int nr = n_sel - r0 < LMC_LOGITS_CHUNK ? n_sel - r0 : LMC_LOGITS_CHUNK;
         lmc_tensor xs = lmc_tensor_rows(&fs->h, r0, nr), lg = rows(&fs->logits, nr);
         be->i->matmul(be, &lg, &m->lm_head, &xs);
+        if (m->lm_head_b.data) be->i->add_bias(be, &lg, &m->lm_head_b);
         if (c->logits_mult != 1.0) be->i->scale(be, &lg, &lg, (float)c->logits_mult);
         if (c->final_softcap > 0) be->i->softcap(be, &lg, &lg, (float)c->final_softcap);
         be->i->get(be, logits_out + (size_t)r0 * c->vocab_size, &lg, 0, (size_t)nr * c->vocab_size * 4);

@@ -164,6 +164,7 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
         break;
     case LMC_BIAS_QKV: qkv_bias = 1; break;
     case LMC_BIAS_USE_BIAS: qkv_bias = o_bias = mlp_bias = use_bias; break;
+    case LMC_BIAS_ALL: qkv_bias = o_bias = mlp_bias = 1; break;
     case LMC_BIAS_QKV_CONFIG: qkv_bias = c->attention_bias; mlp_bias = c->mlp_bias; break;
     }
     char p[256], n[320];
@@ -190,8 +191,8 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
         lmc_tensor unused;
         switch (ar->qk_norm) {
         case LMC_QK_NORM_HEAD:
-            LMC_TRY(bind_norm(m, a, NAME(nm->q_norm), hd, 0, &L->q_norm, &unused));
-            LMC_TRY(bind_norm(m, a, NAME(nm->k_norm), hd, 0, &L->k_norm, &unused));
+            LMC_TRY(bind_norm(m, a, NAME(nm->q_norm), hd, 0, &L->q_norm, &L->q_norm_b));
+            LMC_TRY(bind_norm(m, a, NAME(nm->k_norm), hd, 0, &L->k_norm, &L->k_norm_b));
             break;
         case LMC_QK_NORM_FULL:
             LMC_TRY(bind_norm(m, a, NAME(nm->q_norm), q_dim, 0, &L->q_norm, &unused));
@@ -281,11 +282,13 @@ static lmc_status load_weights(lmc_model *m, const char *dir) {
     snprintf(n, sizeof n, "%sembed_tokens.weight", pre);
     st = bind(m, &a, n, c->hidden_size, c->vocab_size, 1, &m->tok_embd);
     if (st >= 0) {
-        snprintf(n, sizeof n, "%snorm", pre);
+        snprintf(n, sizeof n, "%s%s", pre, m->profile.arch->out_norm ? m->profile.arch->out_norm : "norm");
         st = bind_norm(m, &a, n, c->hidden_size, 0, &m->out_norm, &m->out_norm_b);
     }
     if (st >= 0 && !c->tie_word_embeddings) st = bind(m, &a, m->lm_head_name, c->hidden_size, c->vocab_size, 1, &m->lm_head);
     if (st >= 0 && c->tie_word_embeddings) m->lm_head = m->tok_embd;
+    if (st >= 0 && m->profile.arch->lm_head_bias)
+        st = bind(m, &a, "lm_head.bias", c->vocab_size, 0, 1, &m->lm_head_b);
     for (int il = 0; st >= 0 && il < c->n_layers; il++) st = bind_layer(m, &a, il);
     if (st >= 0) st = finish_audit(m, &a);
     free(a.used);
@@ -299,6 +302,7 @@ lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out) {
     lmc_status st = lmc_checkpoint_config(dir, &m->cfg);
     if (st >= 0) st = lmc_profile_resolve(&m->cfg, &m->profile);
     if (st >= 0) st = lmc_act_from_name(m->cfg.hidden_act, &m->act);
+    if (st >= 0 && m->profile.arch->norm_eps_fixed > 0) m->cfg.norm_eps = m->profile.arch->norm_eps_fixed;
     if (st >= 0) st = lmc_rope_build(&m->cfg.rope, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[0]);
     if (st >= 0) st = lmc_rope_build(&m->cfg.rope_local, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[1]);
     if (st >= 0) {

@@ -24,6 +24,7 @@ typedef struct lmc_layer {
     lmc_tensor wq, wk, wv, wo;           /* [D, H·hd], [D, KV·hd], [D, KV·hd], [H·hd, D] (views of a fused qkv when fused) */
     lmc_tensor bq, bk, bv, bo;           /* [H·hd], [KV·hd], [KV·hd], [D] (data NULL when absent) */
     lmc_tensor q_norm, k_norm;           /* [hd] per head, [H·hd] over all heads, or [hd, H] per-head weights */
+    lmc_tensor q_norm_b, k_norm_b;       /* LayerNorm biases of the q/k norms (phi) */
     lmc_tensor ffn_norm, ffn_norm_b;     /* [D] */
     lmc_tensor ffn_post_norm, ffn_post_norm_b; /* [D] */
     lmc_tensor w_gate, w_up, w_down;     /* [D, I], [D, I], [I, D] (gate/up views of a fused gate_up when fused) */
@@ -44,6 +45,7 @@ typedef struct lmc_model {
     lmc_tensor tok_embd;                 /* [D, V] */
     lmc_tensor out_norm, out_norm_b;     /* [D] */
     lmc_tensor lm_head;                  /* [D, V]; aliases tok_embd when tied */
+    lmc_tensor lm_head_b;                /* [V] (phi), data NULL when absent */
     lmc_layer *layers;                   /* [n_layers] */
     lmc_rope_table rope[2];              /* host copies: [0] global, [1] local (sliding layers) */
     lmc_tensor rope_freq[2][2];          /* f32 [n_rot/2] on the backend: [table][0 short, 1 long] */

@@ -568,6 +568,30 @@ CASES += [
                   "gemma3_text knobs as in the gemma3_text case"],
         "description": "Gemma 3 multimodal checkpoint: the text stack, by prefix.",
     }),
+    {
+        "name": "phi",
+        "model_type": "phi",
+        "config": {"vocab_size": 256, "num_key_value_heads": 4, "layer_norm_eps": 1e-5, "qk_layernorm": True,
+                   "hidden_act": "gelu_new", "tie_word_embeddings": False,
+                   "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                       "partial_rotary_factor": 0.5}},
+        "base_drop": ["hidden_act"],
+        "dtype": "float32", "n_prompt": 24, "n_greedy": 8, "seed": 2028,
+        "spelling": "new",
+        "knobs": ["parallel block from one LayerNorm (with bias)", "biases on q/k/v/dense/fc1/fc2 and the LM head",
+                  "partial rotary 0.5", "qk_layernorm: shared per-head LayerNorm with bias", "gelu_new"],
+        "description": "Phi (phi-1/2): parallel block, LM-head bias, q/k LayerNorm.",
+    },
+    {
+        "name": "olmo",
+        "model_type": "olmo",
+        "config": {"vocab_size": 256, "tie_word_embeddings": False,
+                   "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}},
+        "dtype": "float32", "n_prompt": 24, "n_greedy": 8, "seed": 2029,
+        "spelling": "new",
+        "knobs": ["parameter-free LayerNorms with eps fixed at 1e-5", "no clip_qkv"],
+        "description": "OLMo (v1): llama block with parameter-free LayerNorms.",
+    },
 ]
 
 CASE_NAMES = [c["name"] for c in CASES]
