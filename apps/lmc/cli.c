@@ -207,3 +207,63 @@ const char *cli_demo_model(void) {
     const char *env = getenv("LMC_DEMO_MODEL");
     return env && *env ? env : LMC_DEMO_DIR;
 }
+
+const char *cli_sampler_help =
+    "      --greedy          pick the most likely token\n"
+    "      --temp T          sampling temperature (0 = greedy)\n"
+    "      --top-k K         keep the K most likely tokens (0 = off)\n"
+    "      --top-p P         nucleus sampling mass (1 = off)\n"
+    "      --min-p M         drop tokens below M x the top probability (0 = off)\n"
+    "      --repeat-penalty R  penalty on tokens of the last 64 (1 = off)\n"
+    "      --seed S          random seed (default 0): same seed, same output\n";
+
+int cli_parse_sampler_opt(lmc_sampler_params *sp, int argc, char **argv, int *i, int *set_temp, int *set_top_p) {
+    const char *a = argv[*i], *v;
+    long x;
+    double d;
+    if (!strcmp(a, "--greedy")) {
+        sp->temperature = 0;
+        if (set_temp) *set_temp = 1;
+    } else if (!strcmp(a, "--temp")) {
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_float(v, "--temp", &d)) return -1;
+        sp->temperature = (float)d;
+        if (set_temp) *set_temp = 1;
+    } else if (!strcmp(a, "--top-k")) {
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--top-k", 0, 1 << 24, &x)) return -1;
+        sp->top_k = (int)x;
+    } else if (!strcmp(a, "--top-p")) {
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_float(v, "--top-p", &d)) return -1;
+        sp->top_p = (float)d;
+        if (set_top_p) *set_top_p = 1;
+    } else if (!strcmp(a, "--min-p")) {
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_float(v, "--min-p", &d)) return -1;
+        sp->min_p = (float)d;
+    } else if (!strcmp(a, "--repeat-penalty")) {
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_float(v, "--repeat-penalty", &d)) return -1;
+        sp->repetition_penalty = (float)d;
+    } else if (!strcmp(a, "--seed")) {
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--seed", 0, 0x7fffffffffffffffL, &x)) return -1;
+        sp->seed = (uint64_t)x;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap + 1);
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(buf, (cap *= 2) + 1);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    fclose(f);
+    if (buf) { buf[n] = 0; *len = n; }
+    return buf;
+}

@@ -34,6 +34,15 @@ typedef struct cli_model {
 /* Parse a common option at argv[*i]; returns 1 if consumed (advancing *i), 0 if
  * not a common option, -1 on a usage error (message printed). */
 int cli_parse_model_opt(cli_model_opts *o, int argc, char **argv, int *i);
+/* Parse a sampling option at argv[*i] (--greedy --temp --top-k --top-p --min-p
+ * --repeat-penalty --seed) into sp; like cli_parse_model_opt. Sets *set_temp when
+ * --temp or --greedy was given and *set_top_p for --top-p (either may be NULL). */
+int cli_parse_sampler_opt(lmc_sampler_params *sp, int argc, char **argv, int *i, int *set_temp, int *set_top_p);
+/* The sampling options' help lines, for a command's --help. */
+extern const char *cli_sampler_help;
+/* Read a whole file (NUL-terminated, length in *len); NULL if it cannot be read. */
+char *cli_read_file(const char *path, size_t *len);
+
 /* The value after option argv[*i]; prints a usage error and returns NULL if missing. */
 const char *cli_value(int argc, char **argv, int *i);
 int cli_parse_int(const char *s, const char *what, long lo, long hi, long *out);

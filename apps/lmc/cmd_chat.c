@@ -13,7 +13,7 @@
 #include "tok/tokenizer.h"
 
 static const char *chat_help =
-    "usage: lmc chat [-m MODEL] [--system TEXT] [-n N] [--temp T] [--top-p P] [--seed S] [--ignore-eos]\n"
+    "usage: lmc chat [-m MODEL] [--system TEXT] [-n N] [--ignore-eos] [sampling options]\n"
     "\n"
     "Chat with a model through its chat template. Without -m, the demo model.\n"
     "Commands: /clear (forget the conversation), /system TEXT (set the system\n"
@@ -22,7 +22,9 @@ static const char *chat_help =
     "--ignore-eos keeps a reply going past end-of-turn tokens, up to -n tokens.\n"
     "\n"
     "example:\n"
-    "  lmc chat -m Qwen/Qwen2.5-0.5B-Instruct --system \"You are terse.\"\n";
+    "  lmc chat -m Qwen/Qwen2.5-0.5B-Instruct --system \"You are terse.\"\n"
+    "\n"
+    "sampling:\n";
 
 static volatile sig_atomic_t interrupted;
 
@@ -80,24 +82,14 @@ int cmd_chat(int argc, char **argv) {
     int have_temp = 0, have_top_p = 0, ignore_eos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        long x;
-        double d;
         int r = cli_parse_model_opt(&mo, argc, argv, &i);
+        if (r == 0) r = cli_parse_sampler_opt(&sp, argc, argv, &i, &have_temp, &have_top_p);
         if (r < 0) return EXIT_USAGE;
         if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(chat_help, stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(chat_help, stdout); fputs(cli_sampler_help, stdout); return 0; }
         else if (!strcmp(a, "--system")) { if (!(system = cli_value(argc, argv, &i))) return EXIT_USAGE; }
         else if (!strcmp(a, "-n")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "-n", 1, 1 << 20, &n_predict)) return EXIT_USAGE;
-        } else if (!strcmp(a, "--temp")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--temp", &d)) return EXIT_USAGE;
-            sp.temperature = (float)d; have_temp = 1;
-        } else if (!strcmp(a, "--top-p")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--top-p", &d)) return EXIT_USAGE;
-            sp.top_p = (float)d; have_top_p = 1;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--seed", 0, 0x7fffffffffffffffL, &x)) return EXIT_USAGE;
-            sp.seed = (uint64_t)x;
         } else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else return cli_usage_error("chat", "unknown option '%s'", a);
     }

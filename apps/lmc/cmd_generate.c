@@ -15,13 +15,6 @@ static const char *generate_help =
     "  -p, --prompt TEXT     prompt text (needs tokenizer.json)\n"
     "      --ids LIST        prompt as comma-separated token ids\n"
     "  -n, --n-predict N     tokens to generate (default 64)\n"
-    "      --greedy          pick the most likely token (the default unless --temp is given)\n"
-    "      --temp T          sampling temperature (0 = greedy)\n"
-    "      --top-k K         keep the K most likely tokens (0 = off)\n"
-    "      --top-p P         nucleus sampling mass (1 = off)\n"
-    "      --min-p M         drop tokens below M x the top probability (0 = off)\n"
-    "      --repeat-penalty R  penalty on tokens of the last 64 (1 = off)\n"
-    "      --seed S          random seed (default 0): same seed, same output\n"
     "      --ignore-eos      do not stop at end-of-sequence tokens\n"
     "      --print-ids       print the generated ids, space-separated, on one stdout line\n"
     "      --logits-out FILE write the logits each generated token was chosen from\n"
@@ -32,7 +25,9 @@ static const char *generate_help =
     "\n"
     "examples:\n"
     "  lmc generate -m ./Qwen2.5-0.5B --ids 9707,11 -n 16 --greedy --print-ids\n"
-    "  lmc generate -m Qwen/Qwen2.5-0.5B -p \"The capital of France is\" --temp 0.7 --top-p 0.9\n";
+    "  lmc generate -m Qwen/Qwen2.5-0.5B -p \"The capital of France is\" --temp 0.7 --top-p 0.9\n"
+    "\n"
+    "sampling (greedy unless --temp is given):\n";
 
 typedef struct gen_out {
     int print_ids;
@@ -72,39 +67,19 @@ int cmd_generate(int argc, char **argv) {
     cli_model_opts mo = {0};
     const char *prompt = NULL, *ids_arg = NULL, *logits_out = NULL;
     long n_predict = 64;
-    int print_ids = 0, ignore_eos = 0, have_temp = 0;
-    lmc_sampler_params sp = lmc_sampler_default_params();
+    int print_ids = 0, ignore_eos = 0;
+    lmc_sampler_params sp = lmc_sampler_default_params(); /* greedy */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        long x;
-        double d;
         int r = cli_parse_model_opt(&mo, argc, argv, &i);
+        if (r == 0) r = cli_parse_sampler_opt(&sp, argc, argv, &i, NULL, NULL);
         if (r < 0) return EXIT_USAGE;
         if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(generate_help, stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(generate_help, stdout); fputs(cli_sampler_help, stdout); return 0; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = cli_value(argc, argv, &i))) return EXIT_USAGE; }
         else if (!strcmp(a, "--ids")) { if (!(ids_arg = cli_value(argc, argv, &i))) return EXIT_USAGE; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "-n", 0, 1 << 24, &n_predict)) return EXIT_USAGE;
-        } else if (!strcmp(a, "--greedy")) { sp.temperature = 0; have_temp = 1; }
-        else if (!strcmp(a, "--temp")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--temp", &d)) return EXIT_USAGE;
-            sp.temperature = (float)d; have_temp = 1;
-        } else if (!strcmp(a, "--top-k")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--top-k", 0, 1 << 24, &x)) return EXIT_USAGE;
-            sp.top_k = (int)x;
-        } else if (!strcmp(a, "--top-p")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--top-p", &d)) return EXIT_USAGE;
-            sp.top_p = (float)d;
-        } else if (!strcmp(a, "--min-p")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--min-p", &d)) return EXIT_USAGE;
-            sp.min_p = (float)d;
-        } else if (!strcmp(a, "--repeat-penalty")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--repeat-penalty", &d)) return EXIT_USAGE;
-            sp.repetition_penalty = (float)d;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--seed", 0, 0x7fffffffffffffffL, &x)) return EXIT_USAGE;
-            sp.seed = (uint64_t)x;
         } else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "--print-ids")) print_ids = 1;
         else if (!strcmp(a, "--logits-out")) { if (!(logits_out = cli_value(argc, argv, &i))) return EXIT_USAGE; }
@@ -112,7 +87,6 @@ int cmd_generate(int argc, char **argv) {
     }
     if (!mo.model) return cli_usage_error("generate", "-m MODEL is required");
     if (!prompt == !ids_arg) return cli_usage_error("generate", "give exactly one of -p TEXT or --ids LIST");
-    if (!have_temp) sp.temperature = 0;
     return cli_generate(&mo, prompt, ids_arg, (int)n_predict, &sp, ignore_eos, print_ids, logits_out, 0);
 }
 

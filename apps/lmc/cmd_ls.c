@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gen/plan.h"
 #include "io/hfpath.h"
 #include "io/jsonfile.h"
 
@@ -18,18 +19,6 @@ static const char *ls_help =
     "\n"
     "example:\n"
     "  lmc ls ./models\n";
-
-/* MemAvailable from /proc/meminfo in bytes (0 if unknown). */
-static unsigned long long mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024ull;
-}
 
 static void human(double bytes, char *buf, size_t n) {
     const char *u[] = {"B", "KB", "MB", "GB", "TB"};
@@ -67,7 +56,7 @@ static void list_one(const char *repo_id, const char *revision, const char *dir,
         human((double)b, bytes, sizeof bytes);
         if (n >= 1000000000LL) snprintf(params, sizeof params, "%.2fB", n / 1e9);
         else snprintf(params, sizeof params, "%.1fM", n / 1e6);
-        unsigned long long avail = mem_available();
+        unsigned long long avail = lmc_mem_available();
         if (avail) snprintf(fits, sizeof fits, "%s", b < avail ? "yes" : "no");
         if (lmc_weights_count(st) > 0 && !cfg.torch_dtype[0]) dtype = lmc_dtype_name(lmc_weights_at(st, 0)->dtype);
         lmc_weights_close(st);

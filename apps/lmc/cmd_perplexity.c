@@ -22,24 +22,6 @@ static const char *ppl_help =
     "example:\n"
     "  lmc perplexity -m models/demo .dev/demo/heldout.txt --ctx 1024\n";
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap + 1);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *nb = realloc(buf, (cap *= 2) + 1);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf) { buf[n] = 0; *len = n; }
-    return buf;
-}
-
 /* -log softmax(logits)[target] in double */
 static double nll(const float *logits, int V, int32_t target) {
     float mx = logits[0];
@@ -66,7 +48,7 @@ int cmd_perplexity(int argc, char **argv) {
     const int n_ctx = mo.n_ctx ? mo.n_ctx : 512;
     if (n_ctx < 2) return cli_usage_error("perplexity", "--ctx must be at least 2");
     size_t len = 0;
-    char *text = slurp(file, &len);
+    char *text = cli_read_file(file, &len);
     if (!text) { fprintf(stderr, "lmc: cannot read %s\n", file); return EXIT_RUNTIME; }
     cli_model cm;
     int rc = cli_load_model(&mo, &cm);

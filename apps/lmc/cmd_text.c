@@ -8,7 +8,7 @@
 #include "tok/tokenizer.h"
 
 static const char *run_help =
-    "usage: lmc run [MODEL] [PROMPT] [-n N] [--temp T] [--seed S] [--greedy]\n"
+    "usage: lmc run [MODEL] [PROMPT] [-n N] [sampling options]\n"
     "\n"
     "Continue PROMPT with MODEL. Without MODEL, the demo model that ships with lmc\n"
     "(a small llama trained on the King James Bible) answers.\n"
@@ -17,7 +17,9 @@ static const char *run_help =
     "examples:\n"
     "  lmc run\n"
     "  lmc run \"And the LORD said\"\n"
-    "  lmc run Qwen/Qwen2.5-0.5B \"The capital of France is\" -n 32 --greedy\n";
+    "  lmc run Qwen/Qwen2.5-0.5B \"The capital of France is\" -n 32 --greedy\n"
+    "\n"
+    "sampling:\n";
 
 static int is_model_arg(const char *s) {
     /* a directory, or ORG/NAME: contains a '/' and no spaces */
@@ -34,21 +36,13 @@ int cmd_run(int argc, char **argv) {
     sp.repetition_penalty = 1.1f;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        long x;
-        double d;
         int r = cli_parse_model_opt(&mo, argc, argv, &i);
+        if (r == 0) r = cli_parse_sampler_opt(&sp, argc, argv, &i, NULL, NULL);
         if (r < 0) return EXIT_USAGE;
         if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(run_help, stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(run_help, stdout); fputs(cli_sampler_help, stdout); return 0; }
         else if (!strcmp(a, "-n")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "-n", 1, 1 << 20, &n_predict)) return EXIT_USAGE;
-        } else if (!strcmp(a, "--temp")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_float(v, "--temp", &d)) return EXIT_USAGE;
-            sp.temperature = (float)d;
-        } else if (!strcmp(a, "--greedy")) sp.temperature = 0;
-        else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--seed", 0, 0x7fffffffffffffffL, &x)) return EXIT_USAGE;
-            sp.seed = (uint64_t)x;
         } else if (a[0] == '-' && a[1]) return cli_usage_error("run", "unknown option '%s'", a);
         else if (!mo.model && !prompt && is_model_arg(a) && i + 1 < argc) mo.model = a;
         else if (!mo.model && !prompt && is_model_arg(a) && i + 1 == argc) {
@@ -79,25 +73,6 @@ static const char *tokenize_help =
     "examples:\n"
     "  lmc tokenize -m Qwen/Qwen2.5-0.5B \"Hello world\"\n"
     "  lmc tokenize -m ./tok --jsonl lines.jsonl\n";
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) { free(buf); buf = NULL; }
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf) { buf[n < cap ? n : cap - 1] = 0; *len = n; }
-    return buf;
-}
 
 static int print_ids(const lmc_tokenizer *tok, const char *text, size_t len, int special) {
     int32_t *ids = NULL;
@@ -135,7 +110,7 @@ int cmd_tokenize(int argc, char **argv) {
         rc = print_ids(tok, text, strlen(text), special);
     } else {
         size_t len = 0;
-        char *buf = read_file(file ? file : jsonl, &len);
+        char *buf = cli_read_file(file ? file : jsonl, &len);
         if (!buf) {
             fprintf(stderr, "lmc: cannot read %s\n", file ? file : jsonl);
             rc = EXIT_RUNTIME;
