@@ -253,9 +253,7 @@ static void call_id(char *out, size_t cap, const lmc_srv_req *r, int i) {
     snprintf(out, cap, "call_%.20s_%d", r->id + (strncmp(r->id, "chatcmpl-", 9) ? 0 : 9), i);
 }
 
-/* The reply as tool calls: forced mode always; auto mode when the template's format parses.
- * Returns the calls (OpenAI tool_calls items) or NULL; *content gets the remaining text. */
-static cJSON *reply_tool_calls(const lmc_srv_req *r, char **content) {
+cJSON *srv_reply_tool_calls(const lmc_srv_req *r, char **content) {
     *content = NULL;
     if (r->tool_mode == 2) {
         cJSON *calls = cJSON_CreateArray();
@@ -306,7 +304,7 @@ char *openai_final_body(const lmc_server *s, lmc_srv_req *r) {
     cJSON *calls = NULL;
     if (chat) {
         char *content = NULL;
-        calls = reply_tool_calls(r, &content);
+        calls = srv_reply_tool_calls(r, &content);
         cJSON *m = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
         if (!calls) cJSON_AddStringToObject(m, "content", r->out ? r->out : "");
@@ -412,7 +410,7 @@ void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t
         n = 0;
         if (done && r->finish != LMC_FINISH_ERROR && r->finish != LMC_FINISH_CANCELLED && r->phase == 1) {
             char *content = NULL;
-            cJSON *calls = reply_tool_calls(r, &content);
+            cJSON *calls = srv_reply_tool_calls(r, &content);
             if (!calls) { free(content); content = strdup(r->out ? r->out : ""); }
             if (content && *content) sbuf_sse(b, NULL, chunk(r, content, strlen(content), 0, NULL, NULL));
             free(content);

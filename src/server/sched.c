@@ -180,9 +180,11 @@ static lmc_status build_token_bytes(lmc_sched *s) {
     return LMC_OK;
 }
 
-/* Put r into a free slot: the one sharing the longest prefix (ties: least recently used). */
+/* Put r into a free slot. The slot sharing the longest prefix wins when r mostly extends what it
+ * holds or covers most of r's prompt (a conversation's next turn, a repeated prompt); otherwise an empty slot, else the least recently used one,
+ * so a request that shares only the template's header does not evict a cached conversation. */
 static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
-    int best = -1, best_lcp = -1;
+    int best = -1, best_lcp = -1, spare = -1;
     for (int i = 0; i < s->p.n_seq; i++) {
         slot *sl = &s->slots[i];
         if (sl->req) continue;
@@ -192,6 +194,14 @@ static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
             best = i;
             best_lcp = lcp;
         }
+        if (spare < 0 || (s->slots[spare].n_tokens > 0 &&
+                          (sl->n_tokens == 0 || sl->last_used < s->slots[spare].last_used)))
+            spare = i;
+    }
+    if (best >= 0 && 2 * best_lcp < s->slots[best].n_tokens && 2 * best_lcp < r->n_prompt && spare >= 0) {
+        best = spare;
+        best_lcp = common_prefix(s->slots[best].tokens, s->slots[best].n_tokens, r->prompt, r->n_prompt);
+        if (best_lcp > r->n_prompt - 1) best_lcp = r->n_prompt - 1;
     }
     LMC_ASSERT(best >= 0);
     slot *sl = &s->slots[best];

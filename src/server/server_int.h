@@ -81,6 +81,11 @@ char *openai_final_body(const lmc_server *s, lmc_srv_req *r);
 void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b);
 char *openai_models_body(const lmc_server *s);
 
+/* The reply as tool calls: forced mode always; auto mode when the template's format parses.
+ * Returns OpenAI tool_calls items ({id, type, function: {name, arguments}}) or NULL; *content
+ * gets the remaining text (malloc'ed or NULL). */
+cJSON *srv_reply_tool_calls(const lmc_srv_req *r, char **content);
+
 /* ---- Anthropic /v1/messages (anthropic.c) ---- */
 int anthropic_parse(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e);
 char *anthropic_final_body(const lmc_server *s, lmc_srv_req *r);

@@ -84,6 +84,10 @@ export function malformedCases() {
   add("messages: temperature 1.5", msg, J({ max_tokens: 5, messages: user, temperature: 1.5 }));
   add("messages: stop_sequences a string", msg, J({ max_tokens: 5, messages: user, stop_sequences: "x" }));
   add("messages: not JSON", msg, "{{");
+  add("messages: tool without input_schema", msg, J({ max_tokens: 5, messages: user, tools: [{ name: "f" }] }));
+  add("messages: tool_choice names an unknown tool", msg, J({ max_tokens: 5, messages: user, tools: [{ name: "f", input_schema: { type: "object" } }], tool_choice: { type: "tool", name: "g" } }));
+  add("messages: tool_use in a user message", msg, J({ max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_use", id: "t", name: "f", input: {} }] }] }));
+  add("messages: tool_result without tool_use_id", msg, J({ max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_result", content: "x" }] }] }));
   add("messages: max_tokens beyond the context", msg, J({ max_tokens: 5000, messages: user }));
   // routes and methods
   add("unknown route", "/v1/nope", "{}", 404, { method: "POST" });
