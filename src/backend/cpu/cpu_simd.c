@@ -117,10 +117,9 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
 
 #ifdef LMC_HAVE_AVX512
 
-/* Software prefetch distance for the weight streams (bytes ahead of the current load). */
-#ifndef LMC_PF_BYTES
-#define LMC_PF_BYTES 1024
-#endif
+/* Software prefetch: each kernel reads rows o..o+3 side by side, and the next call reads
+ * o+4..o+7, so the line to fetch is the same offset 4 rows on (pf = 4 · row stride bytes):
+ * rows are often shorter than a useful prefetch distance (896 Q4_0 weights = 504 bytes). */
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 static inline float hsum256(__m256 v) {
@@ -131,53 +130,53 @@ static inline float hsum256(__m256 v) {
 }
 static inline float f16_at(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 
-static void rows4_bf16(const char *const r[4], const float *xp, int64_t in, float out[4]) {
+static void rows4_bf16(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
     __m512 ae[4], ao[4];
-    for (int k = 0; k < 4; k++) { ae[k] = _mm512_setzero_ps(); ao[k] = _mm512_setzero_ps(); }
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { ae[k] = _mm512_setzero_ps(); ao[k] = _mm512_setzero_ps(); }
     const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
     for (int64_t i = 0; i < in; i += 32) {
         const __m512 xe = _mm512_loadu_ps(xp + i), xo = _mm512_loadu_ps(xp + i + 16);
-        for (int k = 0; k < 4; k++) {
-            _mm_prefetch(r[k] + 2 * i + LMC_PF_BYTES, _MM_HINT_T0);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            _mm_prefetch(r[k] + 2 * i + pf, _MM_HINT_T0);
             const __m512i v = _mm512_loadu_si512((const void *)(r[k] + 2 * i));
             ae[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), xe, ae[k]);
             ao[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi_mask)), xo, ao[k]);
         }
     }
-    for (int k = 0; k < 4; k++) out[k] = hsum512(_mm512_add_ps(ae[k], ao[k]));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum512(_mm512_add_ps(ae[k], ao[k]));
 }
 
-static void rows4_f16(const char *const r[4], const float *xp, int64_t in, float out[4]) {
+static void rows4_f16(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
     __m512 a[4], b[4];
-    for (int k = 0; k < 4; k++) { a[k] = _mm512_setzero_ps(); b[k] = _mm512_setzero_ps(); }
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { a[k] = _mm512_setzero_ps(); b[k] = _mm512_setzero_ps(); }
     for (int64_t i = 0; i < in; i += 32) {
         const __m512 x0 = _mm512_loadu_ps(xp + i), x1 = _mm512_loadu_ps(xp + i + 16);
-        for (int k = 0; k < 4; k++) {
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
             const __m256i h0 = _mm256_loadu_si256((const void *)(r[k] + 2 * i));
             const __m256i h1 = _mm256_loadu_si256((const void *)(r[k] + 2 * i + 32));
             a[k] = _mm512_fmadd_ps(_mm512_cvtph_ps(h0), x0, a[k]);
             b[k] = _mm512_fmadd_ps(_mm512_cvtph_ps(h1), x1, b[k]);
         }
     }
-    for (int k = 0; k < 4; k++) out[k] = hsum512(_mm512_add_ps(a[k], b[k]));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum512(_mm512_add_ps(a[k], b[k]));
 }
 
 /* Q8_0 / Q4_0 against Q8_0 activations. */
-static void rows4_q8(int q4, const char *const r[4], const char *xp, int64_t in, float out[4]) {
+static void rows4_q8(int q4, const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
     const int8_t *xq = (const int8_t *)xp;
     const float *xd = (const float *)(const void *)(xp + in), *xs = xd + in / 32;
     __m256 acc[4];
     float corr[4] = {0, 0, 0, 0};
-    for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     const __m128i low4 = _mm_set1_epi8(0x0F);
     const size_t bs = q4 ? 18 : 34;
     for (int64_t b = 0; b < in / 32; b++) {
         const __m256i xv = _mm256_loadu_si256((const void *)(xq + 32 * b));
         const float dx = xd[b], sx = xs[b];
-        for (int k = 0; k < 4; k++) {
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
             const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
-            _mm_prefetch((const char *)blk + LMC_PF_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
             const float dw = f16_at(blk);
             __m256i wu;
             if (q4) {
@@ -192,7 +191,7 @@ static void rows4_q8(int q4, const char *const r[4], const char *xp, int64_t in,
         }
     }
     const float off = q4 ? 8.0f : 128.0f;
-    for (int k = 0; k < 4; k++) out[k] = hsum256(acc[k]) - off * corr[k];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum256(acc[k]) - off * corr[k];
 }
 
 static inline float sc_at(lmc_dtype t, const void *p, int64_t i) {
@@ -208,17 +207,17 @@ static inline void k4_sm(const uint8_t *s, int j, int *sc, int *mn) {
     else { *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4); *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4); }
 }
 
-static void rows4_q4k(const char *const r[4], const float *xp, int64_t in, float out[4]) {
+static void rows4_q4k(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
     const float *xsum = xp + in;
     __m512 acc[4];
     float msum[4] = {0, 0, 0, 0};
-    for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
     const __m512i low4 = _mm512_set1_epi32(0x0F);
     for (int64_t b = 0; b < in / 256; b++) {
         const float *x = xp + 256 * b;
-        for (int k = 0; k < 4; k++) {
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
             const uint8_t *blk = (const uint8_t *)r[k] + 144 * (size_t)b;
-            _mm_prefetch((const char *)blk + LMC_PF_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
             const float d = f16_at(blk), dmin = f16_at(blk + 2);
             const uint8_t *q = blk + 16;
             for (int c = 0; c < 4; c++, q += 32) {
@@ -238,20 +237,20 @@ static void rows4_q4k(const char *const r[4], const float *xp, int64_t in, float
             }
         }
     }
-    for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) - msum[k];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) - msum[k];
 }
 
 /* Q6_K: per 16-element sub-block (d·sc)·(Σ x·u - 32·Σ x) with u = the unsigned 6-bit code. */
-static void rows4_q6k(const char *const r[4], const float *xp, int64_t in, float out[4]) {
+static void rows4_q6k(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
     const float *xsum = xp + in;
     __m512 acc[4];
     float csum[4] = {0, 0, 0, 0};
-    for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi32(0x0F), m2 = _mm512_set1_epi32(0x30);
     for (int64_t b = 0; b < in / 256; b++) {
-        for (int k = 0; k < 4; k++) {
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
             const uint8_t *blk = (const uint8_t *)r[k] + 210 * (size_t)b;
-            _mm_prefetch((const char *)blk + LMC_PF_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
             const float d = f16_at(blk + 208);
             const int8_t *sc = (const int8_t *)(blk + 192);
             for (int h = 0; h < 2; h++) {
@@ -278,27 +277,27 @@ static void rows4_q6k(const char *const r[4], const float *xp, int64_t in, float
             }
         }
     }
-    for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) - 32.0f * csum[k];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) - 32.0f * csum[k];
 }
 
 /* MLX 4/8-bit: per group s·Σ x·q + b·Σ x. */
 static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *const r[4], const float *xp,
-                      int64_t in, float out[4]) {
+                      int64_t in, size_t pf, float out[4]) {
     const int g = q->group_size;
     const float *gsum = xp + in;
     lmc_mlx_row mr[4];
-    for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, o + k);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, o + k);
     __m512 acc[4];
     float bsum[4] = {0, 0, 0, 0};
-    for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
     const __m512i low4 = _mm512_set1_epi32(0x0F);
     for (int64_t gi = 0; gi < in / g; gi++) {
         __m512 ga[4], gb[4];
-        for (int k = 0; k < 4; k++) { ga[k] = _mm512_setzero_ps(); gb[k] = _mm512_setzero_ps(); }
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { ga[k] = _mm512_setzero_ps(); gb[k] = _mm512_setzero_ps(); }
         for (int64_t i = gi * g; i < (gi + 1) * g; i += 32) {
             const __m512 x0 = _mm512_loadu_ps(xp + i), x1 = _mm512_loadu_ps(xp + i + 16);
-            for (int k = 0; k < 4; k++) {
-                _mm_prefetch(r[k] + i * bits / 8 + LMC_PF_BYTES, _MM_HINT_T0);
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                _mm_prefetch(r[k] + i * bits / 8 + pf, _MM_HINT_T0);
                 if (bits == 4) {
                     const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(r[k] + i / 2)));
                     ga[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, low4)), x0, ga[k]);
@@ -311,38 +310,39 @@ static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *c
                 }
             }
         }
-        for (int k = 0; k < 4; k++) {
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
             const float s = sc_at(mr[k].scale_type, mr[k].scales, gi), b = sc_at(mr[k].scale_type, mr[k].biases, gi);
             acc[k] = _mm512_fmadd_ps(_mm512_add_ps(ga[k], gb[k]), _mm512_set1_ps(s), acc[k]);
             bsum[k] += b * gsum[gi];
         }
     }
-    for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) + bsum[k];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) + bsum[k];
 }
 
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
     const int64_t in = w->ne[0], out = w->ne[1];
     const size_t tb = token_bytes(w);
     for (int64_t o = o0; o < o1; o += 4) {
+        const size_t pf = o + 8 <= o1 ? 4 * w->nb[1] : 0; /* no prefetch past this thread's rows */
         const int64_t nr = o1 - o < 4 ? o1 - o : 4;
         const char *r[4];
         /* a short tail repeats its last row (results of the repeats are dropped) */
-        for (int k = 0; k < 4; k++) r[k] = (const char *)w->data + (size_t)(o + (k < nr ? k : nr - 1)) * w->nb[1];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) r[k] = (const char *)w->data + (size_t)(o + (k < nr ? k : nr - 1)) * w->nb[1];
         for (int64_t t = 0; t < n_tok; t++) {
             const char *xt = (const char *)xp + tb * (size_t)t;
             float s[4];
             switch (w->type) {
-            case LMC_DTYPE_BF16: rows4_bf16(r, (const float *)(const void *)xt, in, s); break;
-            case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, s); break;
-            case LMC_DTYPE_Q8_0: rows4_q8(0, r, xt, in, s); break;
-            case LMC_DTYPE_Q4_0: rows4_q8(1, r, xt, in, s); break;
-            case LMC_DTYPE_Q4_K: rows4_q4k(r, (const float *)(const void *)xt, in, s); break;
-            case LMC_DTYPE_Q6_K: rows4_q6k(r, (const float *)(const void *)xt, in, s); break;
+            case LMC_DTYPE_BF16: rows4_bf16(r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_Q8_0: rows4_q8(0, r, xt, in, pf, s); break;
+            case LMC_DTYPE_Q4_0: rows4_q8(1, r, xt, in, pf, s); break;
+            case LMC_DTYPE_Q4_K: rows4_q4k(r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_Q6_K: rows4_q6k(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8: {
                 /* the group side data of the repeated tail rows must exist: clamp like r[] */
                 const lmc_quant_mlx *q = w->aux;
                 if (nr == 4) {
-                    rows4_mlx(lmc_dtype_mlx_bits(w->type), q, o, r, (const float *)(const void *)xt, in, s);
+                    rows4_mlx(lmc_dtype_mlx_bits(w->type), q, o, r, (const float *)(const void *)xt, in, pf, s);
                 } else {
                     for (int k = 0; k < nr; k++) {
                         const char *r1[4] = {r[k], r[k], r[k], r[k]};
@@ -353,7 +353,7 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
                         q1.scales.data = (char *)q->scales.data + (size_t)(o + k) * q->scales.nb[1];
                         q1.biases.data = (char *)q->biases.data + (size_t)(o + k) * q->biases.nb[1];
                         q1.scales.nb[1] = q1.biases.nb[1] = 0;
-                        rows4_mlx(lmc_dtype_mlx_bits(w->type), &q1, 0, r1, (const float *)(const void *)xt, in, s1);
+                        rows4_mlx(lmc_dtype_mlx_bits(w->type), &q1, 0, r1, (const float *)(const void *)xt, in, 0, s1);
                         s[k] = s1[0];
                     }
                 }
