@@ -11,6 +11,9 @@
 #include <float.h>
 #include <math.h>
 #include <string.h>
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
 
 #define QK 32
 #define QKK 256
@@ -253,6 +256,14 @@ void lmc_dequant_row_unchecked(lmc_dtype t, const void *src, const lmc_mlx_row *
     case LMC_DTYPE_MLX5: case LMC_DTYPE_MLX6: case LMC_DTYPE_MLX8:
         deq_mlx(lmc_dtype_mlx_bits(t), b, aux, dst, n);
         break;
+#ifdef __F16C__
+    case LMC_DTYPE_F16: { /* vcvtph2ps is exact, subnormals included */
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(b + 2 * i))));
+        lmc_to_f32(t, b + 2 * i, dst + i, (size_t)(n - i));
+    } break;
+#endif
     default: lmc_to_f32(t, src, dst, (size_t)n); break;
     }
 }
