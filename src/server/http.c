@@ -18,7 +18,7 @@
 #include "tools.h"
 #include "tok/chat.h"
 
-enum route { R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_NONE };
+enum route { R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_EMBEDDINGS, R_NONE };
 _Static_assert(R_NONE + 1 == LMC_N_ROUTES, "one counter per route");
 
 static const struct { const char *path, *method; enum route r; } routes[] = {
@@ -30,6 +30,7 @@ static const struct { const char *path, *method; enum route r; } routes[] = {
     {"/tokenize", "POST", R_TOKENIZE},
     {"/detokenize", "POST", R_DETOKENIZE},
     {"/metrics", "GET", R_METRICS},
+    {"/v1/embeddings", "POST", R_EMBEDDINGS},
 };
 
 typedef struct conn {
@@ -244,6 +245,47 @@ static enum MHD_Result generate(lmc_server *s, struct MHD_Connection *c, conn *c
     return reply(s, c, r, 200, body, "application/json", 0);
 }
 
+/* /v1/embeddings: every input is its own request in the scheduler (they batch like any others). */
+static enum MHD_Result embeddings(lmc_server *s, struct MHD_Connection *c, enum route r, const cJSON *root) {
+    lmc_srv_error e = {0};
+    lmc_srv_req **reqs = NULL;
+    int n = 0, base64 = 0, dims = 0, submitted = 0;
+    enum MHD_Result ret;
+    if (openai_parse_embeddings(s, root, &reqs, &n, &base64, &dims, &e) < 0) { ret = reply_error(s, c, r, &e); goto done; }
+    for (; submitted < n; submitted++) {
+        lmc_status st = lmc_sched_submit(s->sched, reqs[submitted]);
+        if (st < 0) {
+            e.type = "server_error";
+            srv_err(&e, st == LMC_ERR_RANGE ? 400 : 503, "input", "%s", lmc_last_error());
+            break;
+        }
+    }
+    int gone = 0, failed = -1;
+    for (int i = 0; i < submitted; i++) {
+        for (;;) {
+            if (e.status || gone) { cancel(s, reqs[i]); break; }
+            wait_news(reqs[i], 100);
+            int done = reqs[i]->done;
+            pthread_mutex_unlock(&reqs[i]->mu);
+            if (done) break;
+            if (peer_closed(s, c)) gone = 1;
+        }
+        if (reqs[i]->done && reqs[i]->finish != LMC_FINISH_STOP && failed < 0) failed = i;
+    }
+    if (gone) { ret = MHD_NO; goto done; }
+    if (e.status) { ret = reply_error(s, c, r, &e); goto done; }
+    if (failed >= 0) {
+        ret = fail(s, c, r, reqs[failed]->finish == LMC_FINISH_CANCELLED ? 503 : 500, "server_error", NULL, "%s",
+                   reqs[failed]->finish == LMC_FINISH_CANCELLED ? "the server is shutting down" : reqs[failed]->err);
+        goto done;
+    }
+    ret = reply(s, c, r, 200, openai_embeddings_body(s, reqs, n, base64, dims), "application/json", 0);
+done:
+    for (int i = 0; i < n; i++) lmc_srv_req_unref(reqs[i]);
+    free(reqs);
+    return ret;
+}
+
 static enum MHD_Result tokenize(lmc_server *s, struct MHD_Connection *c, enum route r, const cJSON *root) {
     lmc_srv_error e = {0};
     const char *text = NULL;
@@ -385,6 +427,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     enum MHD_Result ret;
     if (r == R_TOKENIZE) ret = tokenize(s, c, r, root);
     else if (r == R_DETOKENIZE) ret = detokenize(s, c, r, root);
+    else if (r == R_EMBEDDINGS) ret = embeddings(s, c, r, root);
     else ret = generate(s, c, cs, r, root);
     cJSON_Delete(root);
     return ret;
@@ -445,6 +488,21 @@ lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
             st = lmc_jinja_parse(src, strlen(src), &s->tmpl_tools);
             free(src);
             if (st < 0) { lmc_server_stop(s); return lmc_fail_context(st, "tool-use chat template"); }
+        }
+    }
+    s->pooling = LMC_POOL_MEAN;
+    if (p.model_dir) { /* sentence-transformers pooling config, when the checkpoint ships one */
+        char path[4200];
+        snprintf(path, sizeof path, "%s/1_Pooling/config.json", p.model_dir);
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            char buf[4096];
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = 0;
+            cJSON *pc = cJSON_Parse(buf);
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pc, "pooling_mode_lasttoken"))) s->pooling = LMC_POOL_LAST;
+            cJSON_Delete(pc);
         }
     }
     lmc_sched_params sp = {.model = p.model, .tok = p.tok, .n_ctx = p.n_ctx, .n_seq = p.n_seq, .n_batch = p.n_batch,

@@ -3,6 +3,7 @@
  * its results into the reply body or the SSE chunks OpenAI's API sends. */
 #include "server_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -472,6 +473,129 @@ char *openai_models_body(const lmc_server *s) {
     cJSON_AddNumberToObject(m, "parameters", (double)s->p.model->n_params);
     cJSON_AddNumberToObject(m, "bytes", (double)s->p.model->weight_bytes);
     cJSON_AddItemToArray(data, m);
+    char *out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return out;
+}
+
+/* ---- /v1/embeddings ---- */
+
+static lmc_srv_req *embed_req(const lmc_server *s) {
+    lmc_srv_req *r = lmc_srv_req_new();
+    if (!r) return NULL;
+    r->api = LMC_API_EMBEDDING;
+    r->pooling = s->pooling;
+    r->max_tokens = 1;
+    r->server = s;
+    return r;
+}
+
+int openai_parse_embeddings(const lmc_server *s, const cJSON *root, lmc_srv_req ***out, int *n_out, int *base64, int *dims,
+                            lmc_srv_error *e) {
+    *out = NULL;
+    *n_out = 0;
+    *base64 = 0;
+    *dims = 0;
+    const char *model = NULL, *fmt = NULL;
+    if (jf_string(root, "model", &model, e) < 0 || jf_string(root, "encoding_format", &fmt, e) < 0) return -1;
+    if (fmt && strcmp(fmt, "float") && strcmp(fmt, "base64"))
+        return srv_err(e, 400, "encoding_format", "'encoding_format' must be 'float' or 'base64'");
+    *base64 = fmt && !strcmp(fmt, "base64");
+    long d = 0;
+    int rc = jf_int(root, "dimensions", 1, s->p.model->cfg.hidden_size, &d, e);
+    if (rc < 0) return -1;
+    *dims = rc == 0 ? (int)d : 0;
+    const cJSON *input = cJSON_GetObjectItemCaseSensitive(root, "input");
+    if (!input || cJSON_IsNull(input)) return srv_err(e, 400, "input", "'input' is required");
+    /* A string, a list of strings, a list of token ids, or a list of lists of token ids. */
+    int n = 1, ids_single = 0;
+    if (cJSON_IsArray(input)) {
+        n = cJSON_GetArraySize(input);
+        if (n == 0) return srv_err(e, 400, "input", "'input' must not be empty");
+        if (n > 2048) return srv_err(e, 400, "input", "at most 2048 inputs per request");
+        ids_single = cJSON_IsNumber(cJSON_GetArrayItem(input, 0));
+        if (ids_single) n = 1;
+    } else if (!cJSON_IsString(input)) {
+        return srv_err(e, 400, "input", "'input' must be a string, a list of strings or a list of token-id lists");
+    }
+    lmc_srv_req **reqs = calloc((size_t)n, sizeof *reqs);
+    if (!reqs) return srv_err(e, 500, "input", "out of memory");
+    *out = reqs;
+    int vocab = s->p.model->cfg.vocab_size, n_ctx = lmc_sched_n_ctx(s->sched);
+    for (int i = 0; i < n; i++) {
+        const cJSON *it = cJSON_IsString(input) || ids_single ? input : cJSON_GetArrayItem(input, i);
+        lmc_srv_req *r = reqs[i] = embed_req(s);
+        *n_out = i + 1;
+        if (!r) return srv_err(e, 500, "input", "out of memory");
+        if (cJSON_IsString(it)) {
+            if (!*it->valuestring) return srv_err(e, 400, "input", "input %d is empty", i);
+            if (lmc_tokenizer_encode(s->p.tok, it->valuestring, strlen(it->valuestring), 1, &r->prompt, &r->n_prompt) < 0)
+                return srv_err(e, 400, "input", "tokenizing input %d failed: %s", i, lmc_last_error());
+        } else if (cJSON_IsArray(it) && cJSON_GetArraySize(it) > 0) {
+            int k = cJSON_GetArraySize(it);
+            r->prompt = malloc((size_t)k * sizeof *r->prompt);
+            if (!r->prompt) return srv_err(e, 500, "input", "out of memory");
+            const cJSON *x;
+            cJSON_ArrayForEach(x, it) {
+                if (!cJSON_IsNumber(x) || x->valuedouble != (double)(int32_t)x->valuedouble || x->valuedouble < 0 || x->valuedouble >= vocab)
+                    return srv_err(e, 400, "input", "input %d: token ids must be integers in [0, %d)", i, vocab);
+                r->prompt[r->n_prompt++] = (int32_t)x->valuedouble;
+            }
+        } else {
+            return srv_err(e, 400, "input", "input %d must be a non-empty string or list of token ids", i);
+        }
+        if (r->n_prompt == 0) return srv_err(e, 400, "input", "input %d has no tokens", i);
+        if (r->n_prompt >= n_ctx) {
+            e->code = "context_length_exceeded";
+            return srv_err(e, 400, "input", "input %d has %d tokens; the context holds %d", i, r->n_prompt, n_ctx - 1);
+        }
+    }
+    return 0;
+}
+
+static void b64(lmc_sbuf *b, const unsigned char *p, size_t n) {
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        char q[4] = {tbl[v >> 18 & 63], tbl[v >> 12 & 63], i + 1 < n ? tbl[v >> 6 & 63] : '=', i + 2 < n ? tbl[v & 63] : '='};
+        sbuf_add(b, q, 4);
+    }
+}
+
+char *openai_embeddings_body(const lmc_server *s, lmc_srv_req **reqs, int n, int base64, int dims) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(j, "data");
+    long tokens = 0;
+    for (int i = 0; i < n; i++) {
+        lmc_srv_req *r = reqs[i];
+        int d = dims > 0 && dims < r->n_embd ? dims : r->n_embd;
+        float *v = malloc((size_t)d * sizeof *v);
+        if (!v) { cJSON_Delete(j); return NULL; }
+        double norm = 0;
+        for (int k = 0; k < d; k++) norm += (double)r->embedding[k] * r->embedding[k];
+        float inv = d < r->n_embd && norm > 0 ? (float)(1.0 / sqrt(norm)) : 1.0f; /* shortened: renormalize */
+        for (int k = 0; k < d; k++) v[k] = r->embedding[k] * inv;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "object", "embedding");
+        cJSON_AddNumberToObject(o, "index", i);
+        if (base64) {
+            lmc_sbuf b = {0};
+            b64(&b, (const unsigned char *)v, (size_t)d * sizeof *v); /* little-endian f32, as OpenAI's */
+            cJSON_AddStringToObject(o, "embedding", b.p ? b.p : "");
+            free(b.p);
+        } else {
+            cJSON *a = cJSON_AddArrayToObject(o, "embedding");
+            for (int k = 0; k < d; k++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[k]));
+        }
+        free(v);
+        cJSON_AddItemToArray(data, o);
+        tokens += r->n_prompt;
+    }
+    cJSON_AddStringToObject(j, "model", s->model_id);
+    cJSON *u = cJSON_AddObjectToObject(j, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)tokens);
     char *out = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return out;

@@ -43,6 +43,7 @@ void lmc_srv_req_unref(lmc_srv_req *r) {
     free(r->stop);
     free(r->out);
     free(r->lps);
+    free(r->embedding);
     lmc_sampler_free(r->sampler);
     lmc_detok_free(r->detok);
     free(r->text);

@@ -19,7 +19,9 @@
 #include "jsonfsm.h"
 #include "tok/tokenizer.h"
 
-typedef enum lmc_srv_api { LMC_API_CHAT = 0, LMC_API_COMPLETION, LMC_API_MESSAGES } lmc_srv_api;
+typedef enum lmc_srv_api { LMC_API_CHAT = 0, LMC_API_COMPLETION, LMC_API_MESSAGES, LMC_API_EMBEDDING } lmc_srv_api;
+
+typedef enum lmc_pooling { LMC_POOL_NONE = 0, LMC_POOL_MEAN, LMC_POOL_LAST } lmc_pooling;
 
 typedef enum lmc_finish {
     LMC_FINISH_NONE = 0,
@@ -58,6 +60,7 @@ typedef struct lmc_srv_req {
     int ignore_eos;
     int logprobs, top_logprobs;   /* record log-probabilities (top_logprobs ≤ LMC_MAX_TOP_LOGPROBS) */
     int json_mode;                /* response_format json_object: only tokens that keep valid JSON */
+    lmc_pooling pooling;          /* embedding request: prefill only, pool the final hidden states */
     int tool_mode;                /* 0 no tools; 1 auto: parse calls from the reply; 2 forced: the reply is tool_name's arguments */
     int tool_fmt;                 /* lmc_tool_fmt of the template (auto mode) */
     char tool_name[128];
@@ -77,6 +80,8 @@ typedef struct lmc_srv_req {
     int n_gen;                    /* tokens sampled */
     int n_cached;                 /* prompt tokens whose KV was reused */
     char err[256];
+    float *embedding;             /* [n_embd] L2-normalized, set before done (embedding requests) */
+    int n_embd;
     lmc_srv_logprob *lps;         /* [n_lps] when logprobs */
     int n_lps, cap_lps;
     atomic_int cancelled;         /* set by the HTTP side; the scheduler retires the request */

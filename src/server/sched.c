@@ -109,7 +109,7 @@ static void stats_finish(lmc_sched *s, lmc_finish f) {
 static void retire(lmc_sched *s, int i, lmc_finish f) {
     slot *sl = &s->slots[i];
     lmc_srv_req *r = sl->req;
-    if (f == LMC_FINISH_STOP || f == LMC_FINISH_LENGTH) {
+    if ((f == LMC_FINISH_STOP || f == LMC_FINISH_LENGTH) && r->detok) {
         if (r->stop_index < 0) {
             char *piece = NULL;
             size_t n = 0;
@@ -204,8 +204,26 @@ static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
         if (best_lcp > r->n_prompt - 1) best_lcp = r->n_prompt - 1;
     }
     LMC_ASSERT(best >= 0);
+    if (r->pooling != LMC_POOL_NONE) {
+        if (spare >= 0) best = spare;
+        best_lcp = 0; /* every position's hidden state is needed */
+    }
     slot *sl = &s->slots[best];
-    lmc_status st = lmc_sampler_init(&r->sampler, &r->sp, s->n_vocab);
+    lmc_status st = LMC_OK;
+    if (r->pooling != LMC_POOL_NONE) {
+        r->n_embd = s->p.model->cfg.hidden_size;
+        r->embedding = calloc((size_t)r->n_embd, sizeof *r->embedding);
+        if (!r->embedding) return lmc_fail(LMC_ERR_NOMEM, "embedding");
+        lmc_kv_truncate(&s->ctx->kv, best, 0);
+        sl->n_tokens = 0;
+        sl->req = r;
+        sl->has_next = 0;
+        pthread_mutex_lock(&s->mu);
+        s->st.prompt_tokens += (uint64_t)r->n_prompt;
+        pthread_mutex_unlock(&s->mu);
+        return LMC_OK;
+    }
+    st = lmc_sampler_init(&r->sampler, &r->sp, s->n_vocab);
     if (st >= 0 && s->p.tok) st = lmc_detok_init(&r->detok, s->p.tok, 1);
     if (st >= 0 && (r->presence_penalty != 0 || r->frequency_penalty != 0)) {
         r->counts = calloc((size_t)s->n_vocab, sizeof *r->counts);
@@ -319,6 +337,28 @@ static void on_token(lmc_sched *s, int i, int32_t t, const float *logits, double
     sl->has_next = 1;
 }
 
+/* An embedding request's wanted row: add (mean) or take (last) its hidden state; when the
+ * whole input has been read, normalize and finish. */
+static void embed_row(lmc_sched *s, int i, int row) {
+    slot *sl = &s->slots[i];
+    lmc_srv_req *r = sl->req;
+    const float *h = lmc_context_hidden(s->ctx, row);
+    if (r->pooling == LMC_POOL_MEAN)
+        for (int d = 0; d < r->n_embd; d++) r->embedding[d] += h[d];
+    else
+        memcpy(r->embedding, h, (size_t)r->n_embd * sizeof *h);
+    if (++r->n_gen < (r->pooling == LMC_POOL_MEAN ? r->n_prompt : 1)) return;
+    double norm = 0;
+    for (int d = 0; d < r->n_embd; d++) {
+        if (r->pooling == LMC_POOL_MEAN) r->embedding[d] /= (float)r->n_prompt;
+        norm += (double)r->embedding[d] * r->embedding[d];
+    }
+    float inv = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0;
+    for (int d = 0; d < r->n_embd; d++) r->embedding[d] *= inv;
+    r->n_gen = 0; /* an embedding generates nothing */
+    retire(s, i, LMC_FINISH_STOP);
+}
+
 /* Admit from the queue and drop cancelled requests; caller holds s->mu. */
 static void admit_waiting_locked(lmc_sched *s) {
     int free_slots = 0;
@@ -380,10 +420,11 @@ static int step(lmc_sched *s) {
             s->b_tok[n] = r->prompt[sl->n_tokens + j];
             s->b_pos[n] = sl->n_tokens + j;
             s->b_seq[n] = i;
-            s->b_want[n] = 0;
+            s->b_want[n] = r->pooling == LMC_POOL_MEAN;
+            if (s->b_want[n]) s->row_slot[n_rows++] = i;
             n++;
         }
-        if (sl->n_tokens + k == r->n_prompt) {
+        if (sl->n_tokens + k == r->n_prompt && !s->b_want[n - 1]) {
             s->b_want[n - 1] = 1;
             s->row_slot[n_rows++] = i;
         }
@@ -411,6 +452,7 @@ static int step(lmc_sched *s) {
     for (int row = 0; row < n_rows; row++) {
         int i = s->row_slot[row];
         if (!s->slots[i].req) continue;
+        if (s->slots[i].req->pooling != LMC_POOL_NONE) { embed_row(s, i, row); continue; }
         const float *logits = lmc_context_logits(s->ctx, row);
         int32_t t = sample(s, s->slots[i].req, logits);
         n_gen++;
@@ -482,6 +524,7 @@ lmc_status lmc_sched_start(lmc_sched **out, const lmc_sched_params *pp) {
     cp.n_ctx = s->p.n_ctx;
     cp.n_seq = s->p.n_seq;
     cp.n_batch = s->p.n_batch;
+    cp.want_hidden = 1; /* embeddings pool the final hidden states */
     lmc_status st = lmc_context_init(&s->ctx, s->p.model, &cp);
     if (st < 0) { lmc_sched_free(s); return st; }
     s->n_vocab = s->p.model->cfg.vocab_size;

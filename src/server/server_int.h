@@ -36,7 +36,7 @@ void sbuf_printf(lmc_sbuf *b, const char *fmt, ...) __attribute__((format(printf
 void sbuf_sse(lmc_sbuf *b, const char *event, cJSON *j);
 
 #define LMC_STATUS_SLOTS 600
-#define LMC_N_ROUTES 9
+#define LMC_N_ROUTES 10
 struct lmc_server {
     lmc_server_params p;
     const lmc_mhd_api *mhd;
@@ -45,6 +45,7 @@ struct lmc_server {
     lmc_jinja_template *tmpl;     /* chat template, parsed once (NULL: none) */
     lmc_jinja_template *tmpl_tools; /* the template used when a request has tools (often the same text) */
     int tool_fmt;                 /* lmc_tool_fmt the tools template asks for */
+    lmc_pooling pooling;          /* how /v1/embeddings pools (sentence-transformers config, else mean) */
     char model_id[128];
     int port;
     atomic_int stopping;
@@ -80,6 +81,10 @@ char *openai_final_body(const lmc_server *s, lmc_srv_req *r);
 /* Append the SSE events for new text (and for the end when done) to b. */
 void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b);
 char *openai_models_body(const lmc_server *s);
+/* /v1/embeddings: one request per input (*reqs, *n malloc'ed; each to be submitted), and the reply. */
+int openai_parse_embeddings(const lmc_server *s, const cJSON *root, lmc_srv_req ***reqs, int *n, int *base64, int *dims,
+                            lmc_srv_error *e);
+char *openai_embeddings_body(const lmc_server *s, lmc_srv_req **reqs, int n, int base64, int dims);
 
 /* The reply as tool calls: forced mode always; auto mode when the template's format parses.
  * Returns OpenAI tool_calls items ({id, type, function: {name, arguments}}) or NULL; *content

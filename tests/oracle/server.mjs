@@ -258,6 +258,24 @@ async function main() {
     { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "In the beginning." }] }] });
   check("messages tools: tool_use / tool_result history accepted", hist.content[0]?.type === "text" && hist.stop_reason === "max_tokens");
 
+  // ---- embeddings ----
+  const texts = ["In the beginning God created the heaven and the earth.", "And God said, Let there be light.", "Jesus wept."];
+  const emb = await openai.embeddings.create({ model: MODEL, input: texts });   // the SDK asks for base64 and decodes it
+  const norm = (v) => Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+  check("embeddings: one L2-normalized vector of hidden_size per input", emb.data.length === 3 &&
+        emb.data.every((d, i) => d.index === i && d.embedding.length === 256 && Math.abs(norm(d.embedding) - 1) < 1e-5), JSON.stringify(emb.usage));
+  check("embeddings: usage counts the input tokens", emb.usage.prompt_tokens === texts.reduce((a, t) => a + tokenCount("<|bos|>" + t), 0));
+  let embSame = true;
+  for (let i = 0; i < 3; i++) {
+    const one = await (await fetch(A.url + "/v1/embeddings", { method: "POST", body: JSON.stringify({ input: texts[i], encoding_format: "float" }) })).json();
+    embSame &&= one.data[0].embedding.every((x, k) => Math.abs(x - emb.data[i].embedding[k]) < 1e-5);
+  }
+  check("embeddings: batched equals one at a time (float and base64 encodings)", embSame);
+  const short = await openai.embeddings.create({ model: MODEL, input: texts[0], dimensions: 32 });
+  check("embeddings: dimensions shortens and renormalizes", short.data[0].embedding.length === 32 && Math.abs(norm(short.data[0].embedding) - 1) < 1e-5);
+  const cos = (a, b) => a.reduce((acc, x, k) => acc + x * b[k], 0);
+  check("embeddings: distinct texts give distinct vectors", cos(emb.data[0].embedding, emb.data[2].embedding) < 0.9999);
+
   // ---- multi-turn prefix reuse ----
   const turn2 = [...msgs, { role: "assistant", content: full }, { role: "user", content: "And what did he say?" }];
   const before = await metrics(A.url);

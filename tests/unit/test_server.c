@@ -325,6 +325,62 @@ static void test_sched_cancel_and_limits(void) {
     lmc_srv_req_unref(late);
 }
 
+/* Embeddings: the scheduler (chunked prefill, sharing steps with a generation) pools the same
+ * vector as one direct forward over the whole input. */
+static void test_sched_embedding(void) {
+    const char *text = "In the beginning God created the heaven and the earth.";
+    int32_t *ids;
+    int n;
+    CHECK(lmc_tokenizer_encode(tok, text, strlen(text), 1, &ids, &n) == LMC_OK);
+    int D = model->cfg.hidden_size;
+    double *ref = calloc((size_t)D, sizeof *ref);
+    lmc_context *ctx;
+    lmc_context_params cp = lmc_context_default_params();
+    cp.want_hidden = 1;
+    CHECK(lmc_context_init(&ctx, model, &cp) == LMC_OK);
+    int32_t pos[64], seq[64];
+    uint8_t want[64];
+    for (int i = 0; i < n; i++) { pos[i] = i; seq[i] = 0; want[i] = 1; }
+    lmc_batch b = {.n_tokens = n, .token = ids, .pos = pos, .seq = seq, .want_logits = want};
+    CHECK(lmc_context_decode(ctx, &b) == LMC_OK);
+    double norm = 0;
+    for (int d = 0; d < D; d++) {
+        for (int i = 0; i < n; i++) ref[d] += lmc_context_hidden(ctx, i)[d];
+        ref[d] /= n;
+        norm += ref[d] * ref[d];
+    }
+    lmc_context_free(ctx);
+
+    lmc_sched *s;
+    lmc_sched_params p = {.model = model, .tok = tok, .n_ctx = 128, .n_seq = 2, .n_batch = 5, .max_queue = 4};
+    CHECK(lmc_sched_start(&s, &p) == LMC_OK);
+    lmc_srv_req *g = make_req("And God said", 30);
+    lmc_srv_req *r = lmc_srv_req_new();
+    r->api = LMC_API_EMBEDDING;
+    r->pooling = LMC_POOL_MEAN;
+    r->max_tokens = 1;
+    r->prompt = ids;
+    r->n_prompt = n;
+    CHECK(lmc_sched_submit(s, g) == LMC_OK);
+    CHECK(lmc_sched_submit(s, r) == LMC_OK);
+    CHECK(wait_done(r, 30) && wait_done(g, 30));
+    CHECK_EQ_INT(r->finish, LMC_FINISH_STOP);
+    CHECK_EQ_INT(r->n_embd, D);
+    double worst = 0, n2 = 0;
+    for (int d = 0; d < D && r->embedding; d++) {
+        double x = ref[d] / sqrt(norm);
+        worst = fmax(worst, fabs(r->embedding[d] - x));
+        n2 += (double)r->embedding[d] * r->embedding[d];
+    }
+    CHECK_MSG(worst < 1e-5, "max |Δ| %g", worst);
+    CHECK_NEAR(n2, 1.0, 1e-5);
+    CHECK_EQ_INT(g->n_gen, 30); /* the generation beside it was not disturbed */
+    lmc_sched_free(s);
+    lmc_srv_req_unref(g);
+    lmc_srv_req_unref(r);
+    free(ref);
+}
+
 int main(void) {
     RUN(test_stop_find);
     RUN(test_stop_holdback);
@@ -340,6 +396,7 @@ int main(void) {
     }
     RUN(test_sched_batched_equals_single);
     RUN(test_sched_cancel_and_limits);
+    RUN(test_sched_embedding);
     lmc_tokenizer_free(tok);
     lmc_model_free(model);
     lmc_backend_free(be);

@@ -96,6 +96,16 @@ export function malformedCases() {
   add("DELETE /v1/models", "/v1/models", undefined, 405, { method: "DELETE" });
   add("PUT /health", "/health", "{}", 405, { method: "PUT" });
   add("GET /v1/messages (Anthropic style)", msg, undefined, 405, { method: "GET" });
+  // embeddings
+  const emb = "/v1/embeddings";
+  add("embeddings: missing input", emb, J({ model: "demo" }));
+  add("embeddings: empty list", emb, J({ input: [] }));
+  add("embeddings: empty string", emb, J({ input: [""] }));
+  add("embeddings: input a number", emb, J({ input: 5 }));
+  add("embeddings: token id beyond vocab", emb, J({ input: [[1, 99999]] }));
+  add("embeddings: encoding_format hex", emb, J({ input: "x", encoding_format: "hex" }));
+  add("embeddings: dimensions 0", emb, J({ input: "x", dimensions: 0 }));
+  add("embeddings: input longer than the context", emb, J({ input: "and the LORD said ".repeat(600) }), 400, { code: "context_length_exceeded" });
   // tokenize / detokenize
   add("tokenize: no content", "/tokenize", "{}");
   add("tokenize: content a number", "/tokenize", J({ content: 5 }));
