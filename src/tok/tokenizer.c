@@ -3,7 +3,7 @@
  * Owns the lmc_tokenizer object: the model, normalizer, pre-tokenizer, post-processor
  * and decoder trees, the added-token vocabulary (two byte tries, raw and normalized,
  * matched leftmost-longest with lstrip/rstrip/single_word as HF does) and the
- * tokenizer_config.json facts (bos/eos, add_bos/add_eos, chat templates).
+ * tokenizer_config.json facts (bos/eos, add_bos/add_eos, added tokens).
  * Encode = repair UTF-8 -> split out raw added tokens -> normalize -> split out
  * normalized added tokens -> pre-tokenize -> model -> post-process (add_special).
  */
@@ -41,7 +41,6 @@ typedef struct post_step {
     int32_t cls, sep;                /* WRAP (Bert/Roberta): [cls] A [sep] */
 } post_step;
 
-typedef struct chat_tmpl { char *name; char *text; } chat_tmpl;
 
 /* Scratch state of one encode call: buffers, regex match data and the word cache.
  * The tokenizer keeps one behind a mutex that encode takes with trylock; a call
@@ -69,7 +68,6 @@ struct lmc_tokenizer {
     trie raw_trie, norm_trie;
     char *bos, *eos;
     int add_bos, add_eos;
-    chat_tmpl *tmpl; int n_tmpl;
     pthread_mutex_t lock;            /* guards `shared` */
     enc_ctx shared;
 };
@@ -191,8 +189,6 @@ void lmc_tokenizer_free(lmc_tokenizer *tok) {
     trie_free(&tok->norm_trie);
     free(tok->bos);
     free(tok->eos);
-    for (int i = 0; i < tok->n_tmpl; i++) { free(tok->tmpl[i].name); free(tok->tmpl[i].text); }
-    free(tok->tmpl);
     ctx_release(&tok->shared);
     pthread_mutex_destroy(&tok->lock);
     free(tok);
@@ -240,32 +236,6 @@ static const char *token_text(const cJSON *v) {  /* "str" or {"content": "str"} 
     return NULL;
 }
 
-static lmc_status add_template(lmc_tokenizer *tok, const char *name, const char *text) {
-    for (int i = 0; i < tok->n_tmpl; i++) if (!strcmp(tok->tmpl[i].name, name)) return LMC_OK; /* first source wins */
-    chat_tmpl *t = realloc(tok->tmpl, (size_t)(tok->n_tmpl + 1) * sizeof *t);
-    if (!t) return lmc_fail(LMC_ERR_NOMEM, "out of memory");
-    tok->tmpl = t;
-    t[tok->n_tmpl].name = strdup(name);
-    t[tok->n_tmpl].text = strdup(text);
-    if (!t[tok->n_tmpl].name || !t[tok->n_tmpl].text) { free(t[tok->n_tmpl].name); free(t[tok->n_tmpl].text);
-        return lmc_fail(LMC_ERR_NOMEM, "out of memory"); }
-    tok->n_tmpl++;
-    return LMC_OK;
-}
-
-static lmc_status parse_chat_templates(lmc_tokenizer *tok, const cJSON *ct, const char *where) {
-    if (!ct || cJSON_IsNull(ct)) return LMC_OK;
-    if (cJSON_IsString(ct)) return add_template(tok, "default", ct->valuestring);
-    if (!cJSON_IsArray(ct)) return lmc_fail(LMC_ERR_FORMAT, "%s: chat_template must be a string or a list", where);
-    const cJSON *it;
-    cJSON_ArrayForEach(it, ct) {
-        const char *name = tok_json_str(it, "name"), *text = tok_json_str(it, "template");
-        if (!name || !text) return lmc_fail(LMC_ERR_FORMAT, "%s: chat_template list entries need \"name\" and \"template\"", where);
-        LMC_TRY(add_template(tok, name, text));
-    }
-    return LMC_OK;
-}
-
 static lmc_status parse_config(lmc_tokenizer *tok, const char *cfg, size_t len) {
     cJSON *j = cJSON_ParseWithLength(cfg, len);
     if (!j) return lmc_fail(LMC_ERR_FORMAT, "tokenizer_config.json: invalid JSON");
@@ -294,7 +264,6 @@ static lmc_status parse_config(lmc_tokenizer *tok, const char *cfg, size_t len) 
             else st = add_token(tok, it, (int32_t)id);
         }
     }
-    if (st >= 0) st = parse_chat_templates(tok, cJSON_GetObjectItemCaseSensitive(j, "chat_template"), "tokenizer_config.json");
     cJSON_Delete(j);
     return st;
 }
@@ -504,8 +473,8 @@ lmc_status lmc_tokenizer_load(const char *path, lmc_tokenizer **out) {
         if (slash) snprintf(dir, pl + 64, "%.*s", (int)(slash - path), path);
         else snprintf(dir, pl + 64, ".");
     }
-    char *json = NULL, *cfg = NULL, *extra = NULL;
-    size_t jl = 0, cl = 0, el = 0;
+    char *json = NULL, *cfg = NULL;
+    size_t jl = 0, cl = 0;
     char cpath[4096];
     lmc_status st = map_file(file, &json, &jl);
     if (st >= 0) {
@@ -513,45 +482,6 @@ lmc_status lmc_tokenizer_load(const char *path, lmc_tokenizer **out) {
         if (read_file(cpath, &cfg, &cl) < 0) { cfg = NULL; lmc_clear_error(); }
         st = lmc_tokenizer_load_json(json, jl, cfg, cl, out);
         if (st < 0) lmc_fail_context(st, "loading %s", file);
-    }
-    /* chat_template.jinja / chat_template.json take precedence over the config's template */
-    if (st >= 0) {
-        lmc_tokenizer *tok = *out;
-        snprintf(cpath, sizeof cpath, "%s/chat_template.jinja", dir);
-        if (read_file(cpath, &extra, &el) >= 0) {
-            chat_tmpl *t = realloc(tok->tmpl, (size_t)(tok->n_tmpl + 1) * sizeof *t);
-            if (t) {
-                tok->tmpl = t;
-                memmove(t + 1, t, (size_t)tok->n_tmpl * sizeof *t);
-                t[0].name = strdup("default");
-                t[0].text = extra;
-                extra = NULL;
-                tok->n_tmpl++;
-            }
-        } else lmc_clear_error();
-        free(extra);
-        extra = NULL;
-        snprintf(cpath, sizeof cpath, "%s/chat_template.json", dir);
-        if (read_file(cpath, &extra, &el) >= 0) {
-            cJSON *cj = cJSON_ParseWithLength(extra, el);
-            if (cj) {
-                chat_tmpl *saved = tok->tmpl;
-                int n_saved = tok->n_tmpl;
-                tok->tmpl = NULL;
-                tok->n_tmpl = 0;
-                /* templates from chat_template.json first, then the previous ones */
-                st = parse_chat_templates(tok, cJSON_GetObjectItemCaseSensitive(cj, "chat_template"), "chat_template.json");
-                for (int i = 0; i < n_saved; i++) {
-                    if (st >= 0) st = add_template(tok, saved[i].name, saved[i].text);
-                    free(saved[i].name);
-                    free(saved[i].text);
-                }
-                free(saved);
-                cJSON_Delete(cj);
-            } else st = lmc_fail(LMC_ERR_FORMAT, "%s: invalid JSON", cpath);
-        } else lmc_clear_error();
-        free(extra);
-        if (st < 0) { lmc_tokenizer_free(tok); *out = NULL; }
     }
     unmap_file(json, jl);
     free(cfg);
@@ -777,9 +707,3 @@ int32_t lmc_tokenizer_eos_id(const lmc_tokenizer *tok) { return tok && tok->eos 
 int lmc_tokenizer_add_bos(const lmc_tokenizer *tok) { return tok ? tok->add_bos : -1; }
 int lmc_tokenizer_add_eos(const lmc_tokenizer *tok) { return tok ? tok->add_eos : -1; }
 
-const char *lmc_tokenizer_chat_template(const lmc_tokenizer *tok, const char *name) {
-    if (!tok) return NULL;
-    if (!name) name = "default";
-    for (int i = 0; i < tok->n_tmpl; i++) if (!strcmp(tok->tmpl[i].name, name)) return tok->tmpl[i].text;
-    return NULL;
-}

@@ -25,9 +25,9 @@
 
 typedef struct lmc_tokenizer lmc_tokenizer;
 
-/* path: a directory holding tokenizer.json (and optionally tokenizer_config.json,
- * chat_template.jinja, chat_template.json), or a tokenizer.json file (the config files
- * are then looked for beside it). */
+/* path: a directory holding tokenizer.json (and optionally tokenizer_config.json), or a
+ * tokenizer.json file (the config is then looked for beside it). Chat templates are
+ * found by lmc_chat_template_load (tok/chat.h). */
 lmc_status lmc_tokenizer_load(const char *path, lmc_tokenizer **out);
 /* Same from memory: tokenizer.json text and optional tokenizer_config.json text (NULL). */
 lmc_status lmc_tokenizer_load_json(const char *json, size_t len, const char *config_json, size_t config_len,
@@ -59,9 +59,6 @@ const char *lmc_tokenizer_eos_token(const lmc_tokenizer *tok);
 /* tokenizer_config.json add_bos_token / add_eos_token: 1, 0, or -1 when absent. */
 int lmc_tokenizer_add_bos(const lmc_tokenizer *tok);
 int lmc_tokenizer_add_eos(const lmc_tokenizer *tok);
-/* name NULL = the default template. Sources: chat_template.jinja, chat_template.json,
- * then tokenizer_config.json "chat_template" (a string, or a list of {name, template}). */
-const char *lmc_tokenizer_chat_template(const lmc_tokenizer *tok, const char *name);
 
 /* Streaming detokenizer: feed ids one by one; emits only complete UTF-8 and never part
  * of an added token. Each *piece is malloc'ed (possibly ""), the caller frees it. The
