@@ -73,6 +73,7 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);

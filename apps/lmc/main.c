@@ -18,6 +18,7 @@ static const char *usage =
     "  tokenize   print the token ids of a text\n"
     "  ls         list local models (HF cache and given folders) with tier, size and fit\n"
     "  models     list the supported model_types and their parity fixtures\n"
+    "  bench      prefill and decode speed of a model on this machine\n"
     "  convert    write a Hugging Face checkpoint as a GGUF file\n"
     "  check      port verdict for a checkpoint: unknown config keys, profile, audit dry run\n"
     "  inspect    show a checkpoint's profile, tensors and weight audit\n"
@@ -45,6 +46,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "ls")) return cmd_ls(argc - 1, argv + 1);
     if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "models")) return cmd_models(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);

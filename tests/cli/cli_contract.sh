@@ -89,6 +89,9 @@ if [ -f "$TOKDIR/tokenizer.json" ]; then
 else
     bad "npm oracle packages missing ($TOKDIR): run scripts/install-deps.sh --test"
 fi
+# lmc bench prints a table row with positive rates
+expect_rc 0 "bench" "$LMC" bench -m "$FX" -p 8 -n 4 -r 1 --threads 1
+grep -qE '^\| cpu \| 1 \| 8 \| [0-9.]+ \| 4 \| [0-9.]+ ' /tmp/lmc-cli-out.$$ && ok || bad "bench output: $(cat /tmp/lmc-cli-out.$$)"
 # lmc check: a port verdict without reading weights
 expect_rc 0 "check" "$LMC" check "$FX"
 grep -q "verdict: runs" /tmp/lmc-cli-out.$$ && ok || bad "check verdict"
