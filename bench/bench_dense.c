@@ -13,7 +13,9 @@
  * mlx's 4-bit affine with group 64 and bf16 scales. Prints a markdown table;
  * each (type, threads) runs in a child process so runs and peak RSS do not mix.
  * Bytes/token = all matrix bytes read once per decoded token (the tied
- * embedding counted once, as the head); roofline = bandwidth / bytes per token.
+ * embedding counted once, as the head); roofline = bandwidth / bytes per token,
+ * with the bandwidth measured in the same child right before its run (same
+ * thread count) because other load on a shared machine moves it.
  * A benchmark, not a test: results go to docs/BENCHMARKS.md by hand.
  */
 #include <math.h>
@@ -55,7 +57,7 @@ static void bw_read(void *p, int ith, int nth) {
     a->sum[ith] = t;
 }
 
-/* Read bandwidth in GB/s over a 1 GiB buffer, best of 5. */
+/* Read bandwidth in GB/s over a 1 GiB buffer, best of 5 passes. */
 static double measure_bandwidth(int n_threads) {
     size_t n = (1u << 30) / sizeof(float);
     float *buf = aligned_alloc(64, n * sizeof *buf);
@@ -152,6 +154,9 @@ static int run_one(const char *dir, const char *type, int n_threads, int n_promp
         if (to == LMC_DTYPE_END) { fprintf(stderr, "bench: unknown type %s\n", type); return 1; }
         bytes_tok = convert_model(m, to);
     }
+    /* the machine's bandwidth now, with this run's threads: other load on the machine moves
+     * it from minute to minute, so the roofline is measured next to the run it judges */
+    if (bw <= 0) bw = measure_bandwidth(n_threads);
     lmc_context_params cp = lmc_context_default_params();
     cp.n_ctx = n_prompt + n_gen;
     cp.n_batch = n_prompt;
@@ -173,8 +178,8 @@ static int run_one(const char *dir, const char *type, int n_threads, int n_promp
     double roof = bw / (bytes_tok / 1e9);
     /* converted types: their weights are anonymous memory, the bf16 file stays mapped (file pages) */
     double anon = status_kb("RssAnon") / 1024.0;
-    printf("| %s | %d | %d | %.1f | %d | %.2f | %.0f | %.2f | %.0f%% | %.0f | %.0f | %.0f (%.2fx) |\n", type,
-           n_threads, n_prompt, pp, n_gen, tg, bytes_tok / 1048576.0, roof, 100.0 * tg / roof, rss, anon,
+    printf("| %s | %d | %d | %.1f | %d | %.2f | %.0f | %.1f | %.2f | %.0f%% | %.0f | %.0f | %.0f (%.2fx) |\n", type,
+           n_threads, n_prompt, pp, n_gen, tg, bytes_tok / 1048576.0, bw, roof, 100.0 * tg / roof, rss, anon,
            (bytes_tok + kv) / 1048576.0, rss / ((bytes_tok + kv) / 1048576.0));
     fflush(stdout);
     free(prompt);
@@ -224,16 +229,14 @@ int main(int argc, char **argv) {
             if (tiny_model_write(dir, &o) != 0) { fprintf(stderr, "bench: cannot write %s\n", dir); return 1; }
         }
     }
-    double bw1 = measure_bandwidth(1), bw2 = measure_bandwidth(2);
-    printf("model: %s\n", dir);
-    printf("memory read bandwidth: %.1f GB/s (1 thread), %.1f GB/s (2 threads)\n\n", bw1, bw2);
-    printf("| type | threads | prompt tok | prefill tok/s | gen tok | decode tok/s | MiB/token | roofline tok/s | of roofline | peak RSS MiB | anon RSS MiB | weights+KV MiB (peak RSS ratio) |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("model: %s\n\n", dir);
+    printf("| type | threads | prompt tok | prefill tok/s | gen tok | decode tok/s | MiB/token | read GB/s | roofline tok/s | of roofline | peak RSS MiB | anon RSS MiB | weights+KV MiB (peak RSS ratio) |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     fflush(stdout);
     for (int k = 0; k < n_types; k++)
         for (int i = 0; i < n_thr; i++) {
             pid_t pid = fork();
-            if (pid == 0) _exit(run_one(dir, types[k], threads[i], n_prompt, n_gen, threads[i] > 1 ? bw2 : bw1));
+            if (pid == 0) _exit(run_one(dir, types[k], threads[i], n_prompt, n_gen, 0));
             int status;
             waitpid(pid, &status, 0);
             if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
