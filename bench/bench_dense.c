@@ -14,8 +14,8 @@
  * each (type, threads) runs in a child process so runs and peak RSS do not mix.
  * Bytes/token = all matrix bytes read once per decoded token (the tied
  * embedding counted once, as the head); roofline = bandwidth / bytes per token,
- * with the bandwidth measured in the same child right before its run (same
- * thread count) because other load on a shared machine moves it.
+ * with the bandwidth measured (same thread count, in a child of its own) right
+ * before each run, because other load on a shared machine moves it.
  * A benchmark, not a test: results go to docs/BENCHMARKS.md by hand.
  */
 #include <math.h>
@@ -154,9 +154,6 @@ static int run_one(const char *dir, const char *type, int n_threads, int n_promp
         if (to == LMC_DTYPE_END) { fprintf(stderr, "bench: unknown type %s\n", type); return 1; }
         bytes_tok = convert_model(m, to);
     }
-    /* the machine's bandwidth now, with this run's threads: other load on the machine moves
-     * it from minute to minute, so the roofline is measured next to the run it judges */
-    if (bw <= 0) bw = measure_bandwidth(n_threads);
     lmc_context_params cp = lmc_context_default_params();
     cp.n_ctx = n_prompt + n_gen;
     cp.n_batch = n_prompt;
@@ -235,8 +232,23 @@ int main(int argc, char **argv) {
     fflush(stdout);
     for (int k = 0; k < n_types; k++)
         for (int i = 0; i < n_thr; i++) {
+            /* the machine's bandwidth now, with this run's threads, from its own child (its
+             * buffer must not count in the run's peak RSS): other load on a shared machine
+             * moves it from minute to minute, so the roofline is measured next to its run */
+            int fd[2];
+            double bw = 0;
+            if (pipe(fd) != 0) return 1;
             pid_t pid = fork();
-            if (pid == 0) _exit(run_one(dir, types[k], threads[i], n_prompt, n_gen, 0));
+            if (pid == 0) {
+                double b = measure_bandwidth(threads[i]);
+                _exit(write(fd[1], &b, sizeof b) == (ssize_t)sizeof b ? 0 : 1);
+            }
+            waitpid(pid, NULL, 0);
+            if (read(fd[0], &bw, sizeof bw) != (ssize_t)sizeof bw) return 1;
+            close(fd[0]);
+            close(fd[1]);
+            pid = fork();
+            if (pid == 0) _exit(run_one(dir, types[k], threads[i], n_prompt, n_gen, bw));
             int status;
             waitpid(pid, &status, 0);
             if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
