@@ -164,6 +164,13 @@ static int convert_tools(const cJSON *root, lmc_srv_req *r, cJSON **out, lmc_srv
     snprintf(r->tool_name, sizeof r->tool_name, "%s", pick);
     r->tool_mode = 2;
     r->json_mode = 1;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, *out) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        if (strcmp(cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring, pick)) continue;
+        /* The input follows input_schema when guided decoding handles it; otherwise it is only a JSON object. */
+        if (lmc_jschema_compile(cJSON_GetObjectItemCaseSensitive(fn, "parameters"), &r->schema) < 0) { r->schema = NULL; lmc_clear_error(); }
+    }
     return 0;
 }
 

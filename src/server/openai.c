@@ -20,9 +20,17 @@ static int refuse_unsupported(const cJSON *root, lmc_srv_req *r, lmc_srv_error *
         if (!cJSON_IsObject(v) || !cJSON_IsString(t))
             return srv_err(e, 400, "response_format", "'response_format' must be an object with a 'type'");
         if (!strcmp(t->valuestring, "json_object")) r->json_mode = 1;
-        else if (strcmp(t->valuestring, "text"))
+        else if (!strcmp(t->valuestring, "json_schema")) {
+            const cJSON *js = cJSON_GetObjectItemCaseSensitive(v, "json_schema");
+            const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+            if (!cJSON_IsObject(js) || !cJSON_IsObject(schema))
+                return srv_err(e, 400, "response_format", "response_format json_schema needs json_schema.schema (an object)");
+            if (lmc_jschema_compile(schema, &r->schema) < 0)
+                return srv_err(e, 400, "response_format", "json_schema: %s", lmc_last_error());
+            r->json_mode = 1;
+        } else if (strcmp(t->valuestring, "text"))
             return srv_err(e, 400, "response_format",
-                           "response_format '%.32s' is not supported yet (only 'text' and 'json_object')", t->valuestring);
+                           "response_format '%.32s' is not supported (text, json_object, json_schema)", t->valuestring);
     }
     return 0;
 }
@@ -102,6 +110,15 @@ static int parse_tools(const lmc_server *s, const cJSON *root, lmc_srv_req *r, c
     }
     r->tool_mode = 2;   /* the reply is the named function's arguments: a JSON object */
     r->json_mode = 1;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, *use_tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        if (strcmp(cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring, r->tool_name) || !cJSON_IsObject(params)) continue;
+        /* Arguments follow the parameters schema when lmc's guided decoding handles it; otherwise
+         * they are only guaranteed to be a JSON object. */
+        if (lmc_jschema_compile(params, &r->schema) < 0) { r->schema = NULL; lmc_clear_error(); }
+    }
     return 0;
 }
 

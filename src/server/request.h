@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "gen/sampler.h"
+#include "jschema.h"
 #include "jsonfsm.h"
 #include "tok/tokenizer.h"
 
@@ -94,6 +95,8 @@ typedef struct lmc_srv_req {
     size_t text_len, text_cap, committed;
     int *counts;                  /* [n_vocab] generated-token counts when penalties are on */
     lmc_jfsm js;                  /* JSON state of the output so far (json_mode) */
+    lmc_jschema *schema;          /* owned; json_mode with a schema (response_format json_schema, tool parameters) */
+    lmc_jsstate jss;              /* its state */
 
     /* --- HTTP-side streaming state (only the connection's thread touches it) --- */
     void *conn;                   /* MHD connection, valid until the request completes */

@@ -232,6 +232,7 @@ static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
     if (st >= 0 && r->json_mode) {
         st = build_token_bytes(s);
         lmc_jfsm_init(&r->js, 1);
+        if (r->schema) lmc_jsstate_init(&r->jss, r->schema);
     }
     if (st < 0) return st;
     for (int k = 0; k < r->n_prompt; k++) lmc_sampler_accept(r->sampler, r->prompt[k]);
@@ -250,11 +251,16 @@ static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
 /* JSON mode: -inf for every token that would break the JSON prefix; end tokens only once the
  * value is complete (and then nothing else). Returns 0 when no token is allowed. */
 static int mask_json(lmc_sched *s, lmc_srv_req *r) {
-    int done = lmc_jfsm_done(&r->js), any = 0;
+    int done = r->schema ? lmc_jsstate_done(&r->jss) : lmc_jfsm_done(&r->js), any = 0;
+    lmc_jsstate ts;
     for (int v = 0; v < s->n_vocab; v++) {
         int ok;
         if (is_eos(s, v)) ok = done;
-        else if (done || s->tb_len[v] <= 0) ok = 0;
+        else if (s->tb_len[v] <= 0) ok = 0;
+        else if (r->schema) {
+            lmc_jsstate_copy(&ts, &r->jss);
+            ok = lmc_jsstate_feed(&ts, s->tb + s->tb_off[v], (size_t)s->tb_len[v]) == 0;
+        } else if (done) ok = 0;
         else {
             lmc_jfsm t = r->js;
             ok = lmc_jfsm_feed(&t, s->tb + s->tb_off[v], (size_t)s->tb_len[v]) == 0;
@@ -283,8 +289,10 @@ static int32_t sample(lmc_sched *s, lmc_srv_req *r, const float *logits) {
         }
     }
     int32_t t = lmc_sampler_sample(r->sampler, l);
-    if (r->json_mode && t >= 0 && t < s->n_vocab && s->tb_len[t] > 0)
-        lmc_jfsm_feed(&r->js, s->tb + s->tb_off[t], (size_t)s->tb_len[t]);
+    if (r->json_mode && t >= 0 && t < s->n_vocab && s->tb_len[t] > 0) {
+        if (r->schema) lmc_jsstate_feed(&r->jss, s->tb + s->tb_off[t], (size_t)s->tb_len[t]);
+        else lmc_jfsm_feed(&r->js, s->tb + s->tb_off[t], (size_t)s->tb_len[t]);
+    }
     lmc_sampler_accept(r->sampler, t);
     if (r->counts && t >= 0 && t < s->n_vocab) r->counts[t]++;
     return t;

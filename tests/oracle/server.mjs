@@ -182,6 +182,26 @@ async function main() {
   }
   check("json mode (sampled, 6 seeds): complete replies parse, cut ones start an object", sampledOk === 6, String(sampledOk));
 
+  // ---- JSON mode with a schema ----
+  const schema = { type: "object", properties: { tribe: { enum: ["Judah", "Levi", "Dan"] }, age: { type: "integer" },
+                   alive: { type: "boolean" }, sons: { type: "array", items: { enum: ["Reuben", "Simeon"] }, maxItems: 2 } },
+                   required: ["tribe", "age", "alive"] };
+  const conforms = (t) => {
+    let v; try { v = JSON.parse(t); } catch { return false; }
+    const keys = Object.keys(v);
+    return keys.every((k) => k in schema.properties) && schema.required.every((k) => keys.includes(k)) &&
+           ["Judah", "Levi", "Dan"].includes(v.tribe) && Number.isInteger(v.age) && typeof v.alive === "boolean" &&
+           (v.sons === undefined || (Array.isArray(v.sons) && v.sons.length <= 2 && v.sons.every((x) => x === "Reuben" || x === "Simeon")));
+  };
+  let schemaOk = 0;
+  for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1.5, 4]]) {
+    const r = await openai.chat.completions.create({ model: MODEL, messages: ask("Describe Jacob."), max_tokens: 120, temperature, seed,
+                                                     response_format: { type: "json_schema", json_schema: { name: "person", schema, strict: true } } });
+    if (r.choices[0].finish_reason === "stop" && conforms(r.choices[0].message.content)) schemaOk++;
+    else console.log("  json_schema:", JSON.stringify(r.choices[0]));
+  }
+  check("json_schema: 5 replies (greedy and sampled) conform to the schema", schemaOk === 5, String(schemaOk));
+
   // ---- tools: a named or required function is decoded as its JSON arguments ----
   const verseTool = { type: "function", function: { name: "get_verse", description: "Look up a verse",
                       parameters: { type: "object", properties: { book: { type: "string" }, chapter: { type: "integer" } } } } };
@@ -202,6 +222,12 @@ async function main() {
     for (const t of c.delta?.tool_calls ?? []) { if (t.function?.name) tname += t.function.name; if (t.id) tid = t.id; targs += t.function?.arguments ?? ""; }
     if (c.finish_reason) tfin = c.finish_reason;
   }
+  const strictTool = { type: "function", function: { name: "set_tribe", parameters: { type: "object", properties: { tribe: { enum: ["Judah", "Levi"] }, count: { type: "integer" } }, required: ["tribe", "count"] } } };
+  const st1 = await openai.chat.completions.create({ model: MODEL, messages: ask("Pick a tribe."), max_tokens: 40, temperature: 0,
+                                                    tools: [strictTool, verseTool], tool_choice: { type: "function", function: { name: "set_tribe" } } });
+  const stArgs = JSON.parse(st1.choices[0].message.tool_calls?.[0]?.function.arguments ?? "null");
+  check("tools: arguments follow the function's parameters schema", stArgs && ["Judah", "Levi"].includes(stArgs.tribe) && Number.isInteger(stArgs.count) &&
+        Object.keys(stArgs).length === 2, JSON.stringify(stArgs));
   check("tools (named, streamed): deltas assemble into the same call", tname === "get_verse" && targs === call?.function.arguments && tfin === "stop" && !!tid,
         `${tname} ${targs} ${tfin}`);
   const none = await openai.chat.completions.create({ model: MODEL, messages: msgs, max_tokens: 24, temperature: 0, tools: [verseTool], tool_choice: "none" });

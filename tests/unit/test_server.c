@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "gen/generate.h"
+#include "server/jschema.h"
 #include "server/jsonfsm.h"
 #include "server/sched.h"
 #include "server/tools.h"
@@ -107,6 +108,70 @@ static void test_jsonfsm(void) {
     deep[sizeof deep - 1] = 0;
     lmc_jfsm_init(&j, 0);
     CHECK(lmc_jfsm_feed(&j, deep, strlen(deep)) == -1);
+}
+
+/* rc of feeding text to a fresh state of schema (compile must succeed); *done as in jf(). */
+static int js(const char *schema, const char *text, int *done) {
+    cJSON *j = cJSON_Parse(schema);
+    lmc_jschema *sc = NULL;
+    int rc = -2;
+    *done = 0;
+    if (j && lmc_jschema_compile(j, &sc) == LMC_OK) {
+        lmc_jsstate st;
+        lmc_jsstate_init(&st, sc);
+        rc = lmc_jsstate_feed(&st, text, strlen(text));
+        *done = rc == 0 && lmc_jsstate_done(&st);
+        lmc_jsstate copy;
+        lmc_jsstate_copy(&copy, &st);
+        if (rc == 0 && lmc_jsstate_done(&copy) != *done) rc = -3;
+    }
+    lmc_jschema_free(sc);
+    cJSON_Delete(j);
+    return rc;
+}
+
+static void test_jschema(void) {
+    const char *person = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
+                         "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"bb\",1,10]},\"minItems\":1,\"maxItems\":2},"
+                         "\"ok\":{\"type\":[\"boolean\",\"null\"]}},\"required\":[\"name\",\"age\"]}";
+    static const struct { const char *text; int ok, done; } cases[] = {
+        {"{\"name\": \"Jacob\", \"age\": 147}", 1, 1},
+        {"{\"age\":1,\"name\":\"x\",\"tags\":[\"bb\",10],\"ok\":null}", 1, 1},
+        {"{\"age\":1,\"name\":\"x\",\"tags\":[1],\"ok\":true}", 1, 1},
+        {"{\"name\": \"Jacob\"", 1, 0},
+        {"{\"name\": \"Jacob\"}", 0, 0},          /* age is required */
+        {"{\"nam", 1, 0},
+        {"{\"nick\"", 0, 0},                         /* no such property */
+        {"{\"name\":\"a\",\"name\"", 0, 0},        /* twice */
+        {"{\"age\": 1.5", 0, 0},                     /* integer */
+        {"{\"age\": \"1\"", 0, 0},
+        {"{\"age\":1,\"name\":\"x\",\"tags\":[]", 0, 0},        /* minItems */
+        {"{\"age\":1,\"name\":\"x\",\"tags\":[1,1,1", 0, 0},    /* maxItems */
+        {"{\"age\":1,\"name\":\"x\",\"tags\":[\"c\"", 0, 0},  /* not in the enum */
+        {"{\"age\":1,\"name\":\"x\",\"tags\":[100", 0, 0},
+        {"{\"age\":1,\"name\":\"x\",\"ok\":1", 0, 0},
+        {"[1]", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int done;
+        int rc = js(person, cases[i].text, &done);
+        CHECK_MSG((rc == 0) == cases[i].ok && done == cases[i].done && rc > -2, "case %zu '%s': rc %d done %d", i, cases[i].text, rc, done);
+    }
+    int done;
+    CHECK(js("{\"type\":\"integer\"}", "12", &done) == 0 && done);   /* a top-level number is complete … */
+    CHECK(js("{\"type\":\"integer\"}", "12 ", &done) == 0 && done);
+    CHECK(js("{\"type\":\"object\"}", "{\"any\": [1, {\"x\": null}]}", &done) == 0 && done); /* no properties: anything */
+    CHECK(js("{\"type\":\"object\",\"properties\":{},\"additionalProperties\":{\"type\":\"number\"}}", "{\"k\": 2.5e3}", &done) == 0 && done);
+    CHECK(js("{\"type\":\"object\",\"properties\":{},\"additionalProperties\":{\"type\":\"number\"}}", "{\"k\": true", &done) == -1);
+    CHECK(js("{\"const\":{\"a\":1}}", "{\"a\":1}", &done) == 0 && done);
+    /* Unsupported keywords are refused, naming them. */
+    cJSON *j = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[]}}}");
+    lmc_jschema *sc = NULL;
+    CHECK(lmc_jschema_compile(j, &sc) == LMC_ERR_UNSUPPORTED && strstr(lmc_last_error(), "anyOf"));
+    cJSON_Delete(j);
+    j = cJSON_Parse("{\"type\":\"object\",\"required\":[\"b\"],\"properties\":{\"a\":{}}}");
+    CHECK(lmc_jschema_compile(j, &sc) < 0);
+    cJSON_Delete(j);
 }
 
 static void check_call(const cJSON *calls, int i, const char *name, const char *args) {
@@ -387,6 +452,7 @@ int main(void) {
     RUN(test_utf8);
     RUN(test_jsonfsm);
     RUN(test_tools_parse);
+    RUN(test_jschema);
     lmc_backend_params bp = {.name = "cpu", .n_threads = 1};
     if (lmc_backend_init(&be, &bp) < 0 || lmc_model_load(LMC_DEMO_DIR, be, &model) < 0 ||
         lmc_tokenizer_load(LMC_DEMO_DIR, &tok) < 0) {

@@ -54,7 +54,9 @@ export function malformedCases() {
   add("logit_bias id beyond vocab", chat, J({ messages: user, logit_bias: { 999999: 1 } }));
   add("presence_penalty 3", chat, J({ messages: user, presence_penalty: 3 }));
   add("seed a string", chat, J({ messages: user, seed: "x" }));
-  add("response_format json_schema (unsupported)", chat, J({ messages: user, response_format: { type: "json_schema", json_schema: {} } }));
+  add("response_format json_schema without schema", chat, J({ messages: user, response_format: { type: "json_schema", json_schema: {} } }));
+  add("json_schema with an unsupported keyword", chat, J({ messages: user, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "^a" } } } }));
+  add("json_schema required property not defined", chat, J({ messages: user, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object", properties: {}, required: ["a"] } } } }));
   add("top_logprobs without logprobs", chat, J({ messages: user, top_logprobs: 2 }));
   add("top_logprobs 50", chat, J({ messages: user, logprobs: true, top_logprobs: 50 }));
   add("response_format not an object", chat, J({ messages: user, response_format: "json" }));
