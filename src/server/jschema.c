@@ -113,9 +113,10 @@ static lmc_status compile_into(lmc_jschema *s, const cJSON *j, int depth, lmc_js
                 return lmc_fail(LMC_ERR_UNSUPPORTED, "property names with quotes or backslashes are not supported");
             if (!(n->names[n->n_props] = strdup(p->string))) return lmc_fail(LMC_ERR_NOMEM, "schema");
             n->name_len[n->n_props] = strlen(p->string);
+            int k = n->n_props++; /* counted now, so node_free frees the name if the child fails */
             const lmc_js_node *c;
             LMC_TRY(compile(s, p, depth + 1, &c));
-            n->props[n->n_props++] = (lmc_js_node *)c;
+            n->props[k] = (lmc_js_node *)c;
         }
     }
     if (!addl) n->additional = props ? NULL : &s->any;
