@@ -1,4 +1,7 @@
-/* jschema.c — JSON Schema compiled to nodes, and the guided recognizer (see jschema.h). */
+/* jschema.c — JSON Schema compiled to nodes, and the guided recognizer (see jschema.h).
+ * The compiled schema owns every node (freed together); the recognizer state is a
+ * fixed-size value with a frame per open container, so trying a token is a copy
+ * of the live frames plus a feed. */
 #include "jschema.h"
 
 #include <stddef.h>

@@ -1,5 +1,7 @@
 /* metrics.c — GET /metrics in the Prometheus text format: requests by status
- * and route, token counters, throughput, queue depth and KV cache use. */
+ * and route, token counters, throughput, queue depth and KV cache use.
+ * Reads the server's counters (under its mutex) and a snapshot of the
+ * scheduler's stats; returns a malloc'ed body for the caller. */
 #include "server_int.h"
 
 #include <stdio.h>

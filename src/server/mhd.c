@@ -1,4 +1,7 @@
-/* mhd.c — dlopen of libmicrohttpd and its function table (see mhd.h). */
+/* mhd.c — dlopen of libmicrohttpd and its function table (see mhd.h).
+ * Loaded once per process (pthread_once); the handle is never closed, the
+ * table is read-only afterwards. Replace with direct calls if the build ever
+ * links -lmicrohttpd: nothing else in the server depends on how it is loaded. */
 #include "mhd.h"
 
 #include <dlfcn.h>

@@ -1,5 +1,7 @@
 /* request.c — request lifetime (references), the committed-text channel, and
- * stop-string matching that never lets a stop string's prefix reach a client. */
+ * the text checks of stop.h: stop-string search, the hold-back that never lets
+ * a stop string's prefix reach a client, and strict UTF-8 validation.
+ * A request is freed by whichever side drops the last reference. */
 #include "request.h"
 
 #include <stdlib.h>

@@ -1,5 +1,7 @@
 /* sjson.c — request-field readers with OpenAI-style errors, chat rendering
- * for the routes, the context-length check, ids, and the reply buffer. */
+ * for the routes (messages normalized, tools passed through, the template
+ * parsed once at start), the context-length check, ids, and the growable reply
+ * buffer. Everything here is called from connection threads and keeps no state. */
 #include "server_int.h"
 
 #include <math.h>

@@ -1,4 +1,6 @@
-/* tools.c — tool-call formats of chat-template families and the reply parser (see tools.h). */
+/* tools.c — tool-call formats of chat-template families and the reply parser (see tools.h).
+ * Formats are recognised by the marker a template writes (<tool_call>, [TOOL_CALLS],
+ * <|python_tag|>); a reply that does not parse as calls stays plain content. */
 #include "tools.h"
 
 #include <ctype.h>
