@@ -88,65 +88,115 @@ typedef struct __attribute__((packed)) tilecfg {
     uint8_t rows[16];
 } tilecfg;
 
-/* tmm0..3: C for four token tiles; tmm4: weights; tmm5..7: the three activation parts. */
-#define DP3(c, kb, nt)                                                                      \
-    do {                                                                                    \
-        _tile_loadd(5, pk + tile_off(kb, nt, 0, n_nt), 64);                                 \
-        _tile_loadd(6, pk + tile_off(kb, nt, 1, n_nt), 64);                                 \
-        _tile_loadd(7, pk + tile_off(kb, nt, 2, n_nt), 64);                                 \
-        _tile_dpbf16ps(c, 4, 5);                                                            \
-        _tile_dpbf16ps(c, 4, 6);                                                            \
-        _tile_dpbf16ps(c, 4, 7);                                                            \
+/* Two weight-row blocks (tmm4, tmm5) × one token tile: the activation tile (tmm6 / tmm7
+ * alternating) feeds both blocks. */
+#define DP2(ca, cb, kb, nt)                                                 \
+    do {                                                                    \
+        _tile_loadd(6, pk + tile_off(kb, nt, 0, n_nt), 64);                 \
+        _tile_dpbf16ps(ca, 4, 6);                                           \
+        _tile_dpbf16ps(cb, 5, 6);                                           \
+        _tile_loadd(7, pk + tile_off(kb, nt, 1, n_nt), 64);                 \
+        _tile_dpbf16ps(ca, 4, 7);                                           \
+        _tile_dpbf16ps(cb, 5, 7);                                           \
+        _tile_loadd(6, pk + tile_off(kb, nt, 2, n_nt), 64);                 \
+        _tile_dpbf16ps(ca, 4, 6);                                           \
+        _tile_dpbf16ps(cb, 5, 6);                                           \
     } while (0)
 
-int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
+/* One weight-row block (tmm4) × one token tile. */
+#define DP1(cc, kb, nt)                                                     \
+    do {                                                                    \
+        _tile_loadd(6, pk + tile_off(kb, nt, 0, n_nt), 64);                 \
+        _tile_dpbf16ps(cc, 4, 6);                                           \
+        _tile_loadd(7, pk + tile_off(kb, nt, 1, n_nt), 64);                 \
+        _tile_dpbf16ps(cc, 4, 7);                                           \
+        _tile_loadd(6, pk + tile_off(kb, nt, 2, n_nt), 64);                 \
+        _tile_dpbf16ps(cc, 4, 6);                                           \
+    } while (0)
+
+/* Partial sums live in cbuf between K chunks: tile (row block rb, token tile nt) at
+ * cbuf + (rb·n_nt + nt)·256 (16 outputs × 16 tokens). */
+#define CTILE(rb, nt) (cbuf + ((size_t)(rb) * (size_t)n_nt + (size_t)(nt)) * 256)
+#define C_IN(tile, rb, nt)                                                  \
+    do {                                                                    \
+        if (first) _tile_zero(tile);                                        \
+        else _tile_loadd(tile, CTILE(rb, nt), 64);                          \
+    } while (0)
+
+/* Rows in panels of P (the partial sums of a panel fit the scratch), inputs in chunks
+ * of KC·32 (that chunk of packed activations stays in L2 while every row block of the
+ * panel uses it), two row blocks × two token tiles per pass. */
+int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
+                              float *cbuf, size_t cbuf_floats) {
     const int64_t in = w->ne[0], out = w->ne[1], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
+    const size_t ld = w->nb[1];
     const char *pk = xp;
+    int64_t P = (int64_t)(cbuf_floats / ((size_t)n_nt * 256)) * 16; /* rows whose partial sums fit */
+    if (P > 256) P = 256;
+    P -= P % 32;
+    if (P < 32) return o0; /* scratch too small for this batch: sgemm does it all */
+    int64_t KC = (256 * 1024) / (3 * TILE_BYTES * n_nt);
+    if (KC < 1) KC = 1;
     tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int i = 0; i < 8; i++) { cfg.colsb[i] = 64; cfg.rows[i] = 16; }
     _tile_loadconfig(&cfg);
-    float c[16 * 16];
-    int64_t o = o0;
-    for (; o + 16 <= o1; o += 16) {
-        const char *wrow = (const char *)w->data + (size_t)o * w->nb[1];
-        for (int64_t nt0 = 0; nt0 < n_nt; nt0 += 4) {
-            const int64_t nts = n_nt - nt0 < 4 ? n_nt - nt0 : 4;
-            _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-            for (int64_t kb = 0; kb < n_kb; kb++) {
-                /* tile loads of 16 strided rows defeat the hardware prefetcher: fetch the
-                 * next 16-row block's line kb of every row while this one computes */
-                if (nt0 == 0 && o + 32 <= o1)
-                    for (int m = 0; m < 16; m++) _mm_prefetch(wrow + (size_t)(16 + m) * w->nb[1] + kb * 64, _MM_HINT_T1);
-                _tile_loadd(4, wrow + kb * 64, (long)w->nb[1]);
-                DP3(0, kb, nt0);
-                if (nts > 1) DP3(1, kb, nt0 + 1);
-                if (nts > 2) DP3(2, kb, nt0 + 2);
-                if (nts > 3) DP3(3, kb, nt0 + 3);
-            }
-            for (int64_t j = 0; j < nts; j++) {
-                switch (j) {
-                case 0: _tile_stored(0, c, 64); break;
-                case 1: _tile_stored(1, c, 64); break;
-                case 2: _tile_stored(2, c, 64); break;
-                default: _tile_stored(3, c, 64); break;
+    const int64_t oe = o0 + (o1 - o0) / 16 * 16;
+    for (int64_t p0 = o0; p0 < oe; p0 += P) {
+        const int64_t pe = p0 + P < oe ? p0 + P : oe;
+        for (int64_t kc0 = 0; kc0 < n_kb; kc0 += KC) {
+            const int64_t kce = kc0 + KC < n_kb ? kc0 + KC : n_kb;
+            const int first = kc0 == 0;
+            int64_t o = p0;
+            for (; o + 32 <= pe; o += 32) {
+                const char *w0 = (const char *)w->data + (size_t)o * ld, *w1 = w0 + 16 * ld;
+                const int64_t rb = (o - p0) / 16;
+                for (int64_t nt = 0; nt < n_nt; nt++) {
+                    C_IN(0, rb, nt);
+                    C_IN(1, rb + 1, nt);
+                    for (int64_t kb = kc0; kb < kce; kb++) {
+                        /* tile loads of 16 strided rows defeat the hardware prefetcher:
+                         * fetch the next 32 rows' line kb while these compute */
+                        if (nt == 0 && o + 64 <= pe)
+                            for (int m = 0; m < 32; m++) _mm_prefetch(w0 + (size_t)(32 + m) * ld + kb * 64, _MM_HINT_T1);
+                        _tile_loadd(4, w0 + kb * 64, (long)ld);
+                        _tile_loadd(5, w1 + kb * 64, (long)ld);
+                        DP2(0, 1, kb, nt);
+                    }
+                    _tile_stored(0, CTILE(rb, nt), 64);
+                    _tile_stored(1, CTILE(rb + 1, nt), 64);
                 }
-                for (int64_t n = 0; n < 16; n++) {
-                    const int64_t t = (nt0 + j) * 16 + n;
-                    if (t >= n_tok) break;
-                    for (int m = 0; m < 16; m++) y[(size_t)t * out + o + m] = c[m * 16 + n];
+            }
+            for (; o + 16 <= pe; o += 16) {
+                const char *w0 = (const char *)w->data + (size_t)o * ld;
+                const int64_t rb = (o - p0) / 16;
+                for (int64_t nt = 0; nt < n_nt; nt++) {
+                    C_IN(0, rb, nt);
+                    for (int64_t kb = kc0; kb < kce; kb++) {
+                        _tile_loadd(4, w0 + kb * 64, (long)ld);
+                        DP1(0, kb, nt);
+                    }
+                    _tile_stored(0, CTILE(rb, nt), 64);
                 }
             }
         }
+        /* partial sums → y[t, o] */
+        for (int64_t rb = 0; rb < (pe - p0) / 16; rb++)
+            for (int64_t nt = 0; nt < n_nt; nt++) {
+                const float *c = CTILE(rb, nt);
+                for (int64_t n = 0; n < 16 && nt * 16 + n < n_tok; n++)
+                    for (int m = 0; m < 16; m++) y[(size_t)(nt * 16 + n) * out + p0 + rb * 16 + m] = c[m * 16 + n];
+            }
     }
     _tile_release();
-    return o; /* rows [o, o1) are left to the caller */
+    return oe; /* rows [oe, o1) are left to the caller */
 }
 
 #else
 
-int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
+int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
+                              float *cbuf, size_t cbuf_floats) {
     return o0;
 }
 

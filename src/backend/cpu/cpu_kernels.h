@@ -50,7 +50,9 @@ int lmc_cpu_amx_ok(void);
 int lmc_cpu_amx_wants(const lmc_tensor *w, int64_t n_tok);
 size_t lmc_cpu_amx_act_bytes(const lmc_tensor *w, int64_t n_tok);
 void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
-/* Rows [o0, o) for the largest o ≤ o1 with o - o0 a multiple of 16; returns o. */
-int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
+/* Rows [o0, o) for the largest o ≤ o1 with o - o0 a multiple of 16 (returns o; o0 when the
+ * scratch cbuf of cbuf_floats cannot hold 32 rows' partial sums for this batch). */
+int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
+                              float *cbuf, size_t cbuf_floats);
 
 #endif
