@@ -14,6 +14,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,8 +316,21 @@ static void op_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* Rows an op splits over threads (matmul and attention: always worth the pool). */
+static int64_t op_rows(const op_args *o) {
+    switch (o->kind) {
+    case OP_MATMUL: case OP_ATTENTION: return INT64_MAX;
+    case OP_ROPE: return o->y->ne[2];
+    case OP_KV_STORE: return lmc_tensor_nrows(o->a);
+    default: return lmc_tensor_nrows(o->y);
+    }
+}
+
 static void dispatch(lmc_backend *be, op_args *o) {
     o->c = CTX(be);
+    /* a single row would go to thread 0 alone: run it here and spare the other threads a
+     * wake-up (most ops of a decoded token: norms, rope, adds, activations, KV stores) */
+    if (op_rows(o) < 2) { op_worker(o, 0, 1); return; }
     lmc_pool_run(o->c->pool, op_worker, o);
 }
 
