@@ -18,7 +18,8 @@
 #include "tools.h"
 #include "tok/chat.h"
 
-enum route { R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_EMBEDDINGS, R_NONE };
+enum route { R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_MESSAGES, R_TOKENIZE, R_DETOKENIZE, R_METRICS, R_EMBEDDINGS,
+             R_COUNT_TOKENS, R_NONE };
 _Static_assert(R_NONE + 1 == LMC_N_ROUTES, "one counter per route");
 
 static const struct { const char *path, *method; enum route r; } routes[] = {
@@ -31,6 +32,7 @@ static const struct { const char *path, *method; enum route r; } routes[] = {
     {"/detokenize", "POST", R_DETOKENIZE},
     {"/metrics", "GET", R_METRICS},
     {"/v1/embeddings", "POST", R_EMBEDDINGS},
+    {"/v1/messages/count_tokens", "POST", R_COUNT_TOKENS},
 };
 
 typedef struct conn {
@@ -104,7 +106,7 @@ static const char *anthropic_type(int status) {
 
 static enum MHD_Result reply_error(lmc_server *s, struct MHD_Connection *c, enum route r, const lmc_srv_error *e) {
     cJSON *j = cJSON_CreateObject();
-    if (r == R_MESSAGES) {
+    if (r == R_MESSAGES || r == R_COUNT_TOKENS) {
         cJSON_AddStringToObject(j, "type", "error");
         cJSON *err = cJSON_AddObjectToObject(j, "error");
         cJSON_AddStringToObject(err, "type", anthropic_type(e->status));
@@ -286,6 +288,25 @@ done:
     return ret;
 }
 
+/* POST /v1/messages/count_tokens: the prompt a /v1/messages request would have. */
+static enum MHD_Result count_tokens(lmc_server *s, struct MHD_Connection *c, enum route r, const cJSON *root) {
+    lmc_srv_error e = {0};
+    cJSON *copy = cJSON_Duplicate(root, 1);
+    lmc_srv_req *req = lmc_srv_req_new();
+    if (!copy || !req) { cJSON_Delete(copy); lmc_srv_req_unref(req); return fail(s, c, r, 500, "server_error", NULL, "%s", "out of memory"); }
+    if (!cJSON_GetObjectItemCaseSensitive(copy, "max_tokens")) cJSON_AddNumberToObject(copy, "max_tokens", 1);
+    enum MHD_Result ret;
+    if (anthropic_parse(s, copy, req, &e) < 0) ret = reply_error(s, c, r, &e);
+    else {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "input_tokens", req->n_prompt);
+        ret = reply_json(s, c, r, 200, j);
+    }
+    cJSON_Delete(copy);
+    lmc_srv_req_unref(req);
+    return ret;
+}
+
 static enum MHD_Result tokenize(lmc_server *s, struct MHD_Connection *c, enum route r, const cJSON *root) {
     lmc_srv_error e = {0};
     const char *text = NULL;
@@ -384,6 +405,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     enum route er = r == R_NONE ? R_CHAT : r; /* error style: Anthropic on /v1/messages */
+    if (!path_known && !strncmp(url, "/v1/models/", 11) && !strcmp(method, "GET")) {
+        if (!authorized(s, c)) return fail(s, c, R_MODELS, 401, "authentication_error", "invalid_api_key", "%s", "a valid API key is required");
+        if (strcmp(url + 11, s->model_id))
+            return fail(s, c, R_MODELS, 404, "invalid_request_error", "model_not_found", "The model '%s' does not exist", url + 11);
+        return reply(s, c, R_MODELS, 200, openai_model_body(s), "application/json", 0);
+    }
     if (!path_known) return fail(s, c, R_NONE, 404, "not_found_error", NULL, "unknown route '%s'", url);
     if (path_known == 2) {
         char msg[96];
@@ -428,6 +455,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (r == R_TOKENIZE) ret = tokenize(s, c, r, root);
     else if (r == R_DETOKENIZE) ret = detokenize(s, c, r, root);
     else if (r == R_EMBEDDINGS) ret = embeddings(s, c, r, root);
+    else if (r == R_COUNT_TOKENS) ret = count_tokens(s, c, r, root);
     else ret = generate(s, c, cs, r, root);
     cJSON_Delete(root);
     return ret;

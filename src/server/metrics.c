@@ -9,7 +9,7 @@
 #include <string.h>
 
 static const char *route_names[LMC_N_ROUTES] = {"health", "models", "chat_completions", "completions", "messages",
-                                                "tokenize", "detokenize", "metrics", "embeddings", "other"};
+                                                "tokenize", "detokenize", "metrics", "embeddings", "count_tokens", "other"};
 
 char *metrics_body(lmc_server *s) {
     lmc_sched_stats st;

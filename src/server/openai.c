@@ -474,10 +474,7 @@ void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t
     r->phase = 2;
 }
 
-char *openai_models_body(const lmc_server *s) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(j, "data");
+static cJSON *model_json(const lmc_server *s) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", s->model_id);
     cJSON_AddStringToObject(m, "object", "model");
@@ -489,9 +486,23 @@ char *openai_models_body(const lmc_server *s) {
     cJSON_AddNumberToObject(m, "max_model_len", lmc_sched_n_ctx(s->sched));
     cJSON_AddNumberToObject(m, "parameters", (double)s->p.model->n_params);
     cJSON_AddNumberToObject(m, "bytes", (double)s->p.model->weight_bytes);
-    cJSON_AddItemToArray(data, m);
+    return m;
+}
+
+char *openai_models_body(const lmc_server *s) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(j, "data");
+    cJSON_AddItemToArray(data, model_json(s));
     char *out = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
+    return out;
+}
+
+char *openai_model_body(const lmc_server *s) {
+    cJSON *m = model_json(s);
+    char *out = cJSON_PrintUnformatted(m);
+    cJSON_Delete(m);
     return out;
 }
 

@@ -36,7 +36,7 @@ void sbuf_printf(lmc_sbuf *b, const char *fmt, ...) __attribute__((format(printf
 void sbuf_sse(lmc_sbuf *b, const char *event, cJSON *j);
 
 #define LMC_STATUS_SLOTS 600
-#define LMC_N_ROUTES 10
+#define LMC_N_ROUTES 11
 struct lmc_server {
     lmc_server_params p;
     const lmc_mhd_api *mhd;
@@ -81,6 +81,7 @@ char *openai_final_body(const lmc_server *s, lmc_srv_req *r);
 /* Append the SSE events for new text (and for the end when done) to b. */
 void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b);
 char *openai_models_body(const lmc_server *s);
+char *openai_model_body(const lmc_server *s);   /* GET /v1/models/{id} */
 /* /v1/embeddings: one request per input (*reqs, *n malloc'ed; each to be submitted), and the reply. */
 int openai_parse_embeddings(const lmc_server *s, const cJSON *root, lmc_srv_req ***reqs, int *n, int *base64, int *dims,
                             lmc_srv_error *e);

@@ -65,6 +65,11 @@ async function main() {
   check("models: one model", models.data.length === 1, JSON.stringify(models.data));
   check("models: id, tier, context length", m0?.id === MODEL && m0?.tier === "generic" && m0?.context_length === 1024, JSON.stringify(m0));
 
+  const one = await openai.models.retrieve(MODEL);
+  check("models: retrieve by id", one.id === MODEL && one.object === "model");
+  const missing = await openai.models.retrieve("no-such-model").then(() => null, (e) => e);
+  check("models: an unknown id is a 404 model_not_found", missing?.status === 404 && missing?.code === "model_not_found", String(missing));
+
   // ---- chat, non-streaming ----
   const msgs = ask("Who made the heaven and the earth?");
   const nPrompt = tokenCount(render(msgs));
@@ -245,6 +250,9 @@ async function main() {
     messages: [{ role: "user", content: [{ type: "text", text: "Who made the heaven and the earth?" }] }] });
   check("messages: system + content blocks render like chat", amSys.content[0].text === withSys.choices[0].message.content &&
         amSys.usage.input_tokens === tokenCount(render(sysMsgs)));
+  const counted = await anthropic.messages.countTokens({ model: MODEL, system: "Answer as the scripture.",
+    messages: [{ role: "user", content: [{ type: "text", text: "Who made the heaven and the earth?" }] }] });
+  check("messages count_tokens: the prompt /v1/messages would run", counted.input_tokens === amSys.usage.input_tokens, JSON.stringify(counted));
   const stopSeq = stops[0];
   const amStop = await anthropic.messages.create({ model: MODEL, max_tokens: 24, messages: msgs, temperature: 0, stop_sequences: [stopSeq] });
   check("messages: stop_sequences", amStop.stop_reason === "stop_sequence" && amStop.stop_sequence === stopSeq &&
@@ -360,7 +368,7 @@ async function main() {
       text = await res.text();
       body = JSON.parse(text);
     } catch (e) { text = String(e); }
-    const anth = c.path === "/v1/messages";
+    const anth = c.path.startsWith("/v1/messages");
     const shape = anth ? body?.type === "error" && typeof body?.error?.type === "string" && typeof body?.error?.message === "string"
                        : typeof body?.error?.message === "string" && typeof body?.error?.type === "string" && "param" in body.error && "code" in body.error;
     const codeOk = !c.code || body?.error?.code === c.code;

@@ -91,6 +91,7 @@ export function malformedCases() {
   add("messages: tool_use in a user message", msg, J({ max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_use", id: "t", name: "f", input: {} }] }] }));
   add("messages: tool_result without tool_use_id", msg, J({ max_tokens: 5, messages: [{ role: "user", content: [{ type: "tool_result", content: "x" }] }] }));
   add("messages: max_tokens beyond the context", msg, J({ max_tokens: 5000, messages: user }));
+  add("count_tokens: no messages (Anthropic style)", "/v1/messages/count_tokens", J({ model: "demo" }));
   // routes and methods
   add("unknown route", "/v1/nope", "{}", 404, { method: "POST" });
   add("unknown GET route", "/", undefined, 404, { method: "GET" });
