@@ -262,7 +262,7 @@ static cJSON *message_json(const lmc_srv_req *r, int final) {
     cJSON *content = cJSON_AddArrayToObject(j, "content");
     if (final) {
         char *text = NULL;
-        cJSON *calls = srv_reply_tool_calls(r, &text);
+        cJSON *calls = srv_reply_tool_calls(r, 0, &text);
         const char *t = calls ? text : r->out;
         if (!calls || (t && *t)) {
             cJSON *b = cJSON_CreateObject();
@@ -369,7 +369,7 @@ void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, siz
     int has_calls = r->tool_mode == 2;
     if (buffered) {
         char *content = NULL;
-        cJSON *calls = srv_reply_tool_calls(r, &content);
+        cJSON *calls = srv_reply_tool_calls(r, 0, &content);
         const char *t = calls ? content : r->out;
         int index = 0;
         if (!calls || (t && *t)) {

@@ -271,7 +271,7 @@ static void call_id(char *out, size_t cap, const lmc_srv_req *r, int i) {
     snprintf(out, cap, "call_%.20s_%d", r->id + (strncmp(r->id, "chatcmpl-", 9) ? 0 : 9), i);
 }
 
-cJSON *srv_reply_tool_calls(const lmc_srv_req *r, char **content) {
+cJSON *srv_reply_tool_calls(const lmc_srv_req *r, size_t from, char **content) {
     *content = NULL;
     if (r->tool_mode == 2) {
         cJSON *calls = cJSON_CreateArray();
@@ -288,7 +288,7 @@ cJSON *srv_reply_tool_calls(const lmc_srv_req *r, char **content) {
     }
     if (r->tool_mode != 1 || r->tool_fmt == LMC_TOOL_FMT_NONE) return NULL;
     cJSON *parsed = NULL;
-    if (lmc_tools_parse((lmc_tool_fmt)r->tool_fmt, r->out ? r->out : "", &parsed, content) <= 0) return NULL;
+    if (lmc_tools_parse((lmc_tool_fmt)r->tool_fmt, r->out && from <= r->out_len ? r->out + from : "", &parsed, content) <= 0) return NULL;
     cJSON *calls = cJSON_CreateArray();
     int i = 0;
     const cJSON *p;
@@ -322,7 +322,7 @@ char *openai_final_body(const lmc_server *s, lmc_srv_req *r) {
     cJSON *calls = NULL;
     if (chat) {
         char *content = NULL;
-        calls = srv_reply_tool_calls(r, &content);
+        calls = srv_reply_tool_calls(r, 0, &content);
         cJSON *m = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
         if (!calls) cJSON_AddStringToObject(m, "content", r->out ? r->out : "");
@@ -425,11 +425,28 @@ void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t
         n = 0;
         has_calls = 1;
     } else if (buffered) {
+        /* Content streams until the template's tool-call marker could begin; from there the
+         * rest waits for the end and is parsed into calls. */
         n = 0;
+        if (!r->tc_hold) {
+            pthread_mutex_lock(&r->mu);
+            int start = 0;
+            size_t safe = lmc_tools_safe_prefix((lmc_tool_fmt)r->tool_fmt, r->out ? r->out : "", r->out_len, &start);
+            size_t k = safe > r->tc_emitted ? safe - r->tc_emitted : 0;
+            char *piece = k ? malloc(k) : NULL;
+            if (piece) memcpy(piece, r->out + r->tc_emitted, k);
+            pthread_mutex_unlock(&r->mu);
+            if (piece) {
+                sbuf_sse(b, NULL, chunk(r, piece, k, 0, NULL, NULL));
+                r->tc_emitted = safe;
+                free(piece);
+            }
+            r->tc_hold = start;
+        }
         if (done && r->finish != LMC_FINISH_ERROR && r->finish != LMC_FINISH_CANCELLED && r->phase == 1) {
             char *content = NULL;
-            cJSON *calls = srv_reply_tool_calls(r, &content);
-            if (!calls) { free(content); content = strdup(r->out ? r->out : ""); }
+            cJSON *calls = r->tc_hold ? srv_reply_tool_calls(r, r->tc_emitted, &content) : NULL;
+            if (!calls) { free(content); content = strdup(r->out && r->tc_emitted <= r->out_len ? r->out + r->tc_emitted : ""); }
             if (content && *content) sbuf_sse(b, NULL, chunk(r, content, strlen(content), 0, NULL, NULL));
             free(content);
             if (calls) {

@@ -103,6 +103,8 @@ typedef struct lmc_srv_req {
     int phase;
     size_t sent;                  /* bytes of out already turned into events */
     int lps_sent;                 /* logprob entries already sent */
+    size_t tc_emitted;            /* auto tool mode: bytes of out streamed as content */
+    int tc_hold;                  /* auto tool mode: a tool call began; the rest waits for the end */
     char *pend;                   /* formatted bytes not yet handed to MHD */
     size_t pend_len, pend_off, pend_cap;
     const void *server;           /* the owning server (borrowed) */

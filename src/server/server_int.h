@@ -87,10 +87,10 @@ int openai_parse_embeddings(const lmc_server *s, const cJSON *root, lmc_srv_req 
                             lmc_srv_error *e);
 char *openai_embeddings_body(const lmc_server *s, lmc_srv_req **reqs, int n, int base64, int dims);
 
-/* The reply as tool calls: forced mode always; auto mode when the template's format parses.
- * Returns OpenAI tool_calls items ({id, type, function: {name, arguments}}) or NULL; *content
- * gets the remaining text (malloc'ed or NULL). */
-cJSON *srv_reply_tool_calls(const lmc_srv_req *r, char **content);
+/* The reply (from byte `from` of r->out) as tool calls: forced mode always; auto mode when the
+ * template's format parses. Returns OpenAI tool_calls items ({id, type, function: {name,
+ * arguments}}) or NULL; *content gets the remaining text (malloc'ed or NULL). */
+cJSON *srv_reply_tool_calls(const lmc_srv_req *r, size_t from, char **content);
 
 /* ---- Anthropic /v1/messages (anthropic.c) ---- */
 int anthropic_parse(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e);

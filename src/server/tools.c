@@ -143,3 +143,25 @@ int lmc_tools_parse(lmc_tool_fmt f, const char *text, cJSON **calls_out, char **
     *calls_out = calls;
     return n;
 }
+
+size_t lmc_tools_safe_prefix(lmc_tool_fmt f, const char *text, size_t len, int *calls_start) {
+    *calls_start = 0;
+    const char *marker = f == LMC_TOOL_FMT_HERMES ? "<tool_call>" : f == LMC_TOOL_FMT_MISTRAL ? "[TOOL_CALLS]" : NULL;
+    if (f == LMC_TOOL_FMT_LLAMA3) {
+        /* A call is the whole reply: it starts with '{' or <|python_tag|> after optional whitespace. */
+        size_t i = 0;
+        while (i < len && isspace((unsigned char)text[i])) i++;
+        const char *tag = "<|python_tag|>";
+        size_t rest = len - i, tl = strlen(tag);
+        if (i == len || (rest < tl && !memcmp(text + i, tag, rest))) return 0;     /* undecided yet */
+        if (text[i] == '{' || (rest >= tl && !memcmp(text + i, tag, tl))) { *calls_start = 1; return 0; }
+        return len;
+    }
+    if (!marker) return len;
+    size_t ml = strlen(marker);
+    for (size_t p = 0; p + ml <= len; p++)
+        if (text[p] == marker[0] && !memcmp(text + p, marker, ml)) { *calls_start = 1; return p; }
+    for (size_t k = ml - 1; k > 0; k--) /* the longest tail that could grow into the marker */
+        if (k <= len && !memcmp(text + len - k, marker, k)) return len - k;
+    return len;
+}

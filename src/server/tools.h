@@ -23,4 +23,9 @@ const char *lmc_tool_fmt_name(lmc_tool_fmt f);
  * the calls, trimmed (NULL when empty). -1 on allocation failure. */
 int lmc_tools_parse(lmc_tool_fmt f, const char *text, cJSON **calls, char **content);
 
+/* Streaming: how many bytes of text can go out as content now. Stops where the format's
+ * tool-call marker begins (*calls_start = 1) and holds back a tail that could still become
+ * the marker. */
+size_t lmc_tools_safe_prefix(lmc_tool_fmt f, const char *text, size_t len, int *calls_start);
+
 #endif

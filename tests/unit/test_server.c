@@ -231,6 +231,21 @@ static void test_tools_parse(void) {
     CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_LLAMA3, "The weather is fine.", &calls, &content), 0);
     CHECK_EQ_STR(content, "The weather is fine.");
     free(content);
+    /* Streaming: how much may go out as content before a call could begin. */
+    int start;
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_HERMES, "Let me look.", 12, &start), 12);
+    CHECK_EQ_INT(start, 0);
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_HERMES, "Let me <tool", 12, &start), 7);   /* could be the marker */
+    CHECK_EQ_INT(start, 0);
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_HERMES, "Hi <tool_call>{", 15, &start), 3);
+    CHECK_EQ_INT(start, 1);
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_MISTRAL, "ok [TOOL", 8, &start), 3);
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_LLAMA3, "  <|python", 10, &start), 0);
+    CHECK_EQ_INT(start, 0);
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_LLAMA3, " {\"name", 7, &start), 0);
+    CHECK_EQ_INT(start, 1);
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_LLAMA3, "Sunny.", 6, &start), 6);
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_NONE, "<tool_call>", 11, &start), 11);
     CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_NONE, "<tool_call>{\"name\": \"f\"}</tool_call>", &calls, &content), 0);
     free(content);
 }
