@@ -70,6 +70,7 @@ static enum MHD_Result reply(lmc_server *s, struct MHD_Connection *c, enum route
     struct MHD_Response *resp = m->create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!resp) { free(body); return MHD_NO; }
     m->add_response_header(resp, "Content-Type", ctype);
+    m->add_response_header(resp, "Access-Control-Allow-Origin", "*"); /* browser front ends */
     if (retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", retry_after);
@@ -227,6 +228,7 @@ static enum MHD_Result generate(lmc_server *s, struct MHD_Connection *c, conn *c
         struct MHD_Response *resp = m->create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, req, stream_free);
         if (!resp) { lmc_srv_req_unref(req); cancel(s, req); return MHD_NO; }
         m->add_response_header(resp, "Content-Type", "text/event-stream");
+        m->add_response_header(resp, "Access-Control-Allow-Origin", "*");
         m->add_response_header(resp, "Cache-Control", "no-cache");
         enum MHD_Result ret = m->queue_response(c, 200, resp);
         m->destroy_response(resp);
@@ -405,6 +407,19 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     enum route er = r == R_NONE ? R_CHAT : r; /* error style: Anthropic on /v1/messages */
+    if (!strcmp(method, "OPTIONS") && (path_known || !strncmp(url, "/v1/models/", 11))) { /* CORS preflight: no auth */
+        struct MHD_Response *resp = s->mhd->create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (!resp) return MHD_NO;
+        s->mhd->add_response_header(resp, "Access-Control-Allow-Origin", "*");
+        s->mhd->add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        s->mhd->add_response_header(resp, "Access-Control-Allow-Headers",
+                                    "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
+        s->mhd->add_response_header(resp, "Access-Control-Max-Age", "86400");
+        enum MHD_Result ret = s->mhd->queue_response(c, 204, resp);
+        s->mhd->destroy_response(resp);
+        count_status(s, 204, r);
+        return ret;
+    }
     if (!path_known && !strncmp(url, "/v1/models/", 11) && !strcmp(method, "GET")) {
         if (!authorized(s, c)) return fail(s, c, R_MODELS, 401, "authentication_error", "invalid_api_key", "%s", "a valid API key is required");
         if (strcmp(url + 11, s->model_id))

@@ -378,6 +378,13 @@ async function main() {
   const healthy = await openai.chat.completions.create({ model: MODEL, messages: msgs, max_tokens: 24, temperature: 0 });
   check("after malformed requests: healthy, same answer", (await fetch(A.url + "/health")).ok && healthy.choices[0].message.content === full);
 
+  // ---- CORS for browser front ends ----
+  const pre = await fetch(A.url + "/v1/chat/completions", { method: "OPTIONS", headers: { origin: "http://example.test", "access-control-request-method": "POST" } });
+  check("CORS: preflight answered 204 with the allowed methods and headers", pre.status === 204 && pre.headers.get("access-control-allow-origin") === "*" &&
+        /POST/.test(pre.headers.get("access-control-allow-methods")) && /authorization/i.test(pre.headers.get("access-control-allow-headers")));
+  const corsGet = await fetch(A.url + "/v1/models", { headers: { origin: "http://example.test" } });
+  check("CORS: responses allow any origin", corsGet.headers.get("access-control-allow-origin") === "*");
+
   // ---- tokenize / detokenize ----
   const tk = await (await fetch(A.url + "/tokenize", { method: "POST", body: JSON.stringify({ content: "In the beginning God" }) })).json();
   check("tokenize: equals lmc tokenize", tk.tokens.length === tokenCount("In the beginning God"));
@@ -459,6 +466,7 @@ async function main() {
   const badKeyBody = await badKey.json().catch(() => null);
   check("api key: 401 with a wrong key, Anthropic-style body", badKey.status === 401 && badKeyBody?.type === "error" && badKeyBody?.error?.type === "authentication_error");
   check("api key: /health stays open", (await fetch(B.url + "/health")).ok);
+  check("api key: CORS preflight needs no key", (await fetch(B.url + "/v1/messages", { method: "OPTIONS" })).status === 204);
   const okB = new OpenAI({ baseURL: B.url + "/v1", apiKey: "sekrit", maxRetries: 0 });
   const bm = await okB.models.list();
   check("api key: openai client with the key; --alias names the model", bm.data[0]?.id === "bible");
