@@ -332,7 +332,7 @@ static cJSON *text_block(void) {
 
 void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b) {
     (void)s;
-    /* Auto tool mode with a known format: calls or text are only known at the end. */
+    /* Auto tool mode with a known format: text streams until a call could begin, calls come at the end. */
     int buffered = r->tool_mode == 1 && r->tool_fmt != LMC_TOOL_FMT_NONE;
     if (r->phase == 0) {
         cJSON *j = typed("message_start");
@@ -356,6 +356,23 @@ void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, siz
         if (r->tool_mode == 2) block_delta(b, 0, "input_json_delta", "partial_json", text, n);
         else block_delta(b, 0, "text_delta", "text", text, n);
     }
+    if (buffered && !r->tc_hold) {
+        /* Text streams until the template's tool-call marker could begin. */
+        pthread_mutex_lock(&r->mu);
+        int start = 0;
+        size_t safe = lmc_tools_safe_prefix((lmc_tool_fmt)r->tool_fmt, r->out ? r->out : "", r->out_len, &start);
+        size_t k = safe > r->tc_emitted ? safe - r->tc_emitted : 0;
+        char *piece = k ? malloc(k) : NULL;
+        if (piece) memcpy(piece, r->out + r->tc_emitted, k);
+        pthread_mutex_unlock(&r->mu);
+        if (piece) {
+            if (!r->block_open) { block_start(b, 0, text_block()); r->block_open = 1; }
+            block_delta(b, 0, "text_delta", "text", piece, k);
+            r->tc_emitted = safe;
+            free(piece);
+        }
+        r->tc_hold = start;
+    }
     if (!done || r->phase == 2) return;
     r->phase = 2;
     if (r->finish == LMC_FINISH_ERROR || r->finish == LMC_FINISH_CANCELLED) {
@@ -369,14 +386,14 @@ void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, siz
     int has_calls = r->tool_mode == 2;
     if (buffered) {
         char *content = NULL;
-        cJSON *calls = srv_reply_tool_calls(r, 0, &content);
-        const char *t = calls ? content : r->out;
-        int index = 0;
-        if (!calls || (t && *t)) {
-            block_start(b, index, text_block());
-            if (t && *t) block_delta(b, index, "text_delta", "text", t, strlen(t));
-            block_stop(b, index++);
+        cJSON *calls = r->tc_hold ? srv_reply_tool_calls(r, r->tc_emitted, &content) : NULL;
+        if (!calls) { free(content); content = strdup(r->out && r->tc_emitted <= r->out_len ? r->out + r->tc_emitted : ""); }
+        if ((content && *content) || (!calls && !r->block_open)) {
+            if (!r->block_open) { block_start(b, 0, text_block()); r->block_open = 1; }
+            if (content && *content) block_delta(b, 0, "text_delta", "text", content, strlen(content));
         }
+        int index = 0;
+        if (r->block_open) block_stop(b, index++);
         const cJSON *c;
         cJSON_ArrayForEach(c, calls) {
             const char *args = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "function"), "arguments")->valuestring;

@@ -105,6 +105,7 @@ typedef struct lmc_srv_req {
     int lps_sent;                 /* logprob entries already sent */
     size_t tc_emitted;            /* auto tool mode: bytes of out streamed as content */
     int tc_hold;                  /* auto tool mode: a tool call began; the rest waits for the end */
+    int block_open;               /* Anthropic stream: the text block has started */
     char *pend;                   /* formatted bytes not yet handed to MHD */
     size_t pend_len, pend_off, pend_cap;
     const void *server;           /* the owning server (borrowed) */

@@ -436,6 +436,15 @@ async function main() {
     check("tools template, streamed: text without a call streams as content, as non-streamed",
           tstream.text === tplain.choices[0].message.content && tstream.chunks > 4 && tstream.finish === tplain.choices[0].finish_reason,
           `${tstream.chunks} ${JSON.stringify(tstream.text)} vs ${JSON.stringify(tplain.choices[0].message.content)}`);
+    const ac3 = new Anthropic({ baseURL: C.url, apiKey: "none", maxRetries: 0 });
+    const aq = { model: "x", max_tokens: 16, temperature: 0, messages: ask("Who made the heaven and the earth?"), tools: [aTool] };
+    const aplain = await ac3.messages.create(aq);
+    let adeltas = 0;
+    const astream = ac3.messages.stream(aq).on("text", () => adeltas++);
+    const afin = await withTimeout(astream.finalMessage(), 30000, "anthropic tools stream");
+    check("tools template, Anthropic streamed: text streams as a text block, as non-streamed",
+          afin.content.length === 1 && afin.content[0].text === aplain.content[0].text && adeltas > 2 && afin.stop_reason === aplain.stop_reason,
+          `${adeltas} ${JSON.stringify(afin.content)} vs ${JSON.stringify(aplain.content)}`);
     const exC = await C.stop();
     check("tools server: clean exit", exC.code === 0, JSON.stringify(exC));
   } finally {
