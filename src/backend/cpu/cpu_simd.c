@@ -12,7 +12,7 @@
  *   MLX4, MLX8  f32 activations: Σ x(s·q + b) = s·Σ x·q + b·Σ x with the group
  *         sums Σ x prepared once; MLX4 uses the de-interleaved layout (low
  *         nibble = even element).
- *   Q4_K, Q6_K  f32 activations, codes widened to f32 per sub-block and scaled
+ *   Q4_K, Q5_K, Q6_K  f32 activations, codes widened to f32 per sub-block and scaled
  *         by the sub-block scale; the min / the -32 offset go through prepared
  *         sums of x per sub-block (32 / 16 elements).
  * Other types (and builds without AVX-512 VNNI) use cpu_matmul.c's generic path.
@@ -37,7 +37,7 @@ static act_kind kind_of(const lmc_tensor *w) {
     case LMC_DTYPE_F16: return ACT_F32;
     case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: return ACT_Q8;
     case LMC_DTYPE_MLX4: return ACT_F32_PERM;
-    case LMC_DTYPE_MLX8: case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q6_K: return ACT_F32;
+    case LMC_DTYPE_MLX8: case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q5_K: case LMC_DTYPE_Q6_K: return ACT_F32;
     default: return ACT_NONE;
     }
 }
@@ -45,7 +45,7 @@ static act_kind kind_of(const lmc_tensor *w) {
 /* Elements per prepared partial sum of x (0: none): the MLX group, a Q4_K sub-block (32), a Q6_K one (16). */
 static int64_t sum_span(const lmc_tensor *w) {
     if (lmc_dtype_is_mlx(w->type)) return ((const lmc_quant_mlx *)w->aux)->group_size;
-    if (w->type == LMC_DTYPE_Q4_K) return 32;
+    if (w->type == LMC_DTYPE_Q4_K || w->type == LMC_DTYPE_Q5_K) return 32;
     if (w->type == LMC_DTYPE_Q6_K) return 16;
     return 0;
 }
@@ -207,27 +207,44 @@ static inline void k4_sm(const uint8_t *s, int j, int *sc, int *mn) {
     else { *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4); *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4); }
 }
 
-static void rows4_q4k(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
+/* Q4_K (five = 0) and Q5_K (five = 1: a 5th bit per element from qh[32], bit 2c of
+ * qh[l] for element l of chunk c's low half, bit 2c+1 for its high half). */
+static void rows4_qk45(int five, const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
     const float *xsum = xp + in;
+    const size_t bs = five ? 176 : 144, qo = five ? 48 : 16;
     __m512 acc[4];
     float msum[4] = {0, 0, 0, 0};
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
-    const __m512i low4 = _mm512_set1_epi32(0x0F);
+    const __m512i low4 = _mm512_set1_epi32(0x0F), sixteen = _mm512_set1_epi32(16);
     for (int64_t b = 0; b < in / 256; b++) {
         const float *x = xp + 256 * b;
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const uint8_t *blk = (const uint8_t *)r[k] + 144 * (size_t)b;
+            const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
             _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
             const float d = f16_at(blk), dmin = f16_at(blk + 2);
-            const uint8_t *q = blk + 16;
+            const uint8_t *q = blk + qo;
+            __m512i h0 = _mm512_setzero_si512(), h1 = _mm512_setzero_si512();
+            if (five) {
+                h0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(blk + 16)));
+                h1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(blk + 32)));
+            }
             for (int c = 0; c < 4; c++, q += 32) {
-                const __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)q));
-                const __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(q + 16)));
+                __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)q));
+                __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(q + 16)));
+                __m512i l0 = _mm512_and_si512(v0, low4), l1 = _mm512_and_si512(v1, low4);
+                __m512i u0 = _mm512_srli_epi32(v0, 4), u1 = _mm512_srli_epi32(v1, 4);
+                if (five) {
+                    const __m512i bl = _mm512_set1_epi32(1 << (2 * c)), bh = _mm512_set1_epi32(2 << (2 * c));
+                    l0 = _mm512_mask_add_epi32(l0, _mm512_test_epi32_mask(h0, bl), l0, sixteen);
+                    l1 = _mm512_mask_add_epi32(l1, _mm512_test_epi32_mask(h1, bl), l1, sixteen);
+                    u0 = _mm512_mask_add_epi32(u0, _mm512_test_epi32_mask(h0, bh), u0, sixteen);
+                    u1 = _mm512_mask_add_epi32(u1, _mm512_test_epi32_mask(h1, bh), u1, sixteen);
+                }
                 const float *xc = x + 64 * c;
-                __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v0, low4)), _mm512_loadu_ps(xc));
-                lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v1, low4)), _mm512_loadu_ps(xc + 16), lo);
-                __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v0, 4)), _mm512_loadu_ps(xc + 32));
-                hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v1, 4)), _mm512_loadu_ps(xc + 48), hi);
+                __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(l0), _mm512_loadu_ps(xc));
+                lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l1), _mm512_loadu_ps(xc + 16), lo);
+                __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(u0), _mm512_loadu_ps(xc + 32));
+                hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u1), _mm512_loadu_ps(xc + 48), hi);
                 int sc0, m0, sc1, m1;
                 k4_sm(blk + 4, 2 * c, &sc0, &m0);
                 k4_sm(blk + 4, 2 * c + 1, &sc1, &m1);
@@ -336,7 +353,8 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q8_0: rows4_q8(0, r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_0: rows4_q8(1, r, xt, in, pf, s); break;
-            case LMC_DTYPE_Q4_K: rows4_q4k(r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_Q4_K: rows4_qk45(0, r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_Q5_K: rows4_qk45(1, r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q6_K: rows4_q6k(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8: {
                 /* the group side data of the repeated tail rows must exist: clamp like r[] */
