@@ -416,7 +416,7 @@ static void run_matmul(lmc_backend *be, const lmc_tensor *w, const float *x, int
  * fast backend at 1 and 2 threads against the scalar reference. The error is relative to
  * Σ|w·x| of the row; kernels on f32 activations must agree to f32 rounding, those that
  * quantize the activations to Q8_0 (Q8_0 and Q4_0 decode, as ggml) within 1e-2. */
-static void test_matmul_all_types(void) {
+static void matmul_all_types(int simd) {
     const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
                                LMC_DTYPE_Q4_1, LMC_DTYPE_Q5_0, LMC_DTYPE_Q5_1, LMC_DTYPE_Q2_K, LMC_DTYPE_Q3_K,
                                LMC_DTYPE_Q4_K, LMC_DTYPE_Q5_K, LMC_DTYPE_Q6_K, LMC_DTYPE_MLX2, LMC_DTYPE_MLX3,
@@ -454,7 +454,7 @@ static void test_matmul_all_types(void) {
                 }
             }
         }
-        const int q8act = t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0;
+        const int q8act = simd && (t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0);
         CHECK_MSG(worst[0] <= (q8act ? 1e-2 : 2e-6), "%s decode: relative error %.3g", lmc_dtype_name(t), worst[0]);
         CHECK_MSG(worst[1] <= 2e-6, "%s prefill: relative error %.3g", lmc_dtype_name(t), worst[1]);
         printf("  matmul %-5s decode err %.2e  prefill err %.2e (relative to sum|w*x|)\n", lmc_dtype_name(t),
@@ -466,6 +466,16 @@ static void test_matmul_all_types(void) {
     lmc_backend_free(ref);
     lmc_backend_free(fast1);
     lmc_backend_free(fast2);
+}
+
+/* Every type with the SIMD decode kernels (where this CPU has them), then with the
+ * generic path (rows dequantized to f32 scratch) that CPUs without AVX-512 take. */
+static void test_matmul_all_types(void) {
+    matmul_all_types(1);
+    lmc_cpu_simd_enable(0);
+    printf("  (generic decode path)\n");
+    matmul_all_types(0);
+    lmc_cpu_simd_enable(1);
 }
 
 /* bf16 prefill on AMX tiles (when the machine has them): 16-row tiles on both threads plus an sgemm tail,

@@ -34,8 +34,10 @@ float lmc_cpu_dot_f32(const float *a, const float *b, int64_t n);
 
 /* ---- SIMD decode kernels (cpu_simd.c); each returns 0 when this build has none for w ---- */
 
-/* 1 when w's type has a SIMD decode kernel in this build. */
+/* 1 when w's type has a SIMD decode kernel and this CPU runs it (probed once from CPUID). */
 int lmc_cpu_simd_has(const lmc_tensor *w);
+/* Allow (1, if the CPU can) or forbid (0) the SIMD decode kernels for later matmuls. */
+void lmc_cpu_simd_enable(int on);
 /* Bytes / preparation of activations for that kernel (per token: see cpu_simd.c). */
 size_t lmc_cpu_simd_act_bytes(const lmc_tensor *w, int64_t n_tok);
 void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);

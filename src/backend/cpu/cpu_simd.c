@@ -15,7 +15,7 @@
  *   Q4_K, Q5_K, Q6_K  f32 activations, codes widened to f32 per sub-block and scaled
  *         by the sub-block scale; the min / the -32 offset go through prepared
  *         sums of x per sub-block (32 / 16 elements).
- * Other types (and builds without AVX-512 VNNI) use cpu_matmul.c's generic path.
+ * Other types (and CPUs without AVX-512 VNNI) use cpu_matmul.c's generic path.
  */
 #include "cpu_kernels.h"
 #include "core/quant.h"
@@ -23,10 +23,29 @@
 #include <math.h>
 #include <string.h>
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__F16C__)
+/* The kernels are compiled for AVX-512 (+VNNI, F16C) whatever -march says and chosen at
+ * run time from CPUID, so one binary runs everywhere; lmc_cpu_simd_enable(0) forces the
+ * generic path (tests use it to check that path on AVX-512 machines). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")
 #include <immintrin.h>
 #define LMC_HAVE_AVX512 1
 #endif
+
+static int simd_state = -1; /* -1: not probed yet, 0: off, 1: on */
+
+void lmc_cpu_simd_enable(int on) {
+#ifdef LMC_HAVE_AVX512
+    __builtin_cpu_init();
+    simd_state = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") &&
+                 __builtin_cpu_supports("fma");
+#else
+    simd_state = 0;
+#endif
+}
 
 /* Per-token layout of prepared activations. */
 typedef enum { ACT_NONE, ACT_F32_PERM, ACT_F32, ACT_Q8 } act_kind;
@@ -64,7 +83,8 @@ static size_t token_bytes(const lmc_tensor *w) {
 
 int lmc_cpu_simd_has(const lmc_tensor *w) {
 #ifdef LMC_HAVE_AVX512
-    if (kind_of(w) == ACT_NONE) return 0;
+    if (simd_state < 0) lmc_cpu_simd_enable(1);
+    if (!simd_state || kind_of(w) == ACT_NONE) return 0;
     if (w->ne[0] % lmc_dtype_block_elems(w->type) || w->ne[0] % 32) return 0;
     return 1;
 #else
@@ -383,7 +403,9 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
     }
 }
 
-#else /* no AVX-512 VNNI: lmc_cpu_simd_has() is 0 and nothing below is reached */
+#pragma GCC pop_options
+
+#else /* not x86-64: lmc_cpu_simd_has() is 0 and nothing below is reached */
 
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
     LMC_ASSERT(!"no SIMD kernels in this build");
