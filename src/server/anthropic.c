@@ -147,8 +147,7 @@ static int convert_tools(const cJSON *root, lmc_srv_req *r, cJSON **out, lmc_srv
     if (!*out) return srv_err(e, 400, "tool_choice", "tool_choice '%.16s' needs tools", ty);
     const char *pick = NULL;
     if (!strcmp(ty, "any")) {
-        if (cJSON_GetArraySize(*out) != 1)
-            return srv_err(e, 400, "tool_choice", "tool_choice 'any' with several tools is not supported yet; name the tool");
+        if (cJSON_GetArraySize(*out) != 1) return srv_require_any_tool(*out, r, e);
         pick = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(*out, 0), "function"), "name")->valuestring;
     } else if (!strcmp(ty, "tool")) {
         if (!cJSON_IsString(name)) return srv_err(e, 400, "tool_choice", "tool_choice 'tool' needs a name");
@@ -333,7 +332,8 @@ static cJSON *text_block(void) {
 void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b) {
     (void)s;
     /* Auto tool mode with a known format: text streams until a call could begin, calls come at the end. */
-    int buffered = r->tool_mode == 1 && r->tool_fmt != LMC_TOOL_FMT_NONE;
+    int buffered = (r->tool_mode == 1 && r->tool_fmt != LMC_TOOL_FMT_NONE) || r->tool_mode == 3;
+    if (r->tool_mode == 3) r->tc_hold = 1; /* the call is known once its JSON is complete */
     if (r->phase == 0) {
         cJSON *j = typed("message_start");
         cJSON_AddItemToObject(j, "message", message_json(r, 0));
@@ -387,7 +387,7 @@ void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, siz
     if (buffered) {
         char *content = NULL;
         cJSON *calls = r->tc_hold ? srv_reply_tool_calls(r, r->tc_emitted, &content) : NULL;
-        if (!calls) { free(content); content = strdup(r->out && r->tc_emitted <= r->out_len ? r->out + r->tc_emitted : ""); }
+        if (!calls && r->tool_mode != 3) { free(content); content = strdup(r->out && r->tc_emitted <= r->out_len ? r->out + r->tc_emitted : ""); }
         if ((content && *content) || (!calls && !r->block_open)) {
             if (!r->block_open) { block_start(b, 0, text_block()); r->block_open = 1; }
             if (content && *content) block_delta(b, 0, "text_delta", "text", content, strlen(content));

@@ -58,6 +58,28 @@ static int common(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_sr
 
 /* tools and tool_choice: checks them and sets r->tool_mode; *use_tools gets the list to render
  * (NULL when there is none). */
+int srv_require_any_tool(const cJSON *tools, lmc_srv_req *r, lmc_srv_error *e) {
+    cJSON *schema = cJSON_CreateObject();
+    cJSON_AddStringToObject(schema, "type", "object");
+    cJSON *props = cJSON_AddObjectToObject(schema, "properties");
+    cJSON *names = cJSON_AddArrayToObject(cJSON_AddObjectToObject(props, "name"), "enum");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(props, "arguments"), "type", "object");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+        cJSON_AddItemToArray(names, cJSON_CreateString(n->valuestring));
+    }
+    cJSON *req = cJSON_AddArrayToObject(schema, "required");
+    cJSON_AddItemToArray(req, cJSON_CreateString("name"));
+    cJSON_AddItemToArray(req, cJSON_CreateString("arguments"));
+    lmc_status st = lmc_jschema_compile(schema, &r->schema);
+    cJSON_Delete(schema);
+    if (st < 0) return srv_err(e, 400, "tool_choice", "tool_choice over these tools: %s", lmc_last_error());
+    r->tool_mode = 3;
+    r->json_mode = 1;
+    return 0;
+}
+
 static int parse_tools(const lmc_server *s, const cJSON *root, lmc_srv_req *r, const cJSON **use_tools, lmc_srv_error *e) {
     *use_tools = NULL;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
@@ -90,8 +112,7 @@ static int parse_tools(const lmc_server *s, const cJSON *root, lmc_srv_req *r, c
         if (!strcmp(c, "auto")) return 0;
         if (strcmp(c, "required")) return srv_err(e, 400, "tool_choice", "'tool_choice' must be none, auto, required or a named function");
         if (!*use_tools) return srv_err(e, 400, "tool_choice", "tool_choice 'required' needs tools");
-        if (cJSON_GetArraySize(*use_tools) != 1)
-            return srv_err(e, 400, "tool_choice", "tool_choice 'required' with several tools is not supported yet; name the function");
+        if (cJSON_GetArraySize(*use_tools) != 1) return srv_require_any_tool(*use_tools, r, e);
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(*use_tools, 0), "function");
         snprintf(r->tool_name, sizeof r->tool_name, "%s", cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
     } else {
@@ -286,6 +307,27 @@ cJSON *srv_reply_tool_calls(const lmc_srv_req *r, size_t from, char **content) {
         cJSON_AddItemToArray(calls, c);
         return calls;
     }
+    if (r->tool_mode == 3) { /* {"name": ..., "arguments": {...}} decoded under the tools' schema */
+        cJSON *o = cJSON_Parse(r->out ? r->out : "");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name"), *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
+        cJSON *calls = NULL;
+        if (cJSON_IsString(name) && cJSON_IsObject(args)) {
+            calls = cJSON_CreateArray();
+            cJSON *c = cJSON_CreateObject();
+            char id[64];
+            call_id(id, sizeof id, r, 0);
+            cJSON_AddStringToObject(c, "id", id);
+            cJSON_AddStringToObject(c, "type", "function");
+            cJSON *fn = cJSON_AddObjectToObject(c, "function");
+            cJSON_AddStringToObject(fn, "name", name->valuestring);
+            char *a = cJSON_PrintUnformatted(args);
+            cJSON_AddStringToObject(fn, "arguments", a ? a : "{}");
+            free(a);
+            cJSON_AddItemToArray(calls, c);
+        }
+        cJSON_Delete(o);
+        return calls;
+    }
     if (r->tool_mode != 1 || r->tool_fmt == LMC_TOOL_FMT_NONE) return NULL;
     cJSON *parsed = NULL;
     if (lmc_tools_parse((lmc_tool_fmt)r->tool_fmt, r->out && from <= r->out_len ? r->out + from : "", &parsed, content) <= 0) return NULL;
@@ -309,7 +351,7 @@ cJSON *srv_reply_tool_calls(const lmc_srv_req *r, size_t from, char **content) {
 
 /* finish_reason: "tool_calls" when the model chose to call (auto); a forced call ends with "stop", as OpenAI's does. */
 static const char *finish_reason(const lmc_srv_req *r, int has_calls) {
-    if (has_calls && r->tool_mode == 1 && r->finish == LMC_FINISH_STOP) return "tool_calls";
+    if (has_calls && (r->tool_mode == 1 || r->tool_mode == 3) && r->finish == LMC_FINISH_STOP) return "tool_calls";
     return lmc_finish_openai(r->finish);
 }
 
@@ -413,7 +455,8 @@ static cJSON *chunk(lmc_srv_req *r, const char *text, size_t n, int role, const 
 
 void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b) {
     /* Auto tool mode with a known format: the reply is only known to be calls or text at the end. */
-    int buffered = r->api == LMC_API_CHAT && r->tool_mode == 1 && r->tool_fmt != LMC_TOOL_FMT_NONE;
+    int buffered = r->api == LMC_API_CHAT && ((r->tool_mode == 1 && r->tool_fmt != LMC_TOOL_FMT_NONE) || r->tool_mode == 3);
+    if (r->tool_mode == 3) r->tc_hold = 1; /* the call is known once its JSON is complete */
     if (r->phase == 0) {
         if (r->tool_mode == 2) sbuf_sse(b, NULL, forced_delta(r, "", 0, 1));
         else if (r->api == LMC_API_CHAT) sbuf_sse(b, NULL, chunk(r, "", 0, 1, NULL, NULL));
@@ -446,7 +489,7 @@ void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t
         if (done && r->finish != LMC_FINISH_ERROR && r->finish != LMC_FINISH_CANCELLED && r->phase == 1) {
             char *content = NULL;
             cJSON *calls = r->tc_hold ? srv_reply_tool_calls(r, r->tc_emitted, &content) : NULL;
-            if (!calls) { free(content); content = strdup(r->out && r->tc_emitted <= r->out_len ? r->out + r->tc_emitted : ""); }
+            if (!calls && r->tool_mode != 3) { free(content); content = strdup(r->out && r->tc_emitted <= r->out_len ? r->out + r->tc_emitted : ""); }
             if (content && *content) sbuf_sse(b, NULL, chunk(r, content, strlen(content), 0, NULL, NULL));
             free(content);
             if (calls) {

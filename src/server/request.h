@@ -62,7 +62,8 @@ typedef struct lmc_srv_req {
     int logprobs, top_logprobs;   /* record log-probabilities (top_logprobs ≤ LMC_MAX_TOP_LOGPROBS) */
     int json_mode;                /* response_format json_object: only tokens that keep valid JSON */
     lmc_pooling pooling;          /* embedding request: prefill only, pool the final hidden states */
-    int tool_mode;                /* 0 no tools; 1 auto: parse calls from the reply; 2 forced: the reply is tool_name's arguments */
+    int tool_mode;                /* 0 no tools; 1 auto: parse calls from the reply; 2 forced: the reply is tool_name's
+                                   * arguments; 3 required among several: the reply is {"name", "arguments"} */
     int tool_fmt;                 /* lmc_tool_fmt of the template (auto mode) */
     char tool_name[128];
     char id[64];                  /* chatcmpl-…, cmpl-…, msg_… */

@@ -87,6 +87,10 @@ int openai_parse_embeddings(const lmc_server *s, const cJSON *root, lmc_srv_req 
                             lmc_srv_error *e);
 char *openai_embeddings_body(const lmc_server *s, lmc_srv_req **reqs, int n, int base64, int dims);
 
+/* tool_choice required/any over several tools: r decodes {"name": one of the tools, "arguments": {...}}
+ * under a schema built from the tools (OpenAI-form list). Sets tool_mode 3. */
+int srv_require_any_tool(const cJSON *tools, lmc_srv_req *r, lmc_srv_error *e);
+
 /* The reply (from byte `from` of r->out) as tool calls: forced mode always; auto mode when the
  * template's format parses. Returns OpenAI tool_calls items ({id, type, function: {name,
  * arguments}}) or NULL; *content gets the remaining text (malloc'ed or NULL). */

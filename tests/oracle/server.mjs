@@ -233,6 +233,20 @@ async function main() {
   const stArgs = JSON.parse(st1.choices[0].message.tool_calls?.[0]?.function.arguments ?? "null");
   check("tools: arguments follow the function's parameters schema", stArgs && ["Judah", "Levi"].includes(stArgs.tribe) && Number.isInteger(stArgs.count) &&
         Object.keys(stArgs).length === 2, JSON.stringify(stArgs));
+  const any2 = await openai.chat.completions.create({ model: MODEL, messages: ask("Find Genesis 1:1"), max_tokens: 80, temperature: 0,
+                                                     tools: [verseTool, strictTool], tool_choice: "required" });
+  const a2 = any2.choices[0].message.tool_calls?.[0];
+  check("tools (required, several): one call to one of the tools with object arguments", ["get_verse", "set_tribe"].includes(a2?.function.name) &&
+        isObj(a2.function.arguments) && any2.choices[0].finish_reason === "tool_calls" && any2.choices[0].message.content === null, JSON.stringify(any2.choices[0]));
+  const any2s = await openai.chat.completions.create({ model: MODEL, messages: ask("Find Genesis 1:1"), max_tokens: 80, temperature: 0, stream: true,
+                                                      tools: [verseTool, strictTool], tool_choice: "required" });
+  let s2name = "", s2args = "", s2fin = null;
+  for await (const ch of any2s) for (const c of ch.choices) {
+    for (const t of c.delta?.tool_calls ?? []) { s2name += t.function?.name ?? ""; s2args += t.function?.arguments ?? ""; }
+    if (c.finish_reason) s2fin = c.finish_reason;
+  }
+  check("tools (required, several, streamed): the same call", s2name === a2?.function.name && s2args === a2?.function.arguments && s2fin === "tool_calls",
+        `${s2name} ${s2args} ${s2fin}`);
   check("tools (named, streamed): deltas assemble into the same call", tname === "get_verse" && targs === call?.function.arguments && tfin === "stop" && !!tid,
         `${tname} ${targs} ${tfin}`);
   const none = await openai.chat.completions.create({ model: MODEL, messages: msgs, max_tokens: 24, temperature: 0, tools: [verseTool], tool_choice: "none" });
@@ -286,6 +300,12 @@ async function main() {
   const auf = await withTimeout(aus.finalMessage(), 30000, "tool stream");
   check("messages tools (any, streamed): the SDK assembles the same tool_use", JSON.stringify(auf.content.find((b) => b.type === "tool_use")?.input) === JSON.stringify(tu?.input) &&
         auf.stop_reason === "tool_use", JSON.stringify(auf.content));
+  const aTool2 = { name: "set_tribe", input_schema: { type: "object", properties: { tribe: { enum: ["Judah", "Levi"] } }, required: ["tribe"] } };
+  const anyA = await anthropic.messages.create({ model: MODEL, max_tokens: 60, temperature: 0, messages: ask("Find Genesis 1:1"),
+                                                tools: [aTool, aTool2], tool_choice: { type: "any" } });
+  const anyU = anyA.content.find((b) => b.type === "tool_use");
+  check("messages tools (any, several): one tool_use of one of the tools", ["get_verse", "set_tribe"].includes(anyU?.name) &&
+        typeof anyU.input === "object" && anyA.stop_reason === "tool_use", JSON.stringify(anyA.content));
   const hist = await anthropic.messages.create({ model: MODEL, max_tokens: 8, temperature: 0, tools: [aTool], messages: [
     { role: "user", content: "Read me Genesis." },
     { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "get_verse", input: { book: "Genesis" } }] },

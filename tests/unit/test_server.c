@@ -406,8 +406,8 @@ static void test_sched_cancel_and_limits(void) {
 }
 
 /* Embeddings: the scheduler (chunked prefill, sharing steps with a generation) pools the same
- * vector as one direct forward over the whole input. */
-static void test_sched_embedding(void) {
+ * vector (mean, or the last token's) as one direct forward over the whole input. */
+static void sched_embedding(lmc_pooling pooling) {
     const char *text = "In the beginning God created the heaven and the earth.";
     int32_t *ids;
     int n;
@@ -425,8 +425,12 @@ static void test_sched_embedding(void) {
     CHECK(lmc_context_decode(ctx, &b) == LMC_OK);
     double norm = 0;
     for (int d = 0; d < D; d++) {
-        for (int i = 0; i < n; i++) ref[d] += lmc_context_hidden(ctx, i)[d];
-        ref[d] /= n;
+        if (pooling == LMC_POOL_MEAN) {
+            for (int i = 0; i < n; i++) ref[d] += lmc_context_hidden(ctx, i)[d];
+            ref[d] /= n;
+        } else {
+            ref[d] = lmc_context_hidden(ctx, n - 1)[d];
+        }
         norm += ref[d] * ref[d];
     }
     lmc_context_free(ctx);
@@ -437,7 +441,7 @@ static void test_sched_embedding(void) {
     lmc_srv_req *g = make_req("And God said", 30);
     lmc_srv_req *r = lmc_srv_req_new();
     r->api = LMC_API_EMBEDDING;
-    r->pooling = LMC_POOL_MEAN;
+    r->pooling = pooling;
     r->max_tokens = 1;
     r->prompt = ids;
     r->n_prompt = n;
@@ -461,6 +465,9 @@ static void test_sched_embedding(void) {
     free(ref);
 }
 
+static void test_sched_embedding_mean(void) { sched_embedding(LMC_POOL_MEAN); }
+static void test_sched_embedding_last(void) { sched_embedding(LMC_POOL_LAST); }
+
 int main(void) {
     RUN(test_stop_find);
     RUN(test_stop_holdback);
@@ -477,7 +484,8 @@ int main(void) {
     }
     RUN(test_sched_batched_equals_single);
     RUN(test_sched_cancel_and_limits);
-    RUN(test_sched_embedding);
+    RUN(test_sched_embedding_mean);
+    RUN(test_sched_embedding_last);
     lmc_tokenizer_free(tok);
     lmc_model_free(model);
     lmc_backend_free(be);
