@@ -9,7 +9,7 @@
  * the result is the f32 product of exact bf16→f32 weights and f32 activations, as
  * the F1 path asks (only the order of the f32 sums differs from sgemm).
  * Linux needs one arch_prctl per process before tiles may be used; without it (or
- * without AMX in the build, or with LMC_CPU_AMX=0 in the environment) prefill stays
+ * without AMX-BF16 in CPUID, or with LMC_CPU_AMX=0 in the environment) prefill stays
  * on sgemm. Each calling thread loads its own tile configuration and releases it.
  */
 #include "cpu_kernels.h"
@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512F__) && defined(__linux__)
+/* Compiled for AMX whatever -march says; used only where CPUID has AMX-BF16 and Linux
+ * grants the tile state. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,7 +35,10 @@ int lmc_cpu_amx_ok(void) {
     int s = atomic_load(&state);
     if (s == 0) {
         const char *env = getenv("LMC_CPU_AMX");
-        if (env && env[0] == '0') s = -1;
+        __builtin_cpu_init();
+        if ((env && env[0] == '0') || !__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
+            !__builtin_cpu_supports("avx512f"))
+            s = -1;
         else s = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? 1 : -1;
         atomic_store(&state, s);
     }
@@ -80,6 +85,10 @@ void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok,
 }
 
 #ifdef LMC_HAVE_AMX
+
+/* Only the tile kernel below is compiled for AMX (code above runs on any x86-64). */
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-bf16,avx512f")
 
 typedef struct __attribute__((packed)) tilecfg {
     uint8_t palette, start_row;
@@ -192,6 +201,8 @@ int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int
     _tile_release();
     return oe; /* rows [oe, o1) are left to the caller */
 }
+
+#pragma GCC pop_options
 
 #else
 

@@ -27,8 +27,6 @@
  * run time from CPUID, so one binary runs everywhere; lmc_cpu_simd_enable(0) forces the
  * generic path (tests use it to check that path on AVX-512 machines). */
 #if defined(__x86_64__) && defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")
 #include <immintrin.h>
 #define LMC_HAVE_AVX512 1
 #endif
@@ -136,6 +134,10 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
 }
 
 #ifdef LMC_HAVE_AVX512
+
+/* Only the kernels below are compiled for AVX-512 (code above runs on any x86-64). */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")
 
 /* Software prefetch: each kernel reads rows o..o+3 side by side, and the next call reads
  * o+4..o+7, so the line to fetch is the same offset 4 rows on (pf = 4 · row stride bytes):
