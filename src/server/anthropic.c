@@ -57,7 +57,8 @@ static int convert_message(const cJSON *msg, int i, cJSON *norm, lmc_srv_error *
     cJSON *calls = NULL;
     int n_text_blocks = cJSON_IsString(content), n_results = 0;
     const cJSON *blk;
-    cJSON_ArrayForEach(blk, cJSON_IsArray(content) ? content : NULL) {
+    const cJSON *blocks = cJSON_IsArray(content) ? content : NULL;
+    cJSON_ArrayForEach(blk, blocks) {
         const char *type = cJSON_GetObjectItemCaseSensitive(blk, "type")->valuestring;
         if (!strcmp(type, "text")) { n_text_blocks++; continue; }
         if (!strcmp(type, "tool_use")) {
