@@ -478,35 +478,41 @@ static void test_matmul_all_types(void) {
     lmc_cpu_simd_enable(1);
 }
 
-/* bf16 prefill on AMX tiles (when the machine has them): 16-row tiles on both threads plus an sgemm tail,
- * token counts that fill 1..5 token tiles partly, values over a wide range (the activation
- * split into three bf16 parts must be exact), against the reference. */
-static void test_matmul_bf16_prefill(void) {
+/* Prefill on AMX tiles (when the machine has them) for bf16, Q8_0 and Q4_0 weights: 16-row
+ * tiles on both threads plus an sgemm tail, token counts that fill 1..5 token tiles partly,
+ * activations over a wide range (their split into three bf16 parts must be exact), against
+ * the reference. */
+static void test_matmul_amx_prefill(void) {
     lmc_backend *ref, *fast;
     LMC_ASSERT(lmc_backend_cpu_init(&ref, 1, 1) == LMC_OK);
     LMC_ASSERT(lmc_backend_cpu_init(&fast, 2, 0) == LMC_OK);
-    const int64_t in = 160, out = 53, toks[] = {8, 17, 40, 64, 70}; /* 2 threads: AMX in both */
-    qweight q = make_weight(LMC_DTYPE_BF16, in, out, 0);
+    const int64_t in = 160, out = 53, toks[] = {8, 17, 40, 64, 70}; /* 2 threads: tiles in both */
+    const lmc_dtype types[] = {LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
     float *x = malloc(in * 70 * 4), *y0 = malloc(out * 70 * 4), *y1 = malloc(out * 70 * 4), *wrow = malloc(in * 4);
     for (int64_t i = 0; i < in * 70; i++) x[i] = gauss() * powf(10.0f, (float)(int)(rnd() % 7) - 3.0f);
-    double worst = 0;
-    for (int k = 0; k < 5; k++) {
-        run_matmul(ref, &q.w, x, toks[k], y0);
-        run_matmul(fast, &q.w, x, toks[k], y1);
-        for (int64_t o = 0; o < out; o++) {
-            lmc_tensor_row_to_f32(&q.w, o, wrow);
-            for (int64_t t = 0; t < toks[k]; t++) {
-                double mag = 0;
-                for (int64_t i = 0; i < in; i++) mag += fabs((double)wrow[i] * x[t * in + i]);
-                double e = fabs(y1[t * out + o] - y0[t * out + o]) / (mag > 0 ? mag : 1);
-                worst = e == e ? fmax(worst, e) : INFINITY;
+    for (int ti = 0; ti < 3; ti++) {
+        qweight q = make_weight(types[ti], in, out, 0);
+        double worst = 0;
+        for (int k = 0; k < 5; k++) {
+            run_matmul(ref, &q.w, x, toks[k], y0);
+            run_matmul(fast, &q.w, x, toks[k], y1);
+            for (int64_t o = 0; o < out; o++) {
+                lmc_tensor_row_to_f32(&q.w, o, wrow);
+                for (int64_t t = 0; t < toks[k]; t++) {
+                    double mag = 0;
+                    for (int64_t i = 0; i < in; i++) mag += fabs((double)wrow[i] * x[t * in + i]);
+                    double e = fabs(y1[t * out + o] - y0[t * out + o]) / (mag > 0 ? mag : 1);
+                    worst = e == e ? fmax(worst, e) : INFINITY;
+                }
             }
         }
+        const lmc_tensor probe = lmc_tensor_make(types[ti], in, out, 1, 1);
+        CHECK_MSG(worst <= 2e-6, "%s prefill relative error %.3g", lmc_dtype_name(types[ti]), worst);
+        printf("  %s prefill (%s): relative error %.2e\n", lmc_dtype_name(types[ti]),
+               lmc_cpu_amx_wants(&probe, 8) ? "AMX tiles" : "sgemm", worst);
+        free_weight(&q);
     }
-    CHECK_MSG(worst <= 2e-6, "bf16 prefill relative error %.3g", worst);
-    printf("  bf16 prefill (%s): relative error %.2e\n", lmc_cpu_amx_ok() ? "AMX tiles" : "sgemm", worst);
     free(x); free(y0); free(y1); free(wrow);
-    free_weight(&q);
     lmc_backend_free(ref);
     lmc_backend_free(fast);
 }
@@ -547,7 +553,7 @@ int main(void) {
     RUN(test_roundtrip);
     RUN(test_rejects);
     RUN(test_matmul_all_types);
-    RUN(test_matmul_bf16_prefill);
+    RUN(test_matmul_amx_prefill);
     RUN(test_get_rows_quant);
     return TEST_END();
 }

@@ -49,8 +49,15 @@ int lmc_cpu_amx_ok(void) {
 }
 
 int lmc_cpu_amx_wants(const lmc_tensor *w, int64_t n_tok) {
-    return n_tok >= LMC_CPU_GEMM_MIN_TOKENS && w->type == LMC_DTYPE_BF16 && w->ne[0] % 32 == 0 && w->ne[1] >= 16 &&
-           w->nb[1] % 2 == 0 && lmc_cpu_amx_ok();
+    if (n_tok < LMC_CPU_GEMM_MIN_TOKENS || w->ne[0] % 32 || w->ne[1] < 16) return 0;
+    if (w->type == LMC_DTYPE_BF16) return lmc_cpu_amx_ok();
+#ifdef LMC_HAVE_AMX
+    if (w->type == LMC_DTYPE_Q8_0 || w->type == LMC_DTYPE_Q4_0) {
+        __builtin_cpu_init();
+        return lmc_cpu_amx_ok() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+    }
+#endif
+    return 0;
 }
 
 size_t lmc_cpu_amx_act_bytes(const lmc_tensor *w, int64_t n_tok) {
@@ -88,7 +95,7 @@ void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok,
 
 /* Only the tile kernel below is compiled for AMX (code above runs on any x86-64). */
 #pragma GCC push_options
-#pragma GCC target("amx-tile,amx-bf16,avx512f")
+#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16,f16c")
 
 typedef struct __attribute__((packed)) tilecfg {
     uint8_t palette, start_row;
@@ -202,12 +209,83 @@ int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int
     return oe; /* rows [oe, o1) are left to the caller */
 }
 
+/* Q8_0 / Q4_0: a K step of 32 inputs is exactly one block, so the block's integer codes
+ * (|q| ≤ 127: exact in bf16) form the A tile, T = codes · (b1 + b2 + b3) is exact up to
+ * f32 sums, and each output row adds d·T for its own block scale d in f32. */
+static int64_t amx_q_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
+                          float *cbuf, size_t cbuf_floats) {
+    const int64_t in = w->ne[0], out = w->ne[1], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
+    const size_t ld = w->nb[1];
+    const int q4 = w->type == LMC_DTYPE_Q4_0;
+    const size_t bs = q4 ? 18 : 34;
+    const char *pk = xp;
+    if (cbuf_floats < (size_t)n_nt * 256 + 256 + 256 + 16) return o0;
+    float *acc = cbuf;                                   /* [n_nt][16 rows][16 tokens] */
+    float *t = cbuf + (size_t)n_nt * 256;                /* one stored T tile */
+    uint16_t *a = (uint16_t *)(void *)(t + 256);         /* the A tile: 16 rows × 32 bf16 */
+    tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) { cfg.colsb[i] = 64; cfg.rows[i] = 16; }
+    _tile_loadconfig(&cfg);
+    const __m512i low4 = _mm512_set1_epi32(0x0F), eight = _mm512_set1_epi32(8);
+    const int64_t oe = o0 + (o1 - o0) / 16 * 16;
+    for (int64_t o = o0; o < oe; o += 16) {
+        memset(acc, 0, (size_t)n_nt * 256 * sizeof(float));
+        for (int64_t kb = 0; kb < n_kb; kb++) {
+            float d[16];
+            for (int m = 0; m < 16; m++) {
+                const uint8_t *blk = (const uint8_t *)w->data + (size_t)(o + m) * ld + bs * (size_t)kb;
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                d[m] = _cvtsh_ss(h);
+                __m512 lo, hi;
+                if (q4) {
+                    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(blk + 2)));
+                    lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, low4), eight));
+                    hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight));
+                } else {
+                    lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)(blk + 2))));
+                    hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)(blk + 18))));
+                }
+                _mm512_storeu_si512((void *)(a + 32 * m), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+            }
+            _tile_loadd(4, a, 64);
+            for (int64_t nt = 0; nt < n_nt; nt++) {
+                _tile_zero(0);
+                _tile_loadd(5, pk + tile_off(kb, nt, 0, n_nt), 64);
+                _tile_loadd(6, pk + tile_off(kb, nt, 1, n_nt), 64);
+                _tile_loadd(7, pk + tile_off(kb, nt, 2, n_nt), 64);
+                _tile_dpbf16ps(0, 4, 5);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(0, 4, 7);
+                _tile_stored(0, t, 64);
+                float *ac = acc + (size_t)nt * 256;
+                for (int m = 0; m < 16; m++)
+                    _mm512_storeu_ps(ac + 16 * m, _mm512_fmadd_ps(_mm512_loadu_ps(t + 16 * m), _mm512_set1_ps(d[m]),
+                                                                  _mm512_loadu_ps(ac + 16 * m)));
+            }
+        }
+        for (int64_t nt = 0; nt < n_nt; nt++)
+            for (int64_t n = 0; n < 16 && nt * 16 + n < n_tok; n++)
+                for (int m = 0; m < 16; m++) y[(size_t)(nt * 16 + n) * out + o + m] = acc[nt * 256 + m * 16 + n];
+    }
+    _tile_release();
+    return oe;
+}
+
+int64_t lmc_cpu_amx_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
+                         float *cbuf, size_t cbuf_floats) {
+    if (w->type == LMC_DTYPE_BF16) return lmc_cpu_amx_bf16_rows(y, w, xp, n_tok, o0, o1, cbuf, cbuf_floats);
+    return amx_q_rows(y, w, xp, n_tok, o0, o1, cbuf, cbuf_floats);
+}
+
 #pragma GCC pop_options
 
 #else
 
-int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
-                              float *cbuf, size_t cbuf_floats) {
+int64_t lmc_cpu_amx_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
+                         float *cbuf, size_t cbuf_floats) {
     return o0;
 }
 

@@ -44,7 +44,7 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
 /* y[t·out + o] for o in [o0, o1) (o1 - o0 a multiple of 4 except at the end), all t. */
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 
-/* ---- AMX prefill for bf16 weights (cpu_amx.c) ---- */
+/* ---- AMX prefill for bf16, Q8_0 and Q4_0 weights (cpu_amx.c) ---- */
 
 /* 1 when tiles may be used (AMX in the build, the kernel's permission, LMC_CPU_AMX not "0"). */
 int lmc_cpu_amx_ok(void);
@@ -53,7 +53,9 @@ int lmc_cpu_amx_wants(const lmc_tensor *w, int64_t n_tok);
 size_t lmc_cpu_amx_act_bytes(const lmc_tensor *w, int64_t n_tok);
 void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
 /* Rows [o0, o) for the largest o ≤ o1 with o - o0 a multiple of 16 (returns o; o0 when the
- * scratch cbuf of cbuf_floats cannot hold 32 rows' partial sums for this batch). */
+ * scratch cbuf of cbuf_floats is too small for this batch). bf16, Q8_0 and Q4_0 weights. */
+int64_t lmc_cpu_amx_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
+                         float *cbuf, size_t cbuf_floats);
 int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
                               float *cbuf, size_t cbuf_floats);
 

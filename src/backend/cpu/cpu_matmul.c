@@ -92,7 +92,7 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const vo
     int64_t o = o0;
     if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS) {
         if (xp) /* prepared only when AMX is used; tmp holds LMC_CPU_GEMM_BLOCK·in floats */
-            o = lmc_cpu_amx_bf16_rows(y, w, xp, n_tok, o, o1, tmp, (size_t)LMC_CPU_GEMM_BLOCK * (size_t)in);
+            o = lmc_cpu_amx_rows(y, w, xp, n_tok, o, o1, tmp, (size_t)LMC_CPU_GEMM_BLOCK * (size_t)in);
         for (; o < o1; o += LMC_CPU_GEMM_BLOCK) {
             int64_t nb = o1 - o < LMC_CPU_GEMM_BLOCK ? o1 - o : LMC_CPU_GEMM_BLOCK;
             const float *blk;
