@@ -478,7 +478,8 @@ static void test_matmul_all_types(void) {
     lmc_cpu_simd_enable(1);
 }
 
-/* Prefill on AMX tiles (when the machine has them) for bf16, Q8_0 and Q4_0 weights: 16-row
+/* Prefill on AMX tiles (when the machine has them) for bf16, Q8_0, Q4_0, Q4_K, Q5_K, MLX4 and
+ * MLX8 weights (Q6_K: sgemm, checked alike): 16-row
  * tiles on both threads plus an sgemm tail, token counts that fill 1..5 token tiles partly,
  * activations over a wide range (their split into three bf16 parts must be exact), against
  * the reference. */
@@ -486,12 +487,15 @@ static void test_matmul_amx_prefill(void) {
     lmc_backend *ref, *fast;
     LMC_ASSERT(lmc_backend_cpu_init(&ref, 1, 1) == LMC_OK);
     LMC_ASSERT(lmc_backend_cpu_init(&fast, 2, 0) == LMC_OK);
-    const int64_t in = 160, out = 53, toks[] = {8, 17, 40, 64, 70}; /* 2 threads: tiles in both */
-    const lmc_dtype types[] = {LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
+    const int64_t in = 512, out = 53, toks[] = {8, 17, 40, 64, 70}; /* 2 threads: tiles in both */
+    const struct { lmc_dtype t; int group; } types[] = {
+        {LMC_DTYPE_BF16, 0}, {LMC_DTYPE_Q8_0, 0},  {LMC_DTYPE_Q4_0, 0},   {LMC_DTYPE_Q4_K, 0}, {LMC_DTYPE_Q5_K, 0},
+        {LMC_DTYPE_MLX4, 32}, {LMC_DTYPE_MLX4, 128}, {LMC_DTYPE_MLX8, 64}, {LMC_DTYPE_Q6_K, 0}};
+    const int n_types = (int)(sizeof types / sizeof types[0]);
     float *x = malloc(in * 70 * 4), *y0 = malloc(out * 70 * 4), *y1 = malloc(out * 70 * 4), *wrow = malloc(in * 4);
     for (int64_t i = 0; i < in * 70; i++) x[i] = gauss() * powf(10.0f, (float)(int)(rnd() % 7) - 3.0f);
-    for (int ti = 0; ti < 3; ti++) {
-        qweight q = make_weight(types[ti], in, out, 0);
+    for (int ti = 0; ti < n_types; ti++) {
+        qweight q = make_weight(types[ti].t, in, out, types[ti].group);
         double worst = 0;
         for (int k = 0; k < 5; k++) {
             run_matmul(ref, &q.w, x, toks[k], y0);
@@ -506,10 +510,9 @@ static void test_matmul_amx_prefill(void) {
                 }
             }
         }
-        const lmc_tensor probe = lmc_tensor_make(types[ti], in, out, 1, 1);
-        CHECK_MSG(worst <= 2e-6, "%s prefill relative error %.3g", lmc_dtype_name(types[ti]), worst);
-        printf("  %s prefill (%s): relative error %.2e\n", lmc_dtype_name(types[ti]),
-               lmc_cpu_amx_wants(&probe, 8) ? "AMX tiles" : "sgemm", worst);
+        CHECK_MSG(worst <= 2e-6, "%s prefill relative error %.3g", lmc_dtype_name(types[ti].t), worst);
+        printf("  %s (group %d) prefill (%s): relative error %.2e\n", lmc_dtype_name(types[ti].t), types[ti].group,
+               lmc_cpu_amx_wants(&q.w, 8) ? "AMX tiles" : "sgemm", worst);
         free_weight(&q);
     }
     free(x); free(y0); free(y1); free(wrow);

@@ -13,6 +13,7 @@
  * on sgemm. Each calling thread loads its own tile configuration and releases it.
  */
 #include "cpu_kernels.h"
+#include "core/quant.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -52,7 +53,9 @@ int lmc_cpu_amx_wants(const lmc_tensor *w, int64_t n_tok) {
     if (n_tok < LMC_CPU_GEMM_MIN_TOKENS || w->ne[0] % 32 || w->ne[1] < 16) return 0;
     if (w->type == LMC_DTYPE_BF16) return lmc_cpu_amx_ok();
 #ifdef LMC_HAVE_AMX
-    if (w->type == LMC_DTYPE_Q8_0 || w->type == LMC_DTYPE_Q4_0) {
+    const int q = w->type == LMC_DTYPE_Q8_0 || w->type == LMC_DTYPE_Q4_0 || w->type == LMC_DTYPE_Q4_K ||
+                  w->type == LMC_DTYPE_Q5_K || w->type == LMC_DTYPE_MLX4 || w->type == LMC_DTYPE_MLX8;
+    if (q && w->ne[0] % lmc_dtype_block_elems(w->type) == 0) {
         __builtin_cpu_init();
         return lmc_cpu_amx_ok() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
     }
@@ -60,8 +63,14 @@ int lmc_cpu_amx_wants(const lmc_tensor *w, int64_t n_tok) {
     return 0;
 }
 
-size_t lmc_cpu_amx_act_bytes(const lmc_tensor *w, int64_t n_tok) {
+/* The packed activation tiles, then (for the block types) Σ x over each 32 inputs per
+ * token: xs[kb][token], tokens padded to whole tiles. */
+static size_t tiles_bytes(const lmc_tensor *w, int64_t n_tok) {
     return (size_t)(w->ne[0] / 32) * (size_t)((n_tok + 15) / 16) * 3 * TILE_BYTES;
+}
+
+size_t lmc_cpu_amx_act_bytes(const lmc_tensor *w, int64_t n_tok) {
+    return tiles_bytes(w, n_tok) + (size_t)(w->ne[0] / 32) * (size_t)((n_tok + 15) / 16) * 16 * sizeof(float);
 }
 
 /* Tile (kb, nt, part) of the packed activations. */
@@ -87,6 +96,12 @@ void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok,
             pk[tile_off(kb, nt, 0, n_nt) / 2 + at] = b1;
             pk[tile_off(kb, nt, 1, n_nt) / 2 + at] = b2;
             pk[tile_off(kb, nt, 2, n_nt) / 2 + at] = b3;
+        }
+        float *xs = (float *)(void *)((char *)buf + tiles_bytes(w, n_tok));
+        for (int64_t kb = 0; kb < in / 32; kb++) {
+            float sum = 0;
+            for (int i = 0; i < 32; i++) sum += xt[32 * kb + i];
+            xs[(size_t)kb * (size_t)n_nt * 16 + (size_t)t] = sum;
         }
     }
 }
@@ -209,48 +224,113 @@ int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int
     return oe; /* rows [oe, o1) are left to the caller */
 }
 
-/* Q8_0 / Q4_0: a K step of 32 inputs is exactly one block, so the block's integer codes
- * (|q| ≤ 127: exact in bf16) form the A tile, T = codes · (b1 + b2 + b3) is exact up to
- * f32 sums, and each output row adds d·T for its own block scale d in f32. */
+static inline float scale_f32(lmc_dtype t, const void *p, int64_t i) {
+    if (t == LMC_DTYPE_BF16) return lmc_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (t == LMC_DTYPE_F16) return _cvtsh_ss(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+static inline float h16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
+
+/* The 32 codes of inputs 32·kb.. of weight row `row` as bf16 (all exact: |code| ≤ 255),
+ * with the affine map value = a·code + c of that block (Q8_0, Q4_0, Q4_K, Q5_K, MLX4/8). */
+static void unpack32(const lmc_tensor *w, int64_t row, int64_t kb, uint16_t *dst, float *a, float *c) {
+    const uint8_t *r = (const uint8_t *)w->data + (size_t)row * w->nb[1];
+    const __m512i low4 = _mm512_set1_epi32(0x0F);
+    __m512 lo, hi;
+    *c = 0;
+    switch (w->type) {
+    case LMC_DTYPE_Q8_0: {
+        const uint8_t *b = r + 34 * (size_t)kb;
+        *a = h16(b);
+        lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)(b + 2))));
+        hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)(b + 18))));
+    } break;
+    case LMC_DTYPE_Q4_0: {
+        const uint8_t *b = r + 18 * (size_t)kb;
+        const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(b + 2))), eight = _mm512_set1_epi32(8);
+        *a = h16(b);
+        lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, low4), eight));
+        hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight));
+    } break;
+    case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q5_K: {
+        const int five = w->type == LMC_DTYPE_Q5_K;
+        const uint8_t *b = r + (five ? 176 : 144) * (size_t)(kb / 8);
+        const int j = (int)(kb % 8), ch = j / 2, half = j % 2;
+        const uint8_t *s = b + 4, *q = b + (five ? 48 : 16) + 32 * ch;
+        int sc, mn;
+        if (j < 4) { sc = s[j] & 63; mn = s[j + 4] & 63; }
+        else { sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4); mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4); }
+        *a = h16(b) * (float)sc;
+        *c = -(h16(b + 2) * (float)mn);
+        __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)q));
+        __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(q + 16)));
+        v0 = half ? _mm512_srli_epi32(v0, 4) : _mm512_and_si512(v0, low4);
+        v1 = half ? _mm512_srli_epi32(v1, 4) : _mm512_and_si512(v1, low4);
+        if (five) {
+            const __m512i bit = _mm512_set1_epi32(1 << j), sixteen = _mm512_set1_epi32(16);
+            const __m512i h0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(b + 16)));
+            const __m512i h1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(b + 32)));
+            v0 = _mm512_mask_add_epi32(v0, _mm512_test_epi32_mask(h0, bit), v0, sixteen);
+            v1 = _mm512_mask_add_epi32(v1, _mm512_test_epi32_mask(h1, bit), v1, sixteen);
+        }
+        lo = _mm512_cvtepi32_ps(v0);
+        hi = _mm512_cvtepi32_ps(v1);
+    } break;
+    default: { /* MLX4 / MLX8 */
+        const lmc_quant_mlx *q = w->aux;
+        const int64_t gi = kb * 32 / q->group_size;
+        const void *sr = (const char *)q->scales.data + (size_t)row * q->scales.nb[1];
+        const void *br = (const char *)q->biases.data + (size_t)row * q->biases.nb[1];
+        *a = scale_f32(q->scales.type, sr, gi);
+        *c = scale_f32(q->biases.type, br, gi);
+        if (w->type == LMC_DTYPE_MLX8) {
+            const uint8_t *b = r + 32 * (size_t)kb;
+            lo = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)b)));
+            hi = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(b + 16))));
+        } else { /* byte j holds inputs 2j (low nibble) and 2j+1 (high nibble) */
+            const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(r + 16 * (size_t)kb)));
+            const __m512i pair = (__m512i)_mm512_cvtne2ps_pbh(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)),
+                                                              _mm512_cvtepi32_ps(_mm512_and_si512(v, low4)));
+            /* [even 0..15 | odd 0..15] → element order */
+            const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                                 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+            _mm512_storeu_si512((void *)dst, _mm512_permutexvar_epi16(idx, pair));
+            return;
+        }
+    } break;
+    }
+    _mm512_storeu_si512((void *)dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* Block types: a K step of 32 inputs is one block (or sub-block, or MLX group part), so
+ * its integer codes form the A tile exactly in bf16, T = codes · (b1 + b2 + b3) is exact
+ * up to f32 sums, and each output row adds a·T + c·Σx for its own block's affine map. */
 static int64_t amx_q_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
                           float *cbuf, size_t cbuf_floats) {
     const int64_t in = w->ne[0], out = w->ne[1], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
-    const size_t ld = w->nb[1];
-    const int q4 = w->type == LMC_DTYPE_Q4_0;
-    const size_t bs = q4 ? 18 : 34;
     const char *pk = xp;
+    const float *xs = (const float *)(const void *)(pk + tiles_bytes(w, n_tok));
     if (cbuf_floats < (size_t)n_nt * 256 + 256 + 256 + 16) return o0;
     float *acc = cbuf;                                   /* [n_nt][16 rows][16 tokens] */
     float *t = cbuf + (size_t)n_nt * 256;                /* one stored T tile */
-    uint16_t *a = (uint16_t *)(void *)(t + 256);         /* the A tile: 16 rows × 32 bf16 */
+    uint16_t *a_tile = (uint16_t *)(void *)(t + 256);    /* the A tile: 16 rows × 32 bf16 */
     tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int i = 0; i < 8; i++) { cfg.colsb[i] = 64; cfg.rows[i] = 16; }
     _tile_loadconfig(&cfg);
-    const __m512i low4 = _mm512_set1_epi32(0x0F), eight = _mm512_set1_epi32(8);
     const int64_t oe = o0 + (o1 - o0) / 16 * 16;
     for (int64_t o = o0; o < oe; o += 16) {
         memset(acc, 0, (size_t)n_nt * 256 * sizeof(float));
         for (int64_t kb = 0; kb < n_kb; kb++) {
-            float d[16];
+            float a[16], c[16];
+            int any_c = 0;
             for (int m = 0; m < 16; m++) {
-                const uint8_t *blk = (const uint8_t *)w->data + (size_t)(o + m) * ld + bs * (size_t)kb;
-                uint16_t h;
-                memcpy(&h, blk, 2);
-                d[m] = _cvtsh_ss(h);
-                __m512 lo, hi;
-                if (q4) {
-                    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(blk + 2)));
-                    lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, low4), eight));
-                    hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight));
-                } else {
-                    lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)(blk + 2))));
-                    hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)(blk + 18))));
-                }
-                _mm512_storeu_si512((void *)(a + 32 * m), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+                unpack32(w, o + m, kb, a_tile + 32 * m, &a[m], &c[m]);
+                any_c |= c[m] != 0;
             }
-            _tile_loadd(4, a, 64);
+            _tile_loadd(4, a_tile, 64);
             for (int64_t nt = 0; nt < n_nt; nt++) {
                 _tile_zero(0);
                 _tile_loadd(5, pk + tile_off(kb, nt, 0, n_nt), 64);
@@ -261,9 +341,12 @@ static int64_t amx_q_rows(float *y, const lmc_tensor *w, const void *xp, int64_t
                 _tile_dpbf16ps(0, 4, 7);
                 _tile_stored(0, t, 64);
                 float *ac = acc + (size_t)nt * 256;
-                for (int m = 0; m < 16; m++)
-                    _mm512_storeu_ps(ac + 16 * m, _mm512_fmadd_ps(_mm512_loadu_ps(t + 16 * m), _mm512_set1_ps(d[m]),
-                                                                  _mm512_loadu_ps(ac + 16 * m)));
+                const __m512 sx = _mm512_loadu_ps(xs + ((size_t)kb * (size_t)n_nt + (size_t)nt) * 16);
+                for (int m = 0; m < 16; m++) {
+                    __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(t + 16 * m), _mm512_set1_ps(a[m]), _mm512_loadu_ps(ac + 16 * m));
+                    if (any_c) v = _mm512_fmadd_ps(sx, _mm512_set1_ps(c[m]), v);
+                    _mm512_storeu_ps(ac + 16 * m, v);
+                }
             }
         }
         for (int64_t nt = 0; nt < n_nt; nt++)
