@@ -64,24 +64,23 @@ static void count_status(lmc_server *s, int status, enum route r) {
 
 static enum MHD_Result reply(lmc_server *s, struct MHD_Connection *c, enum route r, int status, char *body,
                              const char *ctype, int retry_after) {
-    const lmc_mhd_api *m = s->mhd;
     if (!body) { body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}"); status = 500; }
     if (!body) return MHD_NO;
-    struct MHD_Response *resp = m->create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!resp) { free(body); return MHD_NO; }
-    m->add_response_header(resp, "Content-Type", ctype);
-    m->add_response_header(resp, "Access-Control-Allow-Origin", "*"); /* browser front ends */
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*"); /* browser front ends */
     if (retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", retry_after);
-        m->add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
     }
     if (status == 405) {
         for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-            if (routes[i].r == r) m->add_response_header(resp, "Allow", routes[i].method);
+            if (routes[i].r == r) MHD_add_response_header(resp, "Allow", routes[i].method);
     }
-    enum MHD_Result ret = m->queue_response(c, (unsigned)status, resp);
-    m->destroy_response(resp);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
     count_status(s, status, r);
     return ret;
 }
@@ -138,7 +137,7 @@ static enum MHD_Result fail(lmc_server *s, struct MHD_Connection *c, enum route 
 
 /* 1 when the peer has closed its end (or the socket failed). */
 static int peer_closed(const lmc_server *s, struct MHD_Connection *c) {
-    const union MHD_ConnectionInfo *ci = s->mhd->get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 0;
     char b;
     ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -222,16 +221,15 @@ static enum MHD_Result generate(lmc_server *s, struct MHD_Connection *c, conn *c
         return reply_error(s, c, r, &e);
     }
     cs->req = req;
-    const lmc_mhd_api *m = s->mhd;
     if (req->stream) {
         lmc_srv_req_ref(req); /* the response's reference */
-        struct MHD_Response *resp = m->create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, req, stream_free);
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, req, stream_free);
         if (!resp) { lmc_srv_req_unref(req); cancel(s, req); return MHD_NO; }
-        m->add_response_header(resp, "Content-Type", "text/event-stream");
-        m->add_response_header(resp, "Access-Control-Allow-Origin", "*");
-        m->add_response_header(resp, "Cache-Control", "no-cache");
-        enum MHD_Result ret = m->queue_response(c, 200, resp);
-        m->destroy_response(resp);
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+        MHD_destroy_response(resp);
         count_status(s, 200, r);
         return ret;
     }
@@ -359,8 +357,8 @@ static enum MHD_Result detokenize(lmc_server *s, struct MHD_Connection *c, enum 
 
 static int authorized(const lmc_server *s, struct MHD_Connection *c) {
     if (!s->p.api_key || !*s->p.api_key) return 1;
-    const char *auth = s->mhd->lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    const char *xkey = s->mhd->lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *xkey = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
     const char *key = s->p.api_key;
     size_t kl = strlen(key);
     if (auth && !strncasecmp(auth, "Bearer ", 7)) {
@@ -390,7 +388,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
         /* Refuse a declared oversized body before reading it. */
-        const char *cl = s->mhd->lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->p.max_body) {
             cs->too_large = 1;
             char msg[96];
@@ -408,15 +406,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     enum route er = r == R_NONE ? R_CHAT : r; /* error style: Anthropic on /v1/messages */
     if (!strcmp(method, "OPTIONS") && (path_known || !strncmp(url, "/v1/models/", 11))) { /* CORS preflight: no auth */
-        struct MHD_Response *resp = s->mhd->create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (!resp) return MHD_NO;
-        s->mhd->add_response_header(resp, "Access-Control-Allow-Origin", "*");
-        s->mhd->add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        s->mhd->add_response_header(resp, "Access-Control-Allow-Headers",
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
                                     "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
-        s->mhd->add_response_header(resp, "Access-Control-Max-Age", "86400");
-        enum MHD_Result ret = s->mhd->queue_response(c, 204, resp);
-        s->mhd->destroy_response(resp);
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+        enum MHD_Result ret = MHD_queue_response(c, 204, resp);
+        MHD_destroy_response(resp);
         count_status(s, 204, r);
         return ret;
     }
@@ -510,8 +508,7 @@ lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
     pthread_mutex_init(&s->mu, NULL);
     atomic_init(&s->stopping, 0);
     s->started_at = (long)time(NULL);
-    lmc_status st = lmc_mhd_load(&s->mhd);
-    if (st < 0) { lmc_server_stop(s); return st; }
+    lmc_status st = LMC_OK;
     if (p.alias && *p.alias) snprintf(s->model_id, sizeof s->model_id, "%s", p.alias);
     else {
         const char *d = p.model_dir ? p.model_dir : "model";
@@ -565,7 +562,7 @@ lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    s->daemon = s->mhd->start_daemon(flags, (uint16_t)p.port, NULL, NULL, handler, s,
+    s->daemon = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, handler, s,
                                      MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                      MHD_OPTION_CONNECTION_LIMIT, (unsigned)p.max_connections,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)p.timeout_s,
@@ -576,7 +573,7 @@ lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
         lmc_server_stop(s);
         return lmc_fail(LMC_ERR_IO, "cannot listen on %s:%d (in use, or not an address of this machine?)", p.host, p.port);
     }
-    const union MHD_DaemonInfo *di = s->mhd->get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di && di->port ? di->port : p.port;
     *out = s;
     return LMC_OK;
@@ -586,7 +583,7 @@ void lmc_server_stop(lmc_server *s) {
     if (!s) return;
     atomic_store(&s->stopping, 1);
     lmc_sched_stop(s->sched);               /* every request ends: waiters and streams return */
-    if (s->daemon) s->mhd->stop_daemon(s->daemon); /* joins the connection threads */
+    if (s->daemon) MHD_stop_daemon(s->daemon); /* joins the connection threads */
     lmc_sched_free(s->sched);
     lmc_jinja_free(s->tmpl);
     lmc_jinja_free(s->tmpl_tools);

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-#include "mhd.h"
+#include <microhttpd.h>
 #include "request.h"
 #include "sched.h"
 #include "server.h"
@@ -39,7 +39,6 @@ void sbuf_sse(lmc_sbuf *b, const char *event, cJSON *j);
 #define LMC_N_ROUTES 11
 struct lmc_server {
     lmc_server_params p;
-    const lmc_mhd_api *mhd;
     struct MHD_Daemon *daemon;
     lmc_sched *sched;
     lmc_jinja_template *tmpl;     /* chat template, parsed once (NULL: none) */

@@ -23,7 +23,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createHash } from "node:crypto";
 import vm from "node:vm";
@@ -33,7 +33,7 @@ import { SNIPPETS } from "./jinja/snippets.mjs";
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
 const build = process.env.BUILD || "build";
-const driver = join(root, build, "tests", "test_jinja");
+const driver = resolve(root, build, "tests", "test_jinja");
 const verbose = !!process.env.LMC_JINJA_VERBOSE;
 const writeGoldens = process.argv.includes("--write-goldens");
 const goldenPath = join(here, "jinja", "goldens.json");

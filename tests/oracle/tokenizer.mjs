@@ -10,7 +10,7 @@
 // Prints `RESULT <passed> <failed>`. Needs `npm ci` in tests/oracle.
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { corpusFor } from "./tok/corpus.mjs";
 import { digestRow, sha } from "./tok/digest_goldens.mjs";
@@ -19,7 +19,7 @@ import { edgeStrings } from "./tok/edge.mjs";
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
 const build = process.env.BUILD || "build";
-const driver = join(root, build, "tests", "test_tokenizer");
+const driver = resolve(root, build, "tests", "test_tokenizer");
 const NAMES = (process.env.LMC_TOK_ONLY || "qwen3,llama3,gemma3,llama2,llama3_1,deepseek_v3,gpt4o,gpt35turbo,claude").split(",");
 const verbose = !!process.env.LMC_TOK_VERBOSE;
 
