@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/dtype.h"
+#include "core/quant.h"
 #include "io/gguf.h"
 #include "io/gguf_arch.h"
 #include "io/jsonfile.h"
@@ -33,6 +34,7 @@ typedef struct conv {
     char key[192];
     int64_t hidden, n_layers, n_heads, n_kv, head_dim, ff, rope_dim;
     int tied;
+    int quant_type;              /* lmc_dtype to quantize matrices to, 0 = keep */
 } conv;
 
 static const char *K(conv *c, const char *suffix) {
@@ -397,6 +399,27 @@ static lmc_status add_tensor(conv *c, const lmc_st_tensor *t) {
         data = buf;
         type = LMC_GGML_F32;
     }
+    if (c->quant_type && t->n_dims == 2 && ends_with(t->name, ".weight") &&
+        lmc_dtype_row_bytes((lmc_dtype)c->quant_type, ne[0]) > 0) {
+        /* quantize each row from its (possibly rewritten) storage type */
+        const lmc_dtype qt = (lmc_dtype)c->quant_type, src_t = type == LMC_GGML_F32 ? LMC_DTYPE_F32 : t->dtype;
+        const size_t in_row = lmc_dtype_row_bytes(src_t, ne[0]), out_row = lmc_dtype_row_bytes(qt, ne[0]);
+        uint8_t *q = own(c, out_row * (size_t)ne[1]);
+        float *f = malloc((size_t)ne[0] * sizeof *f);
+        void *tmp = malloc(in_row);
+        if (!q || !f || !tmp) { free(f); free(tmp); return lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir); }
+        lmc_status qs = LMC_OK;
+        for (int64_t r = 0; qs >= 0 && r < ne[1]; r++) {
+            memcpy(tmp, (const uint8_t *)data + (size_t)r * in_row, in_row); /* mapping data need not be aligned */
+            lmc_to_f32(src_t, tmp, f, (size_t)ne[0]);
+            qs = lmc_quantize_row(qt, f, q + (size_t)r * out_row, NULL, ne[0]);
+        }
+        free(f);
+        free(tmp);
+        if (qs < 0) return lmc_fail_context(qs, "%s: quantizing %s", c->dir, t->name);
+        LMC_TRY(lmc_ggml_type_from_dtype(qt, &type));
+        data = q;
+    }
     return lmc_gguf_writer_add_tensor(c->w, name, type, t->n_dims, ne, data);
 }
 
@@ -483,7 +506,11 @@ lmc_status lmc_gguf_convert_hf(const char *dir, const char *out_path, const lmc_
     snprintf(path, sizeof path, "%s/config.json", dir);
     cJSON *cfg;
     LMC_TRY(lmc_json_read_file(path, (size_t)64 << 20, &cfg));
-    conv c = {.dir = dir, .cfg = cfg};
+    conv c = {.dir = dir, .cfg = cfg, .quant_type = params ? params->quant_type : 0};
+    if (c.quant_type && !lmc_dtype_is_quant((lmc_dtype)c.quant_type)) {
+        cJSON_Delete(cfg);
+        return lmc_fail(LMC_ERR_ARG, "convert: %s is not a quantized type", lmc_dtype_name((lmc_dtype)c.quant_type));
+    }
     lmc_st_set *set = NULL;
     lmc_status st = convert(&c, out_path, params, &set);
     lmc_gguf_writer_free(c.w);

@@ -40,9 +40,11 @@ static lmc_status find(lmc_model *m, audit *a, const char *name, int64_t ne0, in
     int idx = lmc_weights_index_of(m->weights, t);
     LMC_ASSERT(idx >= 0);
     a->used[idx] = 1;
-    if (t->dtype != LMC_DTYPE_F32 && t->dtype != LMC_DTYPE_F16 && t->dtype != LMC_DTYPE_BF16)
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor %s has dtype %s; weights must be F32, F16 or BF16",
-                        name, lmc_dtype_name(t->dtype));
+    int ok_type = t->dtype == LMC_DTYPE_F32 || t->dtype == LMC_DTYPE_F16 || t->dtype == LMC_DTYPE_BF16 ||
+                  (lmc_dtype_is_quant(t->dtype) && !lmc_dtype_is_mlx(t->dtype) && t->n_dims == 2);
+    if (!ok_type)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor %s has dtype %s; weights must be F32, F16, BF16, or a GGUF "
+                        "block type for matrices", name, lmc_dtype_name(t->dtype));
     int ok = ne1 ? (t->n_dims == 2 && t->shape[0] == ne1 && t->shape[1] == ne0)
                  : (t->n_dims == 1 && t->shape[0] == ne0);
     if (!ok) {
@@ -65,7 +67,7 @@ static lmc_status view_rows(lmc_model *m, const lmc_weight *t, int64_t row0, int
     int64_t ne0 = t->n_dims == 2 ? t->shape[1] : 1;
     if (t->n_dims == 1) { ne0 = n; *out = lmc_tensor_make(t->dtype, n, 1, 1, 1); }
     else *out = lmc_tensor_make(t->dtype, ne0, n, 1, 1);
-    size_t off = (size_t)row0 * (size_t)(t->n_dims == 2 ? ne0 : 1) * lmc_dtype_size(t->dtype);
+    size_t off = (size_t)row0 * (t->n_dims == 2 ? lmc_dtype_row_bytes(t->dtype, ne0) : lmc_dtype_size(t->dtype));
     return m->be->i->bind_weight(m->be, out, (const char *)t->data + off);
 }
 
