@@ -16,7 +16,7 @@ for c in llama qwen2_untied qwen3 gemma2 phi3 mistral; do
     prompt=$(node -e 'console.log(require(process.argv[1]).prompt_ids.join(","))' "$PWD/$FX/ref.json")
     for t in q8_0 q4_0; do
         "$LMC" convert "$FX" "$T/m.gguf" --type "$t" 2>"$T/err" || { bad "$c $t: convert: $(cat "$T/err")"; continue; }
-        "$LMC" inspect "$T/m.gguf" --tensors | grep -q "layers.0.mlp.down_proj.weight *${t^^}" && ok || bad "$c $t: down_proj not stored as $t"
+        "$LMC" inspect "$T/m.gguf" --tensors | grep -q "layers.0.self_attn.o_proj.weight *${t^^}" && ok || bad "$c $t: o_proj not stored as $t"
         "$LMC" logits -m "$T/m.gguf" --ids "$prompt" --out "$T/l.f32" 2>"$T/err" || { bad "$c $t: logits: $(cat "$T/err")"; continue; }
         read -r _ rel _ agree _ clear < <(node tests/cli/quant_err.mjs "$FX" "$T/l.f32")
         echo "$c $t: rel $rel, argmax agree $agree, on clear rows $clear" >&2
