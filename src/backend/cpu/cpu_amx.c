@@ -1,4 +1,5 @@
-/* cpu_amx.c — prefill with bf16 weights on AMX tiles, keeping f32 activations exact.
+/* cpu_amx.c — prefill on AMX tiles (bf16, Q8_0, Q4_0, Q4_K, Q5_K, MLX4, MLX8 weights),
+ * keeping the f32 activations exact.
  *
  * A tile product C[16 outputs × 16 tokens] += W[16 rows × 32 inputs] · Xᵀ takes the
  * weight rows straight from memory (bf16, row stride nb[1]) as the A tile. The
@@ -8,6 +9,9 @@
  * layout. Each product w·b is exact in f32 and TDPBF16PS accumulates in f32, so
  * the result is the f32 product of exact bf16→f32 weights and f32 activations, as
  * the F1 path asks (only the order of the f32 sums differs from sgemm).
+ * Block types use one K step per 32-input block: its integer codes (exact in bf16)
+ * are unpacked into the A tile and each output row adds a·T + c·Σx in f32 for its
+ * block's affine map (scale a, offset c), so they too get f32-exact products.
  * Linux needs one arch_prctl per process before tiles may be used; without it (or
  * without AMX-BF16 in CPUID, or with LMC_CPU_AMX=0 in the environment) prefill stays
  * on sgemm. Each calling thread loads its own tile configuration and releases it.
