@@ -8,6 +8,7 @@ static const struct { const char *name; size_t size; int is_float; } info[LMC_DT
     [LMC_DTYPE_I64] = {"I64", 8, 0},  [LMC_DTYPE_I32] = {"I32", 4, 0},
     [LMC_DTYPE_I16] = {"I16", 2, 0},  [LMC_DTYPE_I8] = {"I8", 1, 0},
     [LMC_DTYPE_U8] = {"U8", 1, 0},    [LMC_DTYPE_BOOL] = {"BOOL", 1, 0},
+    [LMC_DTYPE_U32] = {"U32", 4, 0},
 };
 
 /* block types: elements and bytes per block (ggml-common.h sizes; MLX: 32 codes of `bits` bits) */

@@ -26,6 +26,7 @@ typedef enum lmc_dtype {
     LMC_DTYPE_I8,
     LMC_DTYPE_U8,
     LMC_DTYPE_BOOL,
+    LMC_DTYPE_U32,     /* MLX's packed quantized weights are stored as U32 in safetensors */
     LMC_DTYPE_COUNT,   /* number of plain element types (not itself a type) */
 
     /* GGUF block types, as ggml defines them (32-element blocks, 256-element K super-blocks) */

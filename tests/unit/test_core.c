@@ -289,7 +289,7 @@ static void test_dtype_names(void) {
         {"F32", LMC_DTYPE_F32, 4, 1}, {"F16", LMC_DTYPE_F16, 2, 1}, {"BF16", LMC_DTYPE_BF16, 2, 1},
         {"F64", LMC_DTYPE_F64, 8, 1}, {"I64", LMC_DTYPE_I64, 8, 0}, {"I32", LMC_DTYPE_I32, 4, 0},
         {"I16", LMC_DTYPE_I16, 2, 0}, {"I8", LMC_DTYPE_I8, 1, 0},   {"U8", LMC_DTYPE_U8, 1, 0},
-        {"BOOL", LMC_DTYPE_BOOL, 1, 0},
+        {"BOOL", LMC_DTYPE_BOOL, 1, 0}, {"U32", LMC_DTYPE_U32, 4, 0},
     };
     CHECK_EQ_INT(sizeof all / sizeof all[0], LMC_DTYPE_COUNT);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
