@@ -478,8 +478,8 @@ static void test_matmul_all_types(void) {
     lmc_cpu_simd_enable(1);
 }
 
-/* Prefill on AMX tiles (when the machine has them) for bf16, Q8_0, Q4_0, Q4_K, Q5_K, MLX4 and
- * MLX8 weights (Q6_K: sgemm, checked alike): 16-row
+/* Prefill on AMX tiles (when the machine has them) for bf16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K,
+ * MLX4 and MLX8 weights (Q3_K: sgemm, checked alike): 16-row
  * tiles on both threads plus an sgemm tail, token counts that fill 1..5 token tiles partly,
  * activations over a wide range (their split into three bf16 parts must be exact), against
  * the reference. */
@@ -490,7 +490,7 @@ static void test_matmul_amx_prefill(void) {
     const int64_t in = 512, out = 53, toks[] = {8, 17, 40, 64, 70}; /* 2 threads: tiles in both */
     const struct { lmc_dtype t; int group; } types[] = {
         {LMC_DTYPE_BF16, 0}, {LMC_DTYPE_Q8_0, 0},  {LMC_DTYPE_Q4_0, 0},   {LMC_DTYPE_Q4_K, 0}, {LMC_DTYPE_Q5_K, 0},
-        {LMC_DTYPE_MLX4, 32}, {LMC_DTYPE_MLX4, 128}, {LMC_DTYPE_MLX8, 64}, {LMC_DTYPE_Q6_K, 0}};
+        {LMC_DTYPE_MLX4, 32}, {LMC_DTYPE_MLX4, 128}, {LMC_DTYPE_MLX8, 64}, {LMC_DTYPE_Q6_K, 0}, {LMC_DTYPE_Q3_K, 0}};
     const int n_types = (int)(sizeof types / sizeof types[0]);
     float *x = malloc(in * 70 * 4), *y0 = malloc(out * 70 * 4), *y1 = malloc(out * 70 * 4), *wrow = malloc(in * 4);
     for (int64_t i = 0; i < in * 70; i++) x[i] = gauss() * powf(10.0f, (float)(int)(rnd() % 7) - 3.0f);

@@ -1,4 +1,4 @@
-/* cpu_amx.c — prefill on AMX tiles (bf16, Q8_0, Q4_0, Q4_K, Q5_K, MLX4, MLX8 weights),
+/* cpu_amx.c — prefill on AMX tiles (bf16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4, MLX8 weights),
  * keeping the f32 activations exact.
  *
  * A tile product C[16 outputs × 16 tokens] += W[16 rows × 32 inputs] · Xᵀ takes the
@@ -58,7 +58,8 @@ int lmc_cpu_amx_wants(const lmc_tensor *w, int64_t n_tok) {
     if (w->type == LMC_DTYPE_BF16) return lmc_cpu_amx_ok();
 #ifdef LMC_HAVE_AMX
     const int q = w->type == LMC_DTYPE_Q8_0 || w->type == LMC_DTYPE_Q4_0 || w->type == LMC_DTYPE_Q4_K ||
-                  w->type == LMC_DTYPE_Q5_K || w->type == LMC_DTYPE_MLX4 || w->type == LMC_DTYPE_MLX8;
+                  w->type == LMC_DTYPE_Q5_K || w->type == LMC_DTYPE_Q6_K || w->type == LMC_DTYPE_MLX4 ||
+                  w->type == LMC_DTYPE_MLX8;
     if (q && w->ne[0] % lmc_dtype_block_elems(w->type) == 0) {
         __builtin_cpu_init();
         return lmc_cpu_amx_ok() && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
@@ -307,6 +308,31 @@ static void unpack32(const lmc_tensor *w, int64_t row, int64_t kb, uint16_t *dst
     _mm512_storeu_si512((void *)dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
+/* Q6_K: inputs 32·kb.. of a row span two 16-input sub-blocks with their own int8 scales,
+ * so the codes (q - 32, exact in bf16) go to two A tiles, each zero on the other half. */
+static void unpack32_q6k(const lmc_tensor *w, int64_t row, int64_t kb, uint16_t *lo_row, uint16_t *hi_row, float *a_lo,
+                         float *a_hi) {
+    const uint8_t *b = (const uint8_t *)w->data + (size_t)row * w->nb[1] + 210 * (size_t)(kb / 8);
+    const int j = (int)(kb % 8), h = j / 4, qd = j % 4;
+    const float d = h16(b + 208);
+    const int8_t *sc = (const int8_t *)(b + 192) + h * 8 + qd * 2;
+    *a_lo = d * (float)sc[0];
+    *a_hi = d * (float)sc[1];
+    const uint8_t *ql = b + h * 64 + (qd % 2) * 32, *qh = b + 128 + h * 32;
+    const __m512i m4 = _mm512_set1_epi32(0x0F), m3 = _mm512_set1_epi32(3), k32 = _mm512_set1_epi32(32);
+    __m512 v[2];
+    for (int part = 0; part < 2; part++) {
+        __m512i l = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(ql + 16 * part)));
+        const __m512i hh = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(qh + 16 * part)));
+        l = qd < 2 ? _mm512_and_si512(l, m4) : _mm512_srli_epi32(l, 4);
+        const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi32(hh, 2 * qd), m3);
+        v[part] = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(l, _mm512_slli_epi32(hi2, 4)), k32));
+    }
+    const __m512 z = _mm512_setzero_ps();
+    _mm512_storeu_si512((void *)lo_row, (__m512i)_mm512_cvtne2ps_pbh(z, v[0]));
+    _mm512_storeu_si512((void *)hi_row, (__m512i)_mm512_cvtne2ps_pbh(v[1], z));
+}
+
 /* Block types: a K step of 32 inputs is one block (or sub-block, or MLX group part), so
  * its integer codes form the A tile exactly in bf16, T = codes · (b1 + b2 + b3) is exact
  * up to f32 sums, and each output row adds a·T + c·Σx for its own block's affine map. */
@@ -315,10 +341,11 @@ static int64_t amx_q_rows(float *y, const lmc_tensor *w, const void *xp, int64_t
     const int64_t in = w->ne[0], out = w->ne[1], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
     const char *pk = xp;
     const float *xs = (const float *)(const void *)(pk + tiles_bytes(w, n_tok));
-    if (cbuf_floats < (size_t)n_nt * 256 + 256 + 256 + 16) return o0;
+    if (cbuf_floats < (size_t)n_nt * 256 + 4 * 256) return o0;
     float *acc = cbuf;                                   /* [n_nt][16 rows][16 tokens] */
-    float *t = cbuf + (size_t)n_nt * 256;                /* one stored T tile */
-    uint16_t *a_tile = (uint16_t *)(void *)(t + 256);    /* the A tile: 16 rows × 32 bf16 */
+    float *t = cbuf + (size_t)n_nt * 256, *t2 = t + 256; /* stored T tiles */
+    uint16_t *a_tile = (uint16_t *)(void *)(t2 + 256);   /* the A tile: 16 rows × 32 bf16 */
+    uint16_t *a_tile2 = a_tile + 16 * 32;                /* Q6_K: the second half's A tile */
     tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
@@ -327,7 +354,34 @@ static int64_t amx_q_rows(float *y, const lmc_tensor *w, const void *xp, int64_t
     const int64_t oe = o0 + (o1 - o0) / 16 * 16;
     for (int64_t o = o0; o < oe; o += 16) {
         memset(acc, 0, (size_t)n_nt * 256 * sizeof(float));
-        for (int64_t kb = 0; kb < n_kb; kb++) {
+        for (int64_t kb = 0; kb < n_kb && w->type == LMC_DTYPE_Q6_K; kb++) {
+            float alo[16], ahi[16];
+            for (int m = 0; m < 16; m++) unpack32_q6k(w, o + m, kb, a_tile + 32 * m, a_tile2 + 32 * m, &alo[m], &ahi[m]);
+            _tile_loadd(4, a_tile, 64);
+            _tile_loadd(3, a_tile2, 64);
+            for (int64_t nt = 0; nt < n_nt; nt++) {
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_loadd(5, pk + tile_off(kb, nt, 0, n_nt), 64);
+                _tile_dpbf16ps(0, 4, 5);
+                _tile_dpbf16ps(1, 3, 5);
+                _tile_loadd(6, pk + tile_off(kb, nt, 1, n_nt), 64);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 3, 6);
+                _tile_loadd(7, pk + tile_off(kb, nt, 2, n_nt), 64);
+                _tile_dpbf16ps(0, 4, 7);
+                _tile_dpbf16ps(1, 3, 7);
+                _tile_stored(0, t, 64);
+                _tile_stored(1, t2, 64);
+                float *ac = acc + (size_t)nt * 256;
+                for (int m = 0; m < 16; m++) {
+                    __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(t + 16 * m), _mm512_set1_ps(alo[m]), _mm512_loadu_ps(ac + 16 * m));
+                    v = _mm512_fmadd_ps(_mm512_loadu_ps(t2 + 16 * m), _mm512_set1_ps(ahi[m]), v);
+                    _mm512_storeu_ps(ac + 16 * m, v);
+                }
+            }
+        }
+        for (int64_t kb = 0; kb < n_kb && w->type != LMC_DTYPE_Q6_K; kb++) {
             float a[16], c[16];
             int any_c = 0;
             for (int m = 0; m < 16; m++) {
