@@ -19,6 +19,7 @@ static const char *usage =
     "  ls         list local models (HF cache and given folders) with tier, size and fit\n"
     "  models     list the supported model_types and their parity fixtures\n"
     "  bench      prefill and decode speed of a model on this machine\n"
+    "  quantize   write an MLX-affine quantized copy of a checkpoint (4 or 8 bits, ...)\n"
     "  convert    write a Hugging Face checkpoint as a GGUF file\n"
     "  check      port verdict for a checkpoint: unknown config keys, profile, audit dry run\n"
     "  inspect    show a checkpoint's profile, tensors and weight audit\n"
@@ -47,6 +48,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "models")) return cmd_models(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);

@@ -289,6 +289,26 @@ static lmc_status parse_forward_knobs(lmc_config *cfg) {
     LMC_TRY(opt_double(cfg, "logits_scaling", &ls));
     if (ls != 0) cfg->logits_mult = 1.0 / ls;
     LMC_TRY(opt_double(cfg, "logit_scale", &cfg->logits_mult));
+    /* mlx-lm's quantization block: {"group_size": G, "bits": B, "<module path>": {..} | false, ...} */
+    const cJSON *qb_obj = cJSON_GetObjectItemCaseSensitive(cfg->raw, "quantization");
+    if (!qb_obj) qb_obj = cJSON_GetObjectItemCaseSensitive(cfg->raw, "quantization_config");
+    int64_t qb = 0, qg = 0;
+    const char *method = NULL, *mode = NULL;
+    if (cJSON_IsObject(qb_obj) && lmc_json_get_string(qb_obj, "quant_method", &method) > 0 && method)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: quantization method \"%s\" is not supported (lmc reads MLX "
+                        "affine checkpoints and GGUF files)", method);
+    if (cJSON_IsObject(qb_obj) && lmc_json_get_string(qb_obj, "mode", &mode) > 0 && mode && strcmp(mode, "affine") != 0)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: MLX quantization mode \"%s\" is not supported (affine is)", mode);
+    if (cJSON_IsObject(qb_obj) && lmc_json_get_int(qb_obj, "bits", &qb) > 0) {
+        if (lmc_json_get_int(qb_obj, "group_size", &qg) <= 0) qg = 64;
+        if (qb != 2 && qb != 3 && qb != 4 && qb != 5 && qb != 6 && qb != 8)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: quantization bits %lld (supported: 2, 3, 4, 5, 6, 8)", (long long)qb);
+        if (qg != 32 && qg != 64 && qg != 128)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: quantization group_size %lld (supported: 32, 64, 128)", (long long)qg);
+        cfg->quant_bits = (int)qb;
+        cfg->quant_group = (int)qg;
+        cfg->quant = qb_obj;
+    }
     int b;
     cfg->use_qk_norm = cfg->use_bias = -1;
     if (lmc_config_bool(cfg, "use_qk_norm", &b) > 0 || lmc_config_bool(cfg, "qk_layernorm", &b) > 0) cfg->use_qk_norm = b;

@@ -82,6 +82,8 @@ typedef struct lmc_config {
     double logits_mult;         /* logit_scale (cohere) or 1/logits_scaling (granite) */
     int use_qk_norm;            /* use_qk_norm (cohere); -1 when absent */
     int use_bias;               /* use_bias (starcoder2); -1 when absent */
+    int quant_bits, quant_group;/* MLX "quantization" / "quantization_config" block (0 when absent) */
+    const cJSON *quant;         /* that block (per-module overrides are its object members) */
     lmc_rope_config rope;       /* full-attention layers */
     lmc_rope_config rope_local; /* sliding layers (equal to rope unless given per layer type) */
     int bos_token_id;           /* -1: none */

@@ -1,6 +1,9 @@
 /* model.c — profile, weight binding and the weight audit. */
 #include "model.h"
 
+#include "core/quant.h"
+#include "io/jsonfile.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +29,72 @@ static void shape_str(const lmc_weight *t, char *buf, size_t cap) {
         p += snprintf(p, (size_t)(buf + cap - p), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
 }
 
+/* A checkpoint tensor as the forward will see it. */
+typedef struct found_t {
+    const lmc_weight *w;                /* the stored tensor (MLX: the packed U32 codes) */
+    lmc_dtype dtype;                    /* compute dtype (MLX{bits} for MLX-packed weights) */
+    int64_t in;                         /* elements per row */
+    const lmc_weight *scales, *biases;  /* MLX affine side tensors */
+    int group;
+} found_t;
+
+static lmc_status mark(lmc_model *m, audit *a, const char *name, const lmc_weight **t) {
+    *t = lmc_weights_find(m->weights, name);
+    if (!*t) return lmc_fail(LMC_ERR_FORMAT, "quantized weight is missing %s", name);
+    int idx = lmc_weights_index_of(m->weights, *t);
+    LMC_ASSERT(idx >= 0);
+    a->used[idx] = 1;
+    m->weight_bytes += (*t)->nbytes;
+    return LMC_OK;
+}
+
+/* An MLX affine weight `base`.weight (U32 codes) with `base`.scales and .biases, per the
+ * config's quantization block (a per-module entry overrides bits / group size). */
+static lmc_status find_mlx(lmc_model *m, audit *a, const char *name, found_t *f) {
+    const lmc_config *c = &m->cfg;
+    char base[300], n[320];
+    size_t len = strlen(name);
+    if (len < 7 || strcmp(name + len - 7, ".weight") != 0 || len - 7 >= sizeof base)
+        return lmc_fail(LMC_ERR_FORMAT, "tensor %s is U32 but not a quantized weight", name);
+    memcpy(base, name, len - 7);
+    base[len - 7] = 0;
+    int bits = c->quant_bits, group = c->quant_group;
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(c->quant, base);
+    if (cJSON_IsFalse(o)) return lmc_fail(LMC_ERR_FORMAT, "tensor %s is U32 but config.json leaves it unquantized", name);
+    if (cJSON_IsObject(o)) {
+        int64_t v;
+        if (lmc_json_get_int(o, "bits", &v) > 0) bits = (int)v;
+        if (lmc_json_get_int(o, "group_size", &v) > 0) group = (int)v;
+    }
+    static const lmc_dtype by_bits[9] = {0, 0, LMC_DTYPE_MLX2, LMC_DTYPE_MLX3, LMC_DTYPE_MLX4, LMC_DTYPE_MLX5,
+                                         LMC_DTYPE_MLX6, 0, LMC_DTYPE_MLX8};
+    if (bits < 2 || bits > 8 || !by_bits[bits] || (group != 32 && group != 64 && group != 128))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: %d-bit groups of %d are not supported", base, bits, group);
+    const lmc_weight *t = f->w;
+    if (t->n_dims != 2 || (t->shape[1] * 32) % bits)
+        return lmc_fail(LMC_ERR_FORMAT, "%s has a shape that does not hold %d-bit codes", name, bits);
+    f->dtype = by_bits[bits];
+    f->in = t->shape[1] * 32 / bits;
+    f->group = group;
+    snprintf(n, sizeof n, "%s.scales", base);
+    LMC_TRY(mark(m, a, n, &f->scales));
+    snprintf(n, sizeof n, "%s.biases", base);
+    LMC_TRY(mark(m, a, n, &f->biases));
+    for (int k = 0; k < 2; k++) {
+        const lmc_weight *s = k ? f->biases : f->scales;
+        if (s->n_dims != 2 || s->shape[0] != t->shape[0] || s->shape[1] * group != f->in ||
+            (s->dtype != LMC_DTYPE_F32 && s->dtype != LMC_DTYPE_F16 && s->dtype != LMC_DTYPE_BF16))
+            return lmc_fail(LMC_ERR_FORMAT, "%s: %s must be F32/F16/BF16 [%lld, %lld]", base, s->name,
+                            (long long)t->shape[0], (long long)(f->in / group));
+    }
+    return LMC_OK;
+}
+
 /* Find tensor `name` with torch shape [ne1, ne0] (ne1 = 0: 1-D [ne0]), mark it
- * consumed and check dtype and shape. *found = NULL when absent (an error
+ * consumed and check dtype and shape. f->w = NULL when absent (an error
  * recorded in the audit only when required). */
-static lmc_status find(lmc_model *m, audit *a, const char *name, int64_t ne0, int64_t ne1, int required,
-                       const lmc_weight **found) {
-    *found = NULL;
+static lmc_status find(lmc_model *m, audit *a, const char *name, int64_t ne0, int64_t ne1, int required, found_t *f) {
+    memset(f, 0, sizeof *f);
     const lmc_weight *t = lmc_weights_find(m->weights, name);
     if (!t) {
         if (required) note_missing(a, name);
@@ -40,34 +103,55 @@ static lmc_status find(lmc_model *m, audit *a, const char *name, int64_t ne0, in
     int idx = lmc_weights_index_of(m->weights, t);
     LMC_ASSERT(idx >= 0);
     a->used[idx] = 1;
-    int ok_type = t->dtype == LMC_DTYPE_F32 || t->dtype == LMC_DTYPE_F16 || t->dtype == LMC_DTYPE_BF16 ||
-                  (lmc_dtype_is_quant(t->dtype) && !lmc_dtype_is_mlx(t->dtype) && t->n_dims == 2);
-    if (!ok_type)
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor %s has dtype %s; weights must be F32, F16, BF16, or a GGUF "
-                        "block type for matrices", name, lmc_dtype_name(t->dtype));
-    int ok = ne1 ? (t->n_dims == 2 && t->shape[0] == ne1 && t->shape[1] == ne0)
-                 : (t->n_dims == 1 && t->shape[0] == ne0);
+    f->w = t;
+    f->dtype = t->dtype;
+    f->in = t->n_dims == 2 ? t->shape[1] : t->shape[0];
+    if (t->dtype == LMC_DTYPE_U32 && m->cfg.quant_bits && ne1) {
+        LMC_TRY(find_mlx(m, a, name, f));
+    } else {
+        int ok_type = t->dtype == LMC_DTYPE_F32 || t->dtype == LMC_DTYPE_F16 || t->dtype == LMC_DTYPE_BF16 ||
+                      (lmc_dtype_is_quant(t->dtype) && !lmc_dtype_is_mlx(t->dtype) && t->n_dims == 2);
+        if (!ok_type)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor %s has dtype %s; weights must be F32, F16, BF16, MLX affine "
+                            "or a GGUF block type for matrices", name, lmc_dtype_name(t->dtype));
+    }
+    int ok = ne1 ? (t->n_dims == 2 && t->shape[0] == ne1 && f->in == ne0) : (t->n_dims == 1 && t->shape[0] == ne0);
     if (!ok) {
         char got[128];
         shape_str(t, got, sizeof got);
         if (ne1)
-            return lmc_fail(LMC_ERR_FORMAT, "tensor %s has shape [%s], expected [%lld, %lld] from config.json", name, got,
-                            (long long)ne1, (long long)ne0);
+            return lmc_fail(LMC_ERR_FORMAT, "tensor %s has shape [%s]%s, expected [%lld, %lld] from config.json", name,
+                            got, f->scales ? " (packed)" : "", (long long)ne1, (long long)ne0);
         return lmc_fail(LMC_ERR_FORMAT, "tensor %s has shape [%s], expected [%lld] from config.json", name, got,
                         (long long)ne0);
     }
     m->weight_bytes += t->nbytes;
-    m->n_params += lmc_weight_nelem(t);
-    *found = t;
+    m->n_params += ne1 ? ne0 * ne1 : ne0;
     return LMC_OK;
 }
 
 /* Rows [row0, row0 + n) of a found 2-D (or 1-D: elements) tensor as a weight on the backend. */
-static lmc_status view_rows(lmc_model *m, const lmc_weight *t, int64_t row0, int64_t n, lmc_tensor *out) {
-    int64_t ne0 = t->n_dims == 2 ? t->shape[1] : 1;
-    if (t->n_dims == 1) { ne0 = n; *out = lmc_tensor_make(t->dtype, n, 1, 1, 1); }
-    else *out = lmc_tensor_make(t->dtype, ne0, n, 1, 1);
-    size_t off = (size_t)row0 * (t->n_dims == 2 ? lmc_dtype_row_bytes(t->dtype, ne0) : lmc_dtype_size(t->dtype));
+static lmc_status view_rows(lmc_model *m, const found_t *f, int64_t row0, int64_t n, lmc_tensor *out) {
+    const lmc_weight *t = f->w;
+    if (t->n_dims == 1) *out = lmc_tensor_make(t->dtype, n, 1, 1, 1);
+    else *out = lmc_tensor_make(f->dtype, f->in, n, 1, 1);
+    size_t off = (size_t)row0 * (t->n_dims == 2 ? lmc_dtype_row_bytes(f->dtype, f->in) : lmc_dtype_size(t->dtype));
+    if (f->scales) {
+        /* the side tensors' rows follow the weight's rows */
+        if (m->n_mlx_aux >= m->cap_mlx_aux) return lmc_fail(LMC_ERR_NOMEM, "too many quantized views");
+        lmc_quant_mlx *q = &m->mlx_aux[m->n_mlx_aux++];
+        q->group_size = f->group;
+        const lmc_weight *side[2] = {f->scales, f->biases};
+        lmc_tensor *dst[2] = {&q->scales, &q->biases};
+        for (int k = 0; k < 2; k++) {
+            int64_t per_row = f->in / f->group;
+            *dst[k] = lmc_tensor_make(side[k]->dtype, per_row, n, 1, 1);
+            size_t soff = (size_t)row0 * (size_t)per_row * lmc_dtype_size(side[k]->dtype);
+            LMC_TRY(m->be->i->bind_weight(m->be, dst[k], (const char *)side[k]->data + soff));
+        }
+        out->aux = q;
+        LMC_TRY(lmc_quant_mlx_check(f->dtype, f->in, n, q));
+    }
     return m->be->i->bind_weight(m->be, out, (const char *)t->data + off);
 }
 
@@ -75,10 +159,10 @@ static lmc_status view_rows(lmc_model *m, const lmc_weight *t, int64_t row0, int
 static lmc_status bind(lmc_model *m, audit *a, const char *name, int64_t ne0, int64_t ne1, int required,
                        lmc_tensor *out) {
     memset(out, 0, sizeof *out);
-    const lmc_weight *t;
-    LMC_TRY(find(m, a, name, ne0, ne1, required, &t));
-    if (!t) return LMC_OK;
-    return view_rows(m, t, 0, ne1 ? ne1 : ne0, out);
+    found_t f;
+    LMC_TRY(find(m, a, name, ne0, ne1, required, &f));
+    if (!f.w) return LMC_OK;
+    return view_rows(m, &f, 0, ne1 ? ne1 : ne0, out);
 }
 
 const char *lmc_model_drop_rule(const lmc_model *m, const char *name) {
@@ -131,7 +215,7 @@ static lmc_status bind_fused(lmc_model *m, audit *a, const char *base, int64_t i
     char n[320];
     int64_t total = 0;
     for (int i = 0; i < n_parts; i++) total += parts[i];
-    const lmc_weight *t, *tb = NULL;
+    found_t t, tb = {0};
     snprintf(n, sizeof n, "%s.weight", base);
     LMC_TRY(find(m, a, n, in, total, 1, &t));
     if (bias) {
@@ -142,8 +226,8 @@ static lmc_status bind_fused(lmc_model *m, audit *a, const char *base, int64_t i
     for (int i = 0; i < n_parts; i++) {
         memset(ws[i], 0, sizeof *ws[i]);
         memset(bs[i], 0, sizeof *bs[i]);
-        if (t) LMC_TRY(view_rows(m, t, row, parts[i], ws[i]));
-        if (tb) LMC_TRY(view_rows(m, tb, row, parts[i], bs[i]));
+        if (t.w) LMC_TRY(view_rows(m, &t, row, parts[i], ws[i]));
+        if (tb.w) LMC_TRY(view_rows(m, &tb, row, parts[i], bs[i]));
         row += parts[i];
     }
     return LMC_OK;
@@ -278,6 +362,9 @@ static lmc_status load_weights(lmc_model *m, const char *dir) {
     }
     const char *pre = m->prefix;
     audit a = {.w = m->weights};
+    m->cap_mlx_aux = 3 * lmc_weights_count(m->weights) + 3; /* a fused weight gives up to 3 views */
+    m->mlx_aux = calloc((size_t)m->cap_mlx_aux, sizeof *m->mlx_aux);
+    if (!m->mlx_aux) return lmc_fail(LMC_ERR_NOMEM, "quantized weight table");
     a.used = calloc((size_t)lmc_weights_count(m->weights) + 1, 1);
     if (!a.used) return lmc_fail(LMC_ERR_NOMEM, "audit table");
     lmc_status st = LMC_OK;
@@ -341,6 +428,7 @@ void lmc_model_free(lmc_model *m) {
     for (int r = 0; r < 4; r++)
         if (m->rope_freq[r / 2][r % 2].data) m->be->i->release(m->be, &m->rope_freq[r / 2][r % 2]);
     free(m->layers);
+    free(m->mlx_aux);
     lmc_weights_close(m->weights);
     lmc_config_free(&m->cfg);
     free(m);

@@ -52,6 +52,8 @@ typedef struct lmc_model {
     size_t weight_bytes;                 /* bytes of bound weights */
     int64_t n_params;                    /* elements of bound weights (tied counted once) */
     int n_audit_dropped;                 /* tensors dropped by explicit rules */
+    struct lmc_quant_mlx *mlx_aux;       /* [cap] side data of MLX-quantized views (owned) */
+    int n_mlx_aux, cap_mlx_aux;
 } lmc_model;
 
 /* Load a model directory (config.json + safetensors) or a .gguf file onto backend `be`. */
