@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gen/plan.h"
 #include "io/gguf.h"
@@ -266,4 +267,15 @@ char *cli_read_file(const char *path, size_t *len) {
     fclose(f);
     if (buf) { buf[n] = 0; *len = n; }
     return buf;
+}
+
+void cli_progress(int done, int total, void *ud) {
+    static int tty = -1;
+    if (tty < 0) tty = isatty(STDERR_FILENO);
+    if (!tty || total <= 0) return;
+    const int width = 30, filled = (int)((long)done * width / total);
+    fprintf(stderr, "\r%s [", ud ? (const char *)ud : "");
+    for (int i = 0; i < width; i++) fputc(i < filled ? '#' : ' ', stderr);
+    fprintf(stderr, "] %d/%d%s", done, total, done >= total ? "\n" : "");
+    fflush(stderr);
 }

@@ -40,6 +40,8 @@ int cli_parse_model_opt(cli_model_opts *o, int argc, char **argv, int *i);
 int cli_parse_sampler_opt(lmc_sampler_params *sp, int argc, char **argv, int *i, int *set_temp, int *set_top_p);
 /* The sampling options' help lines, for a command's --help. */
 extern const char *cli_sampler_help;
+/* A progress bar on stderr when it is a terminal (silent when piped); ud is the label. */
+void cli_progress(int done, int total, void *ud);
 /* Read a whole file (NUL-terminated, length in *len); NULL if it cannot be read. */
 char *cli_read_file(const char *path, size_t *len);
 

@@ -22,7 +22,7 @@ static const char *convert_help =
 
 int cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
-    lmc_gguf_convert_params p = {0};
+    lmc_gguf_convert_params p = {.progress = cli_progress, .progress_ud = "convert"};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(convert_help, stdout); return 0; }
         if (!strcmp(argv[i], "--no-tokenizer")) p.skip_tokenizer = 1;

@@ -35,7 +35,10 @@ int cmd_quantize(int argc, char **argv) {
     lmc_model_path mp;
     if (lmc_hfpath_resolve(in, &mp) < 0) return cli_error(NULL);
     lmc_quantize_stats st;
-    if (lmc_quantize_mlx(mp.path, out, (int)bits, (int)group, &st) < 0) return cli_error("quantize");
+    if (lmc_quantize_mlx(mp.path, out, (int)bits, (int)group, &st, cli_progress, "quantize") < 0) {
+        fputc('\n', stderr);
+        return cli_error("quantize");
+    }
     fprintf(stderr, "lmc: wrote %s: %d matrices at %ld bits (groups of %ld), %d tensors copied, %.1f MB -> %.1f MB\n",
             out, st.n_quantized, bits, group, st.n_copied, st.bytes_in / 1e6, st.bytes_out / 1e6);
     return 0;

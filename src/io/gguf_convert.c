@@ -497,7 +497,10 @@ static lmc_status convert(conv *c, const char *out_path, const lmc_gguf_convert_
     if (!c->tied && !lmc_st_find(set, "lm_head.weight")) {
         return lmc_fail(LMC_ERR_FORMAT, "%s: tie_word_embeddings is false but there is no lm_head.weight", c->dir);
     }
-    for (int i = 0; i < lmc_st_count(set); i++) LMC_TRY(add_tensor(c, lmc_st_at(set, i)));
+    for (int i = 0; i < lmc_st_count(set); i++) {
+        LMC_TRY(add_tensor(c, lmc_st_at(set, i)));
+        if (p && p->progress) p->progress(i + 1, lmc_st_count(set), p->progress_ud);
+    }
     return lmc_gguf_writer_write(c->w, out_path);
 }
 

@@ -32,6 +32,9 @@
 typedef struct lmc_gguf_convert_params {
     uint32_t alignment;     /* 0: 32 */
     int skip_tokenizer;     /* 1: do not embed tokenizer.json / chat template */
+    /* called after each tensor with (done, total); may be NULL */
+    void (*progress)(int done, int total, void *ud);
+    void *progress_ud;
     int quant_type;         /* an lmc_dtype: 0 keeps storage types; else 2-D weight matrices whose rows
                                fit its blocks are quantized to it (Q8_0, Q4_0, Q4_K, Q6_K; others stay) */
 } lmc_gguf_convert_params;

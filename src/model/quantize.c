@@ -60,7 +60,8 @@ static lmc_status write_config(const char *in_dir, const char *out_dir, int bits
     return bad ? lmc_fail(LMC_ERR_IO, "cannot write %s", path) : LMC_OK;
 }
 
-lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, int group, lmc_quantize_stats *stats) {
+lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, int group, lmc_quantize_stats *stats,
+                            void (*progress)(int done, int total, void *ud), void *ud) {
     static const lmc_dtype by_bits[9] = {0, 0, LMC_DTYPE_MLX2, LMC_DTYPE_MLX3, LMC_DTYPE_MLX4, LMC_DTYPE_MLX5,
                                          LMC_DTYPE_MLX6, 0, LMC_DTYPE_MLX8};
     lmc_quantize_stats st0 = {0};
@@ -81,6 +82,7 @@ lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, i
     lmc_status st = outs && bufs && names ? LMC_OK : lmc_fail(LMC_ERR_NOMEM, "quantize");
     for (int i = 0; st >= 0 && i < n; i++) {
         const lmc_st_tensor *t = lmc_st_at(set, i);
+        if (progress && i) progress(i, n, ud);
         stats->bytes_in += t->nbytes;
         int quant = t->n_dims == 2 && ends_with(t->name, ".weight") && t->shape[1] % group == 0 &&
                     (t->dtype == LMC_DTYPE_F32 || t->dtype == LMC_DTYPE_F16 || t->dtype == LMC_DTYPE_BF16);
@@ -129,6 +131,7 @@ lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, i
         stats->n_quantized++;
     }
     if (st >= 0) {
+        if (progress) progress(n, n, ud);
         char path[4200];
         snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
         const char *meta[2] = {"format", "mlx"};

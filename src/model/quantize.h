@@ -17,6 +17,8 @@ typedef struct lmc_quantize_stats {
     size_t bytes_in, bytes_out;
 } lmc_quantize_stats;
 
-lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, int group_size, lmc_quantize_stats *stats);
+/* progress (may be NULL) is called after each tensor with (done, total, ud). */
+lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, int group_size, lmc_quantize_stats *stats,
+                            void (*progress)(int done, int total, void *ud), void *ud);
 
 #endif

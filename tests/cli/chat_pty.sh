@@ -3,7 +3,9 @@
 # Ctrl-C stopping a reply without ending the session, /clear and /exit.
 set -u
 cd "$(dirname "$0")/../.."
-LMC=$PWD/${BUILD:-build}/lmc
+B=${BUILD:-build}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+LMC=$B/lmc
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
