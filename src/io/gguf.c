@@ -9,6 +9,7 @@
  * that remain before it is used; every size is computed with overflow checks.
  */
 #include "io/gguf.h"
+#include "io/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -645,38 +646,31 @@ lmc_status lmc_gguf_open_buffer(const void *buf, size_t len, const char *label, 
 }
 
 lmc_status lmc_gguf_open(const char *path, lmc_gguf **out) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return lmc_fail(e == ENOENT ? LMC_ERR_NOT_FOUND : LMC_ERR_IO, "cannot open %s: %s", path, strerror(e));
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    int fd;
+    uint64_t fsize;
+    LMC_TRY(lmc_file_open_regular(path, &fd, &fsize));
+    if (fsize < 4) {
         close(fd);
-        return lmc_fail(LMC_ERR_IO, "%s is not a regular file", path);
+        return lmc_fail(LMC_ERR_FORMAT, "%s: not a GGUF file (%lld bytes)", path, (long long)fsize);
     }
-    if (sb.st_size < 4) {
-        close(fd);
-        return lmc_fail(LMC_ERR_FORMAT, "%s: not a GGUF file (%lld bytes)", path, (long long)sb.st_size);
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
+    if (fsize > SIZE_MAX) {
         close(fd);
         return lmc_fail(LMC_ERR_IO, "%s is too large to map", path);
     }
-    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = mmap(NULL, (size_t)fsize, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (map == MAP_FAILED) return lmc_fail(LMC_ERR_IO, "cannot map %s: %s", path, strerror(e));
     lmc_gguf *g;
     lmc_status st = new_ctx(path, &g);
     if (st < 0) {
-        munmap(map, (size_t)sb.st_size);
+        munmap(map, (size_t)fsize);
         return st;
     }
     g->map = map;
-    g->map_len = (size_t)sb.st_size;
+    g->map_len = (size_t)fsize;
     g->base = map;
-    g->size = (size_t)sb.st_size;
+    g->size = (size_t)fsize;
     if ((st = parse(g)) < 0) {
         lmc_gguf_close(g);
         return st;

@@ -5,6 +5,7 @@
  * parsed tree belongs to the caller.
  */
 #include "io/jsonfile.h"
+#include "io/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,22 +55,10 @@ lmc_status lmc_json_parse(const char *text, size_t len, const char *what, cJSON 
 
 lmc_status lmc_json_read_file(const char *path, size_t max_bytes, cJSON **out) {
     LMC_ASSERT(path != NULL && out != NULL);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return lmc_fail(e == ENOENT ? LMC_ERR_NOT_FOUND : LMC_ERR_IO, "cannot open %s: %s", path, strerror(e));
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return lmc_fail(LMC_ERR_IO, "cannot stat %s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return lmc_fail(LMC_ERR_IO, "%s is not a regular file", path);
-    }
-    size_t size = (size_t)sb.st_size;
+    int fd;
+    uint64_t fsize;
+    LMC_TRY(lmc_file_open_regular(path, &fd, &fsize));
+    size_t size = (size_t)fsize;
     if (max_bytes && size > max_bytes) {
         close(fd);
         return lmc_fail(LMC_ERR_RANGE, "%s is %zu bytes, more than the limit of %zu for this JSON file", path, size,

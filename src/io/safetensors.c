@@ -7,6 +7,7 @@
  * Format: u64 little-endian header length N, N bytes of JSON, data buffer.
  */
 #include "io/safetensors.h"
+#include "io/file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -287,22 +288,9 @@ static lmc_status parse_entry(const cJSON *e, const char *path, const char *name
 static lmc_status load_shard(lmc_st_set *set, const char *path, int keep_meta) {
     int shard = -1;
     LMC_TRY(add_shard(set, path, &shard));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return lmc_fail(e == ENOENT ? LMC_ERR_NOT_FOUND : LMC_ERR_IO, "cannot open %s: %s", path, strerror(e));
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return lmc_fail(LMC_ERR_IO, "cannot stat %s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return lmc_fail(LMC_ERR_IO, "%s is not a regular file", path);
-    }
-    uint64_t fsize = (uint64_t)sb.st_size;
+    int fd;
+    uint64_t fsize;
+    LMC_TRY(lmc_file_open_regular(path, &fd, &fsize));
     if (fsize < 8) {
         close(fd);
         return lmc_fail(LMC_ERR_FORMAT, "%s: file is %llu bytes, shorter than the 8-byte safetensors header length",
