@@ -359,20 +359,13 @@ void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, siz
     }
     if (buffered && !r->tc_hold) {
         /* Text streams until the template's tool-call marker could begin. */
-        pthread_mutex_lock(&r->mu);
-        int start = 0;
-        size_t safe = lmc_tools_safe_prefix((lmc_tool_fmt)r->tool_fmt, r->out ? r->out : "", r->out_len, &start);
-        size_t k = safe > r->tc_emitted ? safe - r->tc_emitted : 0;
-        char *piece = k ? malloc(k) : NULL;
-        if (piece) memcpy(piece, r->out + r->tc_emitted, k);
-        pthread_mutex_unlock(&r->mu);
+        size_t k;
+        char *piece = lmc_srv_req_take_content(r, &k);
         if (piece) {
             if (!r->block_open) { block_start(b, 0, text_block()); r->block_open = 1; }
             block_delta(b, 0, "text_delta", "text", piece, k);
-            r->tc_emitted = safe;
             free(piece);
         }
-        r->tc_hold = start;
     }
     if (!done || r->phase == 2) return;
     r->phase = 2;

@@ -472,19 +472,12 @@ void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t
          * rest waits for the end and is parsed into calls. */
         n = 0;
         if (!r->tc_hold) {
-            pthread_mutex_lock(&r->mu);
-            int start = 0;
-            size_t safe = lmc_tools_safe_prefix((lmc_tool_fmt)r->tool_fmt, r->out ? r->out : "", r->out_len, &start);
-            size_t k = safe > r->tc_emitted ? safe - r->tc_emitted : 0;
-            char *piece = k ? malloc(k) : NULL;
-            if (piece) memcpy(piece, r->out + r->tc_emitted, k);
-            pthread_mutex_unlock(&r->mu);
+            size_t k;
+            char *piece = lmc_srv_req_take_content(r, &k);
             if (piece) {
                 sbuf_sse(b, NULL, chunk(r, piece, k, 0, NULL, NULL));
-                r->tc_emitted = safe;
                 free(piece);
             }
-            r->tc_hold = start;
         }
         if (done && r->finish != LMC_FINISH_ERROR && r->finish != LMC_FINISH_CANCELLED && r->phase == 1) {
             char *content = NULL;

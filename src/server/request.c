@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "stop.h"
+#include "tools.h"
 
 lmc_srv_req *lmc_srv_req_new(void) {
     lmc_srv_req *r = calloc(1, sizeof *r);
@@ -143,4 +144,18 @@ int lmc_utf8_valid(const char *s, size_t n) {
         i += (size_t)k + 1;
     }
     return 1;
+}
+
+char *lmc_srv_req_take_content(lmc_srv_req *r, size_t *len) {
+    pthread_mutex_lock(&r->mu);
+    int start = 0;
+    size_t safe = lmc_tools_safe_prefix((lmc_tool_fmt)r->tool_fmt, r->out ? r->out : "", r->out_len, &start);
+    size_t k = safe > r->tc_emitted ? safe - r->tc_emitted : 0;
+    char *piece = k ? malloc(k) : NULL;
+    if (piece) memcpy(piece, r->out + r->tc_emitted, k);
+    pthread_mutex_unlock(&r->mu);
+    if (piece) r->tc_emitted = safe;
+    r->tc_hold = start;
+    *len = piece ? k : 0;
+    return piece;
 }

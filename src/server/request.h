@@ -121,4 +121,9 @@ int lmc_srv_req_commit(lmc_srv_req *r, const char *text, size_t len);
 void lmc_srv_req_finish_locked(lmc_srv_req *r, lmc_finish f);
 const char *lmc_finish_openai(lmc_finish f);
 
+/* Auto tool mode: the text of out that is now safe to stream as content (no tool-call
+ * marker can begin in it), from tc_emitted on; malloc'ed (NULL when none), *len its
+ * bytes. Advances tc_emitted past it and sets tc_hold when a call has begun. */
+char *lmc_srv_req_take_content(lmc_srv_req *r, size_t *len);
+
 #endif
