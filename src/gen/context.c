@@ -85,7 +85,9 @@ lmc_status lmc_context_decode(lmc_context *ctx, const lmc_batch *b) {
         lmc_batch sub = {.n_tokens = n, .token = b->token + i0, .pos = b->pos + i0, .seq = b->seq + i0,
                          .want_logits = want + i0};
         int got = 0;
-        st = lmc_forward(&ctx->fs, ctx->kv.k, ctx->kv.v, &sub, ctx->logits + (size_t)ctx->n_logits * c->vocab_size,
+        float *lg = ctx->params.no_logits && ctx->params.want_hidden ? NULL
+                                                                     : ctx->logits + (size_t)ctx->n_logits * c->vocab_size;
+        st = lmc_forward(&ctx->fs, ctx->kv.k, ctx->kv.v, &sub, lg,
                          ctx->params.want_hidden ? ctx->hidden + (size_t)ctx->n_logits * c->hidden_size : NULL, &got);
         ctx->n_logits += got;
     }

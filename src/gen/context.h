@@ -18,6 +18,7 @@ typedef struct lmc_context_params {
     int n_seq;       /* sequences (KV slots) (0: 1) */
     int n_batch;     /* tokens per forward (0: 256) */
     int want_hidden; /* also keep final-normed hidden states of wanted rows */
+    int no_logits;   /* with want_hidden: skip the LM head (embeddings); lmc_context_logits is then invalid */
 } lmc_context_params;
 
 lmc_context_params lmc_context_default_params(void);

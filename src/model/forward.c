@@ -222,7 +222,7 @@ lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v
     be->i->get_rows(be, &sel, &x, &sidx, 1.0f);
     norm(m, &sel, &sel, &m->out_norm, &m->out_norm_b);
     if (hidden_out) be->i->get(be, hidden_out, &sel, 0, (size_t)n_sel * c->hidden_size * 4);
-    for (int r0 = 0; r0 < n_sel; r0 += LMC_LOGITS_CHUNK) {
+    for (int r0 = 0; logits_out && r0 < n_sel; r0 += LMC_LOGITS_CHUNK) {
         int nr = n_sel - r0 < LMC_LOGITS_CHUNK ? n_sel - r0 : LMC_LOGITS_CHUNK;
         lmc_tensor xs = lmc_tensor_rows(&fs->h, r0, nr), lg = rows(&fs->logits, nr);
         be->i->matmul(be, &lg, &m->lm_head, &xs);

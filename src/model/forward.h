@@ -33,6 +33,7 @@ void lmc_forward_state_free(lmc_forward_state *fs);
 /* Run one batch (n_tokens ≤ n_batch_max). k_cache/v_cache: [n_layers] tensors.
  * For each wanted row r (in batch order) writes logits to logits_out[r·V ..]
  * and, when hidden_out is not NULL, the final-normed hidden to hidden_out[r·D ..].
+ * logits_out NULL skips the LM head (hidden states only, e.g. embeddings).
  * Returns the number of wanted rows through *n_out. */
 lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
                        float *logits_out, float *hidden_out, int *n_out);

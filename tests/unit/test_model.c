@@ -194,6 +194,40 @@ static void test_sliding_window_rotating_cache(void) {
     lmc_backend_free(be);
 }
 
+/* want_hidden returns the final-normed hidden rows; no_logits skips the LM head and
+ * still returns the same hidden rows. */
+static void test_hidden_only(void) {
+    tiny_opts o = tiny_default();
+    const char *dir = make_dir("hidden", &o);
+    lmc_backend *be;
+    lmc_backend_cpu_init(&be, 2, 0);
+    lmc_model *m = NULL;
+    CHECK(lmc_model_load(dir, be, &m) == 0);
+    if (!m) { lmc_backend_free(be); return; }
+    int32_t ids[5] = {3, 9, 27, 81, 50}, pos[5] = {0, 1, 2, 3, 4}, seq[5] = {0};
+    uint8_t want[5] = {1, 0, 1, 0, 1};
+    float h_with[3 * 32], h_without[3 * 32];
+    for (int k = 0; k < 2; k++) {
+        lmc_context_params cp = lmc_context_default_params();
+        cp.n_ctx = 8;
+        cp.want_hidden = 1;
+        cp.no_logits = k;
+        lmc_context *ctx;
+        CHECK(lmc_context_init(&ctx, m, &cp) == 0);
+        lmc_batch b = {5, ids, pos, seq, want};
+        CHECK(lmc_context_decode(ctx, &b) == 0);
+        CHECK_EQ_INT(ctx->n_logits, 3);
+        for (int r = 0; r < 3; r++) memcpy((k ? h_without : h_with) + r * 32, lmc_context_hidden(ctx, r), 32 * sizeof(float));
+        lmc_context_free(ctx);
+    }
+    CHECK(memcmp(h_with, h_without, sizeof h_with) == 0);
+    double norm = 0;
+    for (int i = 0; i < 32; i++) norm += (double)h_with[i] * h_with[i];
+    CHECK(norm > 0);
+    lmc_model_free(m);
+    lmc_backend_free(be);
+}
+
 static void test_memory_plan(void) {
     lmc_config c = {0};
     c.n_layers = 24; c.n_kv_heads = 2; c.n_heads = 14; c.head_dim = 64; c.hidden_size = 896;
@@ -360,6 +394,7 @@ int main(void) {
     RUN(test_mistral_alias);
     RUN(test_sliding_window_rotating_cache);
     RUN(test_memory_plan);
+    RUN(test_hidden_only);
     RUN(test_audit);
     RUN(test_shape_mismatch);
     RUN(test_sampler);
