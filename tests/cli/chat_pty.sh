@@ -2,13 +2,7 @@
 # chat_pty.sh — `lmc chat` in a real terminal (tmux): a two-turn conversation,
 # Ctrl-C stopping a reply without ending the session, /clear and /exit.
 set -u
-cd "$(dirname "$0")/../.."
-B=${BUILD:-build}
-case $B in /*) ;; *) B=$PWD/$B ;; esac
-LMC=$B/lmc
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "$0")/common.bash"
 S=lmc-chat-test-$$
 tmux kill-session -t "$S" 2>/dev/null
 trap 'tmux kill-session -t "$S" 2>/dev/null' EXIT
@@ -48,5 +42,4 @@ tmux send-keys -t "$S" "/clear" Enter
 wait_for "conversation cleared" 30 && ok || bad "/clear not acknowledged"
 tmux send-keys -t "$S" C-d
 wait_for "CHAT-EXITED-0" 50 && ok || bad "Ctrl-D did not end the session"
-echo "RESULT $pass $fail"
-[ "$fail" -eq 0 ]
+finish

@@ -3,12 +3,8 @@
 # exit codes, --print-ids, --logits-out and `lmc logits` file layouts (checked
 # against the fixture's float64 reference), inspect, tokenize, and clear errors.
 set -u
-cd "$(dirname "$0")/../.."
-LMC=${BUILD:-build}/lmc
+source "$(dirname "$0")/common.bash"
 FX=tests/fixtures/llama
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 expect_rc() { # expected-rc description cmd...
     local want=$1 what=$2; shift 2
     "$@" >/tmp/lmc-cli-out.$$ 2>/tmp/lmc-cli-err.$$
@@ -109,5 +105,4 @@ cmp -s "$T/MODELS.md" docs/MODELS.md && ok || bad "docs/MODELS.md is stale: run 
 # lmc ls lists model folders with their tier
 expect_rc 0 "ls" "$LMC" ls tests/fixtures
 grep -q "tests/fixtures/qwen3 .*qwen3 .*generic" /tmp/lmc-cli-out.$$ && ok || bad "lmc ls does not list the qwen3 fixture as generic"
-echo "RESULT $pass $fail"
-[ "$fail" -eq 0 ]
+finish

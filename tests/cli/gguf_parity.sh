@@ -4,11 +4,7 @@
 # from the .gguf file give the reference logits and greedy ids; the demo model's
 # GGUF carries its tokenizer and writes the same text.
 set -u
-cd "$(dirname "$0")/../.."
-LMC=${BUILD:-build}/lmc
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "$0")/common.bash"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 for c in llama llama_bf16 llama_rope_llama3 llama_tied_linear mistral qwen2 qwen2_untied qwen3 gemma gemma2 \
@@ -32,5 +28,4 @@ grep -qi "cohere" "$T/err" && ok || bad "convert refusal does not name the model
 a=$("$LMC" run models/demo "In the beginning" -n 24 2>/dev/null)
 b=$("$LMC" run "$T/demo.gguf" "In the beginning" -n 24 2>/dev/null)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "demo text differs through GGUF: '$a' vs '$b'"
-echo "RESULT $pass $fail"
-[ "$fail" -eq 0 ]
+finish

@@ -4,11 +4,7 @@
 # (relative to the float64 reference's largest logit), and for q8_0 the same argmax wherever
 # the reference top-2 gap is clear (≥ 0.05 · max|ref|).
 set -u
-cd "$(dirname "$0")/../.."
-LMC=${BUILD:-build}/lmc
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "$0")/common.bash"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 for c in llama qwen2_untied qwen3 gemma2 phi3 mistral; do
@@ -30,5 +26,4 @@ for c in llama qwen2_untied qwen3 gemma2 phi3 mistral; do
         fi
     done
 done
-echo "RESULT $pass $fail"
-[ "$fail" -eq 0 ]
+finish

@@ -4,11 +4,7 @@
 # reference (8-bit: every clear row's argmax unchanged), fused weights (phi3) and tied
 # quantized embeddings work, and the 4-bit demo model still writes English.
 set -u
-cd "$(dirname "$0")/../.."
-LMC=${BUILD:-build}/lmc
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "$0")/common.bash"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 for c in llama llama_bf16 qwen2 qwen3 gemma2 phi3 cohere; do
@@ -40,5 +36,4 @@ words=$(printf '%s' "$out" | tr -c "A-Za-z'\n" ' ' | tr ' ' '\n' | sed "s/'s\$//
 n=$(printf '%s\n' "$words" | grep -c .)
 known=$(printf '%s\n' "$words" | tr 'A-Z' 'a-z' | grep -c -x -i -F -f <(tr 'A-Z' 'a-z' < /usr/share/dict/words))
 [ "$n" -ge 30 ] && [ $((known * 100)) -ge $((n * 80)) ] && ok || bad "4-bit demo text: $known of $n words English"
-echo "RESULT $pass $fail"
-[ "$fail" -eq 0 ]
+finish

@@ -3,11 +3,7 @@
 # one clear line, a port already in use is refused, --host binds where asked (IPv6 too),
 # and SIGTERM/SIGINT stop it with exit 0. Prints `RESULT <passed> <failed>`.
 set -u
-cd "$(dirname "$0")/../.."
-LMC=${BUILD:-build}/lmc
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+source "$(dirname "$0")/common.bash"
 E=$(mktemp)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -f "$E" "$E".*; }
@@ -71,5 +67,4 @@ elif start "$E.b" --host ::1; then
 else
     bad "server on ::1 did not start: $(cat "$E.b")"
 fi
-echo "RESULT $pass $fail"
-[ "$fail" -eq 0 ]
+finish
