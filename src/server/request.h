@@ -98,6 +98,7 @@ typedef struct lmc_srv_req {
     lmc_jfsm js;                  /* JSON state of the output so far (json_mode) */
     lmc_jschema *schema;          /* owned; json_mode with a schema (response_format json_schema, tool parameters) */
     lmc_jsstate jss;              /* its state */
+    int json_fed;                 /* tokens fed to the JSON state (0: the next token decodes as the first) */
 
     /* --- HTTP-side streaming state (only the connection's thread touches it) --- */
     void *conn;                   /* MHD connection, valid until the request completes */
