@@ -9,6 +9,7 @@
 
 #include "gen/plan.h"
 #include "io/gguf.h"
+#include "io/gguf_tok.h"
 #include "io/hfpath.h"
 #include "tok/tokenizer.h"
 
@@ -171,12 +172,18 @@ static int load_gguf_tokenizer(const char *path, lmc_tokenizer **tok, int requir
     const char *json = NULL;
     size_t len = 0;
     int rc = 0;
+    char *gj = NULL, *gc = NULL; /* tokenizer.ggml.* rebuilt as tokenizer.json when the HF one is absent */
     if (lmc_gguf_get_str(g, "tokenizer.huggingface.json", &json, &len) < 0) {
-        if (required) {
-            fprintf(stderr, "lmc: %s has no Hugging Face tokenizer (tokenizer.ggml.* vocabularies are not read yet): "
-                            "give the prompt as token ids with --ids\n", path);
+        lmc_status st = lmc_gguf_tokenizer_json(g, &gj, &len, &gc);
+        if (st == LMC_OK) {
+            if (lmc_tokenizer_load_json(gj, len, gc, strlen(gc), tok) < 0) rc = cli_error("tokenizer");
+        } else if (required) {
+            fprintf(stderr, "lmc: %s: no usable tokenizer (%s): give the prompt as token ids with --ids\n", path,
+                    lmc_last_error());
             rc = EXIT_RUNTIME;
         }
+        free(gj);
+        free(gc);
     } else if (lmc_tokenizer_load_json(json, len, NULL, 0, tok) < 0) {
         rc = cli_error("tokenizer");
     }

@@ -19,6 +19,7 @@
 #include "core/quant.h"
 #include "io/gguf.h"
 #include "io/gguf_arch.h"
+#include "io/gguf_tok.h"
 #include "io/jsonfile.h"
 #include "io/safetensors.h"
 
@@ -328,6 +329,16 @@ static lmc_status write_tokenizer(conv *c) {
     char *tok = read_text(c->dir, "tokenizer.json", &len);
     lmc_status st = LMC_OK;
     if (tok) st = lmc_gguf_writer_add_strn(c->w, "tokenizer.huggingface.json", tok, len);
+    if (tok && st == LMC_OK) { /* tokenizer.ggml.* too, as llama.cpp writes them (ids: write_tokens) */
+        size_t clen = 0;
+        char *cfg = read_text(c->dir, "tokenizer_config.json", &clen);
+        st = lmc_gguf_tok_write_ggml(c->w, tok, len, cfg, clen, 0);
+        free(cfg);
+        if (st == LMC_ERR_UNSUPPORTED) { /* e.g. a Unigram tokenizer: only the HF JSON is kept */
+            lmc_clear_error();
+            st = LMC_OK;
+        }
+    }
     free(tok);
     LMC_TRY(st);
     char path[4096];

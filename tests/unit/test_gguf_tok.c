@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "io/gguf.h"
+#include "io/gguf_convert.h"
 #include "io/gguf_tok.h"
 #include "tok/tokenizer.h"
 #include "test.h"
@@ -106,6 +107,25 @@ static int same_ids(const lmc_tokenizer *a, const lmc_tokenizer *b, const char *
     return ok;
 }
 
+/* ids (and decoded text) of the rebuilt tokenizer equal the original's on the whole corpus */
+static void compare_corpus(const lmc_tokenizer *orig, const lmc_tokenizer *re, int with_special) {
+    int bad = 0, n_cmp = 0;
+    for (int i = 0; i < (int)N_FRAG + N_MIX; i++) {
+        char *c = corpus_item(i);
+        bad += !same_ids(orig, re, c, 0);
+        if (with_special) bad += !same_ids(orig, re, c, 1);
+        n_cmp++;
+        free(c);
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(n_cmp, (int)N_FRAG + N_MIX);
+    char *big = malloc(64 * 1024); /* and one long text */
+    big[0] = 0;
+    for (int i = 0; strlen(big) + 200 < 64 * 1024; i++) strcat(big, k_frag[i % N_FRAG]);
+    CHECK(same_ids(orig, re, big, with_special));
+    free(big);
+}
+
 /* Write name's tokenizer.json as tokenizer.ggml.* into a GGUF, read it back, rebuild and compare. */
 static void roundtrip(const char *name, const char *want_model, const char *want_pre, int want_add_bos) {
     char path[512];
@@ -167,22 +187,7 @@ static void roundtrip(const char *name, const char *want_model, const char *want
         CHECK_EQ_INT(lmc_tokenizer_eos_id(re), lmc_tokenizer_eos_id(orig));
         CHECK_EQ_INT(lmc_tokenizer_add_bos(re), want_add_bos);
         CHECK(lmc_tokenizer_is_special(re, (int32_t)eos));
-        int bad = 0, n_cmp = 0;
-        for (int i = 0; i < (int)N_FRAG + N_MIX; i++) {
-            char *c = corpus_item(i);
-            bad += !same_ids(orig, re, c, 0);
-            bad += !same_ids(orig, re, c, 1);
-            n_cmp++;
-            free(c);
-        }
-        CHECK_EQ_INT(bad, 0);
-        CHECK_EQ_INT(n_cmp, (int)N_FRAG + N_MIX);
-        /* and one long text */
-        char *big = malloc(64 * 1024);
-        big[0] = 0;
-        for (int i = 0; strlen(big) + 200 < 64 * 1024; i++) strcat(big, k_frag[i % N_FRAG]);
-        CHECK(same_ids(orig, re, big, 1));
-        free(big);
+        compare_corpus(orig, re, 1);
     }
     free(rj);
     free(rc);
@@ -358,6 +363,54 @@ static void test_errors(void) {
     lmc_gguf_writer_free(w);
 }
 
+/* lmc convert writes tokenizer.ggml.* beside tokenizer.huggingface.json: a llama fixture
+ * with the Llama 2 tokenizer attached. */
+static void test_convert(void) {
+    char dir[] = "/tmp/lmc_test_gguf_tok_XXXXXX", src[1024], dst[600], cwd[512];
+    CHECK(mkdtemp(dir) != NULL && getcwd(cwd, sizeof cwd) != NULL);
+    static const char *const files[][2] = {{"tests/fixtures/llama/config.json", "config.json"},
+                                           {"tests/fixtures/llama/model.safetensors", "model.safetensors"},
+                                           {TOKDIR "llama2/models/tokenizer.json", "tokenizer.json"},
+                                           {TOKDIR "llama2/models/tokenizer_config.json", "tokenizer_config.json"}};
+    for (int i = 0; i < 4; i++) {
+        snprintf(src, sizeof src, "%s/%s", cwd, files[i][0]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i][1]);
+        CHECK(symlink(src, dst) == 0);
+    }
+    snprintf(dst, sizeof dst, "%s/out.gguf", dir);
+    lmc_status st = lmc_gguf_convert_hf(dir, dst, NULL);
+    CHECK_MSG(st == LMC_OK, "%s", lmc_last_error());
+    lmc_gguf *g = NULL;
+    if (st == LMC_OK) CHECK(lmc_gguf_open(dst, &g) == LMC_OK);
+    lmc_tokenizer *orig = NULL, *re = NULL;
+    snprintf(src, sizeof src, "%s", TOKDIR "llama2/models");
+    CHECK(lmc_tokenizer_load(src, &orig) == LMC_OK);
+    if (g && orig) {
+        const char *s;
+        CHECK(lmc_gguf_get_str(g, "tokenizer.ggml.model", &s, NULL) == LMC_OK && strcmp(s, "llama") == 0);
+        CHECK(lmc_gguf_find_key(g, "tokenizer.huggingface.json") >= 0);
+        int64_t unk = -1;
+        CHECK(lmc_gguf_get_int(g, "tokenizer.ggml.unknown_token_id", &unk) == LMC_OK && unk == 0);
+        char *j = NULL, *c = NULL;
+        size_t len;
+        st = lmc_gguf_tokenizer_json(g, &j, &len, &c);
+        CHECK_MSG(st == LMC_OK, "%s", lmc_last_error());
+        if (st == LMC_OK) CHECK(lmc_tokenizer_load_json(j, len, c, strlen(c), &re) == LMC_OK);
+        if (re) compare_corpus(orig, re, 0); /* ids only: bos/eos came from the fixture's config.json */
+        free(j);
+        free(c);
+    }
+    lmc_gguf_close(g);
+    lmc_tokenizer_free(orig);
+    lmc_tokenizer_free(re);
+    unlink(dst);
+    for (int i = 0; i < 4; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i][1]);
+        unlink(dst);
+    }
+    rmdir(dir);
+}
+
 int main(void) {
     RUN(test_spm_scores);
     RUN(test_pre_names);
@@ -365,5 +418,6 @@ int main(void) {
     RUN(test_llama3);
     RUN(test_qwen3);
     RUN(test_llama2);
+    RUN(test_convert);
     return TEST_END();
 }
