@@ -4,6 +4,7 @@
  * of the live frames plus a feed. */
 #include "jschema.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,21 @@ struct lmc_js_node {
     int n_enum;                  /* > 0: the value is one of these compact JSON texts */
     char **enum_text;
     size_t *enum_len;
+    int min_len, max_len;        /* string length in code points (max -1: unbounded) */
+    int has_range;               /* integer bounds apply */
+    int64_t lo, hi;              /* inclusive integer bounds */
+    int n_alts;                  /* > 0: anyOf/oneOf; the first byte picks exactly one alternative */
+    const lmc_js_node **alts;
 };
+
+#define RANGE_LIMIT 1000000000000000LL  /* |bound| kept below 1e15: digit arithmetic never overflows */
 
 struct lmc_jschema {
     lmc_js_node *root;
+    const cJSON *doc;            /* the schema document while compiling ($ref targets) */
+    const cJSON **ref_json;      /* [n_refs] resolved $ref targets … */
+    lmc_js_node **ref_node;      /* … and their nodes (a recursive schema points back to one) */
+    int n_refs, cap_refs;
     lmc_js_node **all;           /* every node, for freeing */
     int n_all, cap_all;
     lmc_js_node any;             /* any JSON value */
@@ -43,6 +55,7 @@ static void node_free(lmc_js_node *n) {
     for (int i = 0; i < n->n_props; i++) free(n->names[i]);
     for (int i = 0; i < n->n_enum; i++) free(n->enum_text[i]);
     free(n->names); free(n->name_len); free(n->props); free(n->enum_text); free(n->enum_len);
+    free(n->alts);
     free(n);
 }
 
@@ -50,6 +63,8 @@ void lmc_jschema_free(lmc_jschema *s) {
     if (!s) return;
     for (int i = 0; i < s->n_all; i++) node_free(s->all[i]);
     free(s->all);
+    free(s->ref_json);
+    free(s->ref_node);
     free(s);
 }
 
@@ -76,13 +91,185 @@ static unsigned type_bit(const char *t) {
 }
 
 static lmc_status compile(lmc_jschema *s, const cJSON *j, int depth, const lmc_js_node **out);
+static lmc_status compile_into(lmc_jschema *s, const cJSON *j, int depth, lmc_js_node *n);
+
+/* 1 when a value of schema n may begin with byte c (its first byte decides the alternative). */
+static int may_start(const lmc_js_node *n, int c) {
+    if (n->n_alts) {
+        for (int i = 0; i < n->n_alts; i++)
+            if (may_start(n->alts[i], c)) return 1;
+        return 0;
+    }
+    if (n->n_enum) {
+        for (int i = 0; i < n->n_enum; i++)
+            if (n->enum_text[i][0] == c) return 1;
+        return 0;
+    }
+    switch (c) {
+    case '{': return (n->types & T_OBJ) != 0;
+    case '[': return (n->types & T_ARR) != 0;
+    case '"': return (n->types & T_STR) != 0;
+    case 't': case 'f': return (n->types & T_BOOL) != 0;
+    case 'n': return (n->types & T_NULL) != 0;
+    default: return (c == '-' || (c >= '0' && c <= '9')) && (n->types & (T_NUM | T_INT));
+    }
+}
+
+static const char first_bytes[] = "{[\"tfn-0123456789";
+
+/* anyOf / oneOf: alternatives told apart by their first byte (e.g. a string or null, an object or
+ * an array). Alternatives that can begin alike would need parallel states: refused by name. With
+ * disjoint first bytes at most one alternative can match, so oneOf is anyOf. */
+static lmc_status compile_alts(lmc_jschema *s, const cJSON *j, const cJSON *alts, int depth, lmc_js_node *n) {
+    static const char *const ok[] = {"anyOf", "oneOf", "title", "description", "default", "examples", "$schema", "$id",
+                                     "$defs", "definitions", "$comment", NULL};
+    const cJSON *k;
+    cJSON_ArrayForEach(k, j) {
+        int known = 0;
+        for (int i = 0; ok[i]; i++) known |= !strcmp(k->string, ok[i]);
+        if (!known) return lmc_fail(LMC_ERR_UNSUPPORTED, "'%.48s' beside anyOf/oneOf is not supported for guided decoding", k->string);
+    }
+    if (cJSON_HasObjectItem(j, "anyOf") && cJSON_HasObjectItem(j, "oneOf"))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "anyOf together with oneOf is not supported for guided decoding");
+    if (!cJSON_IsArray(alts) || cJSON_GetArraySize(alts) == 0) return lmc_fail(LMC_ERR_FORMAT, "'anyOf'/'oneOf' must be a non-empty list");
+    int na = cJSON_GetArraySize(alts);
+    if (na > 64) return lmc_fail(LMC_ERR_UNSUPPORTED, "at most 64 alternatives");
+    n->alts = calloc((size_t)na, sizeof *n->alts);
+    if (!n->alts) return lmc_fail(LMC_ERR_NOMEM, "schema");
+    const cJSON *a;
+    cJSON_ArrayForEach(a, alts) {
+        const lmc_js_node *c;
+        LMC_TRY(compile(s, a, depth + 1, &c));
+        n->alts[n->n_alts++] = c;
+    }
+    for (const char *p = first_bytes; *p; p++) {
+        int hits = 0;
+        for (int i = 0; i < n->n_alts; i++) hits += may_start(n->alts[i], *p) ? 1 : 0;
+        if (hits > 1)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "anyOf/oneOf alternatives that can both begin with '%c' are not supported "
+                                                 "for guided decoding (alternatives must differ in type)", *p);
+    }
+    n->types = 0;
+    return LMC_OK;
+}
+
+static lmc_status compile_lengths(const cJSON *j, lmc_js_node *n) {
+    const cJSON *mi = cJSON_GetObjectItemCaseSensitive(j, "minLength"), *ma = cJSON_GetObjectItemCaseSensitive(j, "maxLength");
+    if (mi && (!cJSON_IsNumber(mi) || mi->valuedouble < 0 || mi->valuedouble > 1e6 || mi->valuedouble != floor(mi->valuedouble)))
+        return lmc_fail(LMC_ERR_FORMAT, "bad minLength");
+    if (ma && (!cJSON_IsNumber(ma) || ma->valuedouble < 0 || ma->valuedouble > 1e6 || ma->valuedouble != floor(ma->valuedouble)))
+        return lmc_fail(LMC_ERR_FORMAT, "bad maxLength");
+    if (mi) n->min_len = (int)mi->valuedouble;
+    if (ma) n->max_len = (int)ma->valuedouble;
+    if (ma && n->max_len < n->min_len) return lmc_fail(LMC_ERR_FORMAT, "maxLength < minLength");
+    return LMC_OK;
+}
+
+/* minimum/maximum (and the exclusive forms, draft 6+ numbers) for integers: the digit automaton
+ * only lets a number grow while some extension of it stays in range. Not for "number". */
+static lmc_status compile_range(const cJSON *j, lmc_js_node *n) {
+    static const char *const keys[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    n->lo = -RANGE_LIMIT;
+    n->hi = RANGE_LIMIT;
+    for (int i = 0; i < 4; i++) {
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
+        if (!b) continue;
+        if (!cJSON_IsNumber(b)) return lmc_fail(LMC_ERR_UNSUPPORTED, "'%s' must be a number (draft 4 booleans are not supported)", keys[i]);
+        if ((n->types & T_NUM) || !(n->types & T_INT))
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "'%s' is supported for guided decoding only with \"type\": \"integer\"", keys[i]);
+        double v = b->valuedouble;
+        if (!(fabs(v) < (double)RANGE_LIMIT))
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "'%s' must lie within ±1e15 for guided decoding", keys[i]);
+        n->has_range = 1;
+        if (i < 2) {
+            int64_t lo = (int64_t)ceil(v);
+            if (i == 1 && (double)lo == v) lo++;
+            if (lo > n->lo) n->lo = lo;
+        } else {
+            int64_t hi = (int64_t)floor(v);
+            if (i == 3 && (double)hi == v) hi--;
+            if (hi < n->hi) n->hi = hi;
+        }
+    }
+    if (n->has_range && n->lo > n->hi) return lmc_fail(LMC_ERR_FORMAT, "no integer lies between minimum and maximum");
+    return LMC_OK;
+}
+
+/* "$ref": "#", "#/$defs/Name", "#/definitions/Name", any JSON pointer into the same document. */
+static lmc_status resolve_ref(const lmc_jschema *s, const char *ref, const cJSON **out) {
+    if (ref[0] != '#') return lmc_fail(LMC_ERR_UNSUPPORTED, "$ref '%.64s': only references within the schema (#/...) are supported", ref);
+    const cJSON *cur = s->doc;
+    const char *p = ref + 1;
+    if (*p && *p != '/') return lmc_fail(LMC_ERR_UNSUPPORTED, "$ref '%.64s': only JSON pointers (#/...) are supported", ref);
+    while (*p == '/') {
+        char tok[256];
+        size_t k = 0;
+        for (p++; *p && *p != '/'; p++) {
+            char c = *p;
+            if (c == '~') {
+                if (p[1] == '0') c = '~';
+                else if (p[1] == '1') c = '/';
+                else return lmc_fail(LMC_ERR_FORMAT, "$ref '%.64s': bad ~ escape", ref);
+                p++;
+            } else if (c == '%') return lmc_fail(LMC_ERR_UNSUPPORTED, "$ref '%.64s': percent-encoding is not supported", ref);
+            if (k + 1 >= sizeof tok) return lmc_fail(LMC_ERR_FORMAT, "$ref '%.64s': name too long", ref);
+            tok[k++] = c;
+        }
+        tok[k] = 0;
+        if (cJSON_IsObject(cur)) cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
+        else if (cJSON_IsArray(cur)) {
+            char *end;
+            long i = strtol(tok, &end, 10);
+            cur = *tok && !*end && i >= 0 ? cJSON_GetArrayItem(cur, (int)i) : NULL;
+        } else cur = NULL;
+        if (!cur) return lmc_fail(LMC_ERR_FORMAT, "$ref '%.64s' does not resolve within the schema", ref);
+    }
+    *out = cur;
+    return LMC_OK;
+}
+
+static lmc_status compile_ref(lmc_jschema *s, const cJSON *j, int depth, const lmc_js_node **out) {
+    static const char *const ok[] = {"$ref", "title", "description", "default", "examples", "$schema", "$id",
+                                     "$defs", "definitions", "$comment", NULL};
+    const cJSON *k;
+    cJSON_ArrayForEach(k, j) {
+        int known = 0;
+        for (int i = 0; ok[i]; i++) known |= !strcmp(k->string, ok[i]);
+        if (!known) return lmc_fail(LMC_ERR_UNSUPPORTED, "'%.48s' beside $ref is not supported for guided decoding", k->string);
+    }
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(j, "$ref");
+    if (!cJSON_IsString(ref)) return lmc_fail(LMC_ERR_FORMAT, "'$ref' must be a string");
+    const cJSON *target;
+    LMC_TRY(resolve_ref(s, ref->valuestring, &target));
+    for (int i = 0; i < s->n_refs; i++)
+        if (s->ref_json[i] == target) { *out = s->ref_node[i]; return LMC_OK; }
+    if (depth > LMC_JS_MAX_DEPTH) return lmc_fail(LMC_ERR_UNSUPPORTED, "the schema nests deeper than %d", LMC_JS_MAX_DEPTH);
+    if (cJSON_IsObject(target) && cJSON_HasObjectItem(target, "$ref")) return compile(s, target, depth + 1, out);
+    if (s->n_refs == s->cap_refs) {
+        int cap = s->cap_refs ? s->cap_refs * 2 : 8;
+        const cJSON **a = realloc(s->ref_json, (size_t)cap * sizeof *a);
+        if (a) s->ref_json = a;
+        lmc_js_node **b = realloc(s->ref_node, (size_t)cap * sizeof *b);
+        if (b) s->ref_node = b;
+        if (!a || !b) return lmc_fail(LMC_ERR_NOMEM, "schema");
+        s->cap_refs = cap;
+    }
+    lmc_js_node *n = new_node(s);
+    if (!n) return lmc_fail(LMC_ERR_NOMEM, "schema");
+    s->ref_json[s->n_refs] = target;
+    s->ref_node[s->n_refs++] = n; /* registered first: a reference inside it points back here */
+    *out = n;
+    return compile_into(s, target, depth + 1, n);
+}
 
 static lmc_status compile_into(lmc_jschema *s, const cJSON *j, int depth, lmc_js_node *n) {
     if (cJSON_IsTrue(j)) { *n = s->any; return LMC_OK; }
     if (!cJSON_IsObject(j)) return lmc_fail(LMC_ERR_FORMAT, "a schema must be an object or true");
     if (depth > LMC_JS_MAX_DEPTH) return lmc_fail(LMC_ERR_UNSUPPORTED, "the schema nests deeper than %d", LMC_JS_MAX_DEPTH);
     static const char *const known[] = {"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-                                        "enum", "const", "title", "description", "default", "examples", "$schema", "$id", NULL};
+                                        "enum", "const", "title", "description", "default", "examples", "$schema", "$id",
+                                        "$defs", "definitions", "$comment", "anyOf", "oneOf", "minLength", "maxLength",
+                                        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
     const cJSON *k;
     cJSON_ArrayForEach(k, j) {
         int ok = 0;
@@ -91,7 +278,12 @@ static lmc_status compile_into(lmc_jschema *s, const cJSON *j, int depth, lmc_js
     }
     n->min_items = 0;
     n->max_items = -1;
+    n->max_len = -1;
     n->items = &s->any;
+    const cJSON *alts = cJSON_GetObjectItemCaseSensitive(j, "anyOf");
+    if (!alts) alts = cJSON_GetObjectItemCaseSensitive(j, "oneOf");
+    if (alts) return compile_alts(s, j, alts, depth, n);
+    LMC_TRY(compile_lengths(j, n));
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
     if (!type) n->types = T_ALL;
     else if (cJSON_IsString(type)) n->types = type_bit(type->valuestring);
@@ -161,10 +353,11 @@ static lmc_status compile_into(lmc_jschema *s, const cJSON *j, int depth, lmc_js
             n->enum_len[n->n_enum++] = strlen(t);
         }
     }
-    return LMC_OK;
+    return compile_range(j, n);
 }
 
 static lmc_status compile(lmc_jschema *s, const cJSON *j, int depth, const lmc_js_node **out) {
+    if (cJSON_IsObject(j) && cJSON_HasObjectItem(j, "$ref")) return compile_ref(s, j, depth, out);
     lmc_js_node *n = new_node(s);
     if (!n) return lmc_fail(LMC_ERR_NOMEM, "schema");
     *out = n;
@@ -178,8 +371,11 @@ lmc_status lmc_jschema_compile(const cJSON *schema, lmc_jschema **out) {
     s->any.additional = &s->any;
     s->any.items = &s->any;
     s->any.max_items = -1;
+    s->any.max_len = -1;
+    s->doc = schema;
     const lmc_js_node *root;
     lmc_status st = compile(s, schema, 0, &root);
+    s->doc = NULL;
     if (st < 0) { lmc_jschema_free(s); return st; }
     s->root = (lmc_js_node *)root;
     *out = s;
@@ -200,6 +396,41 @@ void lmc_jsstate_copy(lmc_jsstate *dst, const lmc_jsstate *src) {
 
 static int num_complete(int sub) { return sub == N_ZERO || sub == N_INT || sub == N_FRAC || sub == N_EXP; }
 
+/* The number read so far may end here: complete, and within an integer range. */
+static int num_end_ok(const lmc_jsstate *st) {
+    if (!num_complete(st->sub)) return 0;
+    const lmc_js_node *n = st->value;
+    if (!n->has_range) return 1;
+    int64_t v = st->neg ? -st->ival : st->ival;
+    return v >= n->lo && v <= n->hi;
+}
+
+/* Some continuation of the integer read so far (more digits, or none) lies in range. */
+static int range_feasible(const lmc_jsstate *st) {
+    const lmc_js_node *n = st->value;
+    if (!n->has_range) return 1;
+    if (st->sub == N_MINUS) return n->lo <= 0;
+    if (st->sub == N_ZERO) return n->lo <= 0 && n->hi >= 0;
+    int64_t first = st->ival, span = 1; /* d more digits: magnitudes [first, first + span - 1] */
+    for (int d = 0; d < 19; d++) {
+        int64_t a = first, b = first + span - 1;
+        int64_t x = st->neg ? -b : a, y = st->neg ? -a : b;
+        if (x <= n->hi && y >= n->lo) return 1;
+        if (first > RANGE_LIMIT) break;
+        first *= 10;
+        span *= 10;
+    }
+    return 0;
+}
+
+/* One more digit of an integer with a range. */
+static int num_digit(lmc_jsstate *st, int c) {
+    if (!st->value->has_range) return 0;
+    if (st->ival > RANGE_LIMIT * 10) return -1;
+    st->ival = st->ival * 10 + (c - '0');
+    return range_feasible(st) ? 0 : -1;
+}
+
 /* An enum candidate fully matched at the current position. */
 static int enum_complete(const lmc_jsstate *st) {
     for (int i = 0; i < st->value->n_enum; i++)
@@ -210,7 +441,7 @@ static int enum_complete(const lmc_jsstate *st) {
 int lmc_jsstate_done(const lmc_jsstate *st) {
     if (st->mode == M_DONE) return 1;
     if (st->depth == 0 && st->mode == M_ENUM) return enum_complete(st);
-    if (st->depth == 0 && st->mode == M_NUM) return num_complete(st->sub);
+    if (st->depth == 0 && st->mode == M_NUM) return num_end_ok(st);
     return 0;
 }
 
@@ -231,6 +462,13 @@ static void value_done(lmc_jsstate *st) {
 
 static int start_value(lmc_jsstate *st, int c) {
     const lmc_js_node *n = st->value;
+    while (n->n_alts) { /* the one alternative that can begin with c */
+        const lmc_js_node *pick = NULL;
+        for (int i = 0; i < n->n_alts && !pick; i++)
+            if (may_start(n->alts[i], c)) pick = n->alts[i];
+        if (!pick) return -1;
+        st->value = n = pick;
+    }
     if (n->n_enum) {
         uint64_t cand = 0;
         for (int i = 0; i < n->n_enum; i++)
@@ -261,6 +499,7 @@ static int start_value(lmc_jsstate *st, int c) {
         if (!(n->types & T_STR)) return -1;
         st->mode = M_STRING;
         st->is_key = 0;
+        st->pos = 0; /* code points so far */
         return 0;
     case 't': case 'f': case 'n':
         if (!(n->types & (c == 'n' ? T_NULL : T_BOOL))) return -1;
@@ -273,7 +512,9 @@ static int start_value(lmc_jsstate *st, int c) {
         st->mode = M_NUM;
         st->integer = !(n->types & T_NUM);
         st->sub = c == '-' ? N_MINUS : c == '0' ? N_ZERO : N_INT;
-        return 0;
+        st->neg = c == '-';
+        st->ival = is_digit(c) ? c - '0' : 0;
+        return range_feasible(st) ? 0 : -1;
     }
 }
 
@@ -377,9 +618,18 @@ static int step(lmc_jsstate *st, int c) {
             return (keep & ~st->stack[st->depth - 1].used) || n->additional ? 0 : -1;
         }
     case M_STRING:
-        if (c == '"') { value_done(st); return 0; }
-        if (c == '\\') { st->mode = M_ESC; return 0; }
-        return (unsigned char)c < 0x20 ? -1 : 0;
+        if (c == '"') {
+            if (st->pos < st->value->min_len) return -1;
+            value_done(st);
+            return 0;
+        }
+        if ((unsigned char)c < 0x20) return -1;
+        if ((c & 0xC0) != 0x80) { /* a code point starts (an escape counts as one) */
+            if (st->value->max_len >= 0 && st->pos >= st->value->max_len) return -1;
+            st->pos++;
+        }
+        if (c == '\\') st->mode = M_ESC;
+        return 0;
     case M_ESC:
         if (c && strchr("\"\\/bfnrt", c)) { st->mode = st->is_key ? M_KEY : M_STRING; return 0; }
         if (c == 'u') { st->mode = M_HEX; st->sub = 0; return 0; }
@@ -406,12 +656,12 @@ static int step(lmc_jsstate *st, int c) {
     case M_NUM:
         switch (st->sub) {
         case N_MINUS:
-            if (c == '0') { st->sub = N_ZERO; return 0; }
-            if (c >= '1' && c <= '9') { st->sub = N_INT; return 0; }
+            if (c == '0') { st->sub = N_ZERO; return range_feasible(st) ? 0 : -1; }
+            if (c >= '1' && c <= '9') { st->sub = N_INT; return num_digit(st, c); }
             return -1;
         case N_ZERO:
         case N_INT:
-            if (st->sub == N_INT && is_digit(c)) return 0;
+            if (st->sub == N_INT && is_digit(c)) return num_digit(st, c);
             if (!st->integer && c == '.') { st->sub = N_DOT; return 0; }
             if (!st->integer && (c == 'e' || c == 'E')) { st->sub = N_E; return 0; }
             break;
@@ -432,7 +682,7 @@ static int step(lmc_jsstate *st, int c) {
             if (is_digit(c)) return 0;
             break;
         }
-        if (!num_complete(st->sub)) return -1;
+        if (!num_end_ok(st)) return -1;
         value_done(st);
         if (st->mode == M_DONE) return -1;
         return after_value(st, c);
@@ -446,7 +696,7 @@ int lmc_jsstate_feed(lmc_jsstate *st, const char *p, size_t n) {
         int c = (unsigned char)p[i];
         /* Whitespace ends a number or an enum literal that can end here. */
         if (is_ws(c) && st->mode == M_NUM) {
-            if (!num_complete(st->sub)) return -1;
+            if (!num_end_ok(st)) return -1;
             value_done(st);
         } else if (is_ws(c) && st->mode == M_ENUM) {
             int cont = 0;

@@ -2,12 +2,17 @@
  * byte-level recognizer that accepts exactly the JSON texts (prefix by prefix)
  * the schema allows, for response_format json_schema.
  *
- * Supported keywords: type (a name or a list), properties, required,
- * additionalProperties (false, true or a schema; absent with properties means
- * false, as OpenAI's strict mode), items, minItems, maxItems, enum, const, and
- * the annotations title/description/default/examples/$schema/$id. Anything else
- * ($ref, anyOf, pattern, format, minimum, …) is refused at compile time with a
- * message naming it — never silently ignored. Objects have at most 64 properties.
+ * Supported keywords: type (a name or a list, e.g. ["string","null"]), properties,
+ * required, additionalProperties (false, true or a schema; absent with properties
+ * means false, as OpenAI's strict mode), items, minItems, maxItems, enum, const,
+ * minLength/maxLength (code points; a \u escape counts as one), minimum/maximum and
+ * exclusiveMinimum/exclusiveMaximum for "integer" only (|bound| < 1e15), anyOf/oneOf
+ * whose alternatives differ in their first byte (e.g. a string or null; not two
+ * objects), $ref to a JSON pointer within the document ($defs/definitions;
+ * recursion allowed), and the annotations title/description/default/examples/
+ * $schema/$id/$comment. Anything else (pattern, format, allOf, not, minimum on
+ * "number", …) is refused at compile time with a message naming it — never
+ * silently ignored. Objects have at most 64 properties.
  * A compiled schema is owned by its lmc_jschema; states are plain values (copy
  * them to try a candidate token).
  */
@@ -38,8 +43,9 @@ typedef struct lmc_jsstate {
     uint8_t mode, sub, ws, depth;
     const lmc_js_node *value;  /* schema of the value being read (strings, numbers, literals) */
     uint64_t cand;             /* key / enum candidates still matching */
-    int32_t pos;               /* bytes matched in a key / enum literal */
-    uint8_t lit, is_key, integer;
+    int32_t pos;               /* bytes matched in a key / enum literal; code points of a string value */
+    uint8_t lit, is_key, integer, neg;
+    int64_t ival;              /* magnitude of an integer being read (only with a range) */
     lmc_js_frame stack[LMC_JS_MAX_DEPTH];
 } lmc_jsstate;
 

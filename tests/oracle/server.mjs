@@ -207,6 +207,35 @@ async function main() {
   }
   check("json_schema: 5 replies (greedy and sampled) conform to the schema", schemaOk === 5, String(schemaOk));
 
+  // ---- the wider subset: $ref/$defs, anyOf (nullable), integer ranges, string lengths ----
+  const schema2 = { $defs: { son: { type: "object", properties: { name: { type: "string", minLength: 2, maxLength: 12 },
+                                                                   age: { type: "integer", minimum: 10, maximum: 120 } },
+                                    required: ["name", "age"] } },
+                    type: "object", properties: { eldest: { $ref: "#/$defs/son" }, twin: { anyOf: [{ $ref: "#/$defs/son" }, { type: "null" }] },
+                                                  count: { type: "integer", exclusiveMinimum: 0, maximum: 12 }, note: { type: ["string", "null"], maxLength: 5 } },
+                    required: ["eldest", "twin", "count", "note"] };
+  const sonOk = (x) => x && typeof x === "object" && Object.keys(x).length === 2 && typeof x.name === "string" &&
+                       [...x.name].length >= 2 && [...x.name].length <= 12 && Number.isInteger(x.age) && x.age >= 10 && x.age <= 120;
+  const conforms2 = (t) => {
+    let v; try { v = JSON.parse(t); } catch { return false; }
+    return v && Object.keys(v).length === 4 && sonOk(v.eldest) && (v.twin === null || sonOk(v.twin)) && Number.isInteger(v.count) &&
+           v.count >= 1 && v.count <= 12 && (v.note === null || (typeof v.note === "string" && [...v.note].length <= 5));
+  };
+  let schema2Ok = 0;
+  for (const [temperature, seed] of [[0, 0], [1, 5], [1, 6], [1.5, 7]]) {
+    const r = await openai.chat.completions.create({ model: MODEL, messages: ask("Describe the sons of Jacob."), max_tokens: 160, temperature, seed,
+                                                     response_format: { type: "json_schema", json_schema: { name: "sons", schema: schema2 } } });
+    if (r.choices[0].finish_reason === "stop" && conforms2(r.choices[0].message.content)) schema2Ok++;
+    else console.log("  json_schema ($ref/anyOf/ranges):", JSON.stringify(r.choices[0]));
+  }
+  check("json_schema with $ref, anyOf, integer ranges, lengths: 4 replies conform", schema2Ok === 4, String(schema2Ok));
+  const amb = await fetch(`${A.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, messages: ask("x"), response_format: { type: "json_schema", json_schema: { name: "x",
+      schema: { anyOf: [{ type: "object", properties: { a: { type: "string" } } }, { type: "object", properties: { b: { type: "string" } } }] } } } }) });
+  const ambBody = await amb.json().catch(() => null);
+  check("json_schema: anyOf of two objects is refused with 400 naming anyOf", amb.status === 400 && /anyOf/.test(ambBody?.error?.message ?? ""),
+        `${amb.status} ${JSON.stringify(ambBody)}`);
+
   // ---- tools: a named or required function is decoded as its JSON arguments ----
   const verseTool = { type: "function", function: { name: "get_verse", description: "Look up a verse",
                       parameters: { type: "object", properties: { book: { type: "string" }, chapter: { type: "integer" } } } } };

@@ -165,13 +165,101 @@ static void test_jschema(void) {
     CHECK(js("{\"type\":\"object\",\"properties\":{},\"additionalProperties\":{\"type\":\"number\"}}", "{\"k\": true", &done) == -1);
     CHECK(js("{\"const\":{\"a\":1}}", "{\"a\":1}", &done) == 0 && done);
     /* Unsupported keywords are refused, naming them. */
-    cJSON *j = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"a\":{\"anyOf\":[]}}}");
+    static const struct { const char *schema, *word; } refused[] = {
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"^a\"}}}", "pattern"},
+        {"{\"allOf\":[{\"type\":\"string\"}]}", "allOf"},
+        {"{\"type\":\"number\",\"minimum\":0}", "minimum"},                                      /* not for number */
+        {"{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":{}}]}", "'{'"}, /* alternatives alike */
+        {"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "anyOf"},
+        {"{\"anyOf\":[{\"type\":\"string\"}],\"type\":\"string\"}", "'type' beside"},
+        {"{\"$ref\":\"other.json#/x\"}", "$ref"},
+        {"{\"$ref\":\"#/$defs/a\",\"minLength\":2}", "minLength"},
+    };
     lmc_jschema *sc = NULL;
-    CHECK(lmc_jschema_compile(j, &sc) == LMC_ERR_UNSUPPORTED && strstr(lmc_last_error(), "anyOf"));
-    cJSON_Delete(j);
+    cJSON *j;
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        j = cJSON_Parse(refused[i].schema);
+        CHECK_MSG(j && lmc_jschema_compile(j, &sc) == LMC_ERR_UNSUPPORTED && strstr(lmc_last_error(), refused[i].word),
+                  "refused %zu: %s", i, lmc_last_error());
+        cJSON_Delete(j);
+    }
+    static const char *const malformed[] = {"{\"anyOf\":[]}", "{\"$ref\":\"#/$defs/none\"}", "{\"$ref\":3}",
+                                            "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}",
+                                            "{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "{\"type\":\"string\",\"maxLength\":-1}"};
+    for (size_t i = 0; i < sizeof malformed / sizeof *malformed; i++) {
+        j = cJSON_Parse(malformed[i]);
+        CHECK_MSG(j && lmc_jschema_compile(j, &sc) == LMC_ERR_FORMAT, "malformed %zu: %s", i, malformed[i]);
+        cJSON_Delete(j);
+    }
     j = cJSON_Parse("{\"type\":\"object\",\"required\":[\"b\"],\"properties\":{\"a\":{}}}");
     CHECK(lmc_jschema_compile(j, &sc) < 0);
     cJSON_Delete(j);
+}
+
+
+/* Keywords beyond the first subset: nullable type lists, anyOf/oneOf told apart by the first
+ * byte, integer ranges enforced digit by digit, string lengths, $ref/$defs (also recursive). */
+static void test_jschema_more(void) {
+    static const struct { const char *schema, *text; int ok, done; } cases[] = {
+        {"{\"type\":[\"string\",\"null\"]}", "null", 1, 1},
+        {"{\"type\":[\"string\",\"null\"]}", "\"x\"", 1, 1},
+        {"{\"type\":[\"string\",\"null\"]}", "1", 0, 0},
+        {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"null\"}]}", "null", 1, 1},
+        {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"null\"}]}", "\"ab\"", 1, 1},
+        {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"null\"}]}", "\"abc", 0, 0},
+        {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"null\"}]}", "true", 0, 0},
+        {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+         "{\"type\":\"array\",\"items\":{\"type\":\"boolean\"}},{\"enum\":[\"x\",7]}]}", "{\"a\":3}", 1, 1},
+        {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+         "{\"type\":\"array\",\"items\":{\"type\":\"boolean\"}},{\"enum\":[\"x\",7]}]}", "[true,false]", 1, 1},
+        {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+         "{\"type\":\"array\",\"items\":{\"type\":\"boolean\"}},{\"enum\":[\"x\",7]}]}", "7", 1, 1},
+        {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+         "{\"type\":\"array\",\"items\":{\"type\":\"boolean\"}},{\"enum\":[\"x\",7]}]}", "[1", 0, 0},
+        {"{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+         "{\"type\":\"array\",\"items\":{\"type\":\"boolean\"}},{\"enum\":[\"x\",7]}]}", "8", 0, 0},
+        /* integer ranges: a digit is allowed only while some continuation stays in range */
+        {"{\"type\":\"integer\",\"minimum\":10,\"maximum\":250}", "1", 1, 0},   /* 1 alone is too small, 1x fits */
+        {"{\"type\":\"integer\",\"minimum\":10,\"maximum\":250}", "17", 1, 1},
+        {"{\"type\":\"integer\",\"minimum\":10,\"maximum\":250}", "250", 1, 1},
+        {"{\"type\":\"integer\",\"minimum\":10,\"maximum\":250}", "251", 0, 0},
+        {"{\"type\":\"integer\",\"minimum\":10,\"maximum\":250}", "26", 1, 1},
+        {"{\"type\":\"integer\",\"minimum\":10,\"maximum\":250}", "260", 0, 0}, /* no third digit after 26 */
+        {"{\"type\":\"integer\",\"minimum\":10,\"maximum\":250}", "0", 0, 0},
+        {"{\"type\":\"integer\",\"minimum\":10,\"maximum\":250}", "-", 0, 0},
+        {"{\"type\":\"integer\",\"minimum\":10,\"maximum\":250}", "1000", 0, 0},
+        {"{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":3}", "-5", 1, 1},
+        {"{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":3}", "-6", 0, 0},
+        {"{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":3}", "-0", 1, 1},
+        {"{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":3}", "2", 1, 1},
+        {"{\"type\":\"integer\",\"minimum\":-5,\"exclusiveMaximum\":3}", "3", 0, 0},
+        {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9}}}", "{\"n\":0}", 0, 0},
+        {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9}}}", "{\"n\":9 }", 1, 1},
+        {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9}}}", "{\"n\":10", 0, 0},
+        /* string lengths in code points; an escape is one */
+        {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"a\"", 0, 0},
+        {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\xc3\xa9\xe2\x82\xac\\n\"", 1, 1},
+        {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\\u00e9bc\"", 1, 1},
+        {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"abcd", 0, 0},
+        /* $ref / $defs, recursion */
+        {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+         "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},"
+         "\"$ref\":\"#/$defs/node\"}", "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}", 1, 1},
+        {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+         "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},"
+         "\"$ref\":\"#/$defs/node\"}", "{\"v\":1,\"next\":{\"v\":2}", 0, 0},
+        {"{\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/p~1q\"},\"definitions\":{\"p/q\":{\"enum\":[\"a\",\"b\"]}}}",
+         "[\"a\",\"b\"]", 1, 1},
+        {"{\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/p~1q\"},\"definitions\":{\"p/q\":{\"enum\":[\"a\",\"b\"]}}}",
+         "[\"c\"", 0, 0},
+        {"{\"type\":\"object\",\"properties\":{\"t\":{\"type\":\"array\",\"items\":{\"$ref\":\"#\"}}},\"required\":[\"t\"]}",
+         "{\"t\":[{\"t\":[]}]}", 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int done;
+        int rc = js(cases[i].schema, cases[i].text, &done);
+        CHECK_MSG((rc == 0) == cases[i].ok && done == cases[i].done && rc > -2, "case %zu '%s': rc %d done %d", i, cases[i].text, rc, done);
+    }
 }
 
 static void check_call(const cJSON *calls, int i, const char *name, const char *args) {
@@ -475,6 +563,7 @@ int main(void) {
     RUN(test_jsonfsm);
     RUN(test_tools_parse);
     RUN(test_jschema);
+    RUN(test_jschema_more);
     lmc_backend_params bp = {.name = "cpu", .n_threads = 1};
     if (lmc_backend_init(&be, &bp) < 0 || lmc_model_load(LMC_DEMO_DIR, be, &model) < 0 ||
         lmc_tokenizer_load(LMC_DEMO_DIR, &tok) < 0) {
