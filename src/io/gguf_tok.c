@@ -22,17 +22,30 @@
 #define RE_LLAMA3 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
+/* llama.cpp's "default": four splits one after the other; "smollm": digits, then GPT-2's */
+static const char *const k_default_seq[] = {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]", NULL};
+static const char *const k_smollm_seq[] = {"\\p{N}", RE_GPT2, NULL};
+
 typedef struct pre_def {
     const char *name;
     const char *regex; /* NULL: GPT-2's regex, i.e. the ByteLevel pre-tokenizer with use_regex */
+    const char *const *seq; /* several splits in turn (when regex is NULL) */
     int ignore_merges; /* llama.cpp ignores merges for whole-word vocabulary hits (Llama 3) */
     int nfc;           /* HF's tokenizer.json normalizes to NFC first (Qwen 2) */
     int add_bos;       /* llama.cpp's default when tokenizer.ggml.add_bos_token is absent */
 } pre_def;
 
+/* llama.cpp's names for each pre-tokenizer type (llama-vocab.cpp); "default" first. */
 static const pre_def k_pre[] = {
-    {"llama-bpe", RE_LLAMA3, 1, 0, 1}, {"llama3", RE_LLAMA3, 1, 0, 1}, {"llama-v3", RE_LLAMA3, 1, 0, 1},
-    {"qwen2", RE_QWEN2, 0, 1, 0},      {"gpt-2", NULL, 0, 0, 0},       {"default", NULL, 0, 0, 0},
+    {"default", NULL, k_default_seq, 0, 0, 0}, {"smollm", NULL, k_smollm_seq, 0, 0, 0},
+    {"llama-bpe", RE_LLAMA3, NULL, 1, 0, 1}, {"llama3", RE_LLAMA3, NULL, 1, 0, 1}, {"llama-v3", RE_LLAMA3, NULL, 1, 0, 1},
+    {"falcon3", RE_LLAMA3, NULL, 1, 0, 1}, {"falcon-h1", RE_LLAMA3, NULL, 1, 0, 1}, {"pixtral", RE_LLAMA3, NULL, 1, 0, 1},
+    {"midm-2.0", RE_LLAMA3, NULL, 1, 0, 1}, {"lfm2", RE_LLAMA3, NULL, 1, 0, 1}, {"jina-v5-nano", RE_LLAMA3, NULL, 1, 0, 1},
+    {"qwen2", RE_QWEN2, NULL, 0, 1, 0}, {"deepseek-r1-qwen", RE_QWEN2, NULL, 0, 1, 0}, {"kormo", RE_QWEN2, NULL, 0, 1, 0},
+    {"megrez", RE_QWEN2, NULL, 0, 1, 0},
+    {"gpt-2", NULL, NULL, 0, 0, 0}, {"phi-2", NULL, NULL, 0, 0, 0}, {"gigachat", NULL, NULL, 0, 0, 0}, {"a.x-4.0", NULL, NULL, 0, 0, 0},
+    {"mellum", NULL, NULL, 0, 0, 0}, {"exaone4", NULL, NULL, 0, 0, 0},
 };
 
 /* ---- a token table with a string -> id hash ------------------------------------------------ */
@@ -385,13 +398,17 @@ static cJSON *build_json(const lmc_gguf *g, const tokv *v, int spm, const pre_de
     } else {
         if (pre->nfc) cJSON_AddItemToObject(root, "normalizer", obj_type("NFC"));
         else cJSON_AddNullToObject(root, "normalizer");
-        if (pre->regex) {
-            cJSON *seq = obj_type("Sequence"), *ps = cJSON_CreateArray(), *split = obj_type("Split"), *pat = cJSON_CreateObject();
-            cJSON_AddStringToObject(pat, "Regex", pre->regex);
-            cJSON_AddItemToObject(split, "pattern", pat);
-            cJSON_AddStringToObject(split, "behavior", "Isolated");
-            cJSON_AddBoolToObject(split, "invert", 0);
-            cJSON_AddItemToArray(ps, split);
+        if (pre->regex || pre->seq) {
+            cJSON *seq = obj_type("Sequence"), *ps = cJSON_CreateArray();
+            const char *one[] = {pre->regex, NULL};
+            for (const char *const *re = pre->regex ? one : pre->seq; *re; re++) {
+                cJSON *split = obj_type("Split"), *pat = cJSON_CreateObject();
+                cJSON_AddStringToObject(pat, "Regex", *re);
+                cJSON_AddItemToObject(split, "pattern", pat);
+                cJSON_AddStringToObject(split, "behavior", "Isolated");
+                cJSON_AddBoolToObject(split, "invert", 0);
+                cJSON_AddItemToArray(ps, split);
+            }
             cJSON_AddItemToArray(ps, byte_level(0, 0));
             cJSON_AddItemToObject(seq, "pretokenizers", ps);
             cJSON_AddItemToObject(root, "pre_tokenizer", seq);
@@ -447,7 +464,7 @@ lmc_status lmc_gguf_tokenizer_json(const lmc_gguf *g, char **json, size_t *len, 
         return lmc_fail(LMC_ERR_UNSUPPORTED, "the GGUF file has no tokenizer (tokenizer.ggml.model \"%s\"): give token ids", model);
     else
         return lmc_fail(LMC_ERR_UNSUPPORTED, "tokenizer.ggml.model \"%.40s\" is not supported (gpt2, llama are)", model);
-    const pre_def *pre = &k_pre[5]; /* "default" */
+    const pre_def *pre = &k_pre[0]; /* "default" */
     if (!spm && lmc_gguf_find_key(g, "tokenizer.ggml.pre") >= 0) {
         const char *name;
         LMC_TRY(lmc_gguf_get_str(g, "tokenizer.ggml.pre", &name, NULL));
@@ -455,7 +472,7 @@ lmc_status lmc_gguf_tokenizer_json(const lmc_gguf *g, char **json, size_t *len, 
         for (size_t i = 0; i < sizeof k_pre / sizeof k_pre[0]; i++)
             if (strcmp(name, k_pre[i].name) == 0) pre = &k_pre[i];
         if (!pre)
-            return lmc_fail(LMC_ERR_UNSUPPORTED, "tokenizer.ggml.pre \"%.60s\" is not supported (llama-bpe, qwen2, gpt-2, default are)", name);
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "tokenizer.ggml.pre \"%.60s\" is not supported (the llama-bpe, qwen2 and gpt-2 families and default are)", name);
     }
     tokv v;
     lmc_status st = read_vocab(g, &v);

@@ -300,6 +300,15 @@ static void test_pre_names(void) {
     m.pre = "gpt-2";
     CHECK_MSG(mini_tok(&m, &t) == LMC_OK, "%s", lmc_last_error());
     if (t) CHECK_EQ_STR(enc(t, "1234<|bos|>", 0), "5 3 7");
+    if (t) CHECK_EQ_STR(enc(t, "4123", 0), "3 5"); /* one GPT-2 piece */
+    lmc_tokenizer_free(t);
+    m.pre = "default"; /* llama.cpp's default: ..., then runs of three digits: "412" "3" */
+    CHECK_MSG(mini_tok(&m, &t) == LMC_OK, "%s", lmc_last_error());
+    if (t) CHECK_EQ_STR(enc(t, "4123", 0), "3 4 2");
+    lmc_tokenizer_free(t);
+    m.pre = NULL; /* absent: default */
+    CHECK_MSG(mini_tok(&m, &t) == LMC_OK, "%s", lmc_last_error());
+    if (t) CHECK_EQ_STR(enc(t, "4123", 0), "3 4 2");
     lmc_tokenizer_free(t);
     m.pre = "deepseek-coder";
     CHECK(mini_tok(&m, &t) == LMC_ERR_UNSUPPORTED && strstr(lmc_last_error(), "deepseek-coder"));
