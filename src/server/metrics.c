@@ -50,6 +50,12 @@ char *metrics_body(lmc_server *s) {
                 "# TYPE lmc_scheduler_busy_seconds_total counter\nlmc_scheduler_busy_seconds_total %.6f\n",
                 (unsigned long long)st.finished, (unsigned long long)st.cancelled, (unsigned long long)st.failed,
                 (unsigned long long)st.steps, st.busy_s);
+    sbuf_printf(&b,
+                "# HELP lmc_lm_head_rows_total Batch rows run through the LM head (logits).\n"
+                "# TYPE lmc_lm_head_rows_total counter\nlmc_lm_head_rows_total %llu\n"
+                "# HELP lmc_hidden_only_rows_total Batch rows that needed hidden states only (embeddings, no LM head).\n"
+                "# TYPE lmc_hidden_only_rows_total counter\nlmc_hidden_only_rows_total %llu\n",
+                (unsigned long long)st.lm_head_rows, (unsigned long long)st.hidden_only_rows);
     double kv_cap = (double)st.n_ctx * st.n_slots;
     sbuf_printf(&b,
                 "# HELP lmc_generation_tokens_per_second Generated tokens per busy second over the last 16 steps.\n"

@@ -491,46 +491,15 @@ static void admit_waiting_locked(lmc_sched *s) {
     }
 }
 
-/* One step: build a batch from running slots, run it, sample. Returns 0 when idle. */
-static int step(lmc_sched *s) {
-    double t0 = now_s();
-    for (int i = 0; i < s->p.n_seq; i++)
-        if (s->slots[i].req && atomic_load(&s->slots[i].req->cancelled)) retire(s, i, LMC_FINISH_CANCELLED);
-    int n = 0, n_rows = 0, budget = s->cap_batch;
-    /* Decode: one token per sequence that is generating. */
-    for (int i = 0; i < s->p.n_seq && n < budget; i++) {
-        slot *sl = &s->slots[i];
-        if (!sl->req || !sl->has_next) continue;
-        s->b_tok[n] = sl->next_tok;
-        s->b_pos[n] = sl->n_tokens;
-        s->b_seq[n] = i;
-        s->b_want[n] = 1;
-        s->row_slot[n_rows++] = i;
-        n++;
-    }
-    /* Prefill: chunks of the prompts still being read, in slot order, within the budget. */
-    for (int i = 0; i < s->p.n_seq && n < budget; i++) {
-        slot *sl = &s->slots[i];
-        lmc_srv_req *r = sl->req;
-        if (!r || sl->has_next || sl->n_tokens >= r->n_prompt) continue;
-        int k = r->n_prompt - sl->n_tokens;
-        if (k > budget - n) k = budget - n;
-        for (int j = 0; j < k; j++) {
-            s->b_tok[n] = r->prompt[sl->n_tokens + j];
-            s->b_pos[n] = sl->n_tokens + j;
-            s->b_seq[n] = i;
-            s->b_want[n] = r->pooling == LMC_POOL_MEAN;
-            if (s->b_want[n]) s->row_slot[n_rows++] = i;
-            n++;
-        }
-        if (sl->n_tokens + k == r->n_prompt && !s->b_want[n - 1]) {
-            s->b_want[n - 1] = 1;
-            s->row_slot[n_rows++] = i;
-        }
-    }
-    if (n == 0) return 0;
+/* Run the batch in the step scratch (n tokens, n_rows wanted rows) and consume its rows:
+ * sample for generating requests, pool for embeddings. hidden_only: every wanted row is an
+ * embedding's, so the LM head is skipped (the context's no_logits, set for this decode only).
+ * Returns the tokens generated, or -1 when the decode failed (its requests are failed). */
+static int run_batch(lmc_sched *s, int n, int n_rows, int hidden_only) {
     lmc_batch b = {.n_tokens = n, .token = s->b_tok, .pos = s->b_pos, .seq = s->b_seq, .want_logits = s->b_want};
+    s->ctx->params.no_logits = hidden_only; /* the context reads it per decode; want_hidden is always on */
     lmc_status st = lmc_context_decode(s->ctx, &b);
+    s->ctx->params.no_logits = 0;
     if (st < 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "decode failed: %s", lmc_last_error());
@@ -538,7 +507,7 @@ static int step(lmc_sched *s) {
             int i = s->b_seq[k];
             if (s->slots[i].req) fail_slot(s, i, msg);
         }
-        return 1;
+        return -1;
     }
     /* The batch's tokens are cached now. */
     for (int k = 0; k < n; k++) {
@@ -552,11 +521,68 @@ static int step(lmc_sched *s) {
         int i = s->row_slot[row];
         if (!s->slots[i].req) continue;
         if (s->slots[i].req->pooling != LMC_POOL_NONE) { embed_row(s, i, row); continue; }
+        LMC_ASSERT(!hidden_only);
         const float *logits = lmc_context_logits(s->ctx, row);
         int32_t t = sample(s, s->slots[i].req, logits);
         n_gen++;
         on_token(s, i, t, logits, now);
     }
+    pthread_mutex_lock(&s->mu);
+    if (hidden_only) s->st.hidden_only_rows += (uint64_t)n_rows;
+    else s->st.lm_head_rows += (uint64_t)n_rows;
+    pthread_mutex_unlock(&s->mu);
+    return n_gen;
+}
+
+/* One step: a batch of the generating sequences (decode tokens and prompt chunks, logits
+ * wanted), then, within the same token budget, a batch of embedding inputs that needs only
+ * hidden states (no LM head). Returns 0 when idle. */
+static int step(lmc_sched *s) {
+    double t0 = now_s();
+    for (int i = 0; i < s->p.n_seq; i++)
+        if (s->slots[i].req && atomic_load(&s->slots[i].req->cancelled)) retire(s, i, LMC_FINISH_CANCELLED);
+    int budget = s->cap_batch, ran = 0, n_gen = 0;
+    for (int embed = 0; embed < 2 && budget > 0; embed++) {
+        int n = 0, n_rows = 0;
+        /* Decode: one token per sequence that is generating. */
+        for (int i = 0; !embed && i < s->p.n_seq && n < budget; i++) {
+            slot *sl = &s->slots[i];
+            if (!sl->req || !sl->has_next) continue;
+            s->b_tok[n] = sl->next_tok;
+            s->b_pos[n] = sl->n_tokens;
+            s->b_seq[n] = i;
+            s->b_want[n] = 1;
+            s->row_slot[n_rows++] = i;
+            n++;
+        }
+        /* Prefill: chunks of the prompts still being read, in slot order, within the budget. */
+        for (int i = 0; i < s->p.n_seq && n < budget; i++) {
+            slot *sl = &s->slots[i];
+            lmc_srv_req *r = sl->req;
+            if (!r || sl->has_next || sl->n_tokens >= r->n_prompt || (r->pooling != LMC_POOL_NONE) != embed) continue;
+            int k = r->n_prompt - sl->n_tokens;
+            if (k > budget - n) k = budget - n;
+            for (int j = 0; j < k; j++) {
+                s->b_tok[n] = r->prompt[sl->n_tokens + j];
+                s->b_pos[n] = sl->n_tokens + j;
+                s->b_seq[n] = i;
+                s->b_want[n] = r->pooling == LMC_POOL_MEAN;
+                if (s->b_want[n]) s->row_slot[n_rows++] = i;
+                n++;
+            }
+            if (sl->n_tokens + k == r->n_prompt && !s->b_want[n - 1]) {
+                s->b_want[n - 1] = 1;
+                s->row_slot[n_rows++] = i;
+            }
+        }
+        if (n == 0) continue;
+        ran = 1;
+        budget -= n;
+        int g = run_batch(s, n, n_rows, embed);
+        if (g < 0) return 1;
+        n_gen += g;
+    }
+    if (!ran) return 0;
     double t1 = now_s();
     pthread_mutex_lock(&s->mu);
     s->st.steps++;

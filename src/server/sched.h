@@ -34,6 +34,8 @@ typedef struct lmc_sched_stats {
     int64_t kv_tokens_cached;    /* all cached positions (idle slots keep theirs for prefix reuse) */
     uint64_t prompt_tokens, prompt_tokens_reused, generated_tokens;
     uint64_t finished, cancelled, failed, steps;
+    uint64_t lm_head_rows;       /* wanted rows run through the LM head (logits) */
+    uint64_t hidden_only_rows;   /* wanted rows that needed hidden states only (embeddings: no LM head) */
     double busy_s;               /* wall time spent in steps */
     double recent_tok_s;         /* generated tokens per second over the last busy seconds */
 } lmc_sched_stats;

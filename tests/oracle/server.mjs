@@ -343,7 +343,12 @@ async function main() {
 
   // ---- embeddings ----
   const texts = ["In the beginning God created the heaven and the earth.", "And God said, Let there be light.", "Jesus wept."];
+  const mEmb0 = await metrics(A.url);
   const emb = await openai.embeddings.create({ model: MODEL, input: texts });   // the SDK asks for base64 and decodes it
+  const mEmb1 = await metrics(A.url);
+  check("embeddings: no LM head rows (hidden states only)", mEmb1.lmc_lm_head_rows_total === mEmb0.lmc_lm_head_rows_total &&
+        mEmb1.lmc_hidden_only_rows_total - mEmb0.lmc_hidden_only_rows_total >= texts.length,
+        `${mEmb0.lmc_lm_head_rows_total}->${mEmb1.lmc_lm_head_rows_total}, ${mEmb0.lmc_hidden_only_rows_total}->${mEmb1.lmc_hidden_only_rows_total}`);
   const norm = (v) => Math.sqrt(v.reduce((a, x) => a + x * x, 0));
   check("embeddings: one L2-normalized vector of hidden_size per input", emb.data.length === 3 &&
         emb.data.every((d, i) => d.index === i && d.embedding.length === 256 && Math.abs(norm(d.embedding) - 1) < 1e-5), JSON.stringify(emb.usage));

@@ -494,7 +494,8 @@ static void test_sched_cancel_and_limits(void) {
 }
 
 /* Embeddings: the scheduler (chunked prefill, sharing steps with a generation) pools the same
- * vector (mean, or the last token's) as one direct forward over the whole input. */
+ * vector (mean, or the last token's) as one direct forward over the whole input, without
+ * running the LM head for the embedding's rows. */
 static void sched_embedding(lmc_pooling pooling) {
     const char *text = "In the beginning God created the heaven and the earth.";
     int32_t *ids;
@@ -547,6 +548,12 @@ static void sched_embedding(lmc_pooling pooling) {
     CHECK_MSG(worst < 1e-5, "max |Δ| %g", worst);
     CHECK_NEAR(n2, 1.0, 1e-5);
     CHECK_EQ_INT(g->n_gen, 30); /* the generation beside it was not disturbed */
+    /* Only the generation's rows went through the LM head (its prompt's last row, then one per
+     * fed token); the embedding's rows produced hidden states only. */
+    lmc_sched_stats st;
+    lmc_sched_get_stats(s, &st);
+    CHECK_EQ_INT((int)st.lm_head_rows, 30);
+    CHECK_EQ_INT((int)st.hidden_only_rows, pooling == LMC_POOL_MEAN ? n : 1);
     lmc_sched_free(s);
     lmc_srv_req_unref(g);
     lmc_srv_req_unref(r);
