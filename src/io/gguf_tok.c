@@ -320,7 +320,7 @@ static lmc_status spm_merges(const tokv *v, cJSON *out) {
     spm_merge *m = malloc(cap * sizeof *m);
     if (!m) return lmc_fail(LMC_ERR_NOMEM, "tokenizer: out of memory");
     for (int64_t id = 0; id < v->n; id++) {
-        if (v->type[id] != LMC_GGUF_TOKEN_NORMAL) continue;
+        if (!piece_ok(v, id)) continue; /* user-defined pieces too: Gemma's whitespace runs are both */
         const char *s = v->tok[id];
         for (size_t k = 1; k < v->len[id]; k++) {
             if (((uint8_t)s[k] & 0xC0) == 0x80) continue;
@@ -651,7 +651,7 @@ static lmc_status write_ggml(wctx *c, lmc_gguf_writer *w, int write_ids) {
     }
     if (spm) { /* score of a piece = -(rank of the first merge producing it) */
         if (!(c->scores = malloc((size_t)n * sizeof *c->scores))) return lmc_fail(LMC_ERR_NOMEM, "tokenizer: out of memory");
-        for (int64_t id = 0; id < n; id++) c->scores[id] = v->type[id] == LMC_GGUF_TOKEN_NORMAL ? -(float)(nm + (size_t)id) : 0.0f;
+        for (int64_t id = 0; id < n; id++) c->scores[id] = piece_ok(v, id) ? -(float)(nm + (size_t)id) : 0.0f;
         for (size_t i = 0; i < c->n_merges; i++) {
             char *s = c->merges[i], *sp = strchr(s + (s[0] != 0), ' ');
             if (!sp) return lmc_fail(LMC_ERR_FORMAT, "tokenizer.json: merge \"%.40s\" has no space", s);
@@ -662,7 +662,7 @@ static lmc_status write_ggml(wctx *c, lmc_gguf_writer *w, int write_ids) {
             memcpy(cat + na, sp + 1, nb + 1);
             int64_t id = tokv_find(v, cat, na + nb);
             free(cat);
-            if (id >= 0 && v->type[id] == LMC_GGUF_TOKEN_NORMAL && c->scores[id] < -(float)i) c->scores[id] = -(float)i;
+            if (piece_ok(v, id) && c->scores[id] < -(float)i) c->scores[id] = -(float)i;
         }
     }
 
@@ -672,6 +672,19 @@ static lmc_status write_ggml(wctx *c, lmc_gguf_writer *w, int write_ids) {
     if (spm) LMC_TRY(lmc_gguf_writer_add_arr(w, "tokenizer.ggml.scores", LMC_GGUF_F32, c->scores, (uint64_t)n));
     LMC_TRY(lmc_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", LMC_GGUF_I32, v->type, (uint64_t)n));
     if (!spm) LMC_TRY(lmc_gguf_writer_add_str_arr(w, "tokenizer.ggml.merges", (const char *const *)c->merges, c->n_merges));
+    if (spm) { /* the ▁ that HF prepends (Prepend normalizer or Metaspace prepend_scheme) */
+        int prefix = 0;
+        const cJSON *norm = cJSON_GetObjectItemCaseSensitive(c->j, "normalizer"), *pre = cJSON_GetObjectItemCaseSensitive(c->j, "pre_tokenizer");
+        const cJSON *ns = cJSON_GetObjectItemCaseSensitive(norm, "normalizers");
+        if (cJSON_IsArray(ns)) {
+            cJSON_ArrayForEach(e, ns) prefix |= cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "prepend"));
+        } else {
+            prefix |= cJSON_IsString(cJSON_GetObjectItemCaseSensitive(norm, "prepend"));
+        }
+        const cJSON *scheme = cJSON_GetObjectItemCaseSensitive(pre, "prepend_scheme");
+        if (cJSON_IsString(scheme) && strcmp(scheme->valuestring, "never") != 0) prefix = 1;
+        LMC_TRY(lmc_gguf_writer_add_bool(w, "tokenizer.ggml.add_space_prefix", prefix));
+    }
     if (spm && unk) {
         int64_t id = tokv_find(v, unk, strlen(unk));
         if (id >= 0) LMC_TRY(lmc_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)id));
@@ -688,8 +701,13 @@ static lmc_status write_ggml(wctx *c, lmc_gguf_writer *w, int write_ids) {
     /* add_bos/add_eos: tokenizer_config.json, else what the post-processor template does */
     const cJSON *ab = cJSON_GetObjectItemCaseSensitive(c->cfg, "add_bos_token"), *ae = cJSON_GetObjectItemCaseSensitive(c->cfg, "add_eos_token");
     int add_bos = 0, add_eos = 0;
-    const cJSON *post = cJSON_GetObjectItemCaseSensitive(c->j, "post_processor");
-    const cJSON *single = cJSON_GetObjectItemCaseSensitive(post, "single");
+    const cJSON *post = cJSON_GetObjectItemCaseSensitive(c->j, "post_processor"), *single = NULL;
+    const cJSON *procs = cJSON_GetObjectItemCaseSensitive(post, "processors"); /* a Sequence: its template */
+    if (cJSON_IsArray(procs)) {
+        cJSON_ArrayForEach(e, procs) if (cJSON_GetObjectItemCaseSensitive(e, "single")) single = cJSON_GetObjectItemCaseSensitive(e, "single");
+    } else {
+        single = cJSON_GetObjectItemCaseSensitive(post, "single");
+    }
     if (cJSON_IsArray(single) && cJSON_GetArraySize(single) > 0) {
         add_bos = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(single, 0), "SpecialToken") != NULL;
         add_eos = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(single, cJSON_GetArraySize(single) - 1), "SpecialToken") != NULL;

@@ -202,6 +202,8 @@ done:
 static void test_llama3(void) { roundtrip("llama3", "gpt2", "llama-bpe", 0); }
 static void test_qwen3(void) { roundtrip("qwen3", "gpt2", "qwen2", 0); }
 static void test_llama2(void) { roundtrip("llama2", "llama", "default", 1); }
+static void test_llama3_1(void) { roundtrip("llama3_1", "gpt2", "llama-bpe", 1); } /* BOS in a post-processor Sequence */
+static void test_gemma3(void) { roundtrip("gemma3", "llama", "default", 1); }       /* SPM without the ▁ prefix */
 
 /* ---- hand-built vocabularies ---- */
 
@@ -427,6 +429,8 @@ int main(void) {
     RUN(test_llama3);
     RUN(test_qwen3);
     RUN(test_llama2);
+    RUN(test_llama3_1);
+    RUN(test_gemma3);
     RUN(test_convert);
     return TEST_END();
 }
