@@ -363,6 +363,27 @@ static void test_errors(void) {
     CHECK(lmc_gguf_tokenizer_json(g, &j, &len, &c) == LMC_ERR_FORMAT && strstr(lmc_last_error(), "2 entries for 3 tokens"));
     CHECK(j == NULL && c == NULL);
     lmc_gguf_close(g);
+    /* a token listed twice (real files have them): the first id keeps the text; no config wanted */
+    static const char *const dup[] = {"a", "b", "ab", "a"};
+    static const int32_t dup_type[] = {1, 1, 1, 1};
+    snprintf(path, sizeof path, "/tmp/lmc_test_gguf_tok_dup_%d.gguf", (int)getpid());
+    CHECK(lmc_gguf_writer_init(&w) == LMC_OK);
+    lmc_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2");
+    lmc_gguf_writer_add_str(w, "tokenizer.ggml.pre", "gpt-2");
+    lmc_gguf_writer_add_str_arr(w, "tokenizer.ggml.tokens", dup, 4);
+    lmc_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", LMC_GGUF_I32, dup_type, 4);
+    lmc_gguf_writer_add_str_arr(w, "tokenizer.ggml.merges", merges, 1);
+    CHECK(lmc_gguf_writer_write(w, path) == LMC_OK);
+    lmc_gguf_writer_free(w);
+    CHECK(lmc_gguf_open(path, &g) == LMC_OK);
+    unlink(path);
+    CHECK(lmc_gguf_tokenizer_json(g, &j, &len, NULL) == LMC_OK);
+    lmc_tokenizer *dt = NULL;
+    CHECK(j && lmc_tokenizer_load_json(j, len, NULL, 0, &dt) == LMC_OK);
+    if (dt) CHECK_EQ_STR(enc(dt, "aab", 0), "0 2");
+    lmc_tokenizer_free(dt);
+    free(j);
+    lmc_gguf_close(g);
     /* the HF -> ggml direction refuses what it cannot name */
     CHECK(lmc_gguf_writer_init(&w) == LMC_OK);
     CHECK(lmc_gguf_tok_write_ggml(w, "{", 1, NULL, 0, 0) == LMC_ERR_FORMAT);
