@@ -430,7 +430,9 @@ static cJSON *build_json(const lmc_gguf *g, const tokv *v, int spm, const pre_de
     cJSON_AddItemToObject(model, "vocab", vocab);
     cJSON_AddItemToObject(model, "merges", merges);
     cJSON_AddItemToObject(root, "model", model);
-    *st = spm ? spm_merges(v, merges) : gpt2_merges(g, v, merges);
+    /* SPM: merges from the scores, unless the file also lists HF's merges (convert_hf_to_gguf.py's
+     * tokenizer.json path writes them with flat -1000 scores, which would rank nothing) */
+    *st = spm && lmc_gguf_find_key(g, "tokenizer.ggml.merges") < 0 ? spm_merges(v, merges) : gpt2_merges(g, v, merges);
     return root;
 }
 

@@ -13,7 +13,8 @@
  *
  * Models: "gpt2" (byte-level BPE; pre "llama-bpe", "qwen2", "gpt-2", "default") and
  * "llama" (SentencePiece BPE with byte fallback: merge ranks come from the scores, as
- * llama.cpp's SPM tokenizer ranks pairs by the score of the merged piece).
+ * llama.cpp's SPM tokenizer ranks pairs by the score of the merged piece; a
+ * tokenizer.ggml.merges list, when the file has one, is used as it stands).
  */
 #ifndef LMC_IO_GGUF_TOK_H
 #define LMC_IO_GGUF_TOK_H

@@ -283,6 +283,14 @@ static void test_spm_scores(void) {
     CHECK_EQ_STR(enc(t, "abc", 0), "10 9");
     CHECK_EQ_STR(enc(t, "ab", 0), "10 6");
     lmc_tokenizer_free(t);
+    score[8] = -5; /* scores say ab first, but a merges list, when present, rules */
+    static const char *const merges[] = {"b c", "\xe2\x96\x81 a", "a b"};
+    m.n_merges = 3;
+    m.merges = merges;
+    CHECK_MSG(mini_tok(&m, &t) == LMC_OK, "%s", lmc_last_error());
+    if (!t) return;
+    CHECK_EQ_STR(enc(t, "abc", 0), "10 9");
+    lmc_tokenizer_free(t);
 }
 
 /* gpt2: the pre name picks the split regex (Llama 3 splits digits by 3, Qwen 2 by 1). */
