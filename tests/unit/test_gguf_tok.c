@@ -507,6 +507,13 @@ static void test_fuzz(void) {
 }
 
 int main(void) {
+#ifdef LMC_DEMO_DIR /* the Makefile's absolute models/demo: run from the repository root wherever started */
+    char root[1024];
+    snprintf(root, sizeof root, "%s", LMC_DEMO_DIR);
+    char *cut = strstr(root, "/models/demo");
+    if (cut) *cut = 0;
+    if (cut && chdir(root) != 0) perror(root);
+#endif
     RUN(test_spm_scores);
     RUN(test_pre_names);
     RUN(test_errors);
