@@ -3,6 +3,7 @@
  * fixed-size value with a frame per open container, so trying a token is a copy
  * of the live frames plus a feed. */
 #include "jschema.h"
+#include "jsonfsm.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -604,6 +605,7 @@ static int step(lmc_jsstate *st, int c) {
         return 0;
     case M_AFTER: return after_value(st, c);
     case M_KEY:
+        if (lmc_jfsm_utf8(&st->u8, c) < 0) return -1;
         if (c == '"') return close_key(st);
         if (c == '\\') { st->cand = 0; st->mode = M_ESC; return st->stack[st->depth - 1].node->additional ? 0 : -1; }
         if ((unsigned char)c < 0x20) return -1;
@@ -618,6 +620,7 @@ static int step(lmc_jsstate *st, int c) {
             return (keep & ~st->stack[st->depth - 1].used) || n->additional ? 0 : -1;
         }
     case M_STRING:
+        if (lmc_jfsm_utf8(&st->u8, c) < 0) return -1; /* also: no '"' inside a character */
         if (c == '"') {
             if (st->pos < st->value->min_len) return -1;
             value_done(st);

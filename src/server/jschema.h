@@ -45,6 +45,7 @@ typedef struct lmc_jsstate {
     uint64_t cand;             /* key / enum candidates still matching */
     int32_t pos;               /* bytes matched in a key / enum literal; code points of a string value */
     uint8_t lit, is_key, integer, neg;
+    uint8_t u8;                /* continuation bytes still due in a string's UTF-8 character */
     int64_t ival;              /* magnitude of an integer being read (only with a range) */
     lmc_js_frame stack[LMC_JS_MAX_DEPTH];
 } lmc_jsstate;

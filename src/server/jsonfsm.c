@@ -32,6 +32,20 @@ void lmc_jfsm_init(lmc_jfsm *j, int object_only) {
 
 int lmc_jfsm_done(const lmc_jfsm *j) { return j->mode == M_DONE; }
 
+int lmc_jfsm_utf8(uint8_t *pending, int c) {
+    if (*pending) {
+        if ((c & 0xC0) != 0x80) return -1;
+        (*pending)--;
+        return 0;
+    }
+    if (c < 0x80) return 0;
+    if (c >= 0xC2 && c <= 0xDF) *pending = 1;
+    else if (c >= 0xE0 && c <= 0xEF) *pending = 2;
+    else if (c >= 0xF0 && c <= 0xF4) *pending = 3;
+    else return -1;
+    return 0;
+}
+
 static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static int is_digit(int c) { return c >= '0' && c <= '9'; }
 
@@ -110,6 +124,8 @@ static int step(lmc_jfsm *j, int c) {
     case M_AFTER: return after_value(j, c);
     case M_STRING:
         j->ws = 0;
+        if (lmc_jfsm_utf8(&j->u8, c) < 0) return -1;
+        if (c >= 0x80) return 0;
         if (c == '"') {
             if (j->in_key) j->mode = M_COLON;
             else value_done(j);

@@ -14,6 +14,7 @@
 
 #include "gen/context.h"
 #include "stop.h"
+#include "toktext.h"
 
 typedef struct slot {
     lmc_srv_req *req;     /* running request, or NULL (idle: cached tokens kept for reuse) */
@@ -44,9 +45,7 @@ struct lmc_sched {
     int *row_slot;                    /* [n_seq] slot of each wanted row */
     int cap_batch;
     float *work;                      /* [n_vocab] adjusted logits */
-    char *tb;                         /* token texts for constrained decoding, built on first use */
-    int64_t *tb_off;                  /* [2 * (n_vocab + 1)]: offsets into tb, first texts then in-context texts */
-    int *tb_len;                      /* [2 * n_vocab]: lengths, same order; -1 = never allowed (specials, empty) */
+    lmc_toktext *tt;                  /* token texts for constrained decoding, built on first use */
     double win_t[16];                 /* recent steps: time, tokens */
     int win_n[16], win_i;
 };
@@ -144,127 +143,9 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
     return i;
 }
 
-/* Constrained decoding must see exactly the text the streaming detokenizer emits. That text
- * depends on context: SentencePiece decoders (Metaspace, Replace+Strip) drop the leading space
- * of the first token only, WordPiece joins "##" pieces, and a <0xHH> byte-fallback token is one
- * raw byte of a run. So each token gets two texts, both derived by decoding: "first" (the token
- * alone, as the first generated token) and "mid" (decode(ref, v) minus decode(ref), where ref is
- * an ASCII token that decodes the same alone and in context). A byte-fallback token maps to its
- * raw byte in both. Specials and empty texts get length -1 (never allowed). */
-static int byte_token_value(const lmc_tokenizer *tok, int32_t v) {
-    const char *t = lmc_tokenizer_id_to_token(tok, v);
-    if (!t || strlen(t) != 6 || memcmp(t, "<0x", 3) != 0 || t[5] != '>') return -1;
-    unsigned b = 0;
-    for (int k = 3; k < 5; k++) {
-        char c = t[k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return -1;
-        b = b * 16 + (unsigned)d;
-    }
-    return (int)b;
-}
-
-/* An ASCII alphanumeric token whose text is the same alone, twice in a row and after itself. */
-static int32_t find_ref_token(const lmc_tokenizer *tok, int V) {
-    for (int32_t v = 0; v < V; v++) {
-        if (lmc_tokenizer_is_special(tok, v) || byte_token_value(tok, v) >= 0) continue;
-        char *a = NULL, *b = NULL;
-        size_t al = 0, bl = 0;
-        int32_t two[2] = {v, v};
-        int ok = lmc_tokenizer_decode(tok, &v, 1, 0, &a, &al) >= 0 && al >= 1 && al <= 4;
-        for (size_t k = 0; ok && k < al; k++)
-            ok = (a[k] >= 'a' && a[k] <= 'z') || (a[k] >= 'A' && a[k] <= 'Z') || (a[k] >= '0' && a[k] <= '9');
-        ok = ok && lmc_tokenizer_decode(tok, two, 2, 0, &b, &bl) >= 0 && bl == 2 * al &&
-             !memcmp(b, a, al) && !memcmp(b + al, a, al);
-        free(a);
-        free(b);
-        if (ok) return v;
-    }
-    return -1;
-}
-
-typedef struct tb_builder { char *tb; size_t used, cap; } tb_builder;
-
-static int tb_put(tb_builder *b, const char *p, size_t n) {
-    if (b->used + n > b->cap) {
-        size_t nc = (b->used + n) * 2;
-        char *t = realloc(b->tb, nc);
-        if (!t) return -1;
-        b->tb = t;
-        b->cap = nc;
-    }
-    memcpy(b->tb + b->used, p, n);
-    b->used += n;
-    return 0;
-}
-
-static lmc_status build_token_bytes(lmc_sched *s) {
-    if (s->tb_len) return LMC_OK;
-    if (!s->p.tok) return lmc_fail(LMC_ERR_UNSUPPORTED, "constrained decoding needs a tokenizer");
-    const lmc_tokenizer *tok = s->p.tok;
-    int V = s->n_vocab;
-    int64_t *off = malloc((size_t)(2 * V + 2) * sizeof *off);
-    int *len = malloc((size_t)(2 * V) * sizeof *len);
-    tb_builder b = {malloc((size_t)V * 8 + 64), 0, (size_t)V * 8 + 64};
-    int32_t ref = find_ref_token(tok, V);
-    char *rt = NULL;
-    size_t rl = 0;
-    lmc_status st = LMC_OK;
-    if (!off || !len || !b.tb) st = lmc_fail(LMC_ERR_NOMEM, "token table");
-    if (st >= 0 && ref >= 0) st = lmc_tokenizer_decode(tok, &ref, 1, 0, &rt, &rl);
-    for (int v = 0; st >= 0 && v < V; v++) {
-        int64_t *mo = off + V + 1;
-        int *ml = len + V;
-        off[v] = mo[v] = (int64_t)b.used;
-        len[v] = ml[v] = -1;
-        if (lmc_tokenizer_is_special(tok, v)) continue;
-        int byte = byte_token_value(tok, v);
-        char *t = NULL;
-        size_t n = 0;
-        if (lmc_tokenizer_decode(tok, &v, 1, 0, &t, &n) < 0) { free(t); lmc_clear_error(); continue; }
-        if (byte >= 0 && (n == 1 ? (unsigned char)t[0] == byte : byte >= 0x80)) { /* ByteFallback decodes it */
-            char c = (char)byte;
-            if (tb_put(&b, &c, 1) < 0) { free(t); st = lmc_fail(LMC_ERR_NOMEM, "token table"); break; }
-            len[v] = ml[v] = 1;
-            free(t);
-            continue;
-        }
-        if (n && tb_put(&b, t, n) < 0) { free(t); st = lmc_fail(LMC_ERR_NOMEM, "token table"); break; }
-        len[v] = n > 0 ? (int)n : -1;
-        /* in context: after ref */
-        char *c = NULL;
-        size_t cn = 0;
-        int32_t two[2] = {ref, v};
-        if (ref >= 0 && lmc_tokenizer_decode(tok, two, 2, 0, &c, &cn) >= 0 && cn >= rl && !memcmp(c, rt, rl)) {
-            size_t m = cn - rl;
-            if (m == n && !memcmp(c + rl, t, n)) ml[v] = len[v]; /* same as alone: share the bytes */
-            else {
-                mo[v] = (int64_t)b.used;
-                if (m && tb_put(&b, c + rl, m) < 0) { free(c); free(t); st = lmc_fail(LMC_ERR_NOMEM, "token table"); break; }
-                ml[v] = m > 0 ? (int)m : -1;
-            }
-        } else {
-            lmc_clear_error();
-            ml[v] = len[v]; /* no reference token: the text alone */
-        }
-        free(c);
-        free(t);
-    }
-    free(rt);
-    if (st < 0) { free(off); free(len); free(b.tb); return st; }
-    off[V] = off[2 * V + 1] = (int64_t)b.used;
-    s->tb = b.tb;
-    s->tb_off = off;
-    s->tb_len = len;
-    return LMC_OK;
-}
-
 /* Token v's text for the JSON automaton of r: alone before anything was fed, in context after. */
 static inline const char *tok_text(const lmc_sched *s, const lmc_srv_req *r, int v, int *n) {
-    int k = r->json_fed ? s->n_vocab + v : v;
-    int64_t o = r->json_fed ? s->tb_off[s->n_vocab + 1 + v] : s->tb_off[v];
-    *n = s->tb_len[k];
-    return s->tb + o;
+    return lmc_toktext_get(s->tt, v, r->json_fed == 0, n);
 }
 
 /* Put r into a free slot. The slot sharing the longest prefix wins when r mostly extends what it
@@ -317,7 +198,8 @@ static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
         if (!r->counts) st = lmc_fail(LMC_ERR_NOMEM, "penalty counts");
     }
     if (st >= 0 && r->json_mode) {
-        st = build_token_bytes(s);
+        st = s->tt ? LMC_OK : s->p.tok ? lmc_toktext_build(s->p.tok, s->n_vocab, &s->tt)
+                                       : lmc_fail(LMC_ERR_UNSUPPORTED, "constrained decoding needs a tokenizer");
         lmc_jfsm_init(&r->js, 1);
         if (r->schema) lmc_jsstate_init(&r->jss, r->schema);
     }
@@ -745,9 +627,7 @@ void lmc_sched_free(lmc_sched *s) {
     free(s->b_want);
     free(s->row_slot);
     free(s->work);
-    free(s->tb);
-    free(s->tb_off);
-    free(s->tb_len);
+    lmc_toktext_free(s->tt);
     lmc_context_free(s->ctx);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);

@@ -66,6 +66,13 @@ static void test_jsonfsm(void) {
         {"{\"a\": 1", 1, 1, 0},
         {"{\"a\": 1,", 1, 1, 0},
         {"{\"caf\xc3\xa9\": \"\"}", 1, 1, 1},
+        {"\"\xe2\x82\xac \xf0\x9f\x98\x80\"", 0, 1, 1},  /* well-formed UTF-8 in strings */
+        {"\"\xe2\x82", 0, 1, 0},                           /* a character under way */
+        {"\"\xe2\x82\"", 0, 0, 0},                          /* … cut short by the quote */
+        {"\"\xe2z", 0, 0, 0},
+        {"\"\x82", 0, 0, 0},                                /* a stray continuation byte */
+        {"\"\xc0\xaf", 0, 0, 0},                            /* C0/C1 and F5..FF never lead */
+        {"\"\xf5\x80\x80\x80", 0, 0, 0},
         {"[]", 0, 1, 1},
         {"[1,2]", 0, 1, 1},
         {"[1,2]", 1, 0, 0},           /* json_object: the top level is an object */
@@ -237,6 +244,11 @@ static void test_jschema_more(void) {
         {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9}}}", "{\"n\":9 }", 1, 1},
         {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"exclusiveMinimum\":0,\"maximum\":9}}}", "{\"n\":10", 0, 0},
         /* string lengths in code points; an escape is one */
+        {"{\"type\":\"string\",\"maxLength\":1}", "\"\xf0\x9f\x98\x80\"", 1, 1},   /* one code point, four bytes */
+        {"{\"type\":\"string\",\"maxLength\":1}", "\"\xf0\x9f\"", 0, 0},           /* unfinished character */
+        {"{\"type\":\"string\"}", "\"\x9f\x98", 0, 0},                                 /* stray continuation bytes */
+        {"{\"type\":\"object\"}", "{\"\xe2\x82\xac\":1}", 1, 1},                       /* a free key in UTF-8 */
+        {"{\"type\":\"object\"}", "{\"\xe2\x82\":1}", 0, 0},
         {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"a\"", 0, 0},
         {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\xc3\xa9\xe2\x82\xac\\n\"", 1, 1},
         {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\\u00e9bc\"", 1, 1},

