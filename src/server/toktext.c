@@ -39,16 +39,11 @@ static int has_replacement(const char *s, size_t n) {
  * Latin-1 bytes are themselves, the other 68 bytes are U+0100.. in order). 0 when some
  * character is outside the map. out holds at most cap bytes. */
 static int bytelevel_bytes(const char *s, char *out, size_t cap, size_t *n_out) {
-    static int16_t rev[324];
-    static int init;
-    if (!init) { /* idempotent: concurrent first calls write the same values */
-        int k = 0;
-        for (int b = 0; b < 256; b++) {
-            int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-            if (printable) rev[b] = (int16_t)b;
-            else { rev[b] = -1; rev[256 + k++] = (int16_t)b; }
-        }
-        init = 1;
+    int16_t rev[324]; /* character → byte (built per call: only tokens that decode to U+FFFD get here) */
+    for (int b = 0, k = 0; b < 256; b++) {
+        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+        if (printable) rev[b] = (int16_t)b;
+        else { rev[b] = -1; rev[256 + k++] = (int16_t)b; }
     }
     size_t n = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
