@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gen/plan.h"
@@ -195,6 +196,9 @@ int cli_load_tokenizer(const char *dir, lmc_tokenizer **tok, int required) {
     char path[4200];
     *tok = NULL;
     if (lmc_path_is_gguf(dir)) return load_gguf_tokenizer(dir, tok, required);
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) /* a tokenizer.json file itself */
+        return lmc_tokenizer_load(dir, tok) < 0 ? cli_error("tokenizer") : 0;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     FILE *f = fopen(path, "rb");
     if (!f) {

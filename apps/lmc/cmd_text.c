@@ -104,7 +104,8 @@ int cmd_tokenize(int argc, char **argv) {
     lmc_model_path mp;
     if (lmc_hfpath_resolve(model, &mp) < 0) return cli_error(NULL);
     lmc_tokenizer *tok;
-    if (lmc_tokenizer_load(mp.path, &tok) < 0) return cli_error("tokenizer");
+    int trc = cli_load_tokenizer(mp.path, &tok, 1); /* a directory, tokenizer.json or .gguf */
+    if (trc) return trc;
     int rc = 0;
     if (text) {
         rc = print_ids(tok, text, strlen(text), special);

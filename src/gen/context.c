@@ -34,18 +34,22 @@ void lmc_context_free(lmc_context *ctx) {
     free(ctx);
 }
 
+/* Room for n wanted rows: logits unless this decode skips the LM head, hidden states when kept. */
 static lmc_status reserve_rows(lmc_context *ctx, int n) {
-    if (n <= ctx->cap_logits) return LMC_OK;
     const lmc_config *c = &ctx->model->cfg;
-    float *l = realloc(ctx->logits, (size_t)n * c->vocab_size * sizeof(float));
-    if (!l) return lmc_fail(LMC_ERR_NOMEM, "logits for %d rows", n);
-    ctx->logits = l;
-    if (ctx->params.want_hidden) {
+    const int hidden_only = ctx->params.no_logits && ctx->params.want_hidden;
+    if (!hidden_only && n > ctx->cap_logits) {
+        float *l = realloc(ctx->logits, (size_t)n * c->vocab_size * sizeof(float));
+        if (!l) return lmc_fail(LMC_ERR_NOMEM, "logits for %d rows", n);
+        ctx->logits = l;
+        ctx->cap_logits = n;
+    }
+    if (ctx->params.want_hidden && n > ctx->cap_hidden) {
         float *h = realloc(ctx->hidden, (size_t)n * c->hidden_size * sizeof(float));
         if (!h) return lmc_fail(LMC_ERR_NOMEM, "hidden states for %d rows", n);
         ctx->hidden = h;
+        ctx->cap_hidden = n;
     }
-    ctx->cap_logits = n;
     return LMC_OK;
 }
 

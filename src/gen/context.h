@@ -30,7 +30,7 @@ typedef struct lmc_context {
     lmc_forward_state fs;
     float *logits;             /* [n_logits, V] of the last decode */
     float *hidden;             /* [n_logits, D] when want_hidden */
-    int n_logits, cap_logits;
+    int n_logits, cap_logits, cap_hidden;
 } lmc_context;
 
 lmc_status lmc_context_init(lmc_context **out, lmc_model *m, const lmc_context_params *p);

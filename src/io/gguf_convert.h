@@ -14,7 +14,8 @@
  * llama.cpp's size rule; gemma3 layer_types as a bool array
  * {arch}.attention.sliding_window_pattern; gemma3's local rope base as
  * {arch}.rope.freq_base_swa. tokenizer.json and the chat template (when the
- * directory has them) go in tokenizer.huggingface.json / tokenizer.chat_template.
+ * directory has them) go in tokenizer.huggingface.json / tokenizer.chat_template,
+ * and the vocabulary also as llama.cpp's tokenizer.ggml.* keys (io/gguf_tok.h).
  * Configs this cannot represent (yarn mscale, dynamic rope, multimodal
  * wrappers, qwen sliding windows, ...) are refused naming the field.
  *
