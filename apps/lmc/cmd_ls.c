@@ -51,7 +51,14 @@ static void list_one(const char *repo_id, const char *revision, const char *dir,
     const char *dtype = cfg.torch_dtype[0] ? cfg.torch_dtype : "?";
     if (lmc_weights_open(dir, &st) == 0) {
         long long n = 0;
-        for (int i = 0; i < lmc_weights_count(st); i++) n += lmc_weight_nelem(lmc_weights_at(st, i));
+        for (int i = 0; i < lmc_weights_count(st); i++) {
+            const lmc_weight *w = lmc_weights_at(st, i);
+            size_t len = strlen(w->name);
+            if (cfg.quant_bits && len > 7 && (!strcmp(w->name + len - 7, ".scales") || !strcmp(w->name + len - 7, ".biases")))
+                continue; /* MLX side data, not parameters */
+            long long e = lmc_weight_nelem(w);
+            n += w->dtype == LMC_DTYPE_U32 && cfg.quant_bits ? e * 32 / cfg.quant_bits : e; /* packed codes */
+        }
         size_t b = lmc_weights_total_bytes(st);
         human((double)b, bytes, sizeof bytes);
         if (n >= 1000000000LL) snprintf(params, sizeof params, "%.2fB", n / 1e9);
@@ -59,7 +66,19 @@ static void list_one(const char *repo_id, const char *revision, const char *dir,
         unsigned long long avail = lmc_mem_available();
         if (avail) snprintf(fits, sizeof fits, "%s", b < avail ? "yes" : "no");
         if (lmc_weights_count(st) > 0 && !cfg.torch_dtype[0]) dtype = lmc_dtype_name(lmc_weights_at(st, 0)->dtype);
+        if (!strcmp(lmc_weights_format(st), "gguf")) {
+            /* the type most of the bytes are stored in */
+            size_t best = 0, by[LMC_DTYPE_END] = {0};
+            for (int i = 0; i < lmc_weights_count(st); i++) by[lmc_weights_at(st, i)->dtype] += lmc_weights_at(st, i)->nbytes;
+            for (int t = 0; t < LMC_DTYPE_END; t++)
+                if (by[t] > best) { best = by[t]; dtype = lmc_dtype_name((lmc_dtype)t); }
+        }
         lmc_weights_close(st);
+    }
+    char qname[24];
+    if (cfg.quant_bits) {
+        snprintf(qname, sizeof qname, "mlx%d/g%d", cfg.quant_bits, cfg.quant_group);
+        dtype = qname;
     }
     printf("%-44s %-16s %-11s %9s %10s %-9s %s\n", name, cfg.model_type, tier, params, bytes, dtype, fits);
     lmc_config_free(&cfg);
@@ -78,6 +97,7 @@ int cmd_ls(int argc, char **argv) {
         snprintf(cfgp, sizeof cfgp, "%s/config.json", argv[i]);
         FILE *f = fopen(cfgp, "r");
         if (f) { fclose(f); list_one(NULL, NULL, argv[i], NULL); continue; }
+        if (lmc_path_is_gguf(argv[i])) { list_one(NULL, NULL, argv[i], NULL); continue; }
         /* a folder of model folders */
         DIR *d = opendir(argv[i]);
         if (!d) { fprintf(stderr, "lmc: cannot open %s\n", argv[i]); continue; }

@@ -28,6 +28,7 @@ grep -qi "cohere" "$T/err" && ok || bad "convert refusal does not name the model
 a=$("$LMC" run models/demo "In the beginning" -n 24 2>/dev/null)
 b=$("$LMC" run "$T/demo.gguf" "In the beginning" -n 24 2>/dev/null)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "demo text differs through GGUF: '$a' vs '$b'"
+"$LMC" ls "$T/demo.gguf" 2>/dev/null | grep -qE "llama +generic +7\.3M .* BF16" && ok || bad "lmc ls on a GGUF file: $("$LMC" ls "$T/demo.gguf" 2>&1 | tail -1)"
 ta=$("$LMC" tokenize -m models/demo "And God said, Let there be light")
 tb=$("$LMC" tokenize -m "$T/demo.gguf" "And God said, Let there be light")
 [ -n "$ta" ] && [ "$ta" = "$tb" ] && ok || bad "lmc tokenize differs through GGUF: '$ta' vs '$tb'"

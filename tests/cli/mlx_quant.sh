@@ -31,6 +31,7 @@ grep -q "already quantized" "$T/err" && ok || bad "re-quantize message: $(cat "$
 # the 4-bit demo model
 rm -rf "$T/demo4"
 "$LMC" quantize models/demo "$T/demo4" --bits 4 2>/dev/null && ok || bad "demo quantize"
+"$LMC" ls "$T/demo4" 2>/dev/null | grep -qE "llama +generic +7\.3M .* mlx4/g64" && ok || bad "lmc ls on the 4-bit demo: $("$LMC" ls "$T/demo4" 2>&1 | tail -1)"
 out=$("$LMC" run "$T/demo4" "In the beginning" -n 80 2>/dev/null)
 words=$(printf '%s' "$out" | tr -c "A-Za-z'\n" ' ' | tr ' ' '\n' | sed "s/'s\$//; s/'//g" | grep -v '^$')
 n=$(printf '%s\n' "$words" | grep -c .)
