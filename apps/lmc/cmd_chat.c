@@ -37,11 +37,21 @@ typedef struct reply {
     lmc_detok *detok;
     char *text;
     size_t len, cap;
+    int32_t *ids;      /* generated ids (kept for the next turn's cached prefix) */
+    int n_ids, cap_ids;
 } reply;
 
 static int on_token(int32_t tok, const float *logits, int n_vocab, void *ud) {
     reply *r = ud;
     (void)logits; (void)n_vocab;
+    if (r->n_ids == r->cap_ids) {
+        int cap = r->cap_ids ? 2 * r->cap_ids : 256;
+        int32_t *p = realloc(r->ids, (size_t)cap * sizeof *p);
+        if (!p) return 1;
+        r->ids = p;
+        r->cap_ids = cap;
+    }
+    r->ids[r->n_ids++] = tok;
     char *piece = NULL;
     size_t len = 0;
     if (lmc_detok_push(r->detok, tok, &piece, &len) < 0) return 1;
@@ -105,6 +115,8 @@ int cmd_chat(int argc, char **argv) {
     lmc_context *ctx = NULL;
     cJSON *msgs = NULL;
     char *line = NULL;
+    int32_t *cached = NULL; /* token ids in the KV cache for sequence 0 */
+    int n_cached = 0;
     size_t line_cap = 0;
     if ((rc = cli_load_tokenizer(cm.dir, &tok, 1)) != 0) goto done;
     if (lmc_chat_template_load(cm.dir, NULL, 0, &tmpl) < 0) { rc = cli_error("chat template"); goto done; }
@@ -166,9 +178,22 @@ int cmd_chat(int argc, char **argv) {
         }
         reply r = {0};
         lmc_detok_init(&r.detok, tok, 1);
+        /* the conversation so far is in the cache: only what differs is prefilled */
+        int common = 0;
+        while (common < n_cached && common < n_ids && cached[common] == ids[common]) common++;
         lmc_gen_params gp = {.n_predict = room < n_predict ? room : (int)n_predict, .stop_ids = c->eos_token_ids,
-                             .n_stop = c->n_eos, .ignore_eos = ignore_eos, .sampler = sp};
+                             .n_stop = c->n_eos, .ignore_eos = ignore_eos, .n_reuse = common, .sampler = sp};
         lmc_status st = lmc_generate(ctx, ids, n_ids, &gp, on_token, &r, NULL);
+        /* the cache now holds the prompt and every generated token but the last */
+        n_cached = 0;
+        int32_t *nc = st >= 0 ? realloc(cached, (size_t)(n_ids + r.n_ids) * sizeof *nc) : NULL;
+        if (nc) {
+            cached = nc;
+            memcpy(cached, ids, (size_t)n_ids * sizeof *cached);
+            if (r.n_ids > 1) memcpy(cached + n_ids, r.ids, (size_t)(r.n_ids - 1) * sizeof *cached);
+            n_cached = n_ids + (r.n_ids > 1 ? r.n_ids - 1 : 0);
+        }
+        free(r.ids);
         char *rest = NULL;
         size_t rlen = 0;
         if (lmc_detok_flush(r.detok, &rest, &rlen) == 0 && rlen) fwrite(rest, 1, rlen, stdout);
@@ -183,6 +208,7 @@ int cmd_chat(int argc, char **argv) {
         free(ids);
     }
 done:
+    free(cached);
     free(line);
     cJSON_Delete(msgs);
     free(tmpl);

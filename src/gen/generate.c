@@ -29,18 +29,24 @@ lmc_status lmc_generate(lmc_context *ctx, const int32_t *prompt, int n_prompt, c
                         n_prompt, p->n_predict, ctx->kv.n_ctx);
     lmc_sampler *smp;
     LMC_TRY(lmc_sampler_init(&smp, &p->sampler, V));
-    lmc_kv_clear(&ctx->kv, seq);
-    int32_t *pos = malloc((size_t)n_prompt * sizeof *pos), *sq = malloc((size_t)n_prompt * sizeof *sq);
+    /* a cached prefix is kept when the cache can be cut back to it; one token at least is run */
+    int reuse = p->n_reuse > 0 ? p->n_reuse : 0;
+    if (reuse >= n_prompt) reuse = n_prompt - 1;
+    if (!lmc_kv_can_truncate(&ctx->kv, seq, reuse)) reuse = 0;
+    lmc_kv_truncate(&ctx->kv, seq, reuse);
+    stats->n_reused = reuse;
+    const int n_run = n_prompt - reuse;
+    int32_t *pos = malloc((size_t)n_run * sizeof *pos), *sq = malloc((size_t)n_run * sizeof *sq);
     lmc_status st = LMC_OK;
     if (!pos || !sq) st = lmc_fail(LMC_ERR_NOMEM, "prompt batch");
-    for (int i = 0; st >= 0 && i < n_prompt; i++) {
-        pos[i] = i;
+    for (int i = 0; i < n_prompt; i++) lmc_sampler_accept(smp, prompt[i]);
+    for (int i = 0; st >= 0 && i < n_run; i++) {
+        pos[i] = reuse + i;
         sq[i] = seq;
-        lmc_sampler_accept(smp, prompt[i]);
     }
     double t0 = lmc_now_s();
     if (st >= 0) {
-        lmc_batch b = {.n_tokens = n_prompt, .token = prompt, .pos = pos, .seq = sq, .want_logits = NULL};
+        lmc_batch b = {.n_tokens = n_run, .token = prompt + reuse, .pos = pos, .seq = sq, .want_logits = NULL};
         st = lmc_context_decode(ctx, &b);
     }
     free(pos);

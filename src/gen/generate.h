@@ -14,6 +14,8 @@ typedef struct lmc_gen_params {
     int n_predict;             /* tokens to generate at most */
     int seq;                   /* sequence slot (0) */
     int ignore_eos;            /* keep going past EOS ids */
+    int n_reuse;               /* prompt[0, n_reuse) is already in the sequence's KV cache (a shared prefix):
+                                  only the rest is prefilled; dropped to 0 when the cache cannot keep it */
     const int32_t *stop_ids;   /* EOS ids (n_stop of them) */
     int n_stop;
     lmc_sampler_params sampler;
@@ -21,6 +23,7 @@ typedef struct lmc_gen_params {
 
 typedef struct lmc_gen_stats {
     int n_prompt, n_generated;
+    int n_reused;              /* prompt tokens taken from the cache instead of prefilled */
     double t_prompt_s;         /* prefill wall time (= time to first token) */
     double t_gen_s;            /* wall time of the remaining decode steps */
     int stopped_by_eos;

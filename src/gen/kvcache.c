@@ -59,6 +59,13 @@ void lmc_kv_free(lmc_kv_cache *kv) {
     memset(kv, 0, sizeof *kv);
 }
 
+int lmc_kv_can_truncate(const lmc_kv_cache *kv, int seq, int n) {
+    if (seq < 0 || seq >= kv->n_seq || n < 0 || n > kv->len[seq]) return 0;
+    for (int il = 0; il < kv->n_layers; il++)
+        if (kv->k[il].ne[1] < kv->n_ctx && kv->len[seq] - n >= kv->n_batch) return 0;
+    return 1;
+}
+
 void lmc_kv_truncate(lmc_kv_cache *kv, int seq, int n) {
     LMC_ASSERT(seq >= 0 && seq < kv->n_seq && n >= 0);
     if (n < kv->len[seq]) kv->len[seq] = n;

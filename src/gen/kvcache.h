@@ -27,6 +27,10 @@ void lmc_kv_free(lmc_kv_cache *kv);
 int lmc_kv_layer_slots(const lmc_model *m, int il, int n_ctx, int n_batch);
 /* Bytes the cache would take for this model. */
 size_t lmc_kv_bytes(const lmc_model *m, int n_ctx, int n_seq, int n_batch);
+/* 1 if sequence seq can be cut back to n positions and continue from there: always
+ * for full caches; a rotating (sliding-window) layer only keeps the last n_batch - 1
+ * positions beyond its window, so the cut must drop fewer than n_batch of them. */
+int lmc_kv_can_truncate(const lmc_kv_cache *kv, int seq, int n);
 /* Keep the first n positions of sequence seq (n ≤ current length). */
 void lmc_kv_truncate(lmc_kv_cache *kv, int seq, int n);
 void lmc_kv_clear(lmc_kv_cache *kv, int seq);

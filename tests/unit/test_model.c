@@ -228,6 +228,57 @@ static void test_hidden_only(void) {
     lmc_backend_free(be);
 }
 
+typedef struct tok_log { int32_t ids[64]; float first_logits[96]; int n; } tok_log;
+
+static int log_tokens(int32_t tok, const float *logits, int n_vocab, void *ud) {
+    tok_log *l = ud;
+    if (l->n == 0) memcpy(l->first_logits, logits, (size_t)n_vocab * sizeof(float));
+    if (l->n < 64) l->ids[l->n++] = tok;
+    return 0;
+}
+
+/* A cached prefix (n_reuse) gives the same continuation as prefilling everything;
+ * a rotating cache that cannot keep it falls back to a full prefill. */
+static void test_prefix_reuse(void) {
+    for (int win = 0; win <= 1; win++) {
+        tiny_opts o = tiny_default();
+        if (win) { o.model_type = "mistral"; o.window = 4; }
+        const char *dir = make_dir(win ? "reuse_swa" : "reuse", &o);
+        lmc_backend *be;
+        lmc_backend_cpu_init(&be, 2, 0);
+        lmc_model *m = NULL;
+        CHECK(lmc_model_load(dir, be, &m) == 0);
+        if (!m) { lmc_backend_free(be); return; }
+        lmc_context_params cp = lmc_context_default_params();
+        cp.n_ctx = 64;
+        cp.n_batch = 4;
+        lmc_context *ctx;
+        CHECK(lmc_context_init(&ctx, m, &cp) == 0);
+        int32_t turn1[10] = {1, 5, 9, 33, 7, 90, 12, 45, 3, 77}, turn2[16];
+        memcpy(turn2, turn1, sizeof turn1);
+        int32_t extra[6] = {60, 8, 14, 22, 31, 40};
+        memcpy(turn2 + 10, extra, sizeof extra);
+        lmc_gen_params gp = {.n_predict = 6, .ignore_eos = 1, .sampler = lmc_sampler_default_params()};
+        tok_log a = {{0}, {0}, 0}, b = {{0}, {0}, 0};
+        lmc_gen_stats st;
+        CHECK(lmc_generate(ctx, turn1, 10, &gp, NULL, NULL, &st) == 0); /* the cache now holds turn1 + 5 tokens */
+        gp.n_reuse = 10;
+        CHECK(lmc_generate(ctx, turn2, 16, &gp, log_tokens, &a, &st) == 0);
+        /* full cache: the 10 shared tokens are reused; rotating cache: cutting back 5 positions ≥ n_batch is refused */
+        CHECK_EQ_INT(st.n_reused, win ? 0 : 10);
+        gp.n_reuse = 0;
+        CHECK(lmc_generate(ctx, turn2, 16, &gp, log_tokens, &b, &st) == 0);
+        CHECK_EQ_INT(st.n_reused, 0);
+        CHECK(a.n == 6 && b.n == 6 && memcmp(a.ids, b.ids, sizeof a.ids) == 0);
+        double d = 0;
+        for (int v = 0; v < 96; v++) d = fmax(d, fabs(a.first_logits[v] - b.first_logits[v]));
+        CHECK_MSG(d < 1e-4, "reused prefix changes the logits by %g", d);
+        lmc_context_free(ctx);
+        lmc_model_free(m);
+        lmc_backend_free(be);
+    }
+}
+
 static void test_memory_plan(void) {
     lmc_config c = {0};
     c.n_layers = 24; c.n_kv_heads = 2; c.n_heads = 14; c.head_dim = 64; c.hidden_size = 896;
@@ -395,6 +446,7 @@ int main(void) {
     RUN(test_sliding_window_rotating_cache);
     RUN(test_memory_plan);
     RUN(test_hidden_only);
+    RUN(test_prefix_reuse);
     RUN(test_audit);
     RUN(test_shape_mismatch);
     RUN(test_sampler);
