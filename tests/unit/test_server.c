@@ -13,6 +13,7 @@
 #include "server/tools.h"
 #include "server/stop.h"
 #include "test.h"
+#include "srv_wait.h"
 
 static void test_stop_find(void) {
     char *stops[] = {"world", "lo w", "zz"};
@@ -365,18 +366,6 @@ static lmc_srv_req *make_req(const char *text, int max_tokens) {
     return r;
 }
 
-static int wait_done(lmc_srv_req *r, double timeout_s) {
-    double t0 = lmc_now_s();
-    for (;;) {
-        pthread_mutex_lock(&r->mu);
-        int d = r->done;
-        pthread_mutex_unlock(&r->mu);
-        if (d) return 1;
-        if (lmc_now_s() - t0 > timeout_s) return 0;
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-}
 
 /* The text lmc_generate produces greedily for `text` (single sequence, fresh context). */
 static char *reference(const char *text, int n) {

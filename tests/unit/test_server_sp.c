@@ -18,23 +18,12 @@
 #include "server/sched.h"
 #include "server/toktext.h"
 #include "test.h"
+#include "srv_wait.h"
 #include "tiny_model.h"
 
 static lmc_model *model;
 static lmc_tokenizer *tok;
 
-static int wait_done(lmc_srv_req *r, double timeout_s) {
-    double t0 = lmc_now_s();
-    for (;;) {
-        pthread_mutex_lock(&r->mu);
-        int d = r->done;
-        pthread_mutex_unlock(&r->mu);
-        if (d) return 1;
-        if (lmc_now_s() - t0 > timeout_s) return 0;
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-}
 
 static lmc_srv_req *json_req(const char *prompt, const char *schema, uint64_t seed, int max_tokens) {
     lmc_srv_req *r = lmc_srv_req_new();
