@@ -35,6 +35,8 @@ MAX_CASE_BYTES = 1 << 20  # each case folder must stay under 1 MiB
 MIN_DISTINCT_GREEDY = 4   # greedy ids must not collapse into one repeated token
 LINEAR_GAIN = 1.3         # Linear weights ~ N(0, gain^2/fan_in); a case may set "linear_gain"
 LM_HEAD_GAIN = 1.5        # untied lm_head ~ N(0, gain^2/fan_in)
+ROUTER_GAIN = 3.0         # MoE router Linear ~ N(0, gain^2/fan_in): well-separated expert scores
+ROUTER_MARGIN = 0.005     # every top-k selection margin (case "router") must be at least this
 
 
 def init_text(case):
@@ -63,7 +65,9 @@ def build_model(case, torch, transformers):
     else:
         kw = dict(base, **kw)
     config = transformers.AutoConfig.for_model(case["model_type"], **kw)
+    config._experts_implementation = "eager"  # the float64 reference: no grouped_mm kernels
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    model.config._experts_implementation = "eager"
     impl = getattr(model.config, "_attn_implementation", None)
     if impl != "eager":
         raise RuntimeError("%s: attention implementation is %r, not eager" % (case["name"], impl))
@@ -79,15 +83,25 @@ def init_weights(model, seed, bf16, case, torch):
     with torch.no_grad():
         for name, p in model.named_parameters():
             shape = tuple(p.shape)
+            if any(name.endswith(k) for k in case.get("keep_params", ())):
+                continue  # learned scalars whose default values are meaningful (xIELU's)
             if name.endswith("embed_tokens.weight"):
                 v = embed_std * torch.randn(shape, generator=g)
-            elif name.endswith("norm.weight"):
+            elif name.endswith("norm.weight") or (len(shape) == 1 and name.endswith(".weight")):
                 v = norm_base + 0.1 * torch.randn(shape, generator=g)
             elif name.endswith(".bias"):
                 v = 0.1 * torch.randn(shape, generator=g)
+            elif name.endswith("correction_bias"):  # expert-selection bias (a parameter in some types)
+                v = 0.1 * torch.randn(shape, generator=g)
             elif len(shape) == 2 and name.endswith(".weight"):
                 k = head_gain if name == "lm_head.weight" else gain
+                if is_router(name, shape, case):
+                    k = case["router"].get("gain", ROUTER_GAIN)
                 v = torch.randn(shape, generator=g) * (k / math.sqrt(shape[1]))
+            elif len(shape) == 3 and not name.endswith("norm.weight"):
+                # fused experts [n_expert, out, in] (fan_in = the last dimension; for a layout
+                # stored [n_expert, in, out] only the spread changes)
+                v = torch.randn(shape, generator=g) * (gain / math.sqrt(shape[-1]))
             elif case.get("init_other"):  # towers a text-only forward never runs (vision of a wrapper)
                 v = 0.02 * torch.randn(shape, generator=g)
             else:
@@ -95,11 +109,75 @@ def init_weights(model, seed, bf16, case, torch):
             if bf16:
                 v = v.to(torch.bfloat16).to(torch.float32)
             p.copy_(v.to(p.dtype))
+        for name, b in model.named_buffers():  # expert-selection bias kept as a buffer
+            if name.endswith("correction_bias"):
+                b.copy_((0.1 * torch.randn(tuple(b.shape), generator=g)).to(b.dtype))
     if model.config.tie_word_embeddings:
         a = model.get_input_embeddings().weight
         b = model.get_output_embeddings().weight
         if a.data_ptr() != b.data_ptr():
             raise RuntimeError("tie_word_embeddings is set but lm_head is not tied")
+
+
+def is_router(name, shape, case):
+    """A MoE router's Linear: [n_expert, hidden], named like a gate or router (not a shared
+    expert's gate and not a projection)."""
+    r = case.get("router")
+    if r is None or shape[0] != r["n_expert"]:
+        return False
+    leaf = name.rsplit(".", 2)
+    return (("gate" in name or "router" in name) and "shared" not in name
+            and not leaf[-2].endswith("proj"))
+
+
+def router_margin(model, ids, case, torch):
+    """Smallest selection margin over every router call of one forward over ids: the gap
+    between the k-th and (k+1)-th selection score (softmax: the logits; sigmoid: sigmoid
+    plus the correction bias), and between the last kept and first dropped group score.
+    A fixture whose margin is tiny could route differently in float32."""
+    r = case["router"]
+    k, margins, hooks = r["k"], [], []
+
+    def hook(mod, inp, _out):
+        x = inp[0].reshape(-1, inp[0].shape[-1]).to(torch.float64)
+        logits = x @ mod.weight.to(torch.float64).t()
+        if r.get("score") == "softmax_bias":  # softmax probabilities plus the selection bias
+            s = torch.softmax(logits, dim=-1)
+            for _, b in list(mod.named_buffers()) + list(mod.named_parameters()):
+                if b.shape[-1] == r["n_expert"] and b.dim() <= 2 and b is not mod.weight:
+                    s = s + b.reshape(-1).to(torch.float64)
+        elif r.get("score") == "sigmoid":
+            s = torch.sigmoid(logits)
+            bias = None
+            for _, b in list(mod.named_buffers()) + list(mod.named_parameters()):
+                if b.shape[-1] == r["n_expert"] and b.dim() <= 2 and b is not mod.weight:
+                    bias = b.reshape(-1).to(torch.float64)
+            if bias is not None:
+                s = s + bias
+        else:
+            s = logits
+        G = r.get("n_group", 1)
+        if G > 1:
+            gs = s.view(s.shape[0], G, -1).topk(2, dim=-1).values.sum(-1)
+            top = gs.sort(dim=-1, descending=True).values
+            tg = r["topk_group"]
+            margins.append(float((top[:, tg - 1] - top[:, tg]).min()))
+        top = s.sort(dim=-1, descending=True).values
+        if k < s.shape[-1]:
+            margins.append(float((top[:, k - 1] - top[:, k]).min()))
+
+    for name, mod in model.named_modules():
+        w = getattr(mod, "weight", None)
+        if isinstance(w, torch.Tensor) and w.dim() == 2 and is_router(name + ".weight", tuple(w.shape), case):
+            hooks.append(mod.register_forward_hook(hook))
+    if not hooks:
+        raise RuntimeError("%s: no router module found" % case["name"])
+    try:
+        forward_logits(model, ids, torch)
+    finally:
+        for h in hooks:
+            h.remove()
+    return min(margins)
 
 
 def forward_logits(model, ids, torch):
@@ -161,6 +239,8 @@ def rewrite_spelling(folder, spelling):
     path = os.path.join(folder, "config.json")
     with open(path) as f:
         cfg = json.load(f)
+    if spelling == "none":  # an architecture without rope (learned positions)
+        return cfg
     if spelling == "new":
         if "rope_parameters" not in cfg.get("text_config", cfg):
             raise RuntimeError("transformers did not write rope_parameters: %s" % sorted(cfg))
@@ -202,7 +282,7 @@ def reload_check(folder, prompt, prompt_logits, rope_before, torch, transformers
     """Load the saved folder back; returns (max abs logit diff, rope params, problems)."""
     probs = []
     cfg = transformers.AutoConfig.from_pretrained(folder)
-    rope_after = dict(cfg.get_text_config().rope_parameters)
+    rope_after = dict(getattr(cfg.get_text_config(), "rope_parameters", None) or {})
     if not same_rope(rope_before, rope_after):
         probs.append("reloaded rope parameters differ: %s vs %s" % (rope_before, rope_after))
     model, info = transformers.AutoModelForCausalLM.from_pretrained(
@@ -210,6 +290,7 @@ def reload_check(folder, prompt, prompt_logits, rope_before, torch, transformers
     bad = {k: sorted(v) if isinstance(v, (set, list)) else v for k, v in info.items() if v}
     if bad:
         probs.append("loading info not empty: %s" % bad)
+    model.config._experts_implementation = "eager"
     model = model.to(torch.float64).eval()
     again = forward_logits(model, prompt, torch)
     return float((again - prompt_logits).abs().max()), rope_after, probs
@@ -283,13 +364,16 @@ def make_case(case, out_root, torch, transformers):
         init_weights(model, seed, bf16, case, torch)
         res = reference(model, prompt, n_greedy, torch, floor=floor)
         if res is not None and len(set(res[1])) >= MIN_DISTINCT_GREEDY:
+            if case.get("router") and router_margin(model, prompt + res[1], case, torch) < ROUTER_MARGIN:
+                continue
             chosen = (seed, attempt) + res
             break
     if chosen is None:
         raise RuntimeError("%s: no seed in %d tries / %.0f s met gap %.3g" % (
             name, attempt + 1, time.time() - t0, floor))
     seed, attempt, pl, gids, gl, gap = chosen  # an accepted run is complete (no early exit)
-    rope_before = dict(model.config.get_text_config().rope_parameters)
+    rope_before = dict(getattr(model.config.get_text_config(), "rope_parameters", None) or {})
+    margin = router_margin(model, prompt + gids, case, torch) if case.get("router") else None
 
     folder = os.path.join(out_root, name)
     if os.path.exists(folder):
@@ -355,6 +439,7 @@ def make_case(case, out_root, torch, transformers):
             "indep_error": indep_err,
             "generate_with_cache_same_ids": cache_ok,
             "greedy_row0_vs_last_prompt_row_max_abs_diff": row0_diff,
+            "router_min_selection_margin": margin,
         },
         "layout": {
             "prompt_logits.bin": "float64 LE [n_prompt, vocab_size] row-major, every prompt position",
