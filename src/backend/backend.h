@@ -45,6 +45,33 @@ typedef struct lmc_attn_op {
     int window;     /* 0: every earlier position; else only positions > pos - window */
 } lmc_attn_op;
 
+/* Mixture-of-experts routing: how token t's expert ids and weights come from its router
+ * logits l[0..E) (f32 [E] per token; the math of each transformers model, in f32).
+ *   SOFTMAX:      p = softmax(l); choose the k largest of p + sel_bias; weights p of those.
+ *   SIGMOID:      p = sigmoid(l); c = p + sel_bias; with n_group > 1, group g scores the sum of
+ *                 the 2 largest c in it (the largest alone when a group has one expert), the
+ *                 topk_group best groups are kept and c of every other group's experts is set
+ *                 to 0 (0, not -inf, as transformers does); choose the k largest c; weights p.
+ *   SPARSEMIXER:  phimoe at inference, k = 2: for round r, m = max of the remaining logits
+ *                 (round 2 drops round 1's expert), expert j is masked when
+ *                 (m - l_j) / max(|l_j|, m) > 2·jitter; the weight is the softmax over the
+ *                 unmasked remaining logits at the argmax. No renormalization, no scale.
+ * Then (SOFTMAX, SIGMOID) with norm: w /= max(Σw, norm_min) + norm_eps; finally w *= scale.
+ * Ids come out in descending order of the choice score (ties: the lower id first). */
+typedef enum lmc_moe_score { LMC_MOE_SOFTMAX = 0, LMC_MOE_SIGMOID, LMC_MOE_SPARSEMIXER } lmc_moe_score;
+
+typedef struct lmc_moe_route_op {
+    lmc_moe_score score;
+    int n_expert;          /* E (rows of the logits) */
+    int k;                 /* experts per token (rows of ids / weights) */
+    int norm;              /* renormalize the k weights */
+    float norm_min;        /* denominator floor (ernie4_5_moe moe_norm_min); 0 = none */
+    float norm_eps;        /* added to the denominator (1e-20 for the sigmoid routers); 0 = none */
+    int n_group, topk_group; /* SIGMOID grouped selection; n_group ≤ 1 = none */
+    float scale;           /* routed_scaling_factor (1 = none) */
+    float jitter;          /* SPARSEMIXER router_jitter_noise */
+} lmc_moe_route_op;
+
 typedef struct lmc_backend_i {
     const char *name;
     void (*free)(lmc_backend *be);
@@ -94,6 +121,24 @@ typedef struct lmc_backend_i {
     void (*act)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, lmc_act act);
     /* y = cap · tanh(x / cap) */
     void (*softcap)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float cap);
+
+    /* ---- mixture of experts (model/moe.c) ---- */
+    /* Route every token: logits f32 [E, n] → ids I32 [k, n] and weights f32 [k, n] per op (above).
+     * sel_bias: f32 [E] added to the choice scores, or NULL. */
+    void (*moe_route)(lmc_backend *be, lmc_tensor *ids, lmc_tensor *weights, const lmc_tensor *logits,
+                      const lmc_tensor *sel_bias, const lmc_moe_route_op *op);
+    /* y[:, j, t] = experts[ids[j, t]] · x[:, t]   for j < k, t < n  (y f32 [out, k, n], ids I32 [k, n]).
+     * experts: n_experts weights of one shape [in, out], any weight dtype (each may live anywhere).
+     * x is f32 [in, n] (every slot of token t reads x[:, t]) or f32 [in, k, n] (slot (j, t) reads
+     * x[:, j, t]; told apart by row count: n or k·n). Slots are grouped by expert so each selected
+     * expert's weights are read once per call; an expert no slot selects is not touched. */
+    void (*matmul_id)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *experts, int n_experts, const lmc_tensor *x,
+                      const lmc_tensor *ids);
+    /* y[:, t] = Σ_j weights[j, t] · x[:, j, t]  (+ shared[:, t] · g_t when shared is not NULL, with
+     * g_t = sigmoid(shared_gate[0, t]) when shared_gate (f32 [1, n]) is not NULL, else 1).
+     * x f32 [D, k, n], weights f32 [k, n], y and shared f32 [D, n]; y may alias shared. */
+    void (*moe_sum)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *weights,
+                    const lmc_tensor *shared, const lmc_tensor *shared_gate);
 } lmc_backend_i;
 
 struct lmc_backend {

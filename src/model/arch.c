@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "io/jsonfile.h"
+#include "moe.h"
 
 /* Per-layer tensor names. */
 static const lmc_names llama_names = {
@@ -81,6 +82,135 @@ static const lmc_names starcoder2_names = {
     .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
     .up = "mlp.c_fc", .down = "mlp.c_proj",
 };
+static const lmc_names gpt_neox_names = { /* fused per-head qkv; ffn_norm feeds the MLP (parallel or not) */
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .qkv = "attention.query_key_value", .o = "attention.dense",
+    .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h",
+};
+static const lmc_names gpt2_names = { /* Conv1D weights [in, out] */
+    .attn_norm = "ln_1", .ffn_norm = "ln_2", .qkv = "attn.c_attn", .o = "attn.c_proj",
+    .up = "mlp.c_fc", .down = "mlp.c_proj",
+};
+static const lmc_names gptj_names = {
+    .attn_norm = "ln_1", .q = "attn.q_proj", .k = "attn.k_proj", .v = "attn.v_proj", .o = "attn.out_proj",
+    .up = "mlp.fc_in", .down = "mlp.fc_out",
+};
+static const lmc_names falcon_names = { /* one input norm (parallel), or input + post-attention (sequential) */
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .qkv = "self_attention.query_key_value", .o = "self_attention.dense",
+    .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h",
+};
+static const lmc_names falcon_new_names = { /* new_decoder_architecture with two parallel norms */
+    .attn_norm = "ln_attn", .ffn_norm = "ln_mlp",
+    .qkv = "self_attention.query_key_value", .o = "self_attention.dense",
+    .up = "mlp.dense_h_to_4h", .down = "mlp.dense_4h_to_h",
+};
+static const lmc_names stablelm_names = { /* q/k_layernorm.norms.<h>: one LayerNorm per head */
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_layernorm", .k_norm = "self_attn.k_layernorm",
+    .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
+static const lmc_names apertus_names = {
+    .attn_norm = "attention_layernorm", .ffn_norm = "feedforward_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .q_norm = "self_attn.q_norm", .k_norm = "self_attn.k_norm",
+    .up = "mlp.up_proj", .down = "mlp.down_proj",
+};
+
+static int cfg_flag(const lmc_config *cfg, const char *key, int dflt) {
+    int b;
+    return lmc_config_bool(cfg, key, &b) > 0 ? b : dflt;
+}
+
+/* falcon: the decoder layout follows new_decoder_architecture, multi_query, parallel_attn and
+ * num_ln_in_parallel_attn (transformers' FalconDecoderLayer); ALiBi is refused by name. */
+static lmc_status falcon_variant(lmc_config *cfg, lmc_profile *p) {
+    if (cfg_flag(cfg, "alibi", 0))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "falcon with alibi=true (ALiBi attention biases instead of rope) is not supported");
+    const int new_arch = cfg_flag(cfg, "new_decoder_architecture", 0), mq = cfg_flag(cfg, "multi_query", 1);
+    const int par = cfg_flag(cfg, "parallel_attn", 1);
+    int64_t nln = 0;
+    if (lmc_config_int(cfg, "num_ln_in_parallel_attn", &nln) < 0)
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: num_ln_in_parallel_attn must be an integer or null");
+    cfg->use_bias = cfg_flag(cfg, "bias", 0);
+    p->names = &falcon_names;
+    if (new_arch) {
+        if (!par) return lmc_fail(LMC_ERR_UNSUPPORTED, "falcon new_decoder_architecture with parallel_attn=false is not supported");
+        if (nln != 0 && nln != 1 && nln != 2)
+            return lmc_fail(LMC_ERR_FORMAT, "config.json: num_ln_in_parallel_attn must be 1 or 2");
+        p->qkv_layout = LMC_QKV_GROUPED; /* n_kv_heads: num_kv_heads (config.c) */
+        p->block = nln == 1 ? LMC_BLOCK_PARALLEL : LMC_BLOCK_PARALLEL2;
+        if (nln != 1) p->names = &falcon_new_names;
+    } else {
+        if (nln == 2) return lmc_fail(LMC_ERR_UNSUPPORTED, "falcon with num_ln_in_parallel_attn=2 needs new_decoder_architecture");
+        cfg->n_kv_heads = mq ? 1 : cfg->n_heads;
+        p->qkv_layout = mq ? LMC_QKV_CONCAT : LMC_QKV_GROUPED;
+        p->block = par ? LMC_BLOCK_PARALLEL : LMC_BLOCK_PRE;
+    }
+    return LMC_OK;
+}
+
+/* gpt2: knobs that change the math and have no fixture yet are refused by name. */
+static lmc_status gpt2_variant(lmc_config *cfg, lmc_profile *p) {
+    (void)p;
+    if (!cfg_flag(cfg, "scale_attn_weights", 1))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "gpt2 with scale_attn_weights=false is not supported yet");
+    if (cfg_flag(cfg, "scale_attn_by_inverse_layer_idx", 0))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "gpt2 with scale_attn_by_inverse_layer_idx=true is not supported yet");
+    if (cfg_flag(cfg, "add_cross_attention", 0))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "gpt2 with add_cross_attention (an encoder-decoder) is not supported");
+    return LMC_OK;
+}
+
+/* gptj rotates rotary_dim dims of each head (its table is built for them); without it, transformers
+ * builds the table over the whole embedding, which no checkpoint uses. */
+static lmc_status gptj_variant(lmc_config *cfg, lmc_profile *p) {
+    (void)p;
+    if (cfg->rope.rotary_dim <= 0) return lmc_fail(LMC_ERR_UNSUPPORTED, "gptj without rotary_dim is not supported");
+    return LMC_OK;
+}
+
+/* ---- mixture of experts: sparse-layer names (model/moe.h). Layout [0] is transformers 5's module
+ * tree (per-expert tensors, or fused [E, ...] ones), [1] the older one checkpoints were saved with. */
+#define MOE_V5_EXPERTS .expert = "mlp.experts.%d.", .e_gate = "gate_proj", .e_up = "up_proj", .e_down = "down_proj", \
+                       .f_gate_up = "mlp.experts.gate_up_proj", .f_down = "mlp.experts.down_proj"
+static const lmc_moe_names moe_qwen = {.router = "mlp.gate", MOE_V5_EXPERTS};
+static const lmc_moe_names moe_qwen2 = {.router = "mlp.gate", MOE_V5_EXPERTS, .shared = "mlp.shared_expert.",
+    .s_gate = "gate_proj", .s_up = "up_proj", .s_down = "down_proj", .shared_gate = "mlp.shared_expert_gate"};
+static const lmc_moe_names moe_mixtral_old = {.router = "block_sparse_moe.gate", .expert = "block_sparse_moe.experts.%d.",
+    .e_gate = "w1", .e_up = "w3", .e_down = "w2"};
+static const lmc_moe_names moe_deepseek = {.router = "mlp.gate", .sel_bias = "mlp.gate.e_score_correction_bias",
+    MOE_V5_EXPERTS, .shared = "mlp.shared_experts.", .s_gate = "gate_proj", .s_up = "up_proj", .s_down = "down_proj"};
+static const lmc_moe_names moe_ernie = {.router = "mlp.gate", .sel_bias = "mlp.moe_statics.e_score_correction_bias",
+    MOE_V5_EXPERTS, .shared = "mlp.shared_experts.", .s_gate = "gate_proj", .s_up = "up_proj", .s_down = "down_proj"};
+static const lmc_moe_names moe_ernie_v5 = {.router = "mlp.gate", .sel_bias = "mlp.gate.moe_statics.e_score_correction_bias",
+    MOE_V5_EXPERTS, .shared = "mlp.shared_experts.", .s_gate = "gate_proj", .s_up = "up_proj", .s_down = "down_proj"};
+static const lmc_moe_names moe_hunyuan = {.router = "mlp.gate.wg", MOE_V5_EXPERTS, .shared = "mlp.shared_mlp.",
+    .s_gate = "gate_proj", .s_up = "up_proj", .s_down = "down_proj"};
+static const lmc_moe_names moe_granite = {.router = "block_sparse_moe.router.layer",
+    .f_gate_up = "block_sparse_moe.input_linear.weight", .f_down = "block_sparse_moe.output_linear.weight",
+    .shared = "shared_mlp.", .s_gate_up = "input_linear", .s_down = "output_linear"};
+static const lmc_moe_names moe_granite_v5 = {.router = "mlp.gate", MOE_V5_EXPERTS,
+    .shared = "shared_mlp.", .s_gate_up = "input_linear", .s_down = "output_linear"};
+#undef MOE_V5_EXPERTS
+
+static const lmc_moe_desc moe_mixtral_d = {.names = {&moe_qwen, &moe_mixtral_old}, .norm = LMC_MOE_NORM_ALWAYS,
+                                           .expert_i_dense = 1};
+static const lmc_moe_desc moe_qwen_d = {.names = {&moe_qwen}};
+static const lmc_moe_desc moe_qwen2_d = {.names = {&moe_qwen2}};
+static const lmc_moe_desc moe_deepseek_d = {.names = {&moe_deepseek}, .score = LMC_MOE_SIGMOID, .norm_eps = 1e-20f,
+                                            .scale_key = 1, .group_keys = 1};
+static const lmc_moe_desc moe_glm4_d = {.names = {&moe_deepseek}, .score = LMC_MOE_SIGMOID, .norm = LMC_MOE_NORM_CONFIG_TRUE,
+                                        .norm_eps = 1e-20f, .scale_key = 1, .group_keys = 1};
+static const lmc_moe_desc moe_ernie_d = {.names = {&moe_ernie, &moe_ernie_v5}, .norm = LMC_MOE_NORM_ALWAYS,
+                                         .norm_min_key = 1};
+static const lmc_moe_desc moe_hunyuan_d = {.names = {&moe_hunyuan}, .norm = LMC_MOE_NORM_ALWAYS, .expert_i_dense = 1,
+                                           .shared_i_dense = 1};
+static const lmc_moe_desc moe_granite_d = {.names = {&moe_granite, &moe_granite_v5}, .norm = LMC_MOE_NORM_ALWAYS,
+                                           .expert_i_dense = 1};
+static const lmc_moe_desc moe_phimoe_d = {.names = {&moe_qwen, &moe_mixtral_old}, .score = LMC_MOE_SPARSEMIXER,
+                                          .norm = LMC_MOE_NORM_NEVER, .expert_i_dense = 1};
 
 /* Rows. Unnamed fields are zero: RMSNorm, pre-norm block, no q/k norm, gated MLP,
  * biases from config, windows when set, no embedding scale, half-split rope. */
@@ -153,6 +283,73 @@ static const lmc_arch rows[] = {
     {.model_type = "olmo", .norm = LMC_NORM_LAYER, .norm_no_weight = 1, .norm_eps_fixed = 1e-5, .pending_fixture = 1,
      .prefix = "model.",
      .names = &llama_names, .notes = "llama block with parameter-free LayerNorms (eps 1e-5); clip_qkv refused"},
+    {.model_type = "gpt_neox", .norm = LMC_NORM_LAYER, .mlp = LMC_MLP_PLAIN, .bias = LMC_BIAS_ATTN_MLP_ALWAYS,
+     .attn_bias_default = 1, .act_default = "gelu", .qkv_layout = LMC_QKV_GROUPED, .parallel_key = "use_parallel_residual",
+     .parallel_default = 1, .parallel_block = LMC_BLOCK_PARALLEL2, .prefix = "gpt_neox.", .embed = "embed_in",
+     .lm_head = "embed_out", .out_norm = "final_layer_norm", .mask_buffers = 1, .names = &gpt_neox_names,
+     .notes = "fused per-head qkv regrouped at load, parallel residual from two LayerNorms, partial rotary"},
+    {.model_type = "gpt2", .norm = LMC_NORM_LAYER, .mlp = LMC_MLP_PLAIN, .bias = LMC_BIAS_ALL,
+     .act_key = "activation_function", .act_default = "gelu_new", .conv1d = 1, .pos_embed = "wpe",
+     .prefix = "transformer.", .prefix_alt = "", .layers = "h.", .embed = "wte", .out_norm = "ln_f", .tie_default = 1,
+     .mask_buffers = 1, .variant = gpt2_variant, .names = &gpt2_names,
+     .notes = "Conv1D weights transposed at load, learned absolute positions, fused c_attn, tied head"},
+    {.model_type = "gptj", .norm = LMC_NORM_LAYER, .block = LMC_BLOCK_PARALLEL, .mlp = LMC_MLP_PLAIN,
+     .bias = LMC_BIAS_MLP_ONLY, .lm_head_bias = 1, .rope_interleaved = 1, .act_key = "activation_function",
+     .act_default = "gelu_new", .prefix = "transformer.", .layers = "h.", .embed = "wte", .out_norm = "ln_f",
+     .mask_buffers = 1, .variant = gptj_variant, .names = &gptj_names,
+     .notes = "parallel block from one LayerNorm, interleaved rope over rotary_dim, LM-head bias"},
+    {.model_type = "falcon", .norm = LMC_NORM_LAYER, .block = LMC_BLOCK_PARALLEL, .mlp = LMC_MLP_PLAIN,
+     .bias = LMC_BIAS_USE_BIAS, .act_key = "activation", .act_default = "gelu", .prefix = "transformer.", .layers = "h.",
+     .embed = "word_embeddings", .out_norm = "ln_f", .tie_default = 1, .variant = falcon_variant, .names = &falcon_names,
+     .notes = "multi-query fused qkv (7B) or grouped (new_decoder_architecture, ln_attn/ln_mlp), parallel block; alibi refused"},
+    {.model_type = "stablelm", .norm = LMC_NORM_LAYER, .qk_norm = LMC_QK_NORM_PER_HEAD_LN, .qk_norm_optional = 1,
+     .qk_norm_split = 1, .bias = LMC_BIAS_QKV_CONFIG, .parallel_key = "use_parallel_residual",
+     .parallel_block = LMC_BLOCK_PARALLEL, .prefix = "model.", .names = &stablelm_names,
+     .notes = "LayerNorms with bias, per-head q/k LayerNorm (one tensor per head), use_parallel_residual, partial rotary"},
+    {.model_type = "nemotron", .norm = LMC_NORM_LAYER_PLUS_ONE, .mlp = LMC_MLP_PLAIN, .act_default = "relu2",
+     .prefix = "model.", .names = &plain_mlp_names,
+     .notes = "LayerNorm1P ((1 + w) with bias), relu² MLP without gate, partial rotary"},
+    {.model_type = "ministral3", .q_scale_llama4 = 1, .prefix = "model.", .names = &llama_names,
+     .notes = "mistral block, yarn rope, llama-4 query scaling 1 + β·log(1 + floor(pos / original))"},
+    {.model_type = "apertus", .qk_norm = LMC_QK_NORM_HEAD, .mlp = LMC_MLP_PLAIN, .act_default = "xielu",
+     .prefix = "model.", .names = &apertus_names,
+     .notes = "xIELU MLP (learned per-layer alpha_p/alpha_n) without gate, per-head q/k RMSNorm"},
+};
+
+/* Mixture-of-experts rows: the dense block with the MLP of sparse layers replaced (model/moe.c). */
+static const lmc_arch moe_rows[] = {
+    {.model_type = "mixtral", .prefix = "model.", .names = &llama_names, .moe = &moe_mixtral_d,
+     .notes = "llama block, softmax top-k router renormalized, w1/w3/w2 experts"},
+    {.model_type = "qwen2_moe", .bias = LMC_BIAS_QKV, .window = LMC_WINDOW_QWEN2, .prefix = "model.", .names = &llama_names,
+     .moe = &moe_qwen2_d,
+     .notes = "qwen2 block, softmax top-k (norm_topk_prob), shared expert with a sigmoid gate, decoder_sparse_step / mlp_only_layers"},
+    {.model_type = "qwen3_moe", .qk_norm = LMC_QK_NORM_HEAD, .window = LMC_WINDOW_QWEN2, .prefix = "model.",
+     .names = &llama_names, .moe = &moe_qwen_d,
+     .notes = "qwen3 block, softmax top-k (norm_topk_prob), decoder_sparse_step / mlp_only_layers"},
+    {.model_type = "olmoe", .qk_norm = LMC_QK_NORM_FULL, .prefix = "model.", .names = &llama_names, .moe = &moe_qwen_d,
+     .notes = "llama block with q/k RMSNorm over all heads, softmax top-k (norm_topk_prob)"},
+    {.model_type = "flex_olmo", .block = LMC_BLOCK_POST, .qk_norm = LMC_QK_NORM_FULL, .prefix = "model.",
+     .names = &post_names, .moe = &moe_qwen_d,
+     .notes = "olmo2 block (norms after each sublayer) with olmoe experts"},
+    {.model_type = "granitemoe", .prefix = "model.", .names = &llama_names, .moe = &moe_granite_d,
+     .notes = "granite multipliers, top-k logits softmaxed, fused input_linear / output_linear experts"},
+    {.model_type = "granitemoeshared", .prefix = "model.", .names = &llama_names, .moe = &moe_granite_d,
+     .notes = "granitemoe with an ungated shared MLP"},
+    {.model_type = "phimoe", .norm = LMC_NORM_LAYER, .prefix = "model.", .names = &llama_names, .moe = &moe_phimoe_d,
+     .lm_head_bias_key = "lm_head_bias",
+     .notes = "LayerNorms, sparsemixer top-2 routing (inference form), optional LM-head bias, longrope"},
+    {.model_type = "dots1", .qk_norm = LMC_QK_NORM_HEAD, .window = LMC_WINDOW_QWEN2, .prefix = "model.",
+     .names = &llama_names, .moe = &moe_deepseek_d,
+     .notes = "qwen3 attention, sigmoid router with selection bias and grouped top-k, scaling, shared experts, first_k_dense_replace"},
+    {.model_type = "glm4_moe", .qk_norm = LMC_QK_NORM_HEAD, .qk_norm_optional = 1, .bias = LMC_BIAS_QKV_CONFIG,
+     .prefix = "model.", .names = &llama_names, .moe = &moe_glm4_d,
+     .notes = "partial rope, optional q/k norms, sigmoid grouped router with selection bias and scaling, shared experts"},
+    {.model_type = "ernie4_5_moe", .bias = LMC_BIAS_USE_BIAS, .rope_interleaved = 1, .prefix = "model.",
+     .names = &llama_names, .moe = &moe_ernie_d, .lm_head_bias_key = "use_bias",
+     .notes = "ernie4_5 block, softmax router choosing by probability + selection bias, moe_norm_min, shared experts, moe_layer_interval"},
+    {.model_type = "hunyuan_v1_moe", .qk_norm = LMC_QK_NORM_HEAD, .qk_norm_after_rope = 1, .prefix = "model.",
+     .names = &hunyuan_names, .moe = &moe_hunyuan_d,
+     .notes = "hunyuan block (q/k norms after rope), softmax top-k renormalized, shared MLP"},
 };
 
 static const lmc_wrapper wrappers[] = {
@@ -170,7 +367,9 @@ static const struct { const char *from, *to; } aliases[] = {
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
 #define N_ALIASES ((int)(sizeof aliases / sizeof aliases[0]))
 
-int lmc_arch_count(void) { return N_ROWS; }
+#define N_MOE_ROWS ((int)(sizeof moe_rows / sizeof moe_rows[0]))
+
+int lmc_arch_count(void) { return N_ROWS + N_MOE_ROWS; }
 
 int lmc_arch_alias_at(int i, const char **from, const char **to) {
     if (i < 0 || i >= N_ALIASES) return 0;
@@ -178,7 +377,11 @@ int lmc_arch_alias_at(int i, const char **from, const char **to) {
     *to = aliases[i].to;
     return 1;
 }
-const lmc_arch *lmc_arch_at(int i) { return i >= 0 && i < N_ROWS ? &rows[i] : NULL; }
+const lmc_arch *lmc_arch_at(int i) {
+    if (i >= 0 && i < N_ROWS) return &rows[i];
+    if (i >= N_ROWS && i < N_ROWS + N_MOE_ROWS) return &moe_rows[i - N_ROWS];
+    return NULL;
+}
 
 const lmc_arch *lmc_arch_find(const char *model_type, const char **alias_from) {
     if (alias_from) *alias_from = NULL;
@@ -189,8 +392,8 @@ const lmc_arch *lmc_arch_find(const char *model_type, const char **alias_from) {
             break;
         }
     }
-    for (int i = 0; i < N_ROWS; i++)
-        if (strcmp(rows[i].model_type, model_type) == 0) return &rows[i];
+    for (int i = 0; i < lmc_arch_count(); i++)
+        if (strcmp(lmc_arch_at(i)->model_type, model_type) == 0) return lmc_arch_at(i);
     return NULL;
 }
 
@@ -215,8 +418,9 @@ static int edit_distance(const char *a, const char *b) {
 const char *lmc_arch_nearest(const char *model_type) {
     const char *best = rows[0].model_type;
     int bd = 1 << 30;
-    for (int i = 0; i < N_ROWS + N_ALIASES; i++) {
-        const char *name = i < N_ROWS ? rows[i].model_type : aliases[i - N_ROWS].from;
+    const int nr = lmc_arch_count();
+    for (int i = 0; i < nr + N_ALIASES; i++) {
+        const char *name = i < nr ? lmc_arch_at(i)->model_type : aliases[i - nr].from;
         int d = edit_distance(model_type, name);
         /* a shared prefix (qwen2_moe vs qwen2) counts as close */
         if (strncmp(model_type, name, strlen(name)) == 0) d = d < 2 ? d : 2;
@@ -228,8 +432,9 @@ const char *lmc_arch_nearest(const char *model_type) {
 void lmc_arch_supported_list(char *buf, size_t cap) {
     size_t at = 0;
     buf[0] = 0;
-    for (int i = 0; i < N_ROWS + N_ALIASES && at < cap; i++) {
-        const char *name = i < N_ROWS ? rows[i].model_type : aliases[i - N_ROWS].from;
+    const int nr = lmc_arch_count();
+    for (int i = 0; i < nr + N_ALIASES && at < cap; i++) {
+        const char *name = i < nr ? lmc_arch_at(i)->model_type : aliases[i - nr].from;
         int n = snprintf(buf + at, cap - at, "%s%s", i ? ", " : "", name);
         if (n < 0) break;
         at += (size_t)n;
@@ -259,7 +464,12 @@ lmc_status lmc_act_from_name(const char *name, lmc_act *out) {
 /* Knobs of the config the generic dense forward would otherwise ignore. */
 static lmc_status check_knobs(const lmc_config *cfg, const lmc_arch *a) {
     lmc_act act;
-    LMC_TRY(lmc_act_from_name(cfg->hidden_act, &act));
+    if (!strcmp(cfg->hidden_act, "xielu")) { /* learned per-layer parameters: only the plain MLP carries them */
+        if (a->mlp != LMC_MLP_PLAIN || a->moe)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "activation xielu is supported for %s only with a plain MLP", cfg->model_type);
+    } else {
+        LMC_TRY(lmc_act_from_name(cfg->hidden_act, &act));
+    }
     int b;
     if (a->window == LMC_WINDOW_QWEN2 && lmc_config_bool(cfg, "use_sliding_window", &b) > 0 && b)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "%s with use_sliding_window=true is not supported yet", cfg->model_type);
@@ -267,16 +477,24 @@ static lmc_status check_knobs(const lmc_config *cfg, const lmc_arch *a) {
     for (int i = 0; i < 2; i++) {
         lmc_rope_type rt = rts[i];
         if (rt != LMC_ROPE_DEFAULT && rt != LMC_ROPE_LINEAR && rt != LMC_ROPE_LLAMA3 && rt != LMC_ROPE_YARN &&
-            rt != LMC_ROPE_LONGROPE)
+            rt != LMC_ROPE_LONGROPE && rt != LMC_ROPE_DYNAMIC)
             return lmc_fail(LMC_ERR_UNSUPPORTED,
-                            "rope type \"%s\" is not supported yet for %s (supported: default, linear, llama3, yarn, longrope)",
+                            "rope type \"%s\" is not supported yet for %s (supported: default, linear, dynamic, llama3, yarn, longrope)",
                             lmc_rope_type_name(rt), cfg->model_type);
     }
+    /* dynamic NTK re-rotates the cached keys when the sequence grows (forward.c): one table, full caches */
+    if ((cfg->rope.type == LMC_ROPE_DYNAMIC || cfg->rope_local.type == LMC_ROPE_DYNAMIC) &&
+        (cfg->sliding_window > 0 || cfg->rope_local.type != cfg->rope.type || cfg->rope_local.theta != cfg->rope.theta))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "dynamic rope with sliding windows or per-layer-type rope is not supported");
+    if (a->q_scale_llama4 && (!(cfg->rope.llama4_beta >= 0) || cfg->rope.original_max_position_embeddings <= 0))
+        return lmc_fail(LMC_ERR_FORMAT, "%s needs rope llama_4_scaling_beta and original_max_position_embeddings",
+                        cfg->model_type);
     double clip;
     if (lmc_config_double(cfg, "clip_qkv", &clip) > 0)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "clip_qkv is not supported yet");
     if (cfg->head_dim * cfg->rope.partial_rotary_factor < 2)
         return lmc_fail(LMC_ERR_FORMAT, "head_dim %d leaves nothing to rotate", cfg->head_dim);
+    if (a->moe) LMC_TRY(lmc_moe_check_config(cfg, a));
     return LMC_OK;
 }
 
@@ -311,15 +529,23 @@ lmc_status lmc_profile_resolve(lmc_config *cfg, lmc_profile *out) {
         return lmc_fail(LMC_ERR_UNSUPPORTED, "model_type \"%s\" wrapping \"%s\" is not supported (lmc runs the text "
                         "stack of: gemma3)", cfg->outer_model_type, cfg->model_type);
     resolve_act(cfg, a);
+    out->block = a->block;
+    out->names = a->names;
+    out->qkv_layout = a->qkv_layout;
+    if (a->parallel_key && cfg_flag(cfg, a->parallel_key, a->parallel_default)) out->block = a->parallel_block;
+    if (a->tie_default && !cJSON_GetObjectItemCaseSensitive(cfg->raw, "tie_word_embeddings") &&
+        !cJSON_GetObjectItemCaseSensitive(cfg->text, "tie_word_embeddings"))
+        cfg->tie_word_embeddings = 1;
+    if (a->variant) LMC_TRY(a->variant(cfg, out));
     if (a->pending_fixture)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "model_type \"%s\" is implemented but not yet held to F1 by a parity "
                         "fixture (tools/oracle/cases.py has its case); lmc refuses to run it unproven", a->model_type);
     LMC_TRY(check_knobs(cfg, a));
     out->tier = LMC_TIER_GENERIC;
     out->arch = a;
-    out->graph = "dense";
+    out->graph = a->moe ? "moe" : "dense";
     out->fidelity = "F1 (CPU f32 vs transformers float64, fixture-gated)";
-    snprintf(out->id, sizeof out->id, "generic-dense:%s", a->model_type);
+    snprintf(out->id, sizeof out->id, "generic-%s:%s", out->graph, a->model_type);
     if (alias_from) snprintf(out->alias_of, sizeof out->alias_of, "%s", alias_from);
     return LMC_OK;
 }

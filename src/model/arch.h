@@ -16,6 +16,7 @@ typedef enum lmc_norm_kind {
     LMC_NORM_RMS = 0,       /* x/rms · w */
     LMC_NORM_RMS_PLUS_ONE,  /* x/rms · (1 + w)  (gemma family) */
     LMC_NORM_LAYER,         /* (x - mean)/std · w + b (bias when the checkpoint has one) */
+    LMC_NORM_LAYER_PLUS_ONE,/* (x - mean)/std · (1 + w) + b (nemotron LayerNorm1P; 1 + w is formed at load) */
 } lmc_norm_kind;
 
 /* Where the norms sit around the two sublayers of a decoder block. */
@@ -23,8 +24,16 @@ typedef enum lmc_block_kind {
     LMC_BLOCK_PRE = 0,      /* x += attn(n1(x)); x += mlp(n2(x))                     (llama) */
     LMC_BLOCK_SANDWICH,     /* x += n1b(attn(n1(x))); x += n2b(mlp(n2(x)))           (gemma2/3, glm4) */
     LMC_BLOCK_POST,         /* x += n1b(attn(x)); x += n2b(mlp(x))                   (olmo2/3) */
-    LMC_BLOCK_PARALLEL,     /* h = n1(x); x += attn(h) + mlp(h)                      (cohere) */
+    LMC_BLOCK_PARALLEL,     /* h = n1(x); x += attn(h) + mlp(h)                      (cohere, gptj, phi) */
+    LMC_BLOCK_PARALLEL2,    /* x += attn(n1(x)) + mlp(n2(x))                         (gpt-neox, falcon new arch) */
 } lmc_block_kind;
+
+/* How a fused qkv weight orders its rows (model.c splits it at load). */
+typedef enum lmc_qkv_layout {
+    LMC_QKV_CONCAT = 0,     /* [q heads | k heads | v heads] (phi3, gpt2, falcon multi-query): row views */
+    LMC_QKV_GROUPED,        /* per KV group g: [q heads of g | k_g | v_g] (falcon new arch; with one q head
+                             * per group: per head [q_h | k_h | v_h], gpt-neox): rows regrouped at load */
+} lmc_qkv_layout;
 
 typedef enum lmc_qk_norm {
     LMC_QK_NORM_NONE = 0,
@@ -46,6 +55,8 @@ typedef enum lmc_bias_rule {
     LMC_BIAS_USE_BIAS,        /* every linear iff config use_bias, default true (starcoder2) */
     LMC_BIAS_ALL,             /* every linear has a bias (phi) */
     LMC_BIAS_QKV_CONFIG,      /* q/k/v iff config attention_bias, o never, MLP iff mlp_bias (glm, glm4, helium) */
+    LMC_BIAS_ATTN_MLP_ALWAYS, /* q/k/v/o iff attention_bias (default: the row's attn_bias_default), MLP always (gpt_neox) */
+    LMC_BIAS_MLP_ONLY,        /* attention none, MLP always (gptj) */
 } lmc_bias_rule;
 
 typedef enum lmc_window_rule {
@@ -61,6 +72,41 @@ typedef struct lmc_names {
     const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
     const char *gate, *up, *gate_up, *down;
 } lmc_names;
+
+/* Mixture of experts (model/moe.h): tensor names of a sparse layer (after "<prefix>layers.<i>.";
+ * weights end in ".weight" unless said). A row may list two layouts (e.g. the saved per-expert
+ * names and transformers 5's fused ones); the one whose router is present is used. */
+typedef struct lmc_moe_names {
+    const char *router;         /* router weight [E, D] */
+    const char *sel_bias;       /* expert-selection bias [E] or [1, E], full name (NULL: none) */
+    const char *expert;         /* per-expert prefix, printf with the expert index: "mlp.experts.%d." */
+    const char *e_gate, *e_up, *e_down;  /* within an expert (e_gate NULL: plain MLP) */
+    const char *f_gate_up, *f_down;      /* fused full names: [E, 2I, D] (gate rows first), [E, D, I] */
+    const char *shared;         /* prefix of the shared expert(s) (NULL: none) */
+    const char *s_gate, *s_up, *s_down, *s_gate_up; /* within the shared expert (s_gate_up: fused [2Is, D]) */
+    const char *shared_gate;    /* sigmoid gate of the shared expert [1, D] (qwen2_moe) */
+} lmc_moe_names;
+
+typedef enum lmc_moe_norm_rule {
+    LMC_MOE_NORM_CONFIG = 0,    /* renormalize the top-k weights iff norm_topk_prob (default false) */
+    LMC_MOE_NORM_CONFIG_TRUE,   /* the same, default true */
+    LMC_MOE_NORM_ALWAYS,        /* always (mixtral, granitemoe's softmax over the top-k logits, hunyuan) */
+    LMC_MOE_NORM_NEVER,         /* never (phimoe's sparsemixer) */
+} lmc_moe_norm_rule;
+
+typedef struct lmc_moe_desc {
+    const lmc_moe_names *names[2]; /* layouts, tried in order (names[1] may be NULL) */
+    lmc_moe_score score;        /* backend.h: softmax, sigmoid (grouped top-k, scaling), sparsemixer */
+    lmc_moe_norm_rule norm;
+    int expert_i_dense;         /* experts use intermediate_size even when moe_intermediate_size is given */
+    int shared_i_dense;         /* the shared expert uses intermediate_size (hunyuan) */
+    float norm_eps;             /* added to the renormalization denominator (sigmoid routers: 1e-20) */
+    int norm_min_key;           /* the denominator is clamped by moe_norm_min (ernie4_5_moe) */
+    int scale_key;              /* routed_scaling_factor applies */
+    int group_keys;             /* n_group / topk_group apply */
+} lmc_moe_desc;
+
+typedef struct lmc_profile lmc_profile;
 
 typedef struct lmc_arch {
     const char *model_type;
@@ -89,7 +135,27 @@ typedef struct lmc_arch {
     const char *act_default;/* when the config does not name one (NULL: "silu") */
     const char *prefix;     /* decoder prefix ("model."); a multimodal wrapper's text stack may differ */
     const lmc_names *names; /* per-layer tensor names */
+    const lmc_moe_desc *moe;/* mixture of experts: the router and experts of sparse layers (NULL: dense) */
+    const char *lm_head_bias_key; /* config bool that gives the LM head a bias (phimoe lm_head_bias) */
     const char *notes;      /* one line for docs/MODELS.md */
+    /* non-llama layouts (NULL / 0: the llama spelling) */
+    const char *layers;     /* per-layer infix after the prefix (NULL: "layers."; gpt2: "h.") */
+    const char *embed;      /* token embedding name after the prefix (NULL: "embed_tokens") */
+    const char *lm_head;    /* LM head name without ".weight" (NULL: "lm_head"; gpt_neox: "embed_out") */
+    const char *prefix_alt; /* a second decoder prefix older checkpoints use (gpt2: "") */
+    const char *pos_embed;  /* learned absolute position table after the prefix (gpt2: "wpe"); no rope */
+    lmc_qkv_layout qkv_layout;
+    int conv1d;             /* linear weights stored [in, out] (gpt2 Conv1D): transposed at load */
+    int qk_norm_split;      /* per-head q/k norm weights stored one tensor per head "<name>.norms.<h>" (stablelm) */
+    int q_scale_llama4;     /* q ×= 1 + β·log(1 + floor(pos / original_max)) after rope (ministral3) */
+    int tie_default;        /* tie_word_embeddings when config.json does not say (gpt2, falcon) */
+    int attn_bias_default;  /* attention_bias when config.json does not say (LMC_BIAS_ATTN_MLP_ALWAYS) */
+    int mask_buffers;       /* older checkpoints carry attn(ention).bias / masked_bias causal-mask buffers (dropped) */
+    const char *parallel_key; /* config bool that selects parallel_block over block (use_parallel_residual) */
+    int parallel_default;   /* its value when absent */
+    lmc_block_kind parallel_block;
+    /* arch-specific config normalization and variant choice (falcon); NULL: none */
+    lmc_status (*variant)(lmc_config *cfg, lmc_profile *p);
 } lmc_arch;
 
 /* A multimodal checkpoint whose text stack lmc runs: the outer model_type, the
@@ -106,7 +172,7 @@ typedef struct lmc_wrapper {
 typedef enum lmc_tier { LMC_TIER_UNSUPPORTED = 0, LMC_TIER_GENERIC, LMC_TIER_TARGETED } lmc_tier;
 
 /* What runs a checkpoint: resolved once per load, before weights are read. */
-typedef struct lmc_profile {
+struct lmc_profile {
     char id[96];            /* e.g. "generic-dense:qwen2" */
     lmc_tier tier;
     const lmc_arch *arch;   /* descriptor row (generic tier) */
@@ -114,7 +180,11 @@ typedef struct lmc_profile {
     const char *fidelity;   /* "F1 vs transformers (fixture-gated)" */
     char alias_of[64];      /* model_type the row was reached through an alias from, or "" */
     const lmc_wrapper *wrapper; /* multimodal wrapper whose text stack runs, or NULL */
-} lmc_profile;
+    /* resolved from the row and the config (a row's parallel_key or variant may change them) */
+    lmc_block_kind block;
+    const lmc_names *names;
+    lmc_qkv_layout qkv_layout;
+};
 
 /* Row for a model_type (after aliases); NULL if none. *alias_from gets the
  * original name when an alias was followed (may be NULL). */

@@ -66,6 +66,15 @@ static lmc_status opt_pos_int(const lmc_config *cfg, const char *key, int *out, 
     return LMC_OK;
 }
 
+/* The key of `keys` (NULL-terminated, the canonical name first) present in the config, else the
+ * canonical one: older and per-model spellings (gpt2 n_embd, falcon num_kv_heads, ...). */
+static const char *key_of(const lmc_config *cfg, const char *const *keys) {
+    int64_t v;
+    for (int i = 0; keys[i]; i++)
+        if (lmc_config_int(cfg, keys[i], &v) != 0) return keys[i];
+    return keys[0];
+}
+
 static lmc_status get_num(const cJSON *o, const char *key, double *out) {
     int r = lmc_json_get_double(o, key, out);
     if (r < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: rope \"%s\" must be a number", key);
@@ -110,6 +119,7 @@ lmc_status lmc_rope_config_parse(const cJSON *o, lmc_rope_config *rc) {
     LMC_TRY(get_num(o, "beta_slow", &rc->beta_slow));
     LMC_TRY(get_num(o, "mscale", &rc->mscale));
     LMC_TRY(get_num(o, "mscale_all_dim", &rc->mscale_all_dim));
+    LMC_TRY(get_num(o, "llama_4_scaling_beta", &rc->llama4_beta));
     int64_t omp;
     int r = lmc_json_get_int(o, "original_max_position_embeddings", &omp);
     if (r < 0 || (r > 0 && (omp <= 0 || omp > (1 << 30))))
@@ -137,6 +147,7 @@ static void rope_defaults(lmc_rope_config *rc) {
     rc->beta_fast = 32.0;
     rc->beta_slow = 1.0;
     rc->truncate = 1;
+    rc->llama4_beta = -1.0;
 }
 
 /* Both spellings: transformers 5 `rope_parameters` (flat, or keyed by layer
@@ -147,8 +158,17 @@ static lmc_status parse_rope(lmc_config *cfg) {
     int rt = lmc_config_double(cfg, "rope_theta", &theta), rp = lmc_config_double(cfg, "partial_rotary_factor", &prf);
     if (rt < 0 || rp < 0) /* a mistyped value must not fall back to the default silently */
         return lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" must be a number", rt < 0 ? "rope_theta" : "partial_rotary_factor");
+    /* gpt-neox spellings: rotary_emb_base, rotary_pct; gptj: rotary_dim (a count) */
+    if (rt == 0) rt = lmc_config_double(cfg, "rotary_emb_base", &theta);
+    if (rp == 0) rp = lmc_config_double(cfg, "rotary_pct", &prf);
+    if (rt < 0 || rp < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: rotary_emb_base and rotary_pct must be numbers");
     if (rt > 0) cfg->rope.theta = theta;
     if (rp > 0) cfg->rope.partial_rotary_factor = prf;
+    int64_t rdim;
+    int rd = lmc_config_int(cfg, "rotary_dim", &rdim);
+    if (rd < 0 || (rd > 0 && (rdim < 2 || rdim % 2 || rdim > (1 << 16))))
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: rotary_dim must be a positive even integer");
+    if (rd > 0) cfg->rope.rotary_dim = (int)rdim;
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(cfg->text, "rope_parameters");
     if (!params && cfg->text != cfg->raw) params = cJSON_GetObjectItemCaseSensitive(cfg->raw, "rope_parameters");
     const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(cfg->text, "rope_scaling");
@@ -316,6 +336,89 @@ static lmc_status parse_forward_knobs(lmc_config *cfg) {
     return LMC_OK;
 }
 
+/* The first of `keys` present as a positive integer (0 when none is; an error when one is mistyped
+ * or is a list: per-layer expert counts are not supported). */
+static lmc_status moe_int(const lmc_config *cfg, const char *const *keys, int *out) {
+    for (int i = 0; keys[i]; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg->text, keys[i]);
+        if (!it || cJSON_IsNull(it)) continue;
+        if (cJSON_IsArray(it))
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: per-layer \"%s\" lists are not supported", keys[i]);
+        int64_t v;
+        if (!lmc_json_item_int(it, &v) || v < 0 || v > (1 << 24))
+            return lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" must be a non-negative integer", keys[i]);
+        *out = (int)v;
+        return LMC_OK;
+    }
+    return LMC_OK;
+}
+
+/* Mixture-of-experts sizes, routing scalars and which layers stay dense. */
+static lmc_status parse_moe(lmc_config *cfg) {
+    static const char *const k_experts[] = {"num_local_experts", "num_experts", "moe_num_experts", "n_routed_experts", NULL};
+    static const char *const k_used[] = {"num_experts_per_tok", "moe_k", "moe_topk", NULL};
+    static const char *const k_shared[] = {"n_shared_experts", "moe_num_shared_experts", NULL};
+    static const char *const k_shared_i[] = {"shared_expert_intermediate_size", "shared_intermediate_size", NULL};
+    static const char *const k_moe_i[] = {"moe_intermediate_size", NULL};
+    cfg->routed_scaling_factor = 1.0;
+    cfg->norm_topk_prob = -1;
+    cfg->router_jitter = -1;
+    LMC_TRY(moe_int(cfg, k_experts, &cfg->n_experts));
+    if (cfg->n_experts == 0) return LMC_OK;
+    LMC_TRY(moe_int(cfg, k_used, &cfg->n_experts_used));
+    cfg->moe_intermediate_size = cfg->intermediate_size;
+    LMC_TRY(moe_int(cfg, k_moe_i, &cfg->moe_intermediate_size));
+    LMC_TRY(moe_int(cfg, k_shared, &cfg->n_shared_experts));
+    LMC_TRY(moe_int(cfg, k_shared_i, &cfg->shared_intermediate_size));
+    if (cfg->n_experts_used < 1 || cfg->n_experts_used > cfg->n_experts)
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: %d experts per token of %d experts", cfg->n_experts_used,
+                        cfg->n_experts);
+    if (cfg->moe_intermediate_size <= 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: moe_intermediate_size must be positive");
+    int b;
+    if (lmc_config_bool(cfg, "norm_topk_prob", &b) > 0) cfg->norm_topk_prob = b;
+    LMC_TRY(opt_double(cfg, "routed_scaling_factor", &cfg->routed_scaling_factor));
+    LMC_TRY(opt_double(cfg, "router_jitter_noise", &cfg->router_jitter));
+    LMC_TRY(opt_double(cfg, "moe_norm_min", &cfg->moe_norm_min));
+    int g = 0, tg = 0;
+    static const char *const k_group[] = {"n_group", NULL}, *const k_topk_group[] = {"topk_group", NULL};
+    LMC_TRY(moe_int(cfg, k_group, &g));
+    LMC_TRY(moe_int(cfg, k_topk_group, &tg));
+    cfg->n_group = g;
+    cfg->topk_group = tg;
+    if (g > 1 && (g > 256 || cfg->n_experts % g != 0 || tg < 1 || tg > g))
+        return lmc_fail(LMC_ERR_FORMAT, "config.json: n_group %d / topk_group %d do not divide %d experts", g, tg,
+                        cfg->n_experts);
+    /* dense layers: every rule whose keys are present */
+    int step = 0, first_dense = 0, interval = 0, start = 0, end = -1;
+    static const char *const k_step[] = {"decoder_sparse_step", NULL}, *const k_first[] = {"first_k_dense_replace", NULL};
+    static const char *const k_int[] = {"moe_layer_interval", NULL}, *const k_start[] = {"moe_layer_start_index", NULL};
+    LMC_TRY(moe_int(cfg, k_step, &step));
+    LMC_TRY(moe_int(cfg, k_first, &first_dense));
+    LMC_TRY(moe_int(cfg, k_int, &interval));
+    LMC_TRY(moe_int(cfg, k_start, &start));
+    int64_t v;
+    if (lmc_config_int(cfg, "moe_layer_end_index", &v) > 0) end = v < 0 ? cfg->n_layers - 1 : (int)(v < cfg->n_layers ? v : cfg->n_layers);
+    else end = cfg->n_layers - 1;
+    for (int il = 0; il < cfg->n_layers && il < LMC_MAX_LAYERS; il++) {
+        int dense = 0;
+        if (step > 0 && (il + 1) % step != 0) dense = 1;
+        if (il < first_dense) dense = 1;
+        if (interval > 0 && ((il + 1) % interval != 0 || il < start || il > end)) dense = 1;
+        cfg->layer_dense[il] = (unsigned char)dense;
+    }
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(cfg->text, "mlp_only_layers");
+    if (mo && !cJSON_IsNull(mo)) {
+        if (!cJSON_IsArray(mo)) return lmc_fail(LMC_ERR_FORMAT, "config.json: mlp_only_layers must be a list");
+        const cJSON *it;
+        cJSON_ArrayForEach(it, mo) {
+            if (!lmc_json_item_int(it, &v) || v < 0 || v >= cfg->n_layers)
+                return lmc_fail(LMC_ERR_FORMAT, "config.json: mlp_only_layers holds a non-layer");
+            cfg->layer_dense[v] = 1;
+        }
+    }
+    return LMC_OK;
+}
+
 static void copy_str(char *dst, size_t cap, const char *src) {
     snprintf(dst, cap, "%s", src ? src : "");
 }
@@ -344,22 +447,31 @@ lmc_status lmc_config_from_json(cJSON *raw, const cJSON *gen, lmc_config *cfg) {
         copy_str(cfg->torch_dtype, sizeof cfg->torch_dtype, s);
 
     LMC_TRY(need_pos_int(cfg, "vocab_size", &cfg->vocab_size, 1 << 24));
-    LMC_TRY(need_pos_int(cfg, "hidden_size", &cfg->hidden_size, 1 << 20));
-    LMC_TRY(need_pos_int(cfg, "num_hidden_layers", &cfg->n_layers, 4096));
-    LMC_TRY(need_pos_int(cfg, "num_attention_heads", &cfg->n_heads, 4096));
+    /* canonical names first, then the spellings of gpt2/gptj (n_embd, n_layer, n_head, n_positions,
+     * n_inner) and falcon (num_kv_heads, ffn_hidden_size) */
+    static const char *const k_hidden[] = {"hidden_size", "n_embd", NULL}, *const k_layers[] = {"num_hidden_layers", "n_layer", NULL};
+    static const char *const k_heads[] = {"num_attention_heads", "n_head", NULL};
+    static const char *const k_inter[] = {"intermediate_size", "n_inner", "ffn_hidden_size", NULL};
+    static const char *const k_kv[] = {"num_key_value_heads", "num_kv_heads", NULL};
+    static const char *const k_maxpos[] = {"max_position_embeddings", "n_positions", NULL};
+    LMC_TRY(need_pos_int(cfg, key_of(cfg, k_hidden), &cfg->hidden_size, 1 << 20));
+    LMC_TRY(need_pos_int(cfg, key_of(cfg, k_layers), &cfg->n_layers, 4096));
+    LMC_TRY(need_pos_int(cfg, key_of(cfg, k_heads), &cfg->n_heads, 4096));
     cfg->intermediate_size = 4 * cfg->hidden_size;
-    LMC_TRY(opt_pos_int(cfg, "intermediate_size", &cfg->intermediate_size, 1 << 24));
+    LMC_TRY(opt_pos_int(cfg, key_of(cfg, k_inter), &cfg->intermediate_size, 1 << 24));
     cfg->n_kv_heads = cfg->n_heads;
-    LMC_TRY(opt_pos_int(cfg, "num_key_value_heads", &cfg->n_kv_heads, 4096));
+    LMC_TRY(opt_pos_int(cfg, key_of(cfg, k_kv), &cfg->n_kv_heads, 4096));
     if (cfg->n_heads % cfg->n_kv_heads != 0)
         return lmc_fail(LMC_ERR_FORMAT, "config.json: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
                         cfg->n_heads, cfg->n_kv_heads);
     cfg->head_dim = cfg->hidden_size / cfg->n_heads;
     LMC_TRY(opt_pos_int(cfg, "head_dim", &cfg->head_dim, 1 << 16));
     cfg->max_position_embeddings = 2048;
-    LMC_TRY(opt_pos_int(cfg, "max_position_embeddings", &cfg->max_position_embeddings, 1 << 30));
+    LMC_TRY(opt_pos_int(cfg, key_of(cfg, k_maxpos), &cfg->max_position_embeddings, 1 << 30));
     cfg->norm_eps = 1e-6;
     if (lmc_config_double(cfg, "rms_norm_eps", &cfg->norm_eps) < 0 ||
+        lmc_config_double(cfg, "layer_norm_epsilon", &cfg->norm_eps) < 0 ||
+        lmc_config_double(cfg, "norm_eps", &cfg->norm_eps) < 0 ||
         lmc_config_double(cfg, "layer_norm_eps", &cfg->norm_eps) < 0 ||
         lmc_config_double(cfg, "norm_epsilon", &cfg->norm_eps) < 0)
         return lmc_fail(LMC_ERR_FORMAT, "config.json: norm epsilon must be a number");
@@ -369,7 +481,10 @@ lmc_status lmc_config_from_json(cJSON *raw, const cJSON *gen, lmc_config *cfg) {
     int b;
     if (lmc_json_get_bool(raw, "tie_word_embeddings", &b) > 0) cfg->tie_word_embeddings = b;
     else if (lmc_json_get_bool(cfg->text, "tie_word_embeddings", &b) > 0) cfg->tie_word_embeddings = b;
-    if (lmc_config_bool(cfg, "attention_bias", &b) > 0) cfg->attention_bias = b;
+    if (lmc_config_bool(cfg, "attention_bias", &b) > 0 || lmc_config_bool(cfg, "use_qkv_bias", &b) > 0) {
+        cfg->attention_bias = b;
+        cfg->attention_bias_given = 1;
+    }
     if (lmc_config_bool(cfg, "mlp_bias", &b) > 0) cfg->mlp_bias = b;
     cfg->attention_out_bias = -1;
     if (lmc_config_bool(cfg, "attention_out_bias", &b) > 0) cfg->attention_out_bias = b;
@@ -387,6 +502,7 @@ lmc_status lmc_config_from_json(cJSON *raw, const cJSON *gen, lmc_config *cfg) {
     rope_top_level_original(cfg, &cfg->rope);
     rope_top_level_original(cfg, &cfg->rope_local);
     LMC_TRY(parse_forward_knobs(cfg));
+    LMC_TRY(parse_moe(cfg));
 
     lmc_status st = LMC_OK;
     cfg->bos_token_id = cfg->pad_token_id = -1;

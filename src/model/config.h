@@ -43,6 +43,8 @@ typedef struct lmc_rope_config {
     double beta_fast, beta_slow, mscale, mscale_all_dim; /* yarn */
     int truncate;                   /* yarn: 1 = truncate the correction range (default) */
     int n_short_factor, n_long_factor;                   /* longrope */
+    int rotary_dim;                 /* rotated dims given as a count (gptj rotary_dim); 0: from partial_rotary_factor */
+    double llama4_beta;             /* llama_4_scaling_beta (ministral3 query scaling); < 0 = absent */
     double short_factor[LMC_ROPE_MAX_FACTORS / 2], long_factor[LMC_ROPE_MAX_FACTORS / 2];
 } lmc_rope_config;
 
@@ -61,7 +63,8 @@ typedef struct lmc_config {
     int max_position_embeddings;
     double norm_eps;
     int tie_word_embeddings;
-    int attention_bias;         /* q/k/v (and o, per arch) carry biases */
+    int attention_bias;         /* q/k/v (and o, per arch) carry biases (stablelm spells it use_qkv_bias) */
+    int attention_bias_given;   /* attention_bias (or use_qkv_bias) present in config.json */
     int mlp_bias;
     int attention_out_bias;     /* o_proj bias when given separately (seed_oss); -1 when absent */
     char hidden_act[32];        /* config hidden_act, else "silu"; lmc_profile_resolve applies the arch's key and default */
@@ -84,6 +87,19 @@ typedef struct lmc_config {
     int use_bias;               /* use_bias (starcoder2); -1 when absent */
     int quant_bits, quant_group;/* MLX "quantization" / "quantization_config" block (0 when absent) */
     const cJSON *quant;         /* that block (per-module overrides are its object members) */
+    /* mixture of experts (model/moe.h); n_experts 0 = a dense model */
+    int n_experts;              /* num_local_experts | num_experts | moe_num_experts | n_routed_experts */
+    int n_experts_used;         /* num_experts_per_tok | moe_k | moe_topk (top-k) */
+    int moe_intermediate_size;  /* moe_intermediate_size, else intermediate_size (per expert) */
+    int n_shared_experts;       /* n_shared_experts | moe_num_shared_experts (0: absent) */
+    int shared_intermediate_size; /* shared_expert_intermediate_size | shared_intermediate_size (0: absent) */
+    int norm_topk_prob;         /* -1: absent */
+    double routed_scaling_factor; /* 1 when absent */
+    int n_group, topk_group;    /* grouped top-k (0: absent) */
+    double router_jitter;       /* router_jitter_noise (phimoe's sparsemixer threshold); -1 absent */
+    double moe_norm_min;        /* moe_norm_min (ernie4_5_moe); 0 absent */
+    unsigned char layer_dense[LMC_MAX_LAYERS]; /* 1: a dense MLP layer of an MoE model (mlp_only_layers,
+                                 * decoder_sparse_step, first_k_dense_replace, moe_layer_interval/start/end) */
     lmc_rope_config rope;       /* full-attention layers */
     lmc_rope_config rope_local; /* sliding layers (equal to rope unless given per layer type) */
     int bos_token_id;           /* -1: none */

@@ -38,6 +38,10 @@ lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int
         lmc_status st = m->be->i->alloc(m->be, plan[i].t);
         if (st < 0) { lmc_forward_state_free(fs); return st; }
     }
+    if (m->moe_layers) {
+        lmc_status st = lmc_moe_scratch_init(&fs->moe, m, n_batch_max);
+        if (st < 0) { lmc_forward_state_free(fs); return st; }
+    }
     return LMC_OK;
 }
 
@@ -48,6 +52,7 @@ void lmc_forward_state_free(lmc_forward_state *fs) {
                          &fs->out, &fs->out2, &fs->logits, &fs->tok, &fs->pos, &fs->seq, &fs->sel_idx};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->data) be->i->release(be, all[i]);
+    lmc_moe_scratch_free(&fs->moe, fs->m);
     fs->m = NULL;
 }
 
@@ -103,10 +108,15 @@ static void qk_norm(const lmc_model *m, const lmc_layer *L, lmc_tensor *q, lmc_t
     }
 }
 
-/* out = mlp(h), using gate/up scratch. */
-static void mlp(const lmc_model *m, const lmc_layer *L, lmc_tensor *out, const lmc_tensor *h, lmc_tensor *gate,
+/* out = mlp(h), using gate/up scratch; a sparse layer runs the MoE block (model/moe.c). */
+static void mlp(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *out, const lmc_tensor *h, lmc_tensor *gate,
                 lmc_tensor *up) {
+    const lmc_model *m = fs->m;
     lmc_backend *be = m->be;
+    if (L->moe) {
+        lmc_moe_forward(m, L->moe, &fs->moe, out, h, (int)lmc_tensor_nrows(h));
+        return;
+    }
     if (m->profile.arch->mlp == LMC_MLP_PLAIN) {
         linear(be, up, &L->w_up, &L->b_up, h);
         be->i->act(be, up, up, m->act);
@@ -163,7 +173,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     if (block == LMC_BLOCK_PARALLEL) {
         /* x += attn(h) + mlp(h), one normed input */
         lmc_tensor o2 = rows(&fs->out2, n);
-        mlp(m, L, &o2, &h, &gate, &up);
+        mlp(fs, L, &o2, &h, &gate, &up);
         be->i->add(be, &o, &o, &o2);
         residual_add(m, &x, &o);
         return;
@@ -177,7 +187,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
         norm(m, &h, &x, &L->ffn_norm, &L->ffn_norm_b);
         in = &h;
     }
-    mlp(m, L, &o, in, &gate, &up);
+    mlp(fs, L, &o, in, &gate, &up);
     if (block == LMC_BLOCK_SANDWICH || block == LMC_BLOCK_POST) norm(m, &o, &o, &L->ffn_post_norm, &L->ffn_post_norm_b);
     residual_add(m, &x, &o);
 }

@@ -25,6 +25,7 @@ typedef struct lmc_forward_state {
     lmc_tensor logits;          /* f32 [V, LMC_LOGITS_CHUNK] */
     lmc_tensor tok, pos, seq;   /* i32 [B] */
     lmc_tensor sel_idx;         /* i32 [B] */
+    lmc_moe_scratch moe;        /* router / expert scratch (allocated for MoE models only) */
 } lmc_forward_state;
 
 lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int n_batch_max);

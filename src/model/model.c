@@ -165,6 +165,79 @@ static lmc_status bind(lmc_model *m, audit *a, const char *name, int64_t ne0, in
     return view_rows(m, &f, 0, ne1 ? ne1 : ne0, out);
 }
 
+/* ---- weights rewritten at load -------------------------------------------------------------
+ * Layouts the forward cannot take as views of the file are rewritten once into memory the model
+ * owns (a header lmc_weight + its data in one block) and then bound like file tensors: gpt2's
+ * Conv1D [in, out] weights transposed, gpt-neox/falcon per-head fused qkv rows regrouped into
+ * q | k | v, stablelm's per-head q/k norm tensors gathered into one [H, hd], nemotron's 1 + w.
+ * Plain float dtypes (and, for row regrouping, GGUF block rows); MLX-packed ones are refused. */
+static lmc_status owned_weight(lmc_model *m, const lmc_weight *like, lmc_dtype dtype, int n_dims, int64_t s0,
+                               int64_t s1, size_t nbytes, lmc_weight **out) {
+    if (m->n_owned >= m->cap_owned) return lmc_fail(LMC_ERR_NOMEM, "too many rewritten weights");
+    const size_t head = (sizeof(lmc_weight) + 63) & ~(size_t)63;
+    char *blk = aligned_alloc(64, (head + nbytes + 63) & ~(size_t)63);
+    if (!blk) return lmc_fail(LMC_ERR_NOMEM, "rewriting %s", like->name);
+    lmc_weight *w = (lmc_weight *)blk;
+    memset(w, 0, sizeof *w);
+    w->name = like->name;
+    w->dtype = dtype;
+    w->n_dims = n_dims;
+    w->shape[0] = s0;
+    w->shape[1] = s1;
+    w->data = blk + head;
+    w->nbytes = nbytes;
+    m->owned[m->n_owned++] = w;
+    *out = w;
+    return LMC_OK;
+}
+
+static int plain_float(lmc_dtype t) { return t == LMC_DTYPE_F32 || t == LMC_DTYPE_F16 || t == LMC_DTYPE_BF16; }
+
+/* f holds a stored [in, out] Conv1D weight (found as ne0 = out, ne1 = in): make it [out, in]. */
+static lmc_status transpose_conv1d(lmc_model *m, found_t *f) {
+    const lmc_weight *t = f->w;
+    if (!plain_float(t->dtype) || f->scales)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: Conv1D weights must be F32, F16 or BF16 to be transposed (got %s)",
+                        t->name, lmc_dtype_name(t->dtype));
+    const int64_t in = t->shape[0], out = t->shape[1];
+    const size_t es = lmc_dtype_size(t->dtype);
+    lmc_weight *w;
+    LMC_TRY(owned_weight(m, t, t->dtype, 2, out, in, t->nbytes, &w));
+    const char *src = t->data;
+    char *dst = (char *)w->data;
+    for (int64_t i = 0; i < in; i++)
+        for (int64_t o = 0; o < out; o++) memcpy(dst + ((size_t)o * in + i) * es, src + ((size_t)i * out + o) * es, es);
+    f->w = w;
+    f->in = in;
+    return LMC_OK;
+}
+
+/* Regroup the rows (elements, for a 1-D bias) of a fused qkv stored per KV group as
+ * [q × qpk | k | v] · hd into [all q | all k | all v]. */
+static lmc_status regroup_qkv(lmc_model *m, found_t *f, int64_t n_kv, int64_t qpk, int64_t hd) {
+    const lmc_weight *t = f->w;
+    if (f->scales || (t->n_dims == 1 && !plain_float(t->dtype)))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: a per-head fused qkv cannot be regrouped from %s storage", t->name,
+                        lmc_dtype_name(t->dtype));
+    const int64_t rows = t->n_dims == 2 ? t->shape[0] : t->shape[0];
+    const size_t rb = t->n_dims == 2 ? lmc_dtype_row_bytes(f->dtype, f->in) : lmc_dtype_size(t->dtype);
+    if (rows != n_kv * (qpk + 2) * hd) return lmc_fail(LMC_ERR_FORMAT, "%s: fused qkv rows do not split into heads", t->name);
+    lmc_weight *w;
+    LMC_TRY(owned_weight(m, t, t->dtype, t->n_dims, t->shape[0], t->shape[1], (size_t)rows * rb, &w));
+    const char *src = t->data;
+    char *dst = (char *)w->data;
+    int64_t r = 0;
+    for (int part = 0; part < 3; part++)          /* q, k, v */
+        for (int64_t g = 0; g < n_kv; g++)
+            for (int64_t j = 0; j < (part == 0 ? qpk : 1); j++) {
+                int64_t old = (g * (qpk + 2) + (part == 0 ? j : qpk + part - 1)) * hd;
+                memcpy(dst + (size_t)r * rb, src + (size_t)old * rb, (size_t)hd * rb);
+                r += hd;
+            }
+    f->w = w;
+    return LMC_OK;
+}
+
 const char *lmc_model_drop_rule(const lmc_model *m, const char *name) {
     size_t n = strlen(name);
     const char *suffix = "rotary_emb.inv_freq";
@@ -172,6 +245,10 @@ const char *lmc_model_drop_rule(const lmc_model *m, const char *name) {
         return "rotary inv_freq buffer (recomputed by the rope factory)";
     if (m->cfg.tie_word_embeddings && strcmp(name, m->lm_head_name ? m->lm_head_name : "lm_head.weight") == 0)
         return "lm_head tied to embed_tokens (tie_word_embeddings)";
+    static const char *const masks[] = {".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias"};
+    for (size_t i = 0; m->profile.arch && m->profile.arch->mask_buffers && i < sizeof masks / sizeof masks[0]; i++)
+        if (n > strlen(masks[i]) && !strcmp(name + n - strlen(masks[i]), masks[i]))
+            return "causal-mask buffer saved by older checkpoints (the forward masks causally)";
     const lmc_wrapper *w = m->profile.wrapper;
     for (int i = 0; w && i < 6 && w->drop_prefixes[i]; i++)
         if (!strncmp(name, w->drop_prefixes[i], strlen(w->drop_prefixes[i])))
@@ -187,8 +264,25 @@ static lmc_status bind_norm(lmc_model *m, audit *a, const char *base, int64_t d,
     memset(w, 0, sizeof *w);
     if (m->profile.arch->norm_no_weight) return LMC_OK; /* parameter-free norm */
     snprintf(n, sizeof n, "%s.weight", base);
-    LMC_TRY(bind(m, a, n, d, rows, 1, w));
-    if (m->profile.arch->norm == LMC_NORM_LAYER) {
+    if (m->profile.arch->norm == LMC_NORM_LAYER_PLUS_ONE) {
+        /* LayerNorm1P: the weight the norm multiplies by is 1 + w (an f32 copy) */
+        found_t f;
+        LMC_TRY(find(m, a, n, d, rows, 1, &f));
+        if (!f.w) return LMC_OK;
+        if (!plain_float(f.w->dtype)) return lmc_fail(LMC_ERR_UNSUPPORTED, "%s must be F32, F16 or BF16", n);
+        const int64_t ne = rows ? d * rows : d;
+        lmc_weight *o;
+        LMC_TRY(owned_weight(m, f.w, LMC_DTYPE_F32, f.w->n_dims, f.w->shape[0], f.w->shape[1], (size_t)ne * 4, &o));
+        float *dst = (float *)o->data;
+        lmc_to_f32(f.w->dtype, f.w->data, dst, (size_t)ne);
+        for (int64_t i = 0; i < ne; i++) dst[i] += 1.0f;
+        f.w = o;
+        f.dtype = LMC_DTYPE_F32;
+        LMC_TRY(view_rows(m, &f, 0, rows ? rows : d, w));
+    } else {
+        LMC_TRY(bind(m, a, n, d, rows, 1, w));
+    }
+    if (m->profile.arch->norm == LMC_NORM_LAYER || m->profile.arch->norm == LMC_NORM_LAYER_PLUS_ONE) {
         snprintf(n, sizeof n, "%s.bias", base);
         LMC_TRY(bind(m, a, n, d, rows, 0, b));
     }
@@ -200,7 +294,17 @@ static lmc_status bind_linear(lmc_model *m, audit *a, const char *base, int64_t 
                               lmc_tensor *w, lmc_tensor *b) {
     char n[320];
     snprintf(n, sizeof n, "%s.weight", base);
-    LMC_TRY(bind(m, a, n, in, out, 1, w));
+    if (m->profile.arch->conv1d) {
+        found_t f;
+        memset(w, 0, sizeof *w);
+        LMC_TRY(find(m, a, n, out, in, 1, &f));
+        if (f.w) {
+            LMC_TRY(transpose_conv1d(m, &f));
+            LMC_TRY(view_rows(m, &f, 0, out, w));
+        }
+    } else {
+        LMC_TRY(bind(m, a, n, in, out, 1, w));
+    }
     memset(b, 0, sizeof *b);
     if (bias) {
         snprintf(n, sizeof n, "%s.bias", base);
@@ -217,10 +321,18 @@ static lmc_status bind_fused(lmc_model *m, audit *a, const char *base, int64_t i
     for (int i = 0; i < n_parts; i++) total += parts[i];
     found_t t, tb = {0};
     snprintf(n, sizeof n, "%s.weight", base);
-    LMC_TRY(find(m, a, n, in, total, 1, &t));
+    const int conv = m->profile.arch->conv1d;
+    LMC_TRY(conv ? find(m, a, n, total, in, 1, &t) : find(m, a, n, in, total, 1, &t));
+    if (t.w && conv) LMC_TRY(transpose_conv1d(m, &t));
     if (bias) {
         snprintf(n, sizeof n, "%s.bias", base);
         LMC_TRY(find(m, a, n, total, 0, 1, &tb));
+    }
+    if (n_parts == 3 && m->profile.qkv_layout == LMC_QKV_GROUPED) {
+        /* parts: q_dim, kv_dim, kv_dim; rows stored per KV group */
+        const int64_t hd = m->cfg.head_dim, n_kv = m->cfg.n_kv_heads, qpk = m->cfg.n_heads / m->cfg.n_kv_heads;
+        if (t.w) LMC_TRY(regroup_qkv(m, &t, n_kv, qpk, hd));
+        if (tb.w) LMC_TRY(regroup_qkv(m, &tb, n_kv, qpk, hd));
     }
     int64_t row = 0;
     for (int i = 0; i < n_parts; i++) {
@@ -233,10 +345,190 @@ static lmc_status bind_fused(lmc_model *m, audit *a, const char *base, int64_t i
     return LMC_OK;
 }
 
+/* A fused expert tensor [E, rows·parts, in] (3-D, float dtype) split into per-expert row views:
+ * view p of expert e is rows [(e·parts + p)·rows, +rows) (gate_up: gate then up). */
+static lmc_status bind_experts_fused(lmc_model *m, audit *a, const char *name, int64_t E, int64_t rows, int parts,
+                                     int64_t in, lmc_tensor **views) {
+    const lmc_weight *t = lmc_weights_find(m->weights, name);
+    if (!t) {
+        note_missing(a, name);
+        return LMC_OK;
+    }
+    a->used[lmc_weights_index_of(m->weights, t)] = 1;
+    if (t->dtype != LMC_DTYPE_F32 && t->dtype != LMC_DTYPE_F16 && t->dtype != LMC_DTYPE_BF16)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor %s has dtype %s; fused expert tensors must be F32, F16 or BF16",
+                        name, lmc_dtype_name(t->dtype));
+    if (t->n_dims != 3 || t->shape[0] != E || t->shape[1] != rows * parts || t->shape[2] != in) {
+        char got[128];
+        shape_str(t, got, sizeof got);
+        return lmc_fail(LMC_ERR_FORMAT, "tensor %s has shape [%s], expected [%lld, %lld, %lld] from config.json", name,
+                        got, (long long)E, (long long)(rows * parts), (long long)in);
+    }
+    m->weight_bytes += t->nbytes;
+    m->n_params += E * rows * parts * in;
+    const size_t row_bytes = lmc_dtype_row_bytes(t->dtype, in);
+    for (int64_t e = 0; e < E; e++) {
+        for (int p = 0; p < parts; p++) {
+            lmc_tensor *v = &views[p][e];
+            *v = lmc_tensor_make(t->dtype, in, rows, 1, 1);
+            LMC_TRY(m->be->i->bind_weight(m->be, v, (const char *)t->data + (size_t)(e * parts + p) * rows * row_bytes));
+        }
+    }
+    return LMC_OK;
+}
+
+/* The router, routed experts (per-expert tensors or fused 3-D ones) and shared expert of sparse layer il. */
+static lmc_status bind_moe(lmc_model *m, audit *a, int il, const char *p, int mlp_bias) {
+    const lmc_config *c = &m->cfg;
+    const lmc_arch *ar = m->profile.arch;
+    const lmc_moe_desc *d = ar->moe;
+    const int64_t D = c->hidden_size, E = c->n_experts, I = lmc_moe_expert_size(c, ar);
+    const int64_t Is = lmc_moe_shared_size(c, ar);
+    lmc_moe_layer *M = &m->moe_layers[il];
+    lmc_tensor unused;
+    char n[300], e0[64];
+    m->layers[il].moe = M;
+    const lmc_moe_names *nm = d->names[0];
+    for (int i = 0; i < 2 && d->names[i]; i++) {
+        snprintf(n, sizeof n, "%.200s%.80s.weight", p, d->names[i]->router);
+        if (lmc_weights_find(m->weights, n)) { nm = d->names[i]; break; }
+    }
+    snprintf(n, sizeof n, "%.200s%.90s", p, nm->router);
+    LMC_TRY(bind_linear(m, a, n, D, E, 0, &M->router, &unused));
+    if (nm->sel_bias) {
+        /* selection bias [E] or [1, E], kept as an f32 copy the model owns */
+        snprintf(n, sizeof n, "%.200s%.90s", p, nm->sel_bias);
+        const lmc_weight *t = lmc_weights_find(m->weights, n);
+        lmc_tensor raw;
+        if (t) LMC_TRY(bind(m, a, n, E, t->n_dims == 2 ? 1 : 0, 1, &raw));
+        else note_missing(a, n);
+        if (t) {
+            float *f = malloc((size_t)E * sizeof *f);
+            if (!f) return lmc_fail(LMC_ERR_NOMEM, "selection bias");
+            lmc_tensor_row_to_f32(&(lmc_tensor){.type = raw.type, .ne = {E, 1, 1, 1}, .nb = {raw.nb[0], raw.nb[0] * (size_t)E},
+                                                .data = raw.data}, 0, f);
+            M->sel_bias = lmc_tensor_make(LMC_DTYPE_F32, E, 1, 1, 1);
+            lmc_status st = m->be->i->alloc(m->be, &M->sel_bias);
+            if (st >= 0) m->be->i->set(m->be, &M->sel_bias, f, 0, (size_t)E * 4);
+            free(f);
+            LMC_TRY(st);
+        }
+    }
+    lmc_tensor *views = m->moe_views + (size_t)il * 3 * (size_t)E;
+    M->gate = nm->e_gate || nm->f_gate_up ? views : NULL;
+    M->up = views + E;
+    M->down = views + 2 * E;
+    M->n_expert_params = (M->gate ? 3 : 2) * D * I;
+    snprintf(e0, sizeof e0, nm->expert ? nm->expert : "", 0);
+    snprintf(n, sizeof n, "%.170s%.60s%.50s.weight", p, e0, nm->e_down ? nm->e_down : "");
+    if (nm->expert && lmc_weights_find(m->weights, n)) {
+        for (int64_t e = 0; e < E; e++) {
+            char ep[240];
+            snprintf(e0, sizeof e0, nm->expert, (int)e);
+            snprintf(ep, sizeof ep, "%.170s%.60s", p, e0);
+            if (M->gate) {
+                snprintf(n, sizeof n, "%.240s%.50s", ep, nm->e_gate);
+                LMC_TRY(bind_linear(m, a, n, D, I, 0, &M->gate[e], &unused));
+            }
+            snprintf(n, sizeof n, "%.240s%.50s", ep, nm->e_up);
+            LMC_TRY(bind_linear(m, a, n, D, I, 0, &M->up[e], &unused));
+            snprintf(n, sizeof n, "%.240s%.50s", ep, nm->e_down);
+            LMC_TRY(bind_linear(m, a, n, I, D, 0, &M->down[e], &unused));
+        }
+    } else if (nm->f_gate_up) {
+        lmc_tensor *gu[2] = {M->gate, M->up}, *dn[1] = {M->down};
+        snprintf(n, sizeof n, "%.200s%.90s", p, nm->f_gate_up);
+        LMC_TRY(bind_experts_fused(m, a, n, E, I, 2, D, gu));
+        snprintf(n, sizeof n, "%.200s%.90s", p, nm->f_down);
+        LMC_TRY(bind_experts_fused(m, a, n, E, D, 1, I, dn));
+    } else {
+        note_missing(a, n);
+    }
+    if (Is > 0 && nm->shared) {
+        char sp[240];
+        snprintf(sp, sizeof sp, "%.170s%.60s", p, nm->shared);
+        if (nm->s_gate_up) {
+            int64_t parts[2] = {Is, Is};
+            lmc_tensor *ws[2] = {&M->sh_gate, &M->sh_up}, *bs[2] = {&M->sh_b_gate, &M->sh_b_up};
+            snprintf(n, sizeof n, "%.240s%.50s", sp, nm->s_gate_up);
+            LMC_TRY(bind_fused(m, a, n, D, parts, 2, mlp_bias, ws, bs));
+        } else {
+            if (nm->s_gate) {
+                snprintf(n, sizeof n, "%.240s%.50s", sp, nm->s_gate);
+                LMC_TRY(bind_linear(m, a, n, D, Is, mlp_bias, &M->sh_gate, &M->sh_b_gate));
+            }
+            snprintf(n, sizeof n, "%.240s%.50s", sp, nm->s_up);
+            LMC_TRY(bind_linear(m, a, n, D, Is, mlp_bias, &M->sh_up, &M->sh_b_up));
+        }
+        snprintf(n, sizeof n, "%.240s%.50s", sp, nm->s_down);
+        LMC_TRY(bind_linear(m, a, n, Is, D, mlp_bias, &M->sh_down, &M->sh_b_down));
+        if (nm->shared_gate) {
+            snprintf(n, sizeof n, "%.200s%.90s", p, nm->shared_gate);
+            LMC_TRY(bind_linear(m, a, n, D, 1, 0, &M->sh_router, &unused));
+        }
+    }
+    return LMC_OK;
+}
+
+/* Per-head norm weights stored one tensor per head ("<base>.norms.<h>.weight" [hd], stablelm)
+ * gathered into one [hd, H] weight (and bias when the checkpoint has them). */
+static lmc_status bind_split_head_norm(lmc_model *m, audit *a, const char *base, int64_t hd, int64_t H, lmc_tensor *w,
+                                       lmc_tensor *b) {
+    char n[320];
+    memset(w, 0, sizeof *w);
+    memset(b, 0, sizeof *b);
+    for (int k = 0; k < 2; k++) {
+        const char *what = k ? "bias" : "weight";
+        lmc_weight *o = NULL;
+        for (int64_t h = 0; h < H; h++) {
+            found_t f;
+            snprintf(n, sizeof n, "%s.norms.%lld.%s", base, (long long)h, what);
+            LMC_TRY(find(m, a, n, hd, 0, !k, &f));
+            if (!f.w) {
+                if (k && h > 0) return lmc_fail(LMC_ERR_FORMAT, "%s: some heads have a norm bias and others not", base);
+                if (k || !o) break;
+                continue;
+            }
+            if (!plain_float(f.w->dtype)) return lmc_fail(LMC_ERR_UNSUPPORTED, "%s must be F32, F16 or BF16", n);
+            if (!o) LMC_TRY(owned_weight(m, f.w, f.w->dtype, 2, H, hd, (size_t)(H * hd) * lmc_dtype_size(f.w->dtype), &o));
+            else if (f.w->dtype != o->dtype) return lmc_fail(LMC_ERR_FORMAT, "%s: per-head norms of mixed dtypes", base);
+            memcpy((char *)o->data + (size_t)(h * hd) * lmc_dtype_size(o->dtype), f.w->data, (size_t)hd * lmc_dtype_size(o->dtype));
+        }
+        if (!o) continue;
+        found_t g = {.w = o, .dtype = o->dtype, .in = hd};
+        LMC_TRY(view_rows(m, &g, 0, H, k ? b : w));
+    }
+    return LMC_OK;
+}
+
+/* One learned xIELU scalar "<p><name>" (shape [] or [1]); dflt when absent and dflt is finite. */
+static lmc_status xielu_scalar(lmc_model *m, audit *a, const char *p, const char *name, double dflt, double *out) {
+    char n[320];
+    snprintf(n, sizeof n, "%smlp.act_fn.%s", p, name);
+    const lmc_weight *t = lmc_weights_find(m->weights, n);
+    if (!t) {
+        if (isfinite(dflt)) { *out = dflt; return LMC_OK; }
+        note_missing(a, n);
+        *out = 0;
+        return LMC_OK;
+    }
+    a->used[lmc_weights_index_of(m->weights, t)] = 1;
+    if (!plain_float(t->dtype) || lmc_weight_nelem(t) != 1 || t->n_dims > 1)
+        return lmc_fail(LMC_ERR_FORMAT, "%s must be one F32/F16/BF16 value", n);
+    float v;
+    lmc_to_f32(t->dtype, t->data, &v, 1);
+    *out = v;
+    m->weight_bytes += t->nbytes;
+    m->n_params += 1;
+    return LMC_OK;
+}
+
+static double softplus(double x) { return x > 20 ? x : log1p(exp(x)); } /* torch's threshold 20 */
+
 static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
     const lmc_config *c = &m->cfg;
     const lmc_arch *ar = m->profile.arch;
-    const lmc_names *nm = ar->names;
+    const lmc_names *nm = m->profile.names;
     lmc_layer *L = &m->layers[il];
     const int64_t D = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     const int64_t q_dim = (int64_t)c->n_heads * hd, kv_dim = (int64_t)c->n_kv_heads * hd;
@@ -252,14 +544,20 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
     case LMC_BIAS_USE_BIAS: qkv_bias = o_bias = mlp_bias = use_bias; break;
     case LMC_BIAS_ALL: qkv_bias = o_bias = mlp_bias = 1; break;
     case LMC_BIAS_QKV_CONFIG: qkv_bias = c->attention_bias; mlp_bias = c->mlp_bias; break;
+    case LMC_BIAS_ATTN_MLP_ALWAYS:
+        qkv_bias = o_bias = c->attention_bias_given ? c->attention_bias : ar->attn_bias_default;
+        mlp_bias = 1;
+        break;
+    case LMC_BIAS_MLP_ONLY: mlp_bias = 1; break;
     }
     char p[256], n[320];
-    snprintf(p, sizeof p, "%slayers.%d.", m->prefix, il);
+    snprintf(p, sizeof p, "%s%s%d.", m->prefix, ar->layers ? ar->layers : "layers.", il);
 #define NAME(s) (snprintf(n, sizeof n, "%s%s", p, s), n)
     if (nm->attn_norm) LMC_TRY(bind_norm(m, a, NAME(nm->attn_norm), D, 0, &L->attn_norm, &L->attn_norm_b));
     if (nm->attn_post_norm)
         LMC_TRY(bind_norm(m, a, NAME(nm->attn_post_norm), D, 0, &L->attn_post_norm, &L->attn_post_norm_b));
-    if (nm->ffn_norm) LMC_TRY(bind_norm(m, a, NAME(nm->ffn_norm), D, 0, &L->ffn_norm, &L->ffn_norm_b));
+    if (nm->ffn_norm && m->profile.block != LMC_BLOCK_PARALLEL) /* one norm feeds both sublayers */
+        LMC_TRY(bind_norm(m, a, NAME(nm->ffn_norm), D, 0, &L->ffn_norm, &L->ffn_norm_b));
     if (nm->ffn_post_norm)
         LMC_TRY(bind_norm(m, a, NAME(nm->ffn_post_norm), D, 0, &L->ffn_post_norm, &L->ffn_post_norm_b));
     if (nm->qkv) {
@@ -285,13 +583,20 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
             LMC_TRY(bind_norm(m, a, NAME(nm->k_norm), kv_dim, 0, &L->k_norm, &unused));
             break;
         case LMC_QK_NORM_PER_HEAD_LN:
+            if (ar->qk_norm_split) {
+                LMC_TRY(bind_split_head_norm(m, a, NAME(nm->q_norm), hd, c->n_heads, &L->q_norm, &L->q_norm_b));
+                LMC_TRY(bind_split_head_norm(m, a, NAME(nm->k_norm), hd, c->n_kv_heads, &L->k_norm, &L->k_norm_b));
+                break;
+            }
             LMC_TRY(bind_norm(m, a, NAME(nm->q_norm), hd, c->n_heads, &L->q_norm, &unused));
             LMC_TRY(bind_norm(m, a, NAME(nm->k_norm), hd, c->n_kv_heads, &L->k_norm, &unused));
             break;
         case LMC_QK_NORM_NONE: break;
         }
     }
-    switch (ar->mlp) {
+    if (ar->moe && !c->layer_dense[il]) {
+        LMC_TRY(bind_moe(m, a, il, p, mlp_bias));
+    } else switch (ar->mlp) {
     case LMC_MLP_GATED:
         LMC_TRY(bind_linear(m, a, NAME(nm->gate), D, I, mlp_bias, &L->w_gate, &L->b_gate));
         LMC_TRY(bind_linear(m, a, NAME(nm->up), D, I, mlp_bias, &L->w_up, &L->b_up));
@@ -305,7 +610,19 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
         LMC_TRY(bind_linear(m, a, NAME(nm->up), D, I, mlp_bias, &L->w_up, &L->b_up));
         break;
     }
-    LMC_TRY(bind_linear(m, a, NAME(nm->down), I, D, mlp_bias, &L->w_down, &L->b_down));
+    if (!L->moe) LMC_TRY(bind_linear(m, a, NAME(nm->down), I, D, mlp_bias, &L->w_down, &L->b_down));
+    if (m->act_xielu) {
+        /* transformers' XIELUActivation: alpha_p, alpha_n parameters [1]; beta, eps buffers [] */
+        double ap, an, beta, eps;
+        LMC_TRY(xielu_scalar(m, a, p, "alpha_p", NAN, &ap));
+        LMC_TRY(xielu_scalar(m, a, p, "alpha_n", NAN, &an));
+        LMC_TRY(xielu_scalar(m, a, p, "beta", 0.5, &beta));
+        LMC_TRY(xielu_scalar(m, a, p, "eps", -1e-6, &eps));
+        L->xielu[0] = (float)softplus(ap);
+        L->xielu[1] = (float)(beta + softplus(an));
+        L->xielu[2] = (float)beta;
+        L->xielu[3] = (float)eps;
+    }
 #undef NAME
     /* attention kind of this layer */
     int sliding;
@@ -319,6 +636,7 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
     int nope = c->has_no_rope_layers ? c->layer_nope[il]
              : ar->nope_interval > 0 && (il + 1) % (c->nope_interval ? c->nope_interval : ar->nope_interval) == 0;
     if (ar->nope_full_layers && c->sliding_window > 0 && !sliding) nope = 1;
+    if (ar->pos_embed) nope = 1; /* learned absolute positions instead of rope */
     L->rope = nope ? -1 : (sliding && L->window ? 1 : 0);
     return LMC_OK;
 }
@@ -349,8 +667,17 @@ static lmc_status load_weights(lmc_model *m, const char *dir) {
     char n[256];
     LMC_TRY(lmc_weights_open(dir, &m->weights));
     /* the decoder prefix: the descriptor's, or the wrapper layout this checkpoint uses */
-    m->prefix = m->profile.arch->prefix;
-    m->lm_head_name = "lm_head.weight";
+    const lmc_arch *ar = m->profile.arch;
+    const char *embed = ar->embed ? ar->embed : "embed_tokens";
+    m->prefix = ar->prefix;
+    snprintf(n, sizeof n, "%sembed_tokens.weight", m->prefix);
+    if (ar->embed) snprintf(n, sizeof n, "%s%s.weight", m->prefix, embed);
+    if (ar->prefix_alt && !lmc_weights_find(m->weights, n)) m->prefix = ar->prefix_alt; /* older layout (gpt2: no "transformer.") */
+    snprintf(m->lm_head_buf, sizeof m->lm_head_buf, "%s.weight", ar->lm_head ? ar->lm_head : "lm_head");
+    m->lm_head_name = m->lm_head_buf;
+    m->cap_owned = 4 * c->n_layers + 8;
+    m->owned = calloc((size_t)m->cap_owned, sizeof *m->owned);
+    if (!m->owned) return lmc_fail(LMC_ERR_NOMEM, "rewritten weight table");
     const lmc_wrapper *w = m->profile.wrapper;
     for (int i = 0; w && i < 3 && w->prefixes[i]; i++) {
         snprintf(n, sizeof n, "%sembed_tokens.weight", w->prefixes[i]);
@@ -368,17 +695,34 @@ static lmc_status load_weights(lmc_model *m, const char *dir) {
     a.used = calloc((size_t)lmc_weights_count(m->weights) + 1, 1);
     if (!a.used) return lmc_fail(LMC_ERR_NOMEM, "audit table");
     lmc_status st = LMC_OK;
-    snprintf(n, sizeof n, "%sembed_tokens.weight", pre);
+    snprintf(n, sizeof n, "%s%s.weight", pre, embed);
     st = bind(m, &a, n, c->hidden_size, c->vocab_size, 1, &m->tok_embd);
+    if (st >= 0 && ar->pos_embed) {
+        snprintf(n, sizeof n, "%s%s.weight", pre, ar->pos_embed);
+        st = bind(m, &a, n, c->hidden_size, c->max_position_embeddings, 1, &m->pos_embd);
+    }
     if (st >= 0) {
         snprintf(n, sizeof n, "%s%s", pre, m->profile.arch->out_norm ? m->profile.arch->out_norm : "norm");
         st = bind_norm(m, &a, n, c->hidden_size, 0, &m->out_norm, &m->out_norm_b);
     }
     if (st >= 0 && !c->tie_word_embeddings) st = bind(m, &a, m->lm_head_name, c->hidden_size, c->vocab_size, 1, &m->lm_head);
     if (st >= 0 && c->tie_word_embeddings) m->lm_head = m->tok_embd;
-    if (st >= 0 && m->profile.arch->lm_head_bias)
-        st = bind(m, &a, "lm_head.bias", c->vocab_size, 0, 1, &m->lm_head_b);
+    int head_bias = m->profile.arch->lm_head_bias, hb;
+    if (m->profile.arch->lm_head_bias_key && lmc_config_bool(c, m->profile.arch->lm_head_bias_key, &hb) > 0) head_bias = hb;
+    if (st >= 0 && head_bias) {
+        snprintf(n, sizeof n, "%s.bias", ar->lm_head ? ar->lm_head : "lm_head");
+        st = bind(m, &a, n, c->vocab_size, 0, 1, &m->lm_head_b);
+    }
+    if (st >= 0 && m->profile.arch->moe) {
+        m->moe_layers = calloc((size_t)c->n_layers, sizeof *m->moe_layers);
+        m->moe_views = calloc((size_t)c->n_layers * 3 * (size_t)c->n_experts, sizeof *m->moe_views);
+        if (!m->moe_layers || !m->moe_views) st = lmc_fail(LMC_ERR_NOMEM, "expert tables");
+    }
     for (int il = 0; st >= 0 && il < c->n_layers; il++) st = bind_layer(m, &a, il);
+    m->n_params_active = m->n_params;
+    for (int il = 0; st >= 0 && il < c->n_layers; il++)
+        if (m->layers[il].moe)
+            m->n_params_active -= (int64_t)(c->n_experts - c->n_experts_used) * m->layers[il].moe->n_expert_params;
     if (st >= 0) st = finish_audit(m, &a);
     free(a.used);
     return st;
@@ -390,7 +734,8 @@ lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out) {
     m->be = be;
     lmc_status st = lmc_checkpoint_config(dir, &m->cfg);
     if (st >= 0) st = lmc_profile_resolve(&m->cfg, &m->profile);
-    if (st >= 0) st = lmc_act_from_name(m->cfg.hidden_act, &m->act);
+    if (st >= 0) m->act_xielu = !strcmp(m->cfg.hidden_act, "xielu"); /* per-layer parameters, see bind_layer */
+    if (st >= 0 && !m->act_xielu) st = lmc_act_from_name(m->cfg.hidden_act, &m->act);
     if (st >= 0 && m->profile.arch->norm_eps_fixed > 0) m->cfg.norm_eps = m->profile.arch->norm_eps_fixed;
     if (st >= 0) st = lmc_rope_build(&m->cfg.rope, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[0]);
     if (st >= 0) st = lmc_rope_build(&m->cfg.rope_local, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[1]);
@@ -427,7 +772,13 @@ void lmc_model_free(lmc_model *m) {
     if (!m) return;
     for (int r = 0; r < 4; r++)
         if (m->rope_freq[r / 2][r % 2].data) m->be->i->release(m->be, &m->rope_freq[r / 2][r % 2]);
+    for (int il = 0; m->moe_layers && il < m->cfg.n_layers; il++)
+        if (m->moe_layers[il].sel_bias.data) m->be->i->release(m->be, &m->moe_layers[il].sel_bias);
+    free(m->moe_layers);
+    free(m->moe_views);
     free(m->layers);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
     free(m->mlx_aux);
     lmc_weights_close(m->weights);
     lmc_config_free(&m->cfg);

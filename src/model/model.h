@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "batch.h"
 #include "config.h"
+#include "moe.h"
 #include "weights.h"
 #include "rope.h"
 
@@ -29,6 +30,8 @@ typedef struct lmc_layer {
     lmc_tensor ffn_post_norm, ffn_post_norm_b; /* [D] */
     lmc_tensor w_gate, w_up, w_down;     /* [D, I], [D, I], [I, D] (gate/up views of a fused gate_up when fused) */
     lmc_tensor b_gate, b_up, b_down;     /* [I], [I], [D] */
+    lmc_moe_layer *moe;                  /* router + experts in place of the MLP (NULL: a dense layer) */
+    float xielu[4];                      /* xIELU MLP (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta, eps */
     int window;                          /* sliding window (0 = full attention) */
     int rope;                            /* 0: global rope table, 1: local (sliding layers), -1: no rope */
 } lmc_layer;
@@ -46,11 +49,20 @@ typedef struct lmc_model {
     lmc_tensor out_norm, out_norm_b;     /* [D] */
     lmc_tensor lm_head;                  /* [D, V]; aliases tok_embd when tied */
     lmc_tensor lm_head_b;                /* [V] (phi), data NULL when absent */
+    lmc_tensor pos_embd;                 /* [D, n_positions] learned absolute positions (gpt2), data NULL when absent */
+    int act_xielu;                       /* the MLP activation is xIELU with per-layer parameters (layer.xielu) */
+    struct lmc_weight **owned;           /* [cap_owned] weights rewritten at load (transposed, regrouped, 1 + w):
+                                          * each one malloc block, header + data (owned) */
+    int n_owned, cap_owned;
+    char lm_head_buf[96];                /* lm_head_name when the row names its own head */
     lmc_layer *layers;                   /* [n_layers] */
     lmc_rope_table rope[2];              /* host copies: [0] global, [1] local (sliding layers) */
     lmc_tensor rope_freq[2][2];          /* f32 [n_rot/2] on the backend: [table][0 short, 1 long] */
     size_t weight_bytes;                 /* bytes of bound weights */
     int64_t n_params;                    /* elements of bound weights (tied counted once) */
+    int64_t n_params_active;             /* of those, used per token (MoE: only k of E routed experts) */
+    lmc_moe_layer *moe_layers;           /* [n_layers] (owned; NULL for a dense model) */
+    lmc_tensor *moe_views;               /* [n_layers · 3 · E] per-expert weight views (owned) */
     int n_audit_dropped;                 /* tensors dropped by explicit rules */
     struct lmc_quant_mlx *mlx_aux;       /* [cap] side data of MLX-quantized views (owned) */
     int n_mlx_aux, cap_mlx_aux;

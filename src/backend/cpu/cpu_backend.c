@@ -26,6 +26,8 @@ typedef struct cpu_ctx {
     size_t scratch_floats; /* capacity of each */
     void *act;            /* activations prepared once per matmul for the decode kernels */
     size_t act_bytes;     /* capacity of act */
+    void *moe;            /* matmul_id: slots grouped by expert (gathered inputs, outputs, tables) */
+    size_t moe_bytes;     /* capacity of moe */
 } cpu_ctx;
 
 #define CTX(be) ((cpu_ctx *)(be)->ctx)
@@ -58,6 +60,7 @@ static void cpu_free(lmc_backend *be) {
     for (int i = 0; i < c->n_threads; i++) free(c->scratch[i]);
     free(c->scratch);
     free(c->act);
+    free(c->moe);
     free(c);
     free(be);
 }
@@ -97,7 +100,7 @@ static lmc_status cpu_sync(lmc_backend *be) { return LMC_OK; }
 
 typedef enum {
     OP_GET_ROWS, OP_MATMUL, OP_ADD_BIAS, OP_ADD, OP_SCALE, OP_RMS_NORM, OP_LAYER_NORM, OP_ROPE,
-    OP_KV_STORE, OP_ATTENTION, OP_ACT_MUL, OP_ACT, OP_SOFTCAP,
+    OP_KV_STORE, OP_ATTENTION, OP_ACT_MUL, OP_ACT, OP_SOFTCAP, OP_MOE_ROUTE, OP_MOE_SUM,
 } op_kind;
 
 typedef struct op_args {
@@ -110,6 +113,8 @@ typedef struct op_args {
     const lmc_rope_op *rope;
     const lmc_attn_op *attn;
     const void *xprep; /* matmul: prepared activations (NULL: none) */
+    lmc_tensor *y2;    /* moe_route: the weights */
+    const lmc_moe_route_op *moe;
 } op_args;
 
 static float act_apply(lmc_act act, float x) {
@@ -304,6 +309,19 @@ static void run_attention(op_args *o, int ith, int nth) {
     }
 }
 
+static void run_moe_rows(op_args *o, int ith, int nth) {
+    const int64_t n = lmc_tensor_nrows(o->kind == OP_MOE_ROUTE ? o->a : o->y);
+    long t0, t1;
+    lmc_split(n, ith, nth, &t0, &t1);
+    if (t0 >= t1) return;
+    if (o->kind == OP_MOE_ROUTE)
+        lmc_cpu_moe_route_rows(o->y->data, o->y2->data, o->a->data, o->bias ? o->bias->data : NULL, o->moe, t0, t1,
+                               o->c->scratch[ith]);
+    else
+        lmc_cpu_moe_sum_rows(o->y->data, o->a->data, o->b->data, o->k ? o->k->data : NULL, o->v ? o->v->data : NULL,
+                             o->y->ne[0], (int)o->b->ne[0], t0, t1);
+}
+
 static void op_worker(void *arg, int ith, int nth) {
     op_args *o = arg;
     switch (o->kind) {
@@ -312,6 +330,7 @@ static void op_worker(void *arg, int ith, int nth) {
     case OP_ROPE: run_rope(o, ith, nth); break;
     case OP_KV_STORE: run_kv_store(o, ith, nth); break;
     case OP_ATTENTION: run_attention(o, ith, nth); break;
+    case OP_MOE_ROUTE: case OP_MOE_SUM: run_moe_rows(o, ith, nth); break;
     default: run_rowwise(o, ith, nth); break;
     }
 }
@@ -322,6 +341,7 @@ static int64_t op_rows(const op_args *o) {
     case OP_MATMUL: case OP_ATTENTION: return INT64_MAX;
     case OP_ROPE: return o->y->ne[2];
     case OP_KV_STORE: return lmc_tensor_nrows(o->a);
+    case OP_MOE_ROUTE: return lmc_tensor_nrows(o->a);
     default: return lmc_tensor_nrows(o->y);
     }
 }
@@ -450,6 +470,158 @@ static void cpu_softcap(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, flo
     dispatch(be, &o);
 }
 
+/* ------------------------------------------------------ mixture of experts */
+
+static void cpu_moe_route(lmc_backend *be, lmc_tensor *ids, lmc_tensor *weights, const lmc_tensor *logits,
+                          const lmc_tensor *sel_bias, const lmc_moe_route_op *op) {
+    const int64_t n = lmc_tensor_nrows(logits);
+    LMC_ASSERT(logits->type == LMC_DTYPE_F32 && logits->ne[0] == op->n_expert && is_contig(logits));
+    LMC_ASSERT(ids->type == LMC_DTYPE_I32 && weights->type == LMC_DTYPE_F32);
+    LMC_ASSERT(op->k >= 1 && op->k <= op->n_expert && ids->ne[0] == op->k && weights->ne[0] == op->k);
+    LMC_ASSERT(lmc_tensor_nrows(ids) == n && lmc_tensor_nrows(weights) == n);
+    LMC_ASSERT(op->score != LMC_MOE_SPARSEMIXER || op->k == 2);
+    LMC_ASSERT(op->n_group <= 1 || (op->n_group <= 256 && op->n_expert % op->n_group == 0 &&
+                                    op->topk_group >= 1 && op->topk_group <= op->n_group));
+    LMC_ASSERT(!sel_bias || (sel_bias->type == LMC_DTYPE_F32 && lmc_tensor_nelem(sel_bias) == op->n_expert));
+    scratch_reserve(CTX(be), (size_t)op->n_expert * 3);
+    op_args o = {.kind = OP_MOE_ROUTE, .y = ids, .y2 = weights, .a = logits, .bias = sel_bias, .moe = op};
+    dispatch(be, &o);
+}
+
+static void cpu_moe_sum(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *weights,
+                        const lmc_tensor *shared, const lmc_tensor *shared_gate) {
+    const int64_t D = y->ne[0], n = lmc_tensor_nrows(y), k = weights->ne[0];
+    LMC_ASSERT(y->type == LMC_DTYPE_F32 && x->type == LMC_DTYPE_F32 && weights->type == LMC_DTYPE_F32);
+    LMC_ASSERT(x->ne[0] == D && lmc_tensor_nrows(x) == k * n && lmc_tensor_nrows(weights) == n);
+    LMC_ASSERT(!shared || (shared->ne[0] == D && lmc_tensor_nrows(shared) == n));
+    LMC_ASSERT(!shared_gate || lmc_tensor_nelem(shared_gate) == n);
+    op_args o = {.kind = OP_MOE_SUM, .y = y, .a = x, .b = weights, .k = shared, .v = shared_gate};
+    dispatch(be, &o);
+}
+
+/* matmul_id: the slots of each selected expert gathered into one contiguous block. */
+typedef struct mmid_job {
+    cpu_ctx *c;
+    const lmc_tensor *experts;
+    int n_used;
+    const int32_t *used;     /* [n_used] expert ids */
+    const int64_t *start;    /* [n_used + 1] first slot of each expert's block */
+    const int64_t *unit0;    /* [n_used + 1] first work unit of each expert */
+    void *const *xp;         /* [n_used] prepared activations (NULL: none) */
+    const float *xg;         /* [in, S] inputs by block */
+    float *yg;               /* [out, S] outputs by block */
+    int64_t in, out;
+} mmid_job;
+
+static int64_t mmid_grp(int64_t cnt) { return cnt >= LMC_CPU_GEMM_MIN_TOKENS ? 16 : 4; }
+
+static void mmid_worker(void *arg, int ith, int nth) {
+    mmid_job *j = arg;
+    long u0, u1;
+    lmc_split((long)j->unit0[j->n_used], ith, nth, &u0, &u1);
+    int e = 0;
+    for (long u = u0; u < u1;) {
+        while (j->unit0[e + 1] <= u) e++;
+        const int64_t cnt = j->start[e + 1] - j->start[e], grp = mmid_grp(cnt);
+        long ue = u1 < j->unit0[e + 1] ? u1 : (long)j->unit0[e + 1]; /* this thread's units of expert e */
+        int64_t o0 = (u - j->unit0[e]) * grp, o1 = (ue - j->unit0[e]) * grp;
+        if (o1 > j->out) o1 = j->out;
+        const lmc_tensor *w = &j->experts[j->used[e]];
+        float *y = j->yg + (size_t)j->start[e] * j->out;
+        const float *x = j->xg + (size_t)j->start[e] * j->in;
+        if (j->c->reference) lmc_cpu_matmul_rows_ref(y, w, x, cnt, o0, o1);
+        else lmc_cpu_matmul_rows(y, w, x, j->xp[e], cnt, o0, o1, j->c->scratch[ith]);
+        u = ue;
+    }
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static void cpu_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *experts, int n_experts,
+                          const lmc_tensor *x, const lmc_tensor *ids) {
+    cpu_ctx *c = CTX(be);
+    const int64_t k = ids->ne[0], n = lmc_tensor_nrows(ids), S = k * n;
+    const int64_t in = experts[0].ne[0], out = experts[0].ne[1];
+    LMC_ASSERT(n_experts >= 1 && ids->type == LMC_DTYPE_I32 && is_contig(ids));
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32 && is_contig(x) && is_contig(y));
+    LMC_ASSERT(x->ne[0] == in && (lmc_tensor_nrows(x) == n || lmc_tensor_nrows(x) == S));
+    LMC_ASSERT(y->ne[0] == out && lmc_tensor_nrows(y) == S);
+    const int per_slot = lmc_tensor_nrows(x) == S;
+    const int32_t *id = ids->data;
+    for (int64_t s = 0; s < S; s++) LMC_ASSERT(id[s] >= 0 && id[s] < n_experts);
+    /* plan: counts per expert, then one buffer holding every table and block */
+    size_t need = align64((size_t)(n_experts + 1) * sizeof(int64_t)) * 4 + align64((size_t)n_experts * sizeof(int32_t)) +
+                  align64((size_t)n_experts * sizeof(void *)) + align64((size_t)S * sizeof(int64_t)) +
+                  align64((size_t)S * (size_t)in * 4) + align64((size_t)S * (size_t)out * 4);
+    if (need > c->moe_bytes) {
+        void *p = realloc(c->moe, need);
+        LMC_ASSERT(p != NULL);
+        c->moe = p;
+        c->moe_bytes = need;
+    }
+    char *at = c->moe;
+    int64_t *count = (int64_t *)(void *)at; at += align64((size_t)(n_experts + 1) * sizeof(int64_t));
+    int64_t *start = (int64_t *)(void *)at; at += align64((size_t)(n_experts + 1) * sizeof(int64_t));
+    int64_t *unit0 = (int64_t *)(void *)at; at += align64((size_t)(n_experts + 1) * sizeof(int64_t));
+    int64_t *fill = (int64_t *)(void *)at; at += align64((size_t)(n_experts + 1) * sizeof(int64_t));
+    int32_t *used = (int32_t *)(void *)at; at += align64((size_t)n_experts * sizeof(int32_t));
+    void **xp = (void **)(void *)at; at += align64((size_t)n_experts * sizeof(void *));
+    int64_t *where = (int64_t *)(void *)at; at += align64((size_t)S * sizeof(int64_t)); /* slot → block column */
+    float *xg = (float *)(void *)at; at += align64((size_t)S * (size_t)in * 4);
+    float *yg = (float *)(void *)at;
+    memset(count, 0, (size_t)n_experts * sizeof *count);
+    for (int64_t s = 0; s < S; s++) count[id[s]]++;
+    int n_used = 0;
+    int64_t pos = 0, units = 0;
+    for (int e = 0; e < n_experts; e++) {
+        if (!count[e]) continue;
+        LMC_ASSERT(experts[e].ne[0] == in && experts[e].ne[1] == out && experts[e].data);
+        used[n_used] = e;
+        start[n_used] = pos;
+        unit0[n_used] = units;
+        fill[e] = pos;
+        pos += count[e];
+        units += (out + mmid_grp(count[e]) - 1) / mmid_grp(count[e]);
+        n_used++;
+    }
+    start[n_used] = pos;
+    unit0[n_used] = units;
+    for (int64_t s = 0; s < S; s++) {
+        int64_t col = fill[id[s]]++;
+        where[s] = col;
+        const float *src = (const float *)x->data + (size_t)(per_slot ? s : s / k) * (size_t)in;
+        memcpy(xg + (size_t)col * in, src, (size_t)in * 4);
+    }
+    /* activations prepared per expert block, all in one buffer */
+    scratch_reserve(c, (size_t)in * LMC_CPU_GEMM_BLOCK);
+    size_t act_need = 0;
+    for (int u = 0; u < n_used && !c->reference; u++)
+        act_need += align64(lmc_cpu_act_bytes(&experts[used[u]], start[u + 1] - start[u]));
+    if (act_need > c->act_bytes) {
+        void *p = realloc(c->act, act_need);
+        LMC_ASSERT(p != NULL);
+        c->act = p;
+        c->act_bytes = act_need;
+    }
+    size_t act_at = 0;
+    for (int u = 0; u < n_used; u++) {
+        const int64_t cnt = start[u + 1] - start[u];
+        size_t nb = c->reference ? 0 : lmc_cpu_act_bytes(&experts[used[u]], cnt);
+        xp[u] = NULL;
+        if (nb) {
+            xp[u] = (char *)c->act + act_at;
+            lmc_cpu_act_prepare(&experts[used[u]], xg + (size_t)start[u] * in, cnt, xp[u]);
+            act_at += align64(nb);
+        }
+    }
+    mmid_job j = {.c = c, .experts = experts, .n_used = n_used, .used = used, .start = start, .unit0 = unit0,
+                  .xp = xp, .xg = xg, .yg = yg, .in = in, .out = out};
+    if (units < 2) mmid_worker(&j, 0, 1);
+    else lmc_pool_run(c->pool, mmid_worker, &j);
+    for (int64_t s = 0; s < S; s++)
+        memcpy((float *)y->data + (size_t)s * out, yg + (size_t)where[s] * out, (size_t)out * 4);
+}
+
 static const lmc_backend_i cpu_iface = {
     .name = "cpu",
     .free = cpu_free,
@@ -473,6 +645,9 @@ static const lmc_backend_i cpu_iface = {
     .act_mul = cpu_act_mul,
     .act = cpu_act,
     .softcap = cpu_softcap,
+    .moe_route = cpu_moe_route,
+    .matmul_id = cpu_matmul_id,
+    .moe_sum = cpu_moe_sum,
 };
 
 lmc_status lmc_backend_cpu_init(lmc_backend **out, int n_threads, int reference) {

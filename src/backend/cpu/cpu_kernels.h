@@ -11,6 +11,7 @@
 #ifndef LMC_CPU_KERNELS_H
 #define LMC_CPU_KERNELS_H
 
+#include "backend/backend.h"
 #include "core/tensor.h"
 
 /* Convert n elements of a plain float row of dtype t to f32. */
@@ -58,5 +59,14 @@ int64_t lmc_cpu_amx_rows(float *y, const lmc_tensor *w, const void *xp, int64_t 
                          float *cbuf, size_t cbuf_floats);
 int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
                               float *cbuf, size_t cbuf_floats);
+
+/* ---- mixture of experts (cpu_moe.c) ---- */
+
+/* Route tokens [t0, t1) (backend.h moe_route). scratch: 3·E floats. */
+void lmc_cpu_moe_route_rows(int32_t *ids, float *w, const float *logits, const float *bias,
+                            const lmc_moe_route_op *op, int64_t t0, int64_t t1, float *scratch);
+/* y[:, t] = Σ_j w[j, t] x[:, j, t] (+ shared[:, t] · sigmoid(shared_gate[t]) or · 1) for t in [t0, t1). */
+void lmc_cpu_moe_sum_rows(float *y, const float *x, const float *w, const float *shared, const float *shared_gate,
+                          int64_t D, int k, int64_t t0, int64_t t1);
 
 #endif
