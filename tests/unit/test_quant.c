@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_avx2.h"
 #include "core/quant.h"
 #include "test.h"
 
@@ -472,6 +473,10 @@ static void matmul_all_types(int simd) {
  * generic path (rows dequantized to f32 scratch) that CPUs without AVX-512 take. */
 static void test_matmul_all_types(void) {
     matmul_all_types(1);
+    if (lmc_cpu_simd_set_level(LMC_SIMD_AVX2) == LMC_SIMD_AVX2) {
+        printf("  (AVX2 decode kernels)\n");
+        matmul_all_types(1);
+    }
     lmc_cpu_simd_enable(0);
     printf("  (generic decode path)\n");
     matmul_all_types(0);

@@ -15,34 +15,51 @@
  *   Q4_K, Q5_K, Q6_K  f32 activations, codes widened to f32 per sub-block and scaled
  *         by the sub-block scale; the min / the -32 offset go through prepared
  *         sums of x per sub-block (32 / 16 elements).
- * Other types (and CPUs without AVX-512 VNNI) use cpu_matmul.c's generic path.
+ * CPUs without AVX-512 VNNI but with AVX2 take cpu_avx2.c's kernels (same prepared layout)
+ * for BF16, F16, Q8_0 and Q4_0; other types there use cpu_matmul.c's generic path.
  */
 #include "cpu_kernels.h"
+#include "cpu_avx2.h"
 #include "core/quant.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* The kernels are compiled for AVX-512 (+VNNI, F16C) whatever -march says and chosen at
- * run time from CPUID, so one binary runs everywhere; lmc_cpu_simd_enable(0) forces the
- * generic path (tests use it to check that path on AVX-512 machines). */
+/* The kernels are compiled for AVX-512 (+VNNI, F16C) or AVX2 whatever -march says and chosen
+ * at run time from CPUID, so one binary runs everywhere; lmc_cpu_simd_set_level() caps the tier
+ * (tests use it to check the AVX2 and generic paths on AVX-512 machines). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define LMC_HAVE_AVX512 1
 #endif
 
-static int simd_state = -1; /* -1: not probed yet, 0: off, 1: on */
+static int simd_level = -1; /* -1: not probed yet, else an LMC_SIMD_* tier */
 
-void lmc_cpu_simd_enable(int on) {
+int lmc_cpu_simd_set_level(int max_level) {
+    int best = LMC_SIMD_OFF;
 #ifdef LMC_HAVE_AVX512
     __builtin_cpu_init();
-    simd_state = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                 __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") &&
-                 __builtin_cpu_supports("fma");
-#else
-    simd_state = 0;
+    if (lmc_cpu_avx2_supported()) best = LMC_SIMD_AVX2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma"))
+        best = LMC_SIMD_AVX512;
 #endif
+    simd_level = max_level < best ? max_level : best;
+    return simd_level;
+}
+
+void lmc_cpu_simd_enable(int on) { lmc_cpu_simd_set_level(on ? LMC_SIMD_AVX512 : LMC_SIMD_OFF); }
+
+/* First use: the best tier, capped by the environment variable LMC_SIMD (off, avx2, avx512)
+ * so that the tiers can be compared on one machine. */
+static void simd_probe(void) {
+    const char *e = getenv("LMC_SIMD");
+    int cap = LMC_SIMD_AVX512;
+    if (e && !strcmp(e, "off")) cap = LMC_SIMD_OFF;
+    else if (e && !strcmp(e, "avx2")) cap = LMC_SIMD_AVX2;
+    lmc_cpu_simd_set_level(cap);
 }
 
 /* Per-token layout of prepared activations. */
@@ -81,8 +98,9 @@ static size_t token_bytes(const lmc_tensor *w) {
 
 int lmc_cpu_simd_has(const lmc_tensor *w) {
 #ifdef LMC_HAVE_AVX512
-    if (simd_state < 0) lmc_cpu_simd_enable(1);
-    if (!simd_state || kind_of(w) == ACT_NONE) return 0;
+    if (simd_level < 0) simd_probe();
+    if (simd_level == LMC_SIMD_OFF || kind_of(w) == ACT_NONE) return 0;
+    if (simd_level == LMC_SIMD_AVX2 && !lmc_cpu_avx2_has_type(w->type)) return 0;
     if (w->ne[0] % lmc_dtype_block_elems(w->type) || w->ne[0] % 32) return 0;
     return 1;
 #else
@@ -361,6 +379,10 @@ static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *c
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
     const int64_t in = w->ne[0], out = w->ne[1];
     const size_t tb = token_bytes(w);
+    if (simd_level == LMC_SIMD_AVX2) {
+        lmc_cpu_avx2_matvec(y, w, xp, tb, n_tok, o0, o1);
+        return;
+    }
     for (int64_t o = o0; o < o1; o += 4) {
         const size_t pf = o + 8 <= o1 ? 4 * w->nb[1] : 0; /* no prefetch past this thread's rows */
         const int64_t nr = o1 - o < 4 ? o1 - o : 4;
