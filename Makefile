@@ -66,4 +66,46 @@ bench: $(BENCH_BIN) $(BUILD)/lmc
 clean:
 	rm -rf build build-asan
 
+# ---- fuzz: libFuzzer targets (tests/fuzz/, docs/FUZZING.md) ---- begin -----------------------------
+#   make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="gguf config"] [FUZZ_FLAGS=-runs=1000]
+# builds the library and every tests/fuzz/fuzz_<name>.c with clang (libFuzzer + ASan + UBSan)
+# into $(FUZZ_BUILD)/ and runs the targets one after another, each for FUZZ_SECONDS, on a
+# working corpus ($(FUZZ_BUILD)/corpus/<name>) plus the committed seeds (tests/fuzz/corpus/<name>,
+# read only). A crash, leak, timeout or failed FUZZ_CHECK stops the run; the input that caused
+# it is in $(FUZZ_BUILD)/artifacts/<name>/. Replay one: $(FUZZ_BUILD)/fuzz/fuzz_<name> FILE.
+FUZZ_CC      ?= clang
+FUZZ_BUILD   ?= build-fuzz-lf
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS   ?=
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+
+.PHONY: fuzz fuzz-build fuzz-bins
+fuzz: fuzz-build
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts/$$t; \
+	    dict=; [ -f tests/fuzz/dict/$$t.dict ] && dict=-dict=tests/fuzz/dict/$$t.dict; \
+	    echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	    $(FUZZ_BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2560 \
+	        -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t/ $$dict $(FUZZ_FLAGS) \
+	        $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t; \
+	done
+
+fuzz-build:
+	$(MAKE) CC=$(FUZZ_CC) BUILD=$(FUZZ_BUILD) \
+	        OPT="-O1 -g -march=native -fsanitize=fuzzer-no-link $(FUZZ_SAN)" fuzz-bins
+
+fuzz-bins: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
+
+# clang 14 rejects the CPU kernels' __builtin_cpu_supports("amx-tile") / ("f16c"): gcc compiles
+# src/backend/cpu/ (no parser there), without sanitizers or coverage.
+$(FUZZ_BUILD)/obj/src/backend/cpu/%.o: src/backend/cpu/%.c
+	@mkdir -p $(dir $@)
+	gcc $(CPPFLAGS) -std=c11 -D_GNU_SOURCE -O2 -march=native -g -fPIC -pthread -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/liblmc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/fuzz -DLMC_FUZZ_LIBFUZZER $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/liblmc.a $(LDLIBS)
+# ---- fuzz ---- end ---------------------------------------------------------------------------------
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -335,8 +335,8 @@ static enum MHD_Result detokenize(lmc_server *s, struct MHD_Connection *c, enum 
     if (!ids) return fail(s, c, r, 500, "server_error", NULL, "%s", "out of memory");
     const cJSON *x;
     cJSON_ArrayForEach(x, a) {
-        if (!cJSON_IsNumber(x) || x->valuedouble != (double)(int32_t)x->valuedouble || x->valuedouble < 0 ||
-            x->valuedouble >= vocab) {
+        if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0 && x->valuedouble < vocab) ||
+            x->valuedouble != (double)(int32_t)x->valuedouble) {
             free(ids);
             char msg[96];
             snprintf(msg, sizeof msg, "'tokens' must hold token ids in [0, %d)", vocab);

@@ -190,8 +190,8 @@ int openai_parse_completion(const lmc_server *s, const cJSON *root, lmc_srv_req 
         int vocab = s->p.model->cfg.vocab_size;
         const cJSON *x;
         cJSON_ArrayForEach(x, prompt) {
-            if (!cJSON_IsNumber(x) || x->valuedouble != (double)(int32_t)x->valuedouble || x->valuedouble < 0 ||
-                x->valuedouble >= vocab)
+            if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0 && x->valuedouble < vocab) ||
+                x->valuedouble != (double)(int32_t)x->valuedouble)
                 return srv_err(e, 400, "prompt", "'prompt' must be a string, or a list of token ids below %d (one prompt per request)", vocab);
             r->prompt[r->n_prompt++] = (int32_t)x->valuedouble;
         }
@@ -618,7 +618,7 @@ int openai_parse_embeddings(const lmc_server *s, const cJSON *root, lmc_srv_req 
             if (!r->prompt) return srv_err(e, 500, "input", "out of memory");
             const cJSON *x;
             cJSON_ArrayForEach(x, it) {
-                if (!cJSON_IsNumber(x) || x->valuedouble != (double)(int32_t)x->valuedouble || x->valuedouble < 0 || x->valuedouble >= vocab)
+                if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0 && x->valuedouble < vocab) || x->valuedouble != (double)(int32_t)x->valuedouble)
                     return srv_err(e, 400, "input", "input %d: token ids must be integers in [0, %d)", i, vocab);
                 r->prompt[r->n_prompt++] = (int32_t)x->valuedouble;
             }

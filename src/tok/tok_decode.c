@@ -114,7 +114,8 @@ lmc_status tok_decoder_parse(const cJSON *j, tok_decoder **out) {
     return LMC_OK;
 }
 
-static inline const char *P(const tok_pieces *ps, int i) { return ps->text.data + ps->p[i].off; }
+/* text.data is NULL while every piece so far is empty (nothing was allocated). */
+static inline const char *P(const tok_pieces *ps, int i) { return ps->text.data ? ps->text.data + ps->p[i].off : ""; }
 
 static int hexval(char c) {
     if (c >= '0' && c <= '9') return c - '0';
