@@ -9,9 +9,12 @@
  *         times x·sign(w) through vpmaddubsw (at most 2·128·127, no saturation).
  *   Q4_0  unsigned nibble codes times x through vpmaddubsw (at most 2·15·127); the −8
  *         offset goes through the prepared per-block Σx term, as in cpu_simd.c.
+ *   Q4_K, Q5_K, Q6_K, MLX4, MLX8  f32 activations, codes widened to f32, the mins / offsets /
+ *         MLX biases through prepared partial sums of x (as cpu_simd.c).
  * Other block types use the generic path on such CPUs.
  */
 #include "cpu_avx2.h"
+#include "core/quant.h"
 #include "core/status.h"
 
 #include <string.h>
@@ -25,7 +28,9 @@ int lmc_cpu_avx2_supported(void) {
 }
 
 int lmc_cpu_avx2_has_type(lmc_dtype t) {
-    return t == LMC_DTYPE_BF16 || t == LMC_DTYPE_F16 || t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0;
+    return t == LMC_DTYPE_BF16 || t == LMC_DTYPE_F16 || t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0 ||
+           t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q5_K || t == LMC_DTYPE_Q6_K || t == LMC_DTYPE_MLX4 ||
+           t == LMC_DTYPE_MLX8;
 }
 
 #pragma GCC push_options
@@ -115,6 +120,151 @@ static void rows4_q8(int q4, const char *const r[4], const char *xp, int64_t in,
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum8(acc[k]) - 8.0f * corr[k];
 }
 
+/* 8 unsigned bytes widened to 8 int32 lanes. */
+static inline __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)p)); }
+
+static inline float sc_at(lmc_dtype t, const void *p, int64_t i) {
+    if (t == LMC_DTYPE_BF16) return lmc_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (t == LMC_DTYPE_F16) return _cvtsh_ss(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+/* MLX 4/8-bit: per group s·Σ x·q + b·Σ x (group sums prepared after the activations).
+ * MLX4 activations are de-interleaved per 32 (byte j: low nibble = even element 2j). */
+static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *const r[4], const float *xp,
+                      int64_t in, size_t pf, float out[4]) {
+    const int g = q->group_size;
+    const float *gsum = xp + in;
+    lmc_mlx_row mr[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, o + k);
+    __m256 acc[4];
+    float bsum[4] = {0, 0, 0, 0};
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi32(0x0F);
+    for (int64_t gi = 0; gi < in / g; gi++) {
+        __m256 ga[4], gb[4];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { ga[k] = _mm256_setzero_ps(); gb[k] = _mm256_setzero_ps(); }
+        for (int64_t i = gi * g; i < (gi + 1) * g; i += 32) {
+            const __m256 x0 = _mm256_loadu_ps(xp + i), x1 = _mm256_loadu_ps(xp + i + 8);
+            const __m256 x2 = _mm256_loadu_ps(xp + i + 16), x3 = _mm256_loadu_ps(xp + i + 24);
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                _mm_prefetch(r[k] + i * bits / 8 + pf, _MM_HINT_T0);
+                if (bits == 4) {
+                    const uint8_t *b8 = (const uint8_t *)r[k] + i / 2;
+                    const __m256i v0 = u8x8(b8), v1 = u8x8(b8 + 8);
+                    ga[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v0, low4)), x0, ga[k]);
+                    ga[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v1, low4)), x1, ga[k]);
+                    gb[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4)), x2, gb[k]);
+                    gb[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4)), x3, gb[k]);
+                } else {
+                    const uint8_t *b8 = (const uint8_t *)r[k] + i;
+                    ga[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u8x8(b8)), x0, ga[k]);
+                    ga[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u8x8(b8 + 8)), x1, ga[k]);
+                    gb[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u8x8(b8 + 16)), x2, gb[k]);
+                    gb[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u8x8(b8 + 24)), x3, gb[k]);
+                }
+            }
+        }
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const float sc = sc_at(mr[k].scale_type, mr[k].scales, gi), b = sc_at(mr[k].scale_type, mr[k].biases, gi);
+            acc[k] = _mm256_fmadd_ps(_mm256_add_ps(ga[k], gb[k]), _mm256_set1_ps(sc), acc[k]);
+            bsum[k] += b * gsum[gi];
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum8(acc[k]) + bsum[k];
+}
+
+/* Q4_K scale and min of sub-block j (6 bits each, packed in 12 bytes). */
+static inline void k4_sm(const uint8_t *s, int j, int *sc, int *mn) {
+    if (j < 4) { *sc = s[j] & 63; *mn = s[j + 4] & 63; }
+    else { *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4); *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4); }
+}
+
+/* Q4_K (five = 0) and Q5_K (five = 1): per 32-element sub-block (d·sc)·Σ x·q − (dmin·m)·Σ x;
+ * chunk c of 32 bytes holds sub-block 2c in its low nibbles and 2c+1 in its high ones; Q5_K's
+ * 5th bit of element l of sub-block 2c (2c+1) is bit 2c (2c+1) of qh[l]. */
+static void rows4_qk45(int five, const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
+    const float *xsum = xp + in;
+    const size_t bs = five ? 176 : 144, qo = five ? 48 : 16;
+    __m256 acc[4];
+    float msum[4] = {0, 0, 0, 0};
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi32(0x0F);
+    for (int64_t b = 0; b < in / 256; b++) {
+        const float *x = xp + 256 * b;
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
+            _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
+            const float d = f16_at(blk), dmin = f16_at(blk + 2);
+            const uint8_t *q = blk + qo;
+            for (int c = 0; c < 4; c++, q += 32) {
+                __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+                const float *xc = x + 64 * c;
+                for (int l = 0; l < 32; l += 8) {
+                    const __m256i v = u8x8(q + l);
+                    __m256i lq = _mm256_and_si256(v, low4), uq = _mm256_srli_epi32(v, 4);
+                    if (five) {
+                        const __m256i h = u8x8(blk + 16 + l);
+                        lq = _mm256_add_epi32(lq, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2 * c), _mm256_set1_epi32(1)), 4));
+                        uq = _mm256_add_epi32(uq, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2 * c + 1), _mm256_set1_epi32(1)), 4));
+                    }
+                    lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lq), _mm256_loadu_ps(xc + l), lo);
+                    hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(uq), _mm256_loadu_ps(xc + 32 + l), hi);
+                }
+                int sc0, m0, sc1, m1;
+                k4_sm(blk + 4, 2 * c, &sc0, &m0);
+                k4_sm(blk + 4, 2 * c + 1, &sc1, &m1);
+                acc[k] = _mm256_fmadd_ps(lo, _mm256_set1_ps(d * (float)sc0), acc[k]);
+                acc[k] = _mm256_fmadd_ps(hi, _mm256_set1_ps(d * (float)sc1), acc[k]);
+                msum[k] += dmin * (float)m0 * xsum[8 * b + 2 * c] + dmin * (float)m1 * xsum[8 * b + 2 * c + 1];
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum8(acc[k]) - msum[k];
+}
+
+/* Q6_K: per 16-element sub-block (d·sc)·(Σ x·u − 32·Σ x), u the unsigned 6-bit code. */
+static void rows4_q6k(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
+    const float *xsum = xp + in;
+    __m256 acc[4];
+    float csum[4] = {0, 0, 0, 0};
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi32(0x0F), m2 = _mm256_set1_epi32(0x30);
+    for (int64_t b = 0; b < in / 256; b++) {
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const uint8_t *blk = (const uint8_t *)r[k] + 210 * (size_t)b;
+            _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
+            const float d = f16_at(blk + 208);
+            const int8_t *sc = (const int8_t *)(blk + 192);
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+                const float *x = xp + 256 * b + 128 * h;
+                for (int l = 0; l < 32; l += 16) {
+                    __m256 part[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+                    for (int e = 0; e < 16; e += 8) {
+                        const __m256i A = u8x8(ql + l + e), B = u8x8(ql + 32 + l + e), H = u8x8(qh + l + e);
+                        const __m256i u[4] = {
+                            _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_and_si256(_mm256_slli_epi32(H, 4), m2)),
+                            _mm256_or_si256(_mm256_and_si256(B, m4), _mm256_and_si256(_mm256_slli_epi32(H, 2), m2)),
+                            _mm256_or_si256(_mm256_srli_epi32(A, 4), _mm256_and_si256(H, m2)),
+                            _mm256_or_si256(_mm256_srli_epi32(B, 4), _mm256_and_si256(_mm256_srli_epi32(H, 2), m2)),
+                        };
+                        for (int j = 0; j < 4; j++)
+                            part[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u[j]), _mm256_loadu_ps(x + 32 * j + l + e), part[j]);
+                    }
+                    for (int j = 0; j < 4; j++) {
+                        const int is = 8 * h + l / 16 + 2 * j; /* sub-block of elements 128h + 32j + l.. */
+                        const float ds = d * (float)sc[is];
+                        acc[k] = _mm256_fmadd_ps(part[j], _mm256_set1_ps(ds), acc[k]);
+                        csum[k] += ds * xsum[16 * b + 8 * h + 2 * j + l / 16];
+                    }
+                }
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum8(acc[k]) - 32.0f * csum[k];
+}
+
 void lmc_cpu_avx2_matvec(float *y, const lmc_tensor *w, const void *xp, size_t token_bytes, int64_t n_tok, int64_t o0,
                          int64_t o1) {
     const int64_t in = w->ne[0], out = w->ne[1];
@@ -132,6 +282,26 @@ void lmc_cpu_avx2_matvec(float *y, const lmc_tensor *w, const void *xp, size_t t
             case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q8_0: rows4_q8(0, r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_0: rows4_q8(1, r, xt, in, pf, s); break;
+            case LMC_DTYPE_Q4_K: rows4_qk45(0, r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_Q5_K: rows4_qk45(1, r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_Q6_K: rows4_q6k(r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8: {
+                const lmc_quant_mlx *q = w->aux;
+                if (nr == 4) {
+                    rows4_mlx(lmc_dtype_mlx_bits(w->type), q, o, r, (const float *)(const void *)xt, in, pf, s);
+                    break;
+                }
+                for (int k = 0; k < nr; k++) { /* a short tail: one row at a time on a one-row aux view */
+                    const char *r1[4] = {r[k], r[k], r[k], r[k]};
+                    float s1[4];
+                    lmc_quant_mlx q1 = *q;
+                    q1.scales.data = (char *)q->scales.data + (size_t)(o + k) * q->scales.nb[1];
+                    q1.biases.data = (char *)q->biases.data + (size_t)(o + k) * q->biases.nb[1];
+                    q1.scales.nb[1] = q1.biases.nb[1] = 0;
+                    rows4_mlx(lmc_dtype_mlx_bits(w->type), &q1, 0, r1, (const float *)(const void *)xt, in, 0, s1);
+                    s[k] = s1[0];
+                }
+            } break;
             default: LMC_ASSERT(!"no AVX2 kernel for this dtype");
             }
             for (int k = 0; k < nr; k++) y[(size_t)t * out + o + k] = s[k];
