@@ -26,6 +26,34 @@ APP_OBJ   := $(APP_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
+# ---- CUDA backend (src/backend/cuda/, docs/CUDA.md) ---- begin ------------------------------------
+#   make CUDA=1 BUILD=build-cuda [NVCC=/usr/local/cuda/bin/nvcc] [CUDA_ARCH="-gencode=..."]
+# adds the CUDA backend (kernels *.cu through nvcc for sm_90a plus compute_90 PTX; host side *.c
+# through $(CC)) to the library, links cuBLAS and the CUDA runtime, and builds tests/cuda/test_*.c
+# into $(BUILD)/tests/ (so `make CUDA=1 test` runs them; without a GPU they print a skip line).
+# Use its own BUILD folder: objects compiled with -DLMC_CUDA must not mix with the default build's.
+ifeq ($(CUDA),1)
+CUDA_HOME  ?= /usr/local/cuda
+NVCC       ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH  ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
+NVCCFLAGS  ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC -lineinfo
+CUDA_CU    := $(sort $(wildcard src/backend/cuda/*.cu))
+CUDA_C     := $(sort $(wildcard src/backend/cuda/*.c))
+LIB_OBJ    += $(CUDA_CU:%.cu=$(BUILD)/obj/%.o) $(CUDA_C:%.c=$(BUILD)/obj/%.o)
+TEST_BIN   += $(patsubst tests/cuda/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/cuda/test_*.c)))
+CPPFLAGS   += -DLMC_CUDA -I$(CUDA_HOME)/include
+LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+
+$(BUILD)/obj/%.o: %.cu $(wildcard src/backend/cuda/*.h src/backend/cuda/*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Iinclude -Isrc -c $< -o $@
+
+$(BUILD)/tests/test_cuda_%: tests/cuda/test_cuda_%.c tests/test.h $(BUILD)/liblmc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -o $@ $< $(BUILD)/liblmc.a $(LDFLAGS) $(LDLIBS)
+endif
+# ---- CUDA backend ---- end -------------------------------------------------------------------------
+
 .PHONY: all test run asan bench clean
 all: $(BUILD)/liblmc.a $(BUILD)/liblmc.so $(BUILD)/lmc $(TEST_BIN)
 

@@ -1,0 +1,312 @@
+/* bench_cuda.c — speed of the dense forward on the CUDA backend next to the
+ * GPU's own measured ceilings.
+ *
+ *   build-cuda/bench/bench_cuda [--shape llama8b|qwen05] [--types bf16,q8_0,q4_0] [--gen N]
+ *                               [--prefill 512,2048] [--batch 8,32]
+ *
+ * Models are synthesized in memory from a shape (random weights, no file):
+ * Llama-3.1-8B (hidden 4096, 32 layers, 32/8 heads, intermediate 14336, vocab
+ * 128256, untied) or Qwen2.5-0.5B (hidden 896, 24 layers, 14/2 heads,
+ * intermediate 4864, vocab 151936, tied, q/k/v biases). A block of random rows
+ * is quantized once per matrix shape and tiled; each layer binds its matrices
+ * at a different row offset of that host buffer, so every layer gets its own
+ * device copy. Measured first: device-to-device copy bandwidth and the
+ * cuBLAS bf16 GEMM rate (8192³). Then per type: batch-1 decode tok/s (greedy,
+ * logits copied to the host each step) against the roofline bandwidth / bytes
+ * of every matrix read once per token; prefill tok/s at each --prefill length
+ * against the GEMM roofline (rate / 2·matrix parameters per token; attention
+ * not counted); aggregate decode tok/s of --batch sequences (one token each
+ * per forward, every row's logits to the host); GPU memory in use against
+ * weights + KV cache. Prints markdown tables. A benchmark, not a test.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/quant.h"
+#include "gen/context.h"
+#include "gen/generate.h"
+
+#ifndef LMC_CUDA
+int main(void) {
+    fprintf(stderr, "bench_cuda: this build has no CUDA backend (build with `make CUDA=1 BUILD=build-cuda bench`)\n");
+    return 1;
+}
+#else
+#include "backend/cuda/cuda_backend.h"
+
+typedef struct shape {
+    const char *name, *json;
+} shape;
+
+static const shape shapes[] = {
+    {"llama8b", "{\"model_type\":\"llama\",\"hidden_size\":4096,\"intermediate_size\":14336,\"num_hidden_layers\":32,"
+                "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"vocab_size\":128256,\"rms_norm_eps\":1e-5,"
+                "\"rope_theta\":500000.0,\"max_position_embeddings\":131072,\"tie_word_embeddings\":false,"
+                "\"hidden_act\":\"silu\"}"},
+    {"qwen05", "{\"model_type\":\"qwen2\",\"hidden_size\":896,\"intermediate_size\":4864,\"num_hidden_layers\":24,"
+               "\"num_attention_heads\":14,\"num_key_value_heads\":2,\"vocab_size\":151936,\"rms_norm_eps\":1e-6,"
+               "\"rope_theta\":1000000.0,\"max_position_embeddings\":32768,\"tie_word_embeddings\":true,"
+               "\"hidden_act\":\"silu\"}"},
+};
+
+static uint32_t rng = 42;
+static float frand(void) {
+    rng = rng * 1664525u + 1013904223u;
+    return ((float)(rng >> 8) / 16777216.0f - 0.5f) * 0.1f;
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "bench_cuda: %s: %s\n", what, lmc_last_error());
+    exit(1);
+}
+
+/* Host bytes of a [in, out + extra] matrix of dtype t: 64 random rows quantized, then tiled. */
+static void *host_matrix(lmc_dtype t, int64_t in, int64_t rows) {
+    const size_t rb = lmc_dtype_row_bytes(t, in);
+    char *buf = malloc(rb * (size_t)rows);
+    if (!buf) { fprintf(stderr, "bench_cuda: out of host memory\n"); exit(1); }
+    float *f = malloc((size_t)in * sizeof *f);
+    const int64_t base = rows < 64 ? rows : 64;
+    for (int64_t r = 0; r < base; r++) {
+        for (int64_t i = 0; i < in; i++) f[i] = frand();
+        char *dst = buf + (size_t)r * rb;
+        if (t == LMC_DTYPE_BF16) {
+            for (int64_t i = 0; i < in; i++) { uint16_t h = lmc_f32_to_bf16(f[i]); memcpy(dst + 2 * i, &h, 2); }
+        } else if (t == LMC_DTYPE_F32) {
+            memcpy(dst, f, rb);
+        } else if (lmc_quantize_row(t, f, dst, NULL, in) < 0) {
+            die("quantize");
+        }
+    }
+    for (int64_t r = base; r < rows; r++) memcpy(buf + (size_t)r * rb, buf + (size_t)(r % base) * rb, rb);
+    free(f);
+    return buf;
+}
+
+typedef struct mat_src {
+    void *host;
+    int64_t in, out;
+} mat_src;
+
+/* Bind layer `il`'s copy: rows [il, il + out) of the shared host buffer. */
+static void bind_mat(lmc_backend *be, lmc_tensor *t, lmc_dtype type, const mat_src *s, int il, double *bytes) {
+    *t = lmc_tensor_make(type, s->in, s->out, 1, 1);
+    const char *p = (const char *)s->host + (size_t)il * lmc_dtype_row_bytes(type, s->in);
+    if (be->i->bind_weight(be, t, p) < 0) die("bind");
+    *bytes += (double)lmc_tensor_nbytes(t);
+}
+
+static lmc_model *synth_model(lmc_backend *be, const shape *sh, lmc_dtype type, double *mat_bytes,
+                              double *mat_params) {
+    lmc_model *m = calloc(1, sizeof *m);
+    m->be = be;
+    cJSON *raw = cJSON_Parse(sh->json);
+    if (!raw || lmc_config_from_json(raw, NULL, &m->cfg) < 0) die("config");
+    if (lmc_profile_resolve(&m->cfg, &m->profile) < 0) die("profile");
+    if (lmc_act_from_name(m->cfg.hidden_act, &m->act) < 0) die("act");
+    if (lmc_rope_build(&m->cfg.rope, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[0]) < 0 ||
+        lmc_rope_build(&m->cfg.rope_local, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[1]) < 0)
+        die("rope");
+    m->embed_scale = (float)m->cfg.embed_mult;
+    const lmc_config *c = &m->cfg;
+    const int L = c->n_layers;
+    const int64_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
+    /* one host buffer per matrix shape, extra rows for the per-layer offsets (no two bindings share one) */
+    mat_src q = {host_matrix(type, D, qd + L), D, qd}, kv = {host_matrix(type, D, kvd + 2 * L), D, kvd};
+    mat_src o = {host_matrix(type, qd, D + L), qd, D}, gu = {host_matrix(type, D, I + 2 * L), D, I};
+    mat_src dn = {host_matrix(type, I, D + L), I, D}, emb = {host_matrix(type, D, V + 1), D, V};
+    float *ones = malloc((size_t)(I > D ? I : D) * sizeof(float) * 4);
+    for (int64_t i = 0; i < (I > D ? I : D) * 4; i++) ones[i] = 1.0f + frand();
+    mat_src nrm = {ones, D, 1}, bias_q = {ones, qd, 1}, bias_kv = {ones, kvd, 1};
+    double bytes = 0, dummy = 0;
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    const int attn_bias = !strcmp(sh->name, "qwen05");
+    for (int il = 0; il < L; il++) {
+        lmc_layer *ly = &m->layers[il];
+        bind_mat(be, &ly->wq, type, &q, il, &bytes);
+        bind_mat(be, &ly->wk, type, &kv, il, &bytes);
+        bind_mat(be, &ly->wv, type, &kv, L + il, &bytes);
+        bind_mat(be, &ly->wo, type, &o, il, &bytes);
+        bind_mat(be, &ly->w_gate, type, &gu, il, &bytes);
+        bind_mat(be, &ly->w_up, type, &gu, L + il, &bytes);
+        bind_mat(be, &ly->w_down, type, &dn, il, &bytes);
+        bind_mat(be, &ly->attn_norm, LMC_DTYPE_F32, &nrm, 0, &dummy);
+        bind_mat(be, &ly->ffn_norm, LMC_DTYPE_F32, &nrm, 1, &dummy);
+        ly->attn_norm = lmc_tensor_reshape(&ly->attn_norm, D, 1, 1, 1);
+        ly->ffn_norm = lmc_tensor_reshape(&ly->ffn_norm, D, 1, 1, 1);
+        if (attn_bias) {
+            bind_mat(be, &ly->bq, LMC_DTYPE_F32, &bias_q, 0, &dummy);
+            bind_mat(be, &ly->bk, LMC_DTYPE_F32, &bias_kv, 0, &dummy);
+            bind_mat(be, &ly->bv, LMC_DTYPE_F32, &bias_kv, 1, &dummy);
+            ly->bq = lmc_tensor_reshape(&ly->bq, qd, 1, 1, 1);
+            ly->bk = lmc_tensor_reshape(&ly->bk, kvd, 1, 1, 1);
+            ly->bv = lmc_tensor_reshape(&ly->bv, kvd, 1, 1, 1);
+        }
+        ly->window = 0;
+        ly->rope = 0;
+    }
+    bind_mat(be, &m->out_norm, LMC_DTYPE_F32, &nrm, 2, &dummy);
+    m->out_norm = lmc_tensor_reshape(&m->out_norm, D, 1, 1, 1);
+    bind_mat(be, &m->lm_head, type, &emb, 0, &bytes);
+    if (c->tie_word_embeddings) m->tok_embd = m->lm_head;
+    else bind_mat(be, &m->tok_embd, type, &emb, 1, &dummy); /* read one row per token: not counted */
+    for (int r = 0; r < 4; r++) {
+        const lmc_rope_table *rt = &m->rope[r / 2];
+        lmc_tensor *t = &m->rope_freq[r / 2][r % 2];
+        *t = lmc_tensor_make(LMC_DTYPE_F32, rt->n_rot / 2, 1, 1, 1);
+        if (be->i->alloc(be, t) < 0) die("alloc");
+        be->i->set(be, t, r % 2 ? rt->inv_freq_long : rt->inv_freq, 0, lmc_tensor_nbytes(t));
+    }
+    if (be->i->sync(be) < 0) die("upload");
+    void *bufs[] = {q.host, kv.host, o.host, gu.host, dn.host, emb.host, ones};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    m->weight_bytes = (size_t)bytes;
+    *mat_bytes = bytes;
+    *mat_params = (double)L * (double)(D * qd * 2 + D * kvd * 2 + 3 * D * I) + (double)D * V;
+    return m;
+}
+
+static double g_bw, g_gemm; /* GB/s, TFLOP/s */
+
+static void run_type(const shape *sh, const char *tname, int n_gen, const int *prefill, int n_prefill,
+                     const int *batch, int n_batch) {
+    lmc_dtype type = !strcmp(tname, "bf16") ? LMC_DTYPE_BF16 : !strcmp(tname, "q8_0") ? LMC_DTYPE_Q8_0
+                   : !strcmp(tname, "q4_0") ? LMC_DTYPE_Q4_0 : !strcmp(tname, "f16") ? LMC_DTYPE_F16
+                   : !strcmp(tname, "q4_k") ? LMC_DTYPE_Q4_K : !strcmp(tname, "q6_k") ? LMC_DTYPE_Q6_K
+                   : LMC_DTYPE_END;
+    if (type == LMC_DTYPE_END) { fprintf(stderr, "bench_cuda: unknown type %s\n", tname); return; }
+    size_t used0 = 0, used1 = 0;
+    lmc_cuda_device_info(0, NULL, 0, NULL, NULL, &used0);
+    lmc_backend *be;
+    if (lmc_backend_cuda_init(&be, 0) < 0) die("cuda backend");
+    double mat_bytes, mat_params;
+    double t0 = lmc_now_s();
+    lmc_model *m = synth_model(be, sh, type, &mat_bytes, &mat_params);
+    double t_load = lmc_now_s() - t0;
+    int max_prefill = 512;
+    for (int i = 0; i < n_prefill; i++) max_prefill = prefill[i] > max_prefill ? prefill[i] : max_prefill;
+    int max_batch = 1;
+    for (int i = 0; i < n_batch; i++) max_batch = batch[i] > max_batch ? batch[i] : max_batch;
+    const int n_ctx = max_prefill + n_gen + 16;
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_seq = max_batch;
+    cp.n_batch = max_prefill;
+    lmc_context *ctx;
+    if (lmc_context_init(&ctx, m, &cp) < 0) die("context");
+    const int V = m->cfg.vocab_size;
+    int32_t *tok = malloc((size_t)n_ctx * max_batch * 4), *pos = malloc((size_t)n_ctx * max_batch * 4);
+    int32_t *seq = malloc((size_t)n_ctx * max_batch * 4);
+    uint8_t *want = malloc((size_t)n_ctx * max_batch);
+    for (int i = 0; i < n_ctx * max_batch; i++) tok[i] = (int32_t)((i * 7919) % V);
+
+    /* batch-1 decode: a 16-token prompt, then n_gen greedy tokens */
+    lmc_gen_params gp = {.n_predict = n_gen, .ignore_eos = 1, .sampler = lmc_sampler_default_params()};
+    gp.sampler.temperature = 0;
+    lmc_gen_stats st;
+    lmc_generate(ctx, tok, 16, &(lmc_gen_params){.n_predict = 4, .ignore_eos = 1, .sampler = gp.sampler}, NULL, NULL,
+                 &st);
+    lmc_kv_clear(&ctx->kv, 0);
+    if (lmc_generate(ctx, tok, 16, &gp, NULL, NULL, &st) < 0) die("generate");
+    const double dec = (st.n_generated - 1) / st.t_gen_s;
+    const double roof = g_bw * 1e9 / mat_bytes;
+    lmc_kv_clear(&ctx->kv, 0);
+
+    /* prefill at each length (one warm-up pass of the first) */
+    double pre[8] = {0};
+    for (int k = -1; k < n_prefill; k++) {
+        const int P = prefill[k < 0 ? 0 : k];
+        for (int i = 0; i < P; i++) { pos[i] = i; seq[i] = 0; want[i] = i == P - 1; }
+        lmc_batch b = {P, tok, pos, seq, want};
+        double t1 = lmc_now_s();
+        if (lmc_context_decode(ctx, &b) < 0) die("prefill");
+        double dt = lmc_now_s() - t1;
+        if (k >= 0) pre[k] = P / dt;
+        lmc_kv_clear(&ctx->kv, 0);
+    }
+    const double pre_roof = g_gemm * 1e12 / (2.0 * mat_params);
+
+    /* batched decode: B sequences, 16-token prompts prefilled together, then n_gen steps of B tokens */
+    double agg[8] = {0};
+    for (int k = 0; k < n_batch; k++) {
+        const int B = batch[k];
+        for (int s = 0; s < B; s++) lmc_kv_clear(&ctx->kv, s);
+        int n = 0;
+        for (int s = 0; s < B; s++)
+            for (int i = 0; i < 16; i++, n++) { pos[n] = i; seq[n] = s; want[n] = i == 15; }
+        lmc_batch b = {n, tok, pos, seq, want};
+        if (lmc_context_decode(ctx, &b) < 0) die("batched prefill");
+        double t1 = 0;
+        for (int step = 0; step <= n_gen; step++) {
+            if (step == 1) t1 = lmc_now_s(); /* step 0 warms up */
+            for (int s = 0; s < B; s++) { pos[s] = 16 + step; seq[s] = s; want[s] = 1; }
+            lmc_batch d = {B, tok + step, pos, seq, want};
+            if (lmc_context_decode(ctx, &d) < 0) die("batched decode");
+        }
+        agg[k] = (double)B * n_gen / (lmc_now_s() - t1);
+    }
+    lmc_cuda_device_info(0, NULL, 0, NULL, NULL, &used1);
+    const double kvb = (double)lmc_kv_bytes(m, n_ctx, max_batch, max_prefill);
+
+    printf("| %s | %s | %.2f | %.1f | %.1f | %.0f%% |", sh->name, tname, mat_bytes / 1e9, dec, roof, 100 * dec / roof);
+    for (int k = 0; k < n_prefill; k++) printf(" %.0f (%.0f%%) |", pre[k], 100 * pre[k] / pre_roof);
+    for (int k = 0; k < n_batch; k++) printf(" %.0f (%.1fx) |", agg[k], agg[k] / dec);
+    printf(" %.2f / %.2f | %.1f |\n", (double)(used1 - used0) / 1e9, (mat_bytes + kvb) / 1e9, t_load);
+    fflush(stdout);
+    free(tok); free(pos); free(seq); free(want);
+    lmc_context_free(ctx);
+    lmc_model_free(m);
+    lmc_backend_free(be);
+}
+
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    while (*s && n < max) {
+        out[n++] = atoi(s);
+        const char *c = strchr(s, ',');
+        if (!c) break;
+        s = c + 1;
+    }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    const char *shape_name = "llama8b", *types = "bf16,q8_0,q4_0";
+    int n_gen = 64, prefill[8] = {512, 2048}, n_prefill = 2, batch[8] = {8, 32}, n_batch = 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape_name = argv[++i];
+        else if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
+        else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) n_prefill = parse_list(argv[++i], prefill, 8);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) n_batch = parse_list(argv[++i], batch, 8);
+        else { fprintf(stderr, "usage: bench_cuda [--shape llama8b|qwen05] [--types bf16,q8_0,q4_0] [--gen N] "
+                               "[--prefill 512,2048] [--batch 8,32]\n"); return 2; }
+    }
+    const shape *sh = NULL;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (!strcmp(shapes[i].name, shape_name)) sh = &shapes[i];
+    if (!sh) { fprintf(stderr, "bench_cuda: unknown shape %s\n", shape_name); return 2; }
+    char name[256];
+    int n_sm = 0;
+    size_t total = 0;
+    if (lmc_cuda_device_info(0, name, sizeof name, &n_sm, &total, NULL) < 0) die("device");
+    if (lmc_cuda_measure_copy_bw(0, (size_t)2 << 30, &g_bw) < 0) die("bandwidth");
+    if (lmc_cuda_measure_gemm(0, 8192, &g_gemm) < 0) die("gemm");
+    printf("device: %s, %d SMs, %.1f GB; copy bandwidth %.0f GB/s (D2D, read + write); cuBLAS bf16 GEMM %.0f TFLOP/s "
+           "(8192^3)\n\n", name, n_sm, total / 1e9, g_bw, g_gemm);
+    printf("| shape | type | matrix GB | decode tok/s | roofline tok/s | of roofline |");
+    for (int k = 0; k < n_prefill; k++) printf(" prefill %d tok/s (of GEMM roof) |", prefill[k]);
+    for (int k = 0; k < n_batch; k++) printf(" %d-seq decode tok/s (x single) |", batch[k]);
+    printf(" GPU mem used GB / weights+KV GB | load s |\n|---|---|---|---|---|---|");
+    for (int k = 0; k < n_prefill + n_batch; k++) printf("---|");
+    printf("---|---|\n");
+    fflush(stdout);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", types);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) run_type(sh, t, n_gen, prefill, n_prefill, batch, n_batch);
+    return 0;
+}
+#endif

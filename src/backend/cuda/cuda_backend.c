@@ -1,0 +1,523 @@
+/* cuda_backend.c — the CUDA implementation of lmc_backend_i (host side).
+ *
+ * Owns the device context: one stream every op is enqueued on (in order, no
+ * host round trip inside a forward), a cuBLAS handle, the weight bindings
+ * (uploaded once; a host mapping bound twice shares one device copy, by
+ * reference count), and three workspaces that grow on demand: dequantized
+ * weight rows and bf16 activations for cuBLAS, and attention partials.
+ * Q8_0 / Q4_0 tensors always live repacked on the device (cuda_kernels.h);
+ * set() of a whole such tensor repacks, a partial set/get of one is an error.
+ * Ops never fail on the spot: the first CUDA or cuBLAS error is recorded and
+ * reported by the next sync() (or get()). Kernels live in the .cu files.
+ */
+#include "cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/quant.h"
+#include "cuda_kernels.h"
+
+typedef struct cuda_bind {
+    const void *host;  /* the mapping bound */
+    size_t nbytes;     /* its bytes (checkpoint layout) */
+    int type;
+    int64_t ne0, ne1;
+    void *dev;         /* the device copy */
+    int refs;
+} cuda_bind;
+
+typedef struct cuda_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    lmc_status err;           /* first deferred error (0: none) */
+    char err_msg[256];
+    void *ws_w; size_t ws_w_bytes; /* dequantized weight rows (f32 or bf16) */
+    void *ws_x; size_t ws_x_bytes; /* activations as bf16 */
+    void *ws_a; size_t ws_a_bytes; /* attention partials */
+    void *stage; size_t stage_bytes; /* raw uploads of Q8_0/Q4_0 before the repack (freed at sync) */
+    cuda_bind *binds;
+    int n_binds, cap_binds;
+} cuda_ctx;
+
+#define CTX(be) ((cuda_ctx *)(be)->ctx)
+/* weight rows dequantized per cuBLAS call: this many bytes of workspace at most */
+#define WS_W_BYTES ((size_t)64 << 20)
+
+/* ------------------------------------------------------------------ errors */
+
+static void note_cuda(cuda_ctx *c, cudaError_t e, const char *what) {
+    if (e == cudaSuccess || c->err) return;
+    c->err = LMC_ERR_IO;
+    snprintf(c->err_msg, sizeof c->err_msg, "CUDA error in %s: %s", what, cudaGetErrorString(e));
+}
+
+static void note_blas(cuda_ctx *c, cublasStatus_t e, const char *what) {
+    if (e == CUBLAS_STATUS_SUCCESS || c->err) return;
+    c->err = LMC_ERR_IO;
+    snprintf(c->err_msg, sizeof c->err_msg, "cuBLAS error %d in %s", (int)e, what);
+}
+
+static void note_msg(cuda_ctx *c, lmc_status st, const char *msg) {
+    if (c->err) return;
+    c->err = st;
+    snprintf(c->err_msg, sizeof c->err_msg, "%s", msg);
+}
+
+/* after each launch: a bad configuration shows here, a fault at the next sync */
+static void launched(cuda_ctx *c, const char *what) { note_cuda(c, cudaGetLastError(), what); }
+
+/* Grow a workspace to at least n bytes (the old one is freed, which waits for the device). */
+static void *ws_reserve(cuda_ctx *c, void **p, size_t *cap, size_t n) {
+    if (n <= *cap) return *p;
+    if (*p) cudaFree(*p);
+    *p = NULL;
+    *cap = 0;
+    cudaError_t e = cudaMalloc(p, n);
+    if (e != cudaSuccess) {
+        note_cuda(c, e, "workspace allocation");
+        *p = NULL;
+        return NULL;
+    }
+    *cap = n;
+    return *p;
+}
+
+static int is_q_repacked(int type) { return type == LMC_DTYPE_Q8_0 || type == LMC_DTYPE_Q4_0; }
+
+/* Device bytes of a contiguous tensor of this backend. */
+static size_t dev_bytes(const lmc_tensor *t, size_t *scale_off) {
+    *scale_off = 0;
+    if (is_q_repacked(t->type)) return lmc_cuda_repacked_bytes(t->type, t->ne[0], lmc_tensor_nrows(t), scale_off);
+    return lmc_tensor_nbytes(t);
+}
+
+static lmc_cuda_w wdesc(const lmc_tensor *t) {
+    lmc_cuda_w w;
+    memset(&w, 0, sizeof w);
+    w.type = t->type;
+    w.data = t->data;
+    w.nb1 = t->nb[1];
+    w.ne0 = t->ne[0];
+    w.ne1 = lmc_tensor_nrows(t);
+    if (is_q_repacked(t->type)) {
+        w.repacked = 1;
+        lmc_cuda_repacked_bytes(t->type, w.ne0, w.ne1, &w.scale_off);
+    }
+    if (lmc_dtype_is_mlx(t->type)) {
+        const lmc_quant_mlx *q = t->aux;
+        LMC_ASSERT(q != NULL);
+        w.mlx_scales = q->scales.data;
+        w.mlx_biases = q->biases.data;
+        w.mlx_stype = q->scales.type;
+        w.mlx_snb1 = q->scales.nb[1];
+        w.group = q->group_size;
+    }
+    return w;
+}
+
+/* ------------------------------------------------------------------ memory */
+
+static void cuda_free(lmc_backend *be) {
+    cuda_ctx *c = CTX(be);
+    cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < c->n_binds; i++) cudaFree(c->binds[i].dev);
+    free(c->binds);
+    cudaFree(c->ws_w);
+    cudaFree(c->ws_x);
+    cudaFree(c->ws_a);
+    cudaFree(c->stage);
+    cublasDestroy(c->blas);
+    cudaStreamDestroy(c->stream);
+    free(c);
+    free(be);
+}
+
+static lmc_status cuda_alloc(lmc_backend *be, lmc_tensor *t) {
+    cuda_ctx *c = CTX(be);
+    size_t off, n = dev_bytes(t, &off);
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, n ? n : 1);
+    if (e != cudaSuccess)
+        return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes of GPU memory: %s", n, cudaGetErrorString(e));
+    e = cudaMemsetAsync(p, 0, n ? n : 1, c->stream);
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        return lmc_fail(LMC_ERR_IO, "cudaMemset: %s", cudaGetErrorString(e));
+    }
+    t->data = p;
+    return LMC_OK;
+}
+
+static void cuda_release(lmc_backend *be, lmc_tensor *t) {
+    if (t->data) cudaFree(t->data);
+    t->data = NULL;
+}
+
+/* Copy a whole Q8_0/Q4_0 tensor from host bytes (checkpoint layout) into its repacked device planes. */
+static lmc_status upload_repacked(cuda_ctx *c, const lmc_tensor *t, void *dev, const void *host) {
+    const size_t raw = lmc_tensor_nbytes(t);
+    if (!ws_reserve(c, &c->stage, &c->stage_bytes, raw))
+        return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes of GPU staging memory", raw);
+    cudaError_t e = cudaMemcpyAsync(c->stage, host, raw, cudaMemcpyHostToDevice, c->stream);
+    if (e != cudaSuccess) return lmc_fail(LMC_ERR_IO, "upload: %s", cudaGetErrorString(e));
+    size_t off;
+    lmc_cuda_repacked_bytes(t->type, t->ne[0], lmc_tensor_nrows(t), &off);
+    lmc_cuda_repack(c->stream, t->type, c->stage, lmc_dtype_row_bytes(t->type, t->ne[0]), t->ne[0],
+                    lmc_tensor_nrows(t), dev, off);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return lmc_fail(LMC_ERR_IO, "repack: %s", cudaGetErrorString(e));
+    return LMC_OK;
+}
+
+static lmc_status cuda_bind_weight(lmc_backend *be, lmc_tensor *t, const void *host) {
+    cuda_ctx *c = CTX(be);
+    const size_t nbytes = lmc_tensor_nbytes(t);
+    if (t->nb[1] != lmc_dtype_row_bytes(t->type, t->ne[0]))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "cuda: strided weight views are not supported");
+    if (!lmc_dtype_is_float(t->type) && !lmc_dtype_is_quant(t->type))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "cuda: weights of dtype %s", lmc_dtype_name(t->type));
+    for (int i = 0; i < c->n_binds; i++) {
+        cuda_bind *b = &c->binds[i];
+        if (b->host == host && b->nbytes == nbytes && b->type == (int)t->type && b->ne0 == t->ne[0]) {
+            b->refs++;
+            t->data = b->dev;
+            return LMC_OK;
+        }
+    }
+    if (c->n_binds == c->cap_binds) {
+        int cap = c->cap_binds ? 2 * c->cap_binds : 256;
+        cuda_bind *nb = realloc(c->binds, (size_t)cap * sizeof *nb);
+        if (!nb) return lmc_fail(LMC_ERR_NOMEM, "cuda weight table");
+        c->binds = nb;
+        c->cap_binds = cap;
+    }
+    size_t off, n = dev_bytes(t, &off);
+    void *dev = NULL;
+    cudaError_t e = cudaMalloc(&dev, n ? n : 1);
+    if (e != cudaSuccess)
+        return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes of GPU memory for a weight: %s", n,
+                        cudaGetErrorString(e));
+    lmc_status st = LMC_OK;
+    if (is_q_repacked(t->type)) {
+        st = upload_repacked(c, t, dev, host);
+    } else {
+        e = cudaMemcpyAsync(dev, host, nbytes, cudaMemcpyHostToDevice, c->stream);
+        if (e != cudaSuccess) st = lmc_fail(LMC_ERR_IO, "weight upload: %s", cudaGetErrorString(e));
+    }
+    if (st < 0) { cudaFree(dev); return st; }
+    c->binds[c->n_binds++] = (cuda_bind){host, nbytes, (int)t->type, t->ne[0], lmc_tensor_nrows(t), dev, 1};
+    t->data = dev;
+    return LMC_OK;
+}
+
+static void cuda_unbind_weight(lmc_backend *be, lmc_tensor *t) {
+    cuda_ctx *c = CTX(be);
+    for (int i = 0; i < c->n_binds; i++) {
+        if (c->binds[i].dev != t->data) continue;
+        if (--c->binds[i].refs == 0) {
+            cudaFree(c->binds[i].dev);
+            c->binds[i] = c->binds[--c->n_binds];
+        }
+        break;
+    }
+    t->data = NULL;
+}
+
+static void cuda_set(lmc_backend *be, lmc_tensor *dst, const void *src, size_t off, size_t n) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(off + n <= lmc_tensor_nbytes(dst));
+    if (is_q_repacked(dst->type)) {
+        if (off != 0 || n != lmc_tensor_nbytes(dst)) {
+            note_msg(c, LMC_ERR_UNSUPPORTED, "cuda: partial set of a Q8_0/Q4_0 tensor");
+            return;
+        }
+        lmc_status st = upload_repacked(c, dst, dst->data, src);
+        if (st < 0) note_msg(c, st, lmc_last_error());
+        return;
+    }
+    note_cuda(c, cudaMemcpyAsync((char *)dst->data + off, src, n, cudaMemcpyHostToDevice, c->stream), "set");
+}
+
+static void cuda_get(lmc_backend *be, void *dst, const lmc_tensor *src, size_t off, size_t n) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(off + n <= lmc_tensor_nbytes(src));
+    if (is_q_repacked(src->type)) {
+        note_msg(c, LMC_ERR_UNSUPPORTED, "cuda: get of a Q8_0/Q4_0 tensor");
+        memset(dst, 0, n);
+        return;
+    }
+    note_cuda(c, cudaMemcpyAsync(dst, (const char *)src->data + off, n, cudaMemcpyDeviceToHost, c->stream), "get");
+    note_cuda(c, cudaStreamSynchronize(c->stream), "get");
+}
+
+static lmc_status cuda_sync(lmc_backend *be) {
+    cuda_ctx *c = CTX(be);
+    note_cuda(c, cudaStreamSynchronize(c->stream), "sync");
+    if (c->stage) {
+        cudaFree(c->stage);
+        c->stage = NULL;
+        c->stage_bytes = 0;
+    }
+    if (c->err) {
+        lmc_status st = c->err;
+        c->err = 0;
+        return lmc_fail(st, "%s", c->err_msg);
+    }
+    return LMC_OK;
+}
+
+/* ------------------------------------------------------------------- ops */
+
+static int is_contig(const lmc_tensor *t) {
+    if (lmc_dtype_is_quant(t->type)) return t->nb[1] == lmc_dtype_row_bytes(t->type, t->ne[0]);
+    size_t s = lmc_dtype_size(t->type);
+    for (int i = 0; i < LMC_MAX_DIMS; i++) {
+        if (t->nb[i] != s) return 0;
+        s *= (size_t)t->ne[i];
+    }
+    return 1;
+}
+
+static void cuda_get_rows(lmc_backend *be, lmc_tensor *y, const lmc_tensor *table, const lmc_tensor *ids,
+                          float scale) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(y->type == LMC_DTYPE_F32 && ids->type == LMC_DTYPE_I32 && table->ne[0] == y->ne[0]);
+    LMC_ASSERT(lmc_tensor_nelem(ids) == lmc_tensor_nrows(y) && is_contig(y));
+    lmc_cuda_w w = wdesc(table);
+    lmc_cuda_get_rows(c->stream, y->data, &w, ids->data, lmc_tensor_nelem(ids), scale);
+    launched(c, "get_rows");
+}
+
+/* y [out, n] = W x through cuBLAS: W rows dequantized (bf16 when n is prefill-sized, else f32)
+ * in chunks into the workspace, or used in place for f32 / bf16 weights. */
+static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x, int64_t n) {
+    const int64_t K = w->ne[0], out = w->ne[1];
+    const float one = 1.0f, zero = 0.0f;
+    if (w->type == LMC_DTYPE_F32) {
+        note_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)K, &one, w->data,
+                                 (int)(w->nb[1] / 4), x->data, (int)K, &zero, y->data, (int)out), "sgemm");
+        return;
+    }
+    const int bf16 = n > LMC_CUDA_GEMV_MAX_TOKENS;
+    const void *xb = x->data;
+    if (bf16) {
+        uint16_t *p = ws_reserve(c, &c->ws_x, &c->ws_x_bytes, (size_t)(K * n) * 2);
+        if (!p) return;
+        lmc_cuda_f32_to_bf16(c->stream, x->data, p, K * n);
+        launched(c, "f32_to_bf16");
+        xb = p;
+    }
+    if (bf16 && w->type == LMC_DTYPE_BF16) {
+        note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)K, &one, w->data,
+                                  CUDA_R_16BF, (int)(w->nb[1] / 2), xb, CUDA_R_16BF, (int)K, &zero, y->data,
+                                  CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
+        return;
+    }
+    const size_t esz = bf16 ? 2 : 4;
+    int64_t rows = (int64_t)(WS_W_BYTES / ((size_t)K * esz));
+    if (rows < 1) rows = 1;
+    if (rows > out) rows = out;
+    void *ws = ws_reserve(c, &c->ws_w, &c->ws_w_bytes, (size_t)rows * (size_t)K * esz);
+    if (!ws) return;
+    lmc_cuda_w wd = wdesc(w);
+    for (int64_t o0 = 0; o0 < out; o0 += rows) {
+        const int64_t nr = out - o0 < rows ? out - o0 : rows;
+        lmc_cuda_dequant_rows(c->stream, &wd, o0, nr, ws, bf16);
+        launched(c, "dequant_rows");
+        float *yo = (float *)y->data + o0;
+        if (bf16)
+            note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws,
+                                      CUDA_R_16BF, (int)K, xb, CUDA_R_16BF, (int)K, &zero, yo, CUDA_R_32F,
+                                      (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
+        else
+            note_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws, (int)K,
+                                     xb, (int)K, &zero, yo, (int)out), "sgemm");
+    }
+}
+
+static void cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32);
+    LMC_ASSERT(w->ne[0] == x->ne[0] && w->ne[1] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
+    LMC_ASSERT(is_contig(x) && is_contig(y) && w->ne[2] == 1 && w->ne[3] == 1);
+    LMC_ASSERT(w->nb[1] >= lmc_dtype_row_bytes(w->type, w->ne[0]) && lmc_dtype_row_bytes(w->type, w->ne[0]) > 0);
+    LMC_ASSERT(!lmc_dtype_is_mlx(w->type) || lmc_quant_mlx_check(w->type, w->ne[0], w->ne[1], w->aux) == LMC_OK);
+    const int64_t n = lmc_tensor_nrows(x);
+    lmc_cuda_w wd = wdesc(w);
+    if (lmc_cuda_gemv_ok(&wd, x->data, n)) {
+        lmc_cuda_gemv(c->stream, y->data, &wd, x->data, n);
+        launched(c, "gemv");
+        return;
+    }
+    matmul_blas(c, y, w, x, n);
+}
+
+static void cuda_add_bias(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(lmc_tensor_nelem(b) == y->ne[0] && lmc_dtype_is_float(b->type) && is_contig(y));
+    lmc_cuda_add_bias(c->stream, y->data, b->data, b->type, y->ne[0], lmc_tensor_nrows(y));
+    launched(c, "add_bias");
+}
+
+static void cuda_add(lmc_backend *be, lmc_tensor *y, const lmc_tensor *a, const lmc_tensor *b) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(lmc_tensor_nelem(a) == lmc_tensor_nelem(y) && lmc_tensor_nelem(b) == lmc_tensor_nelem(y));
+    lmc_cuda_add(c->stream, y->data, a->data, b->data, lmc_tensor_nelem(y));
+    launched(c, "add");
+}
+
+static void cuda_scale(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float s) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(lmc_tensor_nelem(x) == lmc_tensor_nelem(y));
+    lmc_cuda_scale(c->stream, y->data, x->data, s, lmc_tensor_nelem(y));
+    launched(c, "scale");
+}
+
+static void cuda_rms_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w, float eps,
+                          float w_offset) {
+    cuda_ctx *c = CTX(be);
+    const int64_t d = x->ne[0];
+    LMC_ASSERT(d == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
+    LMC_ASSERT(!w || (lmc_tensor_nelem(w) % d == 0 && lmc_tensor_nelem(w) >= d && lmc_dtype_is_float(w->type)));
+    lmc_cuda_rms_norm(c->stream, y->data, x->data, d, lmc_tensor_nrows(x), w ? w->data : NULL,
+                      w ? (int)w->type : 0, w ? lmc_tensor_nelem(w) / d : 1, eps, w_offset);
+    launched(c, "rms_norm");
+}
+
+static void cuda_layer_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w,
+                            const lmc_tensor *b, float eps) {
+    cuda_ctx *c = CTX(be);
+    const int64_t d = x->ne[0];
+    LMC_ASSERT(d == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
+    LMC_ASSERT(!w || (lmc_tensor_nelem(w) % d == 0 && lmc_tensor_nelem(w) >= d && lmc_dtype_is_float(w->type)));
+    LMC_ASSERT(!b || (lmc_tensor_nelem(b) % d == 0 && lmc_tensor_nelem(b) >= d && lmc_dtype_is_float(b->type)));
+    lmc_cuda_layer_norm(c->stream, y->data, x->data, d, lmc_tensor_nrows(x), w ? w->data : NULL,
+                        w ? (int)w->type : 0, w ? lmc_tensor_nelem(w) / d : 1, b ? b->data : NULL,
+                        b ? (int)b->type : 0, b ? lmc_tensor_nelem(b) / d : 1, eps);
+    launched(c, "layer_norm");
+}
+
+static void cuda_rope(lmc_backend *be, lmc_tensor *x, const lmc_tensor *pos, const lmc_rope_op *op) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(op->n_rot % 2 == 0 && op->n_rot <= x->ne[0] && lmc_tensor_nelem(pos) == x->ne[2]);
+    LMC_ASSERT(op->inv_freq && op->inv_freq->type == LMC_DTYPE_F32 && op->inv_freq->ne[0] >= op->n_rot / 2);
+    lmc_cuda_rope(c->stream, x->data, x->ne[0], x->ne[1], x->ne[2], pos->data, op->inv_freq->data, op->n_rot,
+                  op->interleaved, op->attn_factor);
+    launched(c, "rope");
+}
+
+static void cuda_kv_store(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *kv, const lmc_tensor *pos,
+                          const lmc_tensor *seq) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(cache->ne[0] == kv->ne[0] && cache->type == LMC_DTYPE_F32 && kv->type == LMC_DTYPE_F32);
+    LMC_ASSERT(lmc_tensor_nelem(pos) >= lmc_tensor_nrows(kv) && lmc_tensor_nelem(seq) >= lmc_tensor_nrows(kv));
+    lmc_cuda_kv_store(c->stream, cache->data, cache->ne[0], cache->ne[1], cache->ne[2], kv->data,
+                      lmc_tensor_nrows(kv), pos->data, seq->data);
+    launched(c, "kv_store");
+}
+
+static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q, const lmc_tensor *k_cache,
+                           const lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq,
+                           const lmc_attn_op *op) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(op->n_kv_head > 0 && op->n_head % op->n_kv_head == 0 && op->head_dim <= 256);
+    LMC_ASSERT(lmc_tensor_nelem(q) == (int64_t)op->head_dim * op->n_head * lmc_tensor_nelem(pos));
+    LMC_ASSERT(k_cache->ne[0] == (int64_t)op->head_dim * op->n_kv_head && k_cache->type == LMC_DTYPE_F32);
+    LMC_ASSERT(v_cache->ne[0] == k_cache->ne[0] && v_cache->ne[1] == k_cache->ne[1]);
+    lmc_cuda_attn a = {
+        .q = q->data, .k = k_cache->data, .v = v_cache->data, .out = out->data, .pos = pos->data, .seq = seq->data,
+        .n = lmc_tensor_nelem(pos), .n_ctx = k_cache->ne[1], .n_seq = k_cache->ne[2] * k_cache->ne[3],
+        .n_head = op->n_head, .n_kv_head = op->n_kv_head, .head_dim = op->head_dim,
+        .scale = op->scale, .softcap = op->softcap, .window = op->window,
+    };
+    size_t need = lmc_cuda_attn_scratch(&a);
+    float *scratch = NULL;
+    if (need) {
+        scratch = ws_reserve(c, &c->ws_a, &c->ws_a_bytes, need * sizeof(float));
+        if (!scratch) return;
+    }
+    lmc_cuda_attention(c->stream, &a, scratch);
+    launched(c, "attention");
+}
+
+static void cuda_act_mul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *gate, const lmc_tensor *up, lmc_act act) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(lmc_tensor_nelem(gate) == lmc_tensor_nelem(y) && lmc_tensor_nelem(up) == lmc_tensor_nelem(y));
+    lmc_cuda_act_mul(c->stream, y->data, gate->data, up->data, lmc_tensor_nelem(y), (int)act);
+    launched(c, "act_mul");
+}
+
+static void cuda_act(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, lmc_act act) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(lmc_tensor_nelem(x) == lmc_tensor_nelem(y));
+    lmc_cuda_act(c->stream, y->data, x->data, lmc_tensor_nelem(y), (int)act);
+    launched(c, "act");
+}
+
+static void cuda_softcap(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float cap) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(lmc_tensor_nelem(x) == lmc_tensor_nelem(y));
+    lmc_cuda_softcap(c->stream, y->data, x->data, lmc_tensor_nelem(y), cap);
+    launched(c, "softcap");
+}
+
+static const lmc_backend_i cuda_iface = {
+    .name = "cuda",
+    .free = cuda_free,
+    .alloc = cuda_alloc,
+    .release = cuda_release,
+    .bind_weight = cuda_bind_weight,
+    .unbind_weight = cuda_unbind_weight,
+    .set = cuda_set,
+    .get = cuda_get,
+    .sync = cuda_sync,
+    .get_rows = cuda_get_rows,
+    .matmul = cuda_matmul,
+    .add_bias = cuda_add_bias,
+    .add = cuda_add,
+    .scale = cuda_scale,
+    .rms_norm = cuda_rms_norm,
+    .layer_norm = cuda_layer_norm,
+    .rope = cuda_rope,
+    .kv_store = cuda_kv_store,
+    .attention = cuda_attention,
+    .act_mul = cuda_act_mul,
+    .act = cuda_act,
+    .softcap = cuda_softcap,
+};
+
+lmc_status lmc_backend_cuda_init(lmc_backend **out, int device) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    if (device < 0 || device >= n) return lmc_fail(LMC_ERR_ARG, "CUDA device %d (this machine has %d)", device, n);
+    e = cudaSetDevice(device);
+    if (e != cudaSuccess) return lmc_fail(LMC_ERR_IO, "cudaSetDevice(%d): %s", device, cudaGetErrorString(e));
+    lmc_backend *be = calloc(1, sizeof *be);
+    cuda_ctx *c = calloc(1, sizeof *c);
+    if (!be || !c) { free(be); free(c); return lmc_fail(LMC_ERR_NOMEM, "cuda backend"); }
+    c->device = device;
+    e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        free(be); free(c);
+        return lmc_fail(LMC_ERR_IO, "cudaStreamCreate: %s", cudaGetErrorString(e));
+    }
+    cublasStatus_t bs = cublasCreate(&c->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        cudaStreamDestroy(c->stream);
+        free(be); free(c);
+        return lmc_fail(LMC_ERR_IO, "cublasCreate failed (%d)", (int)bs);
+    }
+    cublasSetStream(c->blas, c->stream);
+    cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH); /* f32 products stay f32 (no TF32) */
+    be->i = &cuda_iface;
+    be->ctx = c;
+    *out = be;
+    return LMC_OK;
+}

@@ -1,0 +1,28 @@
+/* cuda_backend.h — the CUDA backend's entry point and the machine figures the
+ * benchmarks put next to their results. Built only with `make CUDA=1`
+ * (which defines LMC_CUDA); backend.c calls lmc_backend_cuda_init for
+ * --backend cuda. Everything here returns an lmc_status and never prints.
+ */
+#ifndef LMC_CUDA_BACKEND_H
+#define LMC_CUDA_BACKEND_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+/* Create the CUDA backend on device `device` (its own stream and cuBLAS handle).
+ * LMC_ERR_UNSUPPORTED when there is no usable device. */
+lmc_status lmc_backend_cuda_init(lmc_backend **out, int device);
+
+/* Device name, multiprocessor count and memory in bytes (total, in use now). */
+lmc_status lmc_cuda_device_info(int device, char *name, size_t name_len, int *n_sm, size_t *mem_total,
+                                size_t *mem_used);
+
+/* Device-to-device copy bandwidth in GB/s (bytes read + written per second), best of
+ * several copies of `bytes` bytes. */
+lmc_status lmc_cuda_measure_copy_bw(int device, size_t bytes, double *gbps);
+
+/* cuBLAS bf16 GEMM rate (f32 accumulate) in TFLOP/s on random data, m = n = k = `dim`. */
+lmc_status lmc_cuda_measure_gemm(int device, int dim, double *tflops);
+
+#endif

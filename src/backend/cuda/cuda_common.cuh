@@ -1,0 +1,185 @@
+/* cuda_common.cuh — device helpers shared by the CUDA kernels (one
+ * definition each; every function here is static or inline).
+ *
+ * Conversions are the exact ones of core/dtype.h (bf16 is a shift, f16 goes
+ * through the hardware conversion, subnormals included). w_elem() reads
+ * element i of row r of any weight dtype the backend accepts (f32/f16/bf16,
+ * repacked Q8_0/Q4_0, the other GGUF blocks in their checkpoint layout, MLX
+ * affine): it is the generic path (embedding rows, dequantization for the
+ * GEMM); the decode kernels have their own vector loads.
+ */
+#ifndef LMC_CUDA_COMMON_CUH
+#define LMC_CUDA_COMMON_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda_kernels.h"
+
+#define LMC_CUDA_BLOCK 256
+
+static __device__ __forceinline__ float bf16_to_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+static __device__ __forceinline__ float f16_to_f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+/* f32 → bf16, round to nearest even, quiet NaN (as lmc_f32_to_bf16) */
+static __device__ __forceinline__ uint16_t f_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* element i of a float vector of dtype t */
+static __device__ __forceinline__ float ld_float(int t, const void *p, int64_t i) {
+    if (t == LMC_DTYPE_BF16) return bf16_to_f(((const uint16_t *)p)[i]);
+    if (t == LMC_DTYPE_F16) return f16_to_f(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+static __device__ __forceinline__ float h2f_at(const uint8_t *p) {
+    return f16_to_f((uint16_t)(p[0] | (p[1] << 8)));
+}
+
+static __device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* 6-bit scale and min j of a Q4_K/Q5_K super-block */
+static __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *s, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+static __device__ __forceinline__ int q3k_scale(const uint8_t *s, int j) {
+    int lo = j < 8 ? (s[j] & 0x0F) : (s[j - 8] >> 4);
+    int hi = (s[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+/* Element i (0..255) of a K-quant super-block at b. */
+static __device__ float kquant_elem(int type, const uint8_t *b, int e) {
+    switch (type) {
+    case LMC_DTYPE_Q2_K: {
+        const int half = e >> 7, r = e & 127, sh = r >> 5, part = (r >> 4) & 1, l = r & 15;
+        const uint8_t s = b[half * 8 + sh * 2 + part];
+        const float d = h2f_at(b + 80), dmin = h2f_at(b + 82);
+        const int q = (b[16 + half * 32 + l + 16 * part] >> (2 * sh)) & 3;
+        return d * (float)(s & 0x0F) * (float)q - dmin * (float)(s >> 4);
+    }
+    case LMC_DTYPE_Q3_K: {
+        const int half = e >> 7, r = e & 127, sh = r >> 5, part = (r >> 4) & 1, l = r & 15;
+        const float d = h2f_at(b + 108);
+        const float dl = d * (float)q3k_scale(b + 96, half * 8 + sh * 2 + part);
+        const int idx = 16 * part + l;
+        const int m = 1 << (half * 4 + sh);
+        const int q = ((b[32 + half * 32 + idx] >> (2 * sh)) & 3) - ((b[idx] & m) ? 0 : 4);
+        return dl * (float)q;
+    }
+    case LMC_DTYPE_Q4_K:
+    case LMC_DTYPE_Q5_K: {
+        const int c = e >> 6, w = e & 63, hi = w >> 5, l = w & 31;
+        const float d = h2f_at(b), dmin = h2f_at(b + 2);
+        int sc, mn;
+        k4_scale_min(2 * c + hi, b + 4, &sc, &mn);
+        const uint8_t *q = b + (type == LMC_DTYPE_Q4_K ? 16 : 48) + 32 * c;
+        int v = hi ? (q[l] >> 4) : (q[l] & 0x0F);
+        if (type == LMC_DTYPE_Q5_K) {
+            const int u = (hi ? 2 : 1) << (2 * c);
+            if (b[16 + l] & u) v += 16;
+        }
+        return d * (float)sc * (float)v - dmin * (float)mn;
+    }
+    case LMC_DTYPE_Q6_K: {
+        const int half = e >> 7, r = e & 127, quarter = r >> 5, l = r & 31, is = l >> 4;
+        const uint8_t *ql = b + half * 64, *qh = b + 128 + half * 32;
+        const int8_t *sc = (const int8_t *)(b + 192) + half * 8;
+        const float d = h2f_at(b + 208);
+        int q;
+        switch (quarter) {
+        case 0: q = (ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4); break;
+        case 1: q = (ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4); break;
+        case 2: q = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4); break;
+        default: q = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4); break;
+        }
+        return d * (float)sc[is + 2 * quarter] * (float)(q - 32);
+    }
+    }
+    return 0.0f;
+}
+
+/* Element i of row r of weight w (any accepted dtype). */
+static __device__ float w_elem(const lmc_cuda_w &w, int64_t r, int64_t i) {
+    const int t = w.type;
+    if (t == LMC_DTYPE_F32 || t == LMC_DTYPE_F16 || t == LMC_DTYPE_BF16)
+        return ld_float(t, (const char *)w.data + (size_t)r * w.nb1, i);
+    if (w.repacked) {
+        const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
+        const float d = f16_to_f(sc[r * (w.ne0 / 32) + i / 32]);
+        if (t == LMC_DTYPE_Q8_0) return d * (float)((const int8_t *)w.data)[r * w.ne0 + i];
+        const uint8_t *q = (const uint8_t *)w.data + r * (w.ne0 / 2) + (i / 32) * 16;
+        const int j = (int)(i & 31);
+        const int v = j < 16 ? (q[j] & 0x0F) : (q[j - 16] >> 4);
+        return d * (float)(v - 8);
+    }
+    const uint8_t *row = (const uint8_t *)w.data + (size_t)r * w.nb1;
+    if (t >= LMC_DTYPE_MLX2 && t <= LMC_DTYPE_MLX8) {
+        const int bits = t == LMC_DTYPE_MLX8 ? 8 : t == LMC_DTYPE_MLX6 ? 6 : (int)(t - LMC_DTYPE_MLX2) + 2;
+        const int64_t bit = i * bits, byte = bit >> 3;
+        const int off = (int)(bit & 7);
+        unsigned v = row[byte] >> off;
+        if (off + bits > 8) v |= (unsigned)row[byte + 1] << (8 - off);
+        v &= (1u << bits) - 1;
+        const int64_t g = i / w.group;
+        const char *sr = (const char *)w.mlx_scales + (size_t)r * w.mlx_snb1;
+        const char *br = (const char *)w.mlx_biases + (size_t)r * w.mlx_snb1;
+        return ld_float(w.mlx_stype, sr, g) * (float)v + ld_float(w.mlx_stype, br, g);
+    }
+    if (t >= LMC_DTYPE_Q2_K && t <= LMC_DTYPE_Q6_K) {
+        const size_t bb = t == LMC_DTYPE_Q2_K ? 84 : t == LMC_DTYPE_Q3_K ? 110 : t == LMC_DTYPE_Q4_K ? 144
+                        : t == LMC_DTYPE_Q5_K ? 176 : 210;
+        return kquant_elem(t, row + (size_t)(i / 256) * bb, (int)(i & 255));
+    }
+    /* 32-element GGUF blocks in checkpoint layout */
+    const int j = (int)(i & 31);
+    switch (t) {
+    case LMC_DTYPE_Q8_0: {
+        const uint8_t *b = row + (size_t)(i / 32) * 34;
+        return h2f_at(b) * (float)(int8_t)b[2 + j];
+    }
+    case LMC_DTYPE_Q4_0: {
+        const uint8_t *b = row + (size_t)(i / 32) * 18;
+        const int v = j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4);
+        return (float)(v - 8) * h2f_at(b);
+    }
+    case LMC_DTYPE_Q4_1: {
+        const uint8_t *b = row + (size_t)(i / 32) * 20;
+        const int v = j < 16 ? (b[4 + j] & 0x0F) : (b[4 + j - 16] >> 4);
+        return (float)v * h2f_at(b) + h2f_at(b + 2);
+    }
+    case LMC_DTYPE_Q5_0:
+    case LMC_DTYPE_Q5_1: {
+        const int has_min = t == LMC_DTYPE_Q5_1;
+        const uint8_t *b = row + (size_t)(i / 32) * (has_min ? 24 : 22);
+        const uint8_t *p = b + (has_min ? 4 : 2);
+        const uint32_t qh = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+        const int lo = j < 16 ? (p[4 + j] & 0x0F) : (p[4 + j - 16] >> 4);
+        const int x = lo | (int)(((qh >> j) & 1u) << 4);
+        if (has_min) return (float)x * h2f_at(b) + h2f_at(b + 2);
+        return (float)(x - 16) * h2f_at(b);
+    }
+    }
+    return 0.0f;
+}
+
+#endif

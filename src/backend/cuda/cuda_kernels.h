@@ -1,0 +1,97 @@
+/* cuda_kernels.h — the C-callable launchers of the CUDA backend's kernels.
+ *
+ * cuda_backend.c (C) owns memory, the stream, cuBLAS and the vtable; the .cu
+ * files hold the kernels and these launchers, which only enqueue work on the
+ * given stream and never allocate or synchronize. Pointers are device
+ * pointers. Weights are described by lmc_cuda_w: Q8_0 / Q4_0 weights bound
+ * through bind_weight are repacked (same bits, split planes: codes first,
+ * then the f16 block scales) so that every lane loads 16 aligned bytes;
+ * every other dtype keeps its checkpoint layout byte for byte.
+ */
+#ifndef LMC_CUDA_KERNELS_H
+#define LMC_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "core/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A weight [in = ne0, out = ne1] (or any float table) as the kernels see it. */
+typedef struct lmc_cuda_w {
+    int type;            /* lmc_dtype */
+    const void *data;    /* device */
+    size_t nb1;          /* row stride in bytes (checkpoint layout; unused when repacked) */
+    int64_t ne0, ne1;
+    int repacked;        /* Q8_0/Q4_0 split planes: codes [ne1 rows of ne0 (q8) or ne0/2 (q4) bytes], then
+                            f16 scales [ne1, ne0/32] at data + scale_off */
+    size_t scale_off;
+    /* MLX affine side data (device), rows of ne0/group */
+    const void *mlx_scales, *mlx_biases;
+    int mlx_stype;       /* lmc_dtype of scales/biases */
+    size_t mlx_snb1;     /* row stride of scales/biases in bytes */
+    int group;
+} lmc_cuda_w;
+
+/* Bytes of the repacked planes of a Q8_0/Q4_0 weight and the offset of its scales. */
+size_t lmc_cuda_repacked_bytes(int type, int64_t ne0, int64_t ne1, size_t *scale_off);
+/* raw (checkpoint layout, rows of nb1 bytes) → repacked planes */
+void lmc_cuda_repack(cudaStream_t s, int type, const void *raw, size_t nb1, int64_t ne0, int64_t ne1, void *dst,
+                     size_t scale_off);
+
+/* ---- matmul pieces (cuda_matmul.cu) ---- */
+/* 1 when the fast matrix-vector kernels take this weight with x of n_tok tokens. */
+int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_tok);
+#define LMC_CUDA_GEMV_MAX_TOKENS 8
+/* y[t, o] = Σ_i w[o, i] x[t, i] for n_tok ≤ LMC_CUDA_GEMV_MAX_TOKENS (y rows of `out` floats). */
+void lmc_cuda_gemv(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n_tok);
+/* Rows [r0, r0 + nr) of w as f32 (to_bf16 = 0) or bf16 (1), densely [nr, ne0]. */
+void lmc_cuda_dequant_rows(cudaStream_t s, const lmc_cuda_w *w, int64_t r0, int64_t nr, void *dst, int to_bf16);
+/* n f32 → bf16 */
+void lmc_cuda_f32_to_bf16(cudaStream_t s, const float *x, uint16_t *y, int64_t n);
+
+/* ---- element-wise and row ops (cuda_ops.cu); tensors contiguous ---- */
+/* y[:, t] = table[:, ids[t]] · scale, d = table row length */
+void lmc_cuda_get_rows(cudaStream_t s, float *y, const lmc_cuda_w *table, const int32_t *ids, int64_t n, float scale);
+/* y[r, i] += b[i], b of a float dtype */
+void lmc_cuda_add_bias(cudaStream_t s, float *y, const void *b, int btype, int64_t d, int64_t rows);
+void lmc_cuda_add(cudaStream_t s, float *y, const float *a, const float *b, int64_t n);
+void lmc_cuda_scale(cudaStream_t s, float *y, const float *x, float v, int64_t n);
+/* w: NULL or [d, w_rows] of a float dtype (row r uses w row r mod w_rows) */
+void lmc_cuda_rms_norm(cudaStream_t s, float *y, const float *x, int64_t d, int64_t rows, const void *w, int wtype,
+                       int64_t w_rows, float eps, float w_offset);
+void lmc_cuda_layer_norm(cudaStream_t s, float *y, const float *x, int64_t d, int64_t rows, const void *w, int wtype,
+                         int64_t w_rows, const void *b, int btype, int64_t b_rows, float eps);
+void lmc_cuda_rope(cudaStream_t s, float *x, int64_t hd, int64_t n_head, int64_t n_tok, const int32_t *pos,
+                   const float *inv_freq, int n_rot, int interleaved, float attn_factor);
+void lmc_cuda_kv_store(cudaStream_t s, float *cache, int64_t row, int64_t n_ctx, int64_t n_seq, const float *kv,
+                       int64_t n, const int32_t *pos, const int32_t *seq);
+void lmc_cuda_act_mul(cudaStream_t s, float *y, const float *gate, const float *up, int64_t n, int act);
+void lmc_cuda_act(cudaStream_t s, float *y, const float *x, int64_t n, int act);
+void lmc_cuda_softcap(cudaStream_t s, float *y, const float *x, int64_t n, float cap);
+
+/* ---- attention (cuda_attn.cu) ---- */
+typedef struct lmc_cuda_attn {
+    const float *q;        /* [hd·n_head, n] */
+    const float *k, *v;    /* [hd·n_kv_head, n_ctx, n_seq] */
+    float *out;            /* [hd·n_head, n] */
+    const int32_t *pos, *seq;
+    int64_t n, n_ctx, n_seq;
+    int n_head, n_kv_head, head_dim;
+    float scale, softcap;
+    int window;
+} lmc_cuda_attn;
+/* Floats of scratch the split-K path needs for n tokens (0 when it needs none). */
+size_t lmc_cuda_attn_scratch(const lmc_cuda_attn *a);
+void lmc_cuda_attention(cudaStream_t s, const lmc_cuda_attn *a, float *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,211 @@
+/* cuda_ops.cu — element-wise and per-row kernels of the CUDA backend:
+ * embedding rows, bias, add, scale, RMSNorm, LayerNorm, rope, KV stores,
+ * activations, softcap. Each follows the CPU reference op of
+ * backend/cpu/cpu_backend.c (f32 compute; norms reduce in f32 per row).
+ * Launchers only enqueue on the stream they are given.
+ */
+#include "cuda_common.cuh"
+
+#include <math.h>
+
+static unsigned grid_for(int64_t n) {
+    int64_t g = (n + LMC_CUDA_BLOCK - 1) / LMC_CUDA_BLOCK;
+    if (g > 65535 * 8) g = 65535 * 8;
+    return (unsigned)(g < 1 ? 1 : g);
+}
+
+/* ------------------------------------------------------------ get_rows */
+
+__global__ void k_get_rows(float *y, lmc_cuda_w w, const int32_t *ids, int64_t n, float scale) {
+    const int64_t t = blockIdx.x;
+    if (t >= n) return;
+    const int64_t r = ids[t];
+    float *dst = y + t * w.ne0;
+    for (int64_t i = threadIdx.x; i < w.ne0; i += blockDim.x) dst[i] = w_elem(w, r, i) * scale;
+}
+
+extern "C" void lmc_cuda_get_rows(cudaStream_t s, float *y, const lmc_cuda_w *table, const int32_t *ids, int64_t n,
+                                  float scale) {
+    if (n <= 0) return;
+    k_get_rows<<<(unsigned)n, LMC_CUDA_BLOCK, 0, s>>>(y, *table, ids, n, scale);
+}
+
+/* ------------------------------------------------------------ simple element-wise */
+
+__global__ void k_add_bias(float *y, const void *b, int bt, int64_t d, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += ld_float(bt, b, i % d);
+}
+
+extern "C" void lmc_cuda_add_bias(cudaStream_t s, float *y, const void *b, int btype, int64_t d, int64_t rows) {
+    const int64_t n = d * rows;
+    if (n > 0) k_add_bias<<<grid_for(n), LMC_CUDA_BLOCK, 0, s>>>(y, b, btype, d, n);
+}
+
+__global__ void k_add(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = a[i] + b[i];
+}
+
+extern "C" void lmc_cuda_add(cudaStream_t s, float *y, const float *a, const float *b, int64_t n) {
+    if (n > 0) k_add<<<grid_for(n), LMC_CUDA_BLOCK, 0, s>>>(y, a, b, n);
+}
+
+__global__ void k_scale(float *y, const float *x, float v, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = x[i] * v;
+}
+
+extern "C" void lmc_cuda_scale(cudaStream_t s, float *y, const float *x, float v, int64_t n) {
+    if (n > 0) k_scale<<<grid_for(n), LMC_CUDA_BLOCK, 0, s>>>(y, x, v, n);
+}
+
+static __device__ __forceinline__ float act_apply(int act, float x) {
+    switch (act) {
+    case 0: return x / (1.0f + expf(-x)); /* LMC_ACT_SILU */
+    case 1: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); /* GELU */
+    case 2: { /* GELU_TANH */
+        const float k = 0.79788456080286536f;
+        return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    case 3: return x > 0 ? x : 0; /* RELU */
+    case 4: return x > 0 ? x * x : 0; /* RELU2 */
+    }
+    return x;
+}
+
+__global__ void k_act_mul(float *y, const float *g, const float *u, int64_t n, int act) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = act_apply(act, g[i]) * u[i];
+}
+
+extern "C" void lmc_cuda_act_mul(cudaStream_t s, float *y, const float *gate, const float *up, int64_t n, int act) {
+    if (n > 0) k_act_mul<<<grid_for(n), LMC_CUDA_BLOCK, 0, s>>>(y, gate, up, n, act);
+}
+
+__global__ void k_act(float *y, const float *x, int64_t n, int act) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = act_apply(act, x[i]);
+}
+
+extern "C" void lmc_cuda_act(cudaStream_t s, float *y, const float *x, int64_t n, int act) {
+    if (n > 0) k_act<<<grid_for(n), LMC_CUDA_BLOCK, 0, s>>>(y, x, n, act);
+}
+
+__global__ void k_softcap(float *y, const float *x, int64_t n, float cap) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = cap * tanhf(x[i] / cap);
+}
+
+extern "C" void lmc_cuda_softcap(cudaStream_t s, float *y, const float *x, int64_t n, float cap) {
+    if (n > 0) k_softcap<<<grid_for(n), LMC_CUDA_BLOCK, 0, s>>>(y, x, n, cap);
+}
+
+/* ------------------------------------------------------------ norms */
+
+/* Sum of v over the block (blockDim.x a multiple of 32, ≤ 1024); every thread gets it. */
+static __device__ float block_sum(float v, float *sh) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); /* sh may still be read from a previous call */
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    float t = lane < nw ? sh[lane] : 0.0f;
+    return warp_sum(t);
+}
+
+__global__ void k_rms_norm(float *y, const float *x, int64_t d, const void *w, int wt, int64_t w_rows, float eps,
+                           float w_off) {
+    __shared__ float sh[32];
+    const int64_t r = blockIdx.x;
+    const float *xr = x + r * d;
+    float *yr = y + r * d;
+    float ss = 0;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = block_sum(ss, sh);
+    const float inv = 1.0f / sqrtf(ss / (float)d + eps);
+    const int64_t wo = w ? (r % w_rows) * d : 0;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        const float wv = w ? ld_float(wt, w, wo + i) + w_off : 1.0f;
+        yr[i] = xr[i] * inv * wv;
+    }
+}
+
+extern "C" void lmc_cuda_rms_norm(cudaStream_t s, float *y, const float *x, int64_t d, int64_t rows, const void *w,
+                                  int wtype, int64_t w_rows, float eps, float w_offset) {
+    if (rows <= 0) return;
+    const int th = d >= 1024 ? 1024 : d >= 256 ? 256 : 64;
+    k_rms_norm<<<(unsigned)rows, th, 0, s>>>(y, x, d, w, wtype, w_rows, eps, w_offset);
+}
+
+__global__ void k_layer_norm(float *y, const float *x, int64_t d, const void *w, int wt, int64_t w_rows, const void *b,
+                             int bt, int64_t b_rows, float eps) {
+    __shared__ float sh[32];
+    const int64_t r = blockIdx.x;
+    const float *xr = x + r * d;
+    float *yr = y + r * d;
+    float s = 0;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) s += xr[i];
+    const float mean = block_sum(s, sh) / (float)d;
+    float v = 0;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v += (xr[i] - mean) * (xr[i] - mean);
+    const float var = block_sum(v, sh) / (float)d;
+    const float inv = 1.0f / sqrtf(var + eps);
+    const int64_t wo = w ? (r % w_rows) * d : 0, bo = b ? (r % b_rows) * d : 0;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        float o = (xr[i] - mean) * inv;
+        if (w) o *= ld_float(wt, w, wo + i);
+        if (b) o += ld_float(bt, b, bo + i);
+        yr[i] = o;
+    }
+}
+
+extern "C" void lmc_cuda_layer_norm(cudaStream_t s, float *y, const float *x, int64_t d, int64_t rows, const void *w,
+                                    int wtype, int64_t w_rows, const void *b, int btype, int64_t b_rows, float eps) {
+    if (rows <= 0) return;
+    const int th = d >= 1024 ? 1024 : d >= 256 ? 256 : 64;
+    k_layer_norm<<<(unsigned)rows, th, 0, s>>>(y, x, d, w, wtype, w_rows, b, btype, b_rows, eps);
+}
+
+/* ------------------------------------------------------------ rope, kv store */
+
+/* one block per token; threads over (head, pair) */
+__global__ void k_rope(float *x, int64_t hd, int64_t n_head, const int32_t *pos, const float *inv, int n_rot,
+                       int interleaved, float af) {
+    const int64_t t = blockIdx.x;
+    const int half = n_rot / 2;
+    const float p = (float)pos[t];
+    for (int64_t j = threadIdx.x; j < n_head * half; j += blockDim.x) {
+        const int64_t h = j / half;
+        const int i = (int)(j % half);
+        const float ang = p * inv[i];
+        const float c = cosf(ang) * af, sn = sinf(ang) * af;
+        float *v = x + (t * n_head + h) * hd;
+        const int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+        const float x0 = v[i0], x1 = v[i1];
+        v[i0] = x0 * c - x1 * sn;
+        v[i1] = x1 * c + x0 * sn;
+    }
+}
+
+extern "C" void lmc_cuda_rope(cudaStream_t s, float *x, int64_t hd, int64_t n_head, int64_t n_tok,
+                              const int32_t *pos, const float *inv_freq, int n_rot, int interleaved,
+                              float attn_factor) {
+    if (n_tok <= 0 || n_rot <= 0) return;
+    k_rope<<<(unsigned)n_tok, 128, 0, s>>>(x, hd, n_head, pos, inv_freq, n_rot, interleaved, attn_factor);
+}
+
+__global__ void k_kv_store(float *cache, int64_t row, int64_t n_ctx, int64_t n_seq, const float *kv,
+                           const int32_t *pos, const int32_t *seq) {
+    const int64_t t = blockIdx.x;
+    const int64_t sq = seq[t], p = pos[t];
+    if (sq < 0 || sq >= n_seq || p < 0) return; /* the forward validated both; never write out of bounds */
+    float *dst = cache + (sq * n_ctx + p % n_ctx) * row;
+    const float *src = kv + t * row;
+    for (int64_t i = threadIdx.x; i < row; i += blockDim.x) dst[i] = src[i];
+}
+
+extern "C" void lmc_cuda_kv_store(cudaStream_t s, float *cache, int64_t row, int64_t n_ctx, int64_t n_seq,
+                                  const float *kv, int64_t n, const int32_t *pos, const int32_t *seq) {
+    if (n > 0) k_kv_store<<<(unsigned)n, 256, 0, s>>>(cache, row, n_ctx, n_seq, kv, pos, seq);
+}

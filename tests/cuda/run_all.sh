@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# run_all.sh — everything the CUDA backend is checked and measured with, in one go,
+# on a machine with an NVIDIA GPU (the H200 device machine):
+#   1. make CUDA=1 BUILD=build-cuda (library, CLI, tests/cuda tests, bench_cuda)
+#   2. test_cuda_ops     every op vs the scalar CPU reference (F2)
+#   3. test_cuda_parity  every tests/fixtures case through the cuda backend (F2, greedy ids)
+#   4. the CLI with --backend cuda: generate/logits on fixtures, ids and logits vs --backend cpu
+#   5. compute-sanitizer (memcheck) over test_cuda_ops
+#   6. bench_cuda: Qwen2.5-0.5B shape bf16, Llama-3.1-8B shape bf16/q8_0/q4_0
+# Logs go to $OUT (or ./cuda-logs); a summary line per stage goes to stdout.
+# Stages can be picked: run_all.sh [build] [ops] [parity] [cli] [sanitize] [bench]
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-cuda-logs}
+mkdir -p "$OUT"
+JOBS=${JOBS:-$(nproc)}
+STAGES=${*:-build ops parity cli sanitize bench}
+want() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
+result() { grep -E '^RESULT [0-9]+ [0-9]+$' "$1" | tail -n 1; }
+
+nvidia-smi -L 2>&1 | head -n 2
+git log -1 --format='commit %h %s' 2>/dev/null
+
+if want build; then
+    t0=$(date +%s)
+    if make CUDA=1 BUILD=build-cuda -j"$JOBS" build-cuda/lmc build-cuda/tests/test_cuda_ops \
+        build-cuda/tests/test_cuda_parity build-cuda/bench/bench_cuda >"$OUT/build.log" 2>&1; then
+        echo "build: ok ($(( $(date +%s) - t0 )) s)"
+    else
+        echo "build: FAILED"; grep -E 'error|Error' "$OUT/build.log" | head -n 30; exit 1
+    fi
+fi
+
+if want ops; then
+    timeout 300 build-cuda/tests/test_cuda_ops >"$OUT/ops.log" 2>&1
+    echo "test_cuda_ops: rc $? $(result "$OUT/ops.log")"
+    grep -E 'FAIL|SKIP' "$OUT/ops.log" | head -n 40
+fi
+
+if want parity; then
+    timeout 400 build-cuda/tests/test_cuda_parity >"$OUT/parity.log" 2>&1
+    echo "test_cuda_parity: rc $? $(result "$OUT/parity.log")"
+    grep -E 'FAIL|SKIP' "$OUT/parity.log" | head -n 40
+fi
+
+if want cli; then
+    {
+        ok=0; bad=0
+        for fx in llama qwen2 gemma2 mistral_swa phi3 llama_bf16; do
+            d=tests/fixtures/$fx
+            [ -d "$d" ] || continue
+            a=$(build-cuda/lmc generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend cpu 2>&1 | tail -n 1)
+            b=$(build-cuda/lmc generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend cuda 2>&1 | tail -n 1)
+            build-cuda/lmc logits -m "$d" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lc.bin --backend cpu >/dev/null 2>&1
+            build-cuda/lmc logits -m "$d" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lg.bin --backend cuda >/dev/null 2>&1
+            rel=$(python3 -c "
+import numpy as np
+a=np.fromfile('/tmp/lc.bin',dtype='<f4'); b=np.fromfile('/tmp/lg.bin',dtype='<f4')
+print('%.3g' % (abs(a-b).max()/abs(a).max()) if a.size==b.size and a.size else 'size-mismatch')" 2>&1)
+            if [ "$a" = "$b" ] && [ -n "$a" ]; then ok=$((ok + 1)); s=same; else bad=$((bad + 1)); s=DIFFER; fi
+            echo "$fx: greedy ids cpu [$a] cuda [$b] $s; logits max|d|/max|ref| $rel"
+        done
+        build-cuda/lmc bench -m tests/fixtures/llama --backend cuda 2>&1 | tail -n 3
+        echo "RESULT $ok $bad"
+    } >"$OUT/cli.log" 2>&1
+    echo "cli: $(result "$OUT/cli.log")"; grep -v RESULT "$OUT/cli.log" | head -n 12
+fi
+
+if want sanitize; then
+    if command -v compute-sanitizer >/dev/null; then
+        timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 build-cuda/tests/test_cuda_ops \
+            >"$OUT/sanitize.log" 2>&1
+        echo "compute-sanitizer memcheck test_cuda_ops: rc $? $(grep -E 'ERROR SUMMARY' "$OUT/sanitize.log" | tail -n 1)"
+    else
+        echo "compute-sanitizer: not installed"
+    fi
+fi
+
+if want bench; then
+    {
+        timeout 200 build-cuda/bench/bench_cuda --shape qwen05 --types bf16
+        timeout 400 build-cuda/bench/bench_cuda --shape llama8b --types bf16,q8_0,q4_0
+    } >"$OUT/bench.log" 2>&1
+    echo "bench: rc $?"; cat "$OUT/bench.log"
+fi

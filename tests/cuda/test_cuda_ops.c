@@ -1,0 +1,430 @@
+/* test_cuda_ops.c — every op of the CUDA backend on random inputs of several
+ * shapes against the scalar CPU reference (lmc_backend_cpu_init(&be, 1, 1)).
+ *
+ * Bound (F2, DESIGN.md): max|Δ| ≤ tol · max|ref| per output, with tol 1e-2
+ * where the CUDA path computes in bf16 (prefill-sized matmuls of non-f32
+ * weights) and 1e-4 (1e-5 for exact element-wise ops) where it computes in
+ * f32. Weight dtypes: f32, f16, bf16, every GGUF block type and MLX affine
+ * (2..8 bits). Without a usable GPU it prints a SKIP line and RESULT 0 0.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/quant.h"
+
+static lmc_backend *ref, *gpu;
+static uint32_t rng = 1234567u;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    rng = rng * 1664525u + 1013904223u;
+    return (float)(rng >> 8) / 8388608.0f - 1.0f;
+}
+
+/* A tensor with the same contents on both backends. */
+typedef struct pair {
+    lmc_tensor c, g;
+} pair;
+
+static void pair_alloc(pair *p, lmc_dtype t, int64_t ne0, int64_t ne1, int64_t ne2) {
+    p->c = lmc_tensor_make(t, ne0, ne1, ne2, 1);
+    p->g = p->c;
+    LMC_ASSERT(ref->i->alloc(ref, &p->c) == 0);
+    LMC_ASSERT(gpu->i->alloc(gpu, &p->g) == 0);
+}
+
+static void pair_set(pair *p, const void *host) {
+    size_t n = lmc_tensor_nbytes(&p->c);
+    ref->i->set(ref, &p->c, host, 0, n);
+    gpu->i->set(gpu, &p->g, host, 0, n);
+}
+
+static void pair_f32(pair *p, int64_t ne0, int64_t ne1, int64_t ne2, float amp) {
+    pair_alloc(p, LMC_DTYPE_F32, ne0, ne1, ne2);
+    size_t n = (size_t)(ne0 * ne1 * ne2);
+    float *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = amp * frand();
+    pair_set(p, h);
+    free(h);
+}
+
+static void pair_i32(pair *p, const int32_t *v, int64_t n) {
+    pair_alloc(p, LMC_DTYPE_I32, n, 1, 1);
+    pair_set(p, v);
+}
+
+static void pair_free(pair *p) {
+    ref->i->release(ref, &p->c);
+    gpu->i->release(gpu, &p->g);
+}
+
+/* max|gpu - cpu| ≤ tol · max|cpu| over the whole f32 tensor. */
+static void compare(const pair *p, double tol, const char *what) {
+    lmc_status st = gpu->i->sync(gpu);
+    CHECK_MSG(st == 0, "%s: %s", what, lmc_last_error());
+    size_t n = (size_t)lmc_tensor_nelem(&p->c);
+    float *a = malloc(n * 4), *b = malloc(n * 4);
+    ref->i->get(ref, a, &p->c, 0, n * 4);
+    gpu->i->get(gpu, b, &p->g, 0, n * 4);
+    double err = 0, mx = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(b[i])) bad++;
+        err = fmax(err, fabs((double)a[i] - b[i]));
+        mx = fmax(mx, fabs((double)a[i]));
+    }
+    CHECK_MSG(bad == 0 && err <= tol * fmax(mx, 1e-30), "%s: max|Δ| %.3g vs max|ref| %.3g (tol %.1g), %d non-finite",
+              what, err, mx, tol, bad);
+    free(a);
+    free(b);
+}
+
+/* ------------------------------------------------------------ weights of any dtype */
+
+typedef struct weight {
+    lmc_tensor c, g;          /* bound on each backend */
+    void *bytes;              /* host bytes (kept alive while bound) */
+    void *sc, *bi;            /* MLX side data (host) */
+    lmc_quant_mlx qc, qg;     /* MLX aux per backend */
+} weight;
+
+static uint16_t f16_scale(void) { return lmc_f32_to_f16(0.01f + 0.02f * fabsf(frand())); }
+
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+
+/* A random [in, out] weight of dtype t bound on both backends. */
+static void weight_make(weight *w, lmc_dtype t, int64_t in, int64_t out) {
+    memset(w, 0, sizeof *w);
+    const size_t row = lmc_dtype_row_bytes(t, in);
+    LMC_ASSERT(row > 0);
+    w->bytes = calloc((size_t)out, row);
+    float *f = malloc((size_t)in * sizeof *f);
+    const int group = 64;
+    if (lmc_dtype_is_mlx(t)) {
+        w->sc = malloc((size_t)out * (size_t)(in / group) * 2);
+        w->bi = malloc((size_t)out * (size_t)(in / group) * 2);
+    }
+    for (int64_t o = 0; o < out; o++) {
+        for (int64_t i = 0; i < in; i++) f[i] = frand();
+        uint8_t *dst = (uint8_t *)w->bytes + (size_t)o * row;
+        switch (t) {
+        case LMC_DTYPE_F32: memcpy(dst, f, row); break;
+        case LMC_DTYPE_F16:
+            for (int64_t i = 0; i < in; i++) put16(dst + 2 * i, lmc_f32_to_f16(f[i]));
+            break;
+        case LMC_DTYPE_BF16:
+            for (int64_t i = 0; i < in; i++) put16(dst + 2 * i, lmc_f32_to_bf16(f[i]));
+            break;
+        case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q6_K:
+            LMC_ASSERT(lmc_quantize_row(t, f, dst, NULL, in) == 0);
+            break;
+        default:
+            if (lmc_dtype_is_mlx(t)) {
+                lmc_mlx_row a = {group, LMC_DTYPE_BF16, (uint16_t *)w->sc + (size_t)o * (in / group),
+                                 (uint16_t *)w->bi + (size_t)o * (in / group)};
+                LMC_ASSERT(lmc_quantize_row(t, f, dst, &a, in) == 0);
+                break;
+            }
+            /* the other block types: random codes, sane f16 scales */
+            for (size_t k = 0; k < row; k++) dst[k] = (uint8_t)(frand() * 128 + 128);
+            const int64_t nb = in / lmc_dtype_block_elems(t);
+            const size_t bb = lmc_dtype_block_bytes(t);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *p = dst + (size_t)b * bb;
+                switch (t) {
+                case LMC_DTYPE_Q4_1: case LMC_DTYPE_Q5_1: put16(p, f16_scale()); put16(p + 2, f16_scale()); break;
+                case LMC_DTYPE_Q5_0: put16(p, f16_scale()); break;
+                case LMC_DTYPE_Q2_K: put16(p + 80, f16_scale()); put16(p + 82, f16_scale()); break;
+                case LMC_DTYPE_Q3_K: put16(p + 108, f16_scale()); break;
+                case LMC_DTYPE_Q5_K: put16(p, f16_scale()); put16(p + 2, f16_scale()); break;
+                default: LMC_ASSERT(!"unhandled dtype");
+                }
+            }
+        }
+    }
+    free(f);
+    w->c = lmc_tensor_make(t, in, out, 1, 1);
+    w->g = w->c;
+    if (lmc_dtype_is_mlx(t)) {
+        lmc_quant_mlx *q[2] = {&w->qc, &w->qg};
+        lmc_backend *b[2] = {ref, gpu};
+        for (int k = 0; k < 2; k++) {
+            q[k]->group_size = group;
+            q[k]->scales = lmc_tensor_make(LMC_DTYPE_BF16, in / group, out, 1, 1);
+            q[k]->biases = q[k]->scales;
+            LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->scales, w->sc) == 0);
+            LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->biases, w->bi) == 0);
+        }
+        w->c.aux = &w->qc;
+        w->g.aux = &w->qg;
+    }
+    LMC_ASSERT(ref->i->bind_weight(ref, &w->c, w->bytes) == 0);
+    LMC_ASSERT(gpu->i->bind_weight(gpu, &w->g, w->bytes) == 0);
+}
+
+static void weight_free(weight *w) {
+    ref->i->unbind_weight(ref, &w->c);
+    gpu->i->unbind_weight(gpu, &w->g);
+    if (w->sc) {
+        ref->i->unbind_weight(ref, &w->qc.scales);
+        ref->i->unbind_weight(ref, &w->qc.biases);
+        gpu->i->unbind_weight(gpu, &w->qg.scales);
+        gpu->i->unbind_weight(gpu, &w->qg.biases);
+    }
+    free(w->bytes);
+    free(w->sc);
+    free(w->bi);
+}
+
+static const lmc_dtype all_types[] = {
+    LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0, LMC_DTYPE_Q4_1,
+    LMC_DTYPE_Q5_0, LMC_DTYPE_Q5_1, LMC_DTYPE_Q2_K, LMC_DTYPE_Q3_K, LMC_DTYPE_Q4_K, LMC_DTYPE_Q5_K,
+    LMC_DTYPE_Q6_K, LMC_DTYPE_MLX2, LMC_DTYPE_MLX3, LMC_DTYPE_MLX4, LMC_DTYPE_MLX5, LMC_DTYPE_MLX6, LMC_DTYPE_MLX8,
+};
+#define N_TYPES (sizeof all_types / sizeof all_types[0])
+
+/* ------------------------------------------------------------ tests */
+
+static void test_matmul(void) {
+    static const int64_t shapes[][3] = {/* in, out, n_tokens */
+                                        {256, 96, 1}, {512, 130, 3}, {256, 64, 8}, {1024, 72, 9},
+                                        {256, 200, 64}, {768, 33, 2}};
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const lmc_dtype t = all_types[ti];
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t in = shapes[si][0], out = shapes[si][1], n = shapes[si][2];
+            if (lmc_dtype_row_bytes(t, in) == 0) continue;
+            weight w;
+            weight_make(&w, t, in, out);
+            pair x, y;
+            pair_f32(&x, in, n, 1, 1.0f);
+            pair_alloc(&y, LMC_DTYPE_F32, out, n, 1);
+            ref->i->matmul(ref, &y.c, &w.c, &x.c);
+            gpu->i->matmul(gpu, &y.g, &w.g, &x.g);
+            char what[96];
+            snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld", lmc_dtype_name(t), (long long)in,
+                     (long long)out, (long long)n);
+            compare(&y, n > 8 && t != LMC_DTYPE_F32 ? 1e-2 : 1e-4, what);
+            pair_free(&x);
+            pair_free(&y);
+            weight_free(&w);
+        }
+    }
+}
+
+static void test_get_rows(void) {
+    const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
+                               LMC_DTYPE_Q5_1, LMC_DTYPE_Q4_K, LMC_DTYPE_Q6_K, LMC_DTYPE_MLX4, LMC_DTYPE_MLX3};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        weight w;
+        weight_make(&w, types[ti], 512, 50);
+        int32_t ids[7] = {0, 49, 3, 3, 17, 25, 8};
+        pair id, y;
+        pair_i32(&id, ids, 7);
+        pair_alloc(&y, LMC_DTYPE_F32, 512, 7, 1);
+        ref->i->get_rows(ref, &y.c, &w.c, &id.c, 1.5f);
+        gpu->i->get_rows(gpu, &y.g, &w.g, &id.g, 1.5f);
+        char what[64];
+        snprintf(what, sizeof what, "get_rows %s", lmc_dtype_name(types[ti]));
+        compare(&y, 1e-6, what);
+        pair_free(&id);
+        pair_free(&y);
+        weight_free(&w);
+    }
+}
+
+static void test_elementwise(void) {
+    const int64_t shapes[][2] = {{64, 3}, {896, 5}, {4099, 2}};
+    for (size_t si = 0; si < 3; si++) {
+        const int64_t d = shapes[si][0], n = shapes[si][1];
+        pair a, b, y;
+        pair_f32(&a, d, n, 1, 4.0f);
+        pair_f32(&b, d, n, 1, 4.0f);
+        pair_alloc(&y, LMC_DTYPE_F32, d, n, 1);
+
+        ref->i->add(ref, &y.c, &a.c, &b.c);
+        gpu->i->add(gpu, &y.g, &a.g, &b.g);
+        compare(&y, 1e-6, "add");
+        ref->i->scale(ref, &y.c, &a.c, -0.37f);
+        gpu->i->scale(gpu, &y.g, &a.g, -0.37f);
+        compare(&y, 1e-6, "scale");
+        ref->i->softcap(ref, &y.c, &a.c, 2.5f);
+        gpu->i->softcap(gpu, &y.g, &a.g, 2.5f);
+        compare(&y, 1e-5, "softcap");
+        for (int act = LMC_ACT_SILU; act <= LMC_ACT_RELU2; act++) {
+            char what[48];
+            ref->i->act(ref, &y.c, &a.c, (lmc_act)act);
+            gpu->i->act(gpu, &y.g, &a.g, (lmc_act)act);
+            snprintf(what, sizeof what, "act %d", act);
+            compare(&y, 1e-5, what);
+            ref->i->act_mul(ref, &y.c, &a.c, &b.c, (lmc_act)act);
+            gpu->i->act_mul(gpu, &y.g, &a.g, &b.g, (lmc_act)act);
+            snprintf(what, sizeof what, "act_mul %d", act);
+            compare(&y, 1e-5, what);
+        }
+        /* bias of each float dtype, in place */
+        const lmc_dtype bt[] = {LMC_DTYPE_F32, LMC_DTYPE_BF16, LMC_DTYPE_F16};
+        for (int k = 0; k < 3; k++) {
+            weight bias;
+            weight_make(&bias, bt[k], d, 1);
+            bias.c.ne[1] = bias.g.ne[1] = 1;
+            ref->i->add(ref, &y.c, &a.c, &b.c);
+            gpu->i->add(gpu, &y.g, &a.g, &b.g);
+            lmc_tensor bc = lmc_tensor_reshape(&bias.c, d, 1, 1, 1), bg = lmc_tensor_reshape(&bias.g, d, 1, 1, 1);
+            ref->i->add_bias(ref, &y.c, &bc);
+            gpu->i->add_bias(gpu, &y.g, &bg);
+            compare(&y, 1e-6, "add_bias");
+            weight_free(&bias);
+        }
+        pair_free(&a);
+        pair_free(&b);
+        pair_free(&y);
+    }
+}
+
+static void test_norms(void) {
+    const int64_t shapes[][2] = {{64, 3}, {896, 5}, {4099, 2}, {128, 24}};
+    for (size_t si = 0; si < 4; si++) {
+        const int64_t d = shapes[si][0], n = shapes[si][1];
+        pair x, y;
+        pair_f32(&x, d, n, 1, 3.0f);
+        pair_alloc(&y, LMC_DTYPE_F32, d, n, 1);
+        weight w1, w4, b1;
+        weight_make(&w1, LMC_DTYPE_BF16, d, 1);
+        weight_make(&b1, LMC_DTYPE_F32, d, 1);
+        const int64_t R = n % 4 == 0 ? 4 : 1; /* per-head weights: rows r use w row r mod R */
+        weight_make(&w4, LMC_DTYPE_F32, d, R);
+        ref->i->rms_norm(ref, &y.c, &x.c, &w1.c, 1e-6f, 0.0f);
+        gpu->i->rms_norm(gpu, &y.g, &x.g, &w1.g, 1e-6f, 0.0f);
+        compare(&y, 1e-5, "rms_norm");
+        ref->i->rms_norm(ref, &y.c, &x.c, &w4.c, 1e-5f, 1.0f);
+        gpu->i->rms_norm(gpu, &y.g, &x.g, &w4.g, 1e-5f, 1.0f);
+        compare(&y, 1e-5, "rms_norm rows + offset");
+        ref->i->rms_norm(ref, &y.c, &x.c, NULL, 1e-6f, 0.0f);
+        gpu->i->rms_norm(gpu, &y.g, &x.g, NULL, 1e-6f, 0.0f);
+        compare(&y, 1e-5, "rms_norm no weight");
+        ref->i->layer_norm(ref, &y.c, &x.c, &w1.c, &b1.c, 1e-5f);
+        gpu->i->layer_norm(gpu, &y.g, &x.g, &w1.g, &b1.g, 1e-5f);
+        compare(&y, 1e-5, "layer_norm");
+        ref->i->layer_norm(ref, &y.c, &x.c, NULL, NULL, 1e-5f);
+        gpu->i->layer_norm(gpu, &y.g, &x.g, NULL, NULL, 1e-5f);
+        compare(&y, 1e-5, "layer_norm bare");
+        /* in place */
+        ref->i->rms_norm(ref, &x.c, &x.c, &w1.c, 1e-6f, 0.0f);
+        gpu->i->rms_norm(gpu, &x.g, &x.g, &w1.g, 1e-6f, 0.0f);
+        compare(&x, 1e-5, "rms_norm in place");
+        weight_free(&w1);
+        weight_free(&w4);
+        weight_free(&b1);
+        pair_free(&x);
+        pair_free(&y);
+    }
+}
+
+static void test_rope(void) {
+    const int cfg[][4] = {/* head_dim, n_rot, interleaved, n_head */ {64, 64, 0, 4}, {64, 32, 0, 3}, {128, 128, 1, 2},
+                          {80, 40, 1, 5}};
+    for (int ci = 0; ci < 4; ci++) {
+        const int hd = cfg[ci][0], nr = cfg[ci][1], nh = cfg[ci][3], n = 6;
+        pair x, pos, inv;
+        pair_f32(&x, hd, nh, n, 2.0f);
+        int32_t p[6] = {0, 1, 7, 100, 4095, 70000};
+        pair_i32(&pos, p, n);
+        float f[128];
+        for (int i = 0; i < nr / 2; i++) f[i] = powf(10000.0f, -2.0f * i / nr);
+        pair_alloc(&inv, LMC_DTYPE_F32, nr / 2, 1, 1);
+        pair_set(&inv, f);
+        lmc_rope_op oc = {.n_rot = nr, .interleaved = cfg[ci][2], .attn_factor = 1.1f, .inv_freq = &inv.c};
+        lmc_rope_op og = oc;
+        og.inv_freq = &inv.g;
+        ref->i->rope(ref, &x.c, &pos.c, &oc);
+        gpu->i->rope(gpu, &x.g, &pos.g, &og);
+        compare(&x, 1e-5, "rope");
+        pair_free(&x);
+        pair_free(&pos);
+        pair_free(&inv);
+    }
+}
+
+/* Fill caches through kv_store, then attend with decode-like and prefill-like batches. */
+static void attn_case(int hd, int nh, int nkv, int n_ctx, int n_seq, int window, float softcap, int n,
+                      const int32_t *qpos, const int32_t *qseq) {
+    const int row = hd * nkv;
+    pair kc, vc, kv, vv, fpos, fseq;
+    pair_alloc(&kc, LMC_DTYPE_F32, row, n_ctx, n_seq);
+    pair_alloc(&vc, LMC_DTYPE_F32, row, n_ctx, n_seq);
+    const int nf = n_ctx * n_seq;
+    pair_f32(&kv, row, nf, 1, 1.0f);
+    pair_f32(&vv, row, nf, 1, 1.0f);
+    int32_t *p = malloc((size_t)nf * 4), *s = malloc((size_t)nf * 4);
+    for (int i = 0; i < nf; i++) { p[i] = i % n_ctx + n_ctx; s[i] = i / n_ctx; } /* ring positions */
+    pair_i32(&fpos, p, nf);
+    pair_i32(&fseq, s, nf);
+    ref->i->kv_store(ref, &kc.c, &kv.c, &fpos.c, &fseq.c);
+    gpu->i->kv_store(gpu, &kc.g, &kv.g, &fpos.g, &fseq.g);
+    ref->i->kv_store(ref, &vc.c, &vv.c, &fpos.c, &fseq.c);
+    gpu->i->kv_store(gpu, &vc.g, &vv.g, &fpos.g, &fseq.g);
+    compare(&kc, 0, "kv_store");
+
+    pair q, out, qp, qs;
+    pair_f32(&q, hd * nh, n, 1, 1.0f);
+    pair_alloc(&out, LMC_DTYPE_F32, hd * nh, n, 1);
+    pair_i32(&qp, qpos, n);
+    pair_i32(&qs, qseq, n);
+    lmc_attn_op op = {.n_head = nh, .n_kv_head = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd),
+                      .softcap = softcap, .window = window};
+    ref->i->attention(ref, &out.c, &q.c, &kc.c, &vc.c, &qp.c, &qs.c, &op);
+    gpu->i->attention(gpu, &out.g, &q.g, &kc.g, &vc.g, &qp.g, &qs.g, &op);
+    char what[128];
+    snprintf(what, sizeof what, "attention hd %d heads %d/%d ctx %d window %d softcap %g n %d", hd, nh, nkv, n_ctx,
+             window, softcap, n);
+    compare(&out, 1e-4, what);
+    pair *all[] = {&kc, &vc, &kv, &vv, &fpos, &fseq, &q, &out, &qp, &qs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    free(p);
+    free(s);
+}
+
+static void test_attention(void) {
+    int32_t pos[64], seq[64];
+    /* decode: one token per sequence */
+    int32_t dp[3] = {5, 39, 77}, ds[3] = {0, 1, 2};
+    attn_case(64, 8, 2, 40, 3, 0, 0, 3, dp, ds);
+    attn_case(128, 4, 4, 40, 3, 7, 30.0f, 3, dp, ds);
+    attn_case(48, 6, 3, 40, 3, 0, 0, 3, dp, ds);
+    attn_case(256, 2, 1, 40, 3, 16, 0, 3, dp, ds);
+    /* long cache: split-K */
+    int32_t lp[2] = {1999, 1234}, ls[2] = {0, 1};
+    attn_case(128, 8, 2, 2000, 2, 0, 0, 2, lp, ls);
+    attn_case(64, 4, 1, 2000, 2, 500, 50.0f, 1, lp, ls);
+    /* prefill: 64 consecutive positions of one sequence, then a mixed batch */
+    for (int i = 0; i < 64; i++) { pos[i] = i; seq[i] = 1; }
+    attn_case(64, 8, 2, 80, 2, 0, 0, 64, pos, seq);
+    attn_case(64, 8, 8, 80, 2, 9, 0, 64, pos, seq);
+    for (int i = 0; i < 64; i++) { pos[i] = (i * 37) % 150; seq[i] = i % 3; }
+    attn_case(96, 4, 2, 160, 3, 0, 0, 64, pos, seq);
+}
+
+int main(void) {
+    if (lmc_backend_cuda_init(&gpu, 0) < 0) {
+        printf("SKIP test_cuda_ops: %s\n", lmc_last_error());
+        printf("RESULT 0 0\n");
+        return 0;
+    }
+    LMC_ASSERT(lmc_backend_cpu_init(&ref, 1, 1) == 0);
+    RUN(test_matmul);
+    RUN(test_get_rows);
+    RUN(test_elementwise);
+    RUN(test_norms);
+    RUN(test_rope);
+    RUN(test_attention);
+    lmc_backend_free(ref);
+    lmc_backend_free(gpu);
+    return TEST_END();
+}
