@@ -6,6 +6,7 @@
 
 #include "io/jsonfile.h"
 #include "moe.h"
+#include "gemma4.h"
 
 /* Per-layer tensor names. */
 static const lmc_names llama_names = {
@@ -511,6 +512,9 @@ static void resolve_act(lmc_config *cfg, const lmc_arch *a) {
 
 lmc_status lmc_profile_resolve(lmc_config *cfg, lmc_profile *out) {
     memset(out, 0, sizeof *out);
+    int targeted = 0; /* targeted ports first: gemma4_text (and the gemma4_assistant refusal) */
+    lmc_status tst = lmc_gemma4_resolve(cfg, out, &targeted);
+    if (targeted) return tst;
     const char *alias_from = NULL;
     const lmc_arch *a = lmc_arch_find(cfg->model_type, &alias_from);
     if (!a) {

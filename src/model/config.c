@@ -356,7 +356,7 @@ static lmc_status moe_int(const lmc_config *cfg, const char *const *keys, int *o
 /* Mixture-of-experts sizes, routing scalars and which layers stay dense. */
 static lmc_status parse_moe(lmc_config *cfg) {
     static const char *const k_experts[] = {"num_local_experts", "num_experts", "moe_num_experts", "n_routed_experts", NULL};
-    static const char *const k_used[] = {"num_experts_per_tok", "moe_k", "moe_topk", NULL};
+    static const char *const k_used[] = {"num_experts_per_tok", "moe_k", "moe_topk", "top_k_experts" /* gemma4 */, NULL};
     static const char *const k_shared[] = {"n_shared_experts", "moe_num_shared_experts", NULL};
     static const char *const k_shared_i[] = {"shared_expert_intermediate_size", "shared_intermediate_size", NULL};
     static const char *const k_moe_i[] = {"moe_intermediate_size", NULL};

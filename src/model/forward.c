@@ -12,11 +12,14 @@
  */
 #include "forward.h"
 
+#include "gemma4.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int n_batch_max) {
+    if (m->g4) return lmc_gemma4_state_init(fs, m, n_batch_max); /* the targeted gemma4 port */
     memset(fs, 0, sizeof *fs);
     fs->m = m;
     fs->n_batch_max = n_batch_max;
@@ -47,6 +50,7 @@ lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int
 
 void lmc_forward_state_free(lmc_forward_state *fs) {
     if (!fs->m) return;
+    if (fs->g4) { lmc_gemma4_state_free(fs); return; }
     lmc_backend *be = fs->m->be;
     lmc_tensor *all[] = {&fs->x, &fs->h, &fs->q, &fs->k, &fs->v, &fs->att, &fs->gate, &fs->up,
                          &fs->out, &fs->out2, &fs->logits, &fs->tok, &fs->pos, &fs->seq, &fs->sel_idx};
@@ -194,6 +198,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
 
 lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
                        float *logits_out, float *hidden_out, int *n_out) {
+    if (fs->g4) return lmc_gemma4_forward(fs, k_cache, v_cache, b, logits_out, hidden_out, n_out);
     const lmc_model *m = fs->m;
     const lmc_config *c = &m->cfg;
     lmc_backend *be = m->be;

@@ -26,6 +26,7 @@ typedef struct lmc_forward_state {
     lmc_tensor tok, pos, seq;   /* i32 [B] */
     lmc_tensor sel_idx;         /* i32 [B] */
     lmc_moe_scratch moe;        /* router / expert scratch (allocated for MoE models only) */
+    struct lmc_gemma4_scratch *g4; /* the targeted gemma4 port's scratch (owned), NULL otherwise */
 } lmc_forward_state;
 
 lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int n_batch_max);

@@ -1,6 +1,8 @@
 /* model.c — profile, weight binding and the weight audit. */
 #include "model.h"
 
+#include "gemma4.h"
+
 #include "core/quant.h"
 #include "io/jsonfile.h"
 
@@ -734,6 +736,15 @@ lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out) {
     m->be = be;
     lmc_status st = lmc_checkpoint_config(dir, &m->cfg);
     if (st >= 0) st = lmc_profile_resolve(&m->cfg, &m->profile);
+    if (st >= 0 && lmc_gemma4_profile(&m->profile)) { /* the targeted port binds its own weights */
+        st = lmc_gemma4_load(m, dir);
+        if (st < 0) {
+            lmc_model_free(m);
+            return lmc_fail_context(st, "loading %s", dir);
+        }
+        *out = m;
+        return LMC_OK;
+    }
     if (st >= 0) m->act_xielu = !strcmp(m->cfg.hidden_act, "xielu"); /* per-layer parameters, see bind_layer */
     if (st >= 0 && !m->act_xielu) st = lmc_act_from_name(m->cfg.hidden_act, &m->act);
     if (st >= 0 && m->profile.arch->norm_eps_fixed > 0) m->cfg.norm_eps = m->profile.arch->norm_eps_fixed;
@@ -770,6 +781,7 @@ lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out) {
 
 void lmc_model_free(lmc_model *m) {
     if (!m) return;
+    lmc_gemma4_free(m);
     for (int r = 0; r < 4; r++)
         if (m->rope_freq[r / 2][r % 2].data) m->be->i->release(m->be, &m->rope_freq[r / 2][r % 2]);
     for (int il = 0; m->moe_layers && il < m->cfg.n_layers; il++)

@@ -66,6 +66,7 @@ typedef struct lmc_model {
     int n_audit_dropped;                 /* tensors dropped by explicit rules */
     struct lmc_quant_mlx *mlx_aux;       /* [cap] side data of MLX-quantized views (owned) */
     int n_mlx_aux, cap_mlx_aux;
+    struct lmc_gemma4 *g4;               /* the targeted gemma4 port's weights (owned), NULL otherwise */
 } lmc_model;
 
 /* Load a model directory (config.json + safetensors) or a .gguf file onto backend `be`. */
