@@ -45,6 +45,10 @@ int cmd_inspect(int argc, char **argv) {
     printf("shape:         %d layers, hidden %d, %d heads (%d kv) x %d, ffn %d, vocab %d, tied %s\n", cfg.n_layers,
            cfg.hidden_size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size,
            cfg.tie_word_embeddings ? "yes" : "no");
+    if (cfg.n_experts > 0)
+        printf("experts:       %d routed (%d per token), expert ffn %d, shared ffn %d (shared experts %d)\n",
+               cfg.n_experts, cfg.n_experts_used, cfg.moe_intermediate_size,
+               cfg.shared_intermediate_size, cfg.n_shared_experts);
     printf("rope:          %s, theta %g%s\n", lmc_rope_type_name(cfg.rope.type), cfg.rope.theta,
            cfg.sliding_window ? ", sliding window set" : "");
     lmc_profile prof;
@@ -77,6 +81,9 @@ int cmd_inspect(int argc, char **argv) {
             printf("audit:         ok: %d tensors consumed, %d dropped by rule; %lld parameters, %.1f MB bound\n",
                    lmc_weights_count(st) - m->n_audit_dropped, m->n_audit_dropped, (long long)m->n_params,
                    m->weight_bytes / 1e6);
+            if (m->moe_layers)
+                printf("active:        %lld parameters per token (%d of %d routed experts per sparse layer)\n",
+                       (long long)m->n_params_active, m->cfg.n_experts_used, m->cfg.n_experts);
             for (int i = 0; i < lmc_weights_count(st); i++) {
                 const char *rule = lmc_model_drop_rule(m, lmc_weights_at(st, i)->name);
                 if (rule) printf("  dropped %s: %s\n", lmc_weights_at(st, i)->name, rule);
@@ -119,6 +126,14 @@ static const char *known_keys[] = {
     "query_pre_attn_scalar", "qk_layernorm", "clip_qkv", "attn_logit_softcapping", "final_logit_softcapping", "embedding_multiplier",
     "attention_multiplier", "residual_multiplier", "logits_scaling", "logit_scale", "use_qk_norm",
     "use_bidirectional_attention", "bos_token_id", "eos_token_id", "pad_token_id", "text_config",
+    /* mixture of experts (model/moe.c) */
+    "num_local_experts", "num_experts", "moe_num_experts", "n_routed_experts", "num_experts_per_tok", "moe_k",
+    "moe_topk", "moe_intermediate_size", "n_shared_experts", "moe_num_shared_experts", "shared_expert_intermediate_size",
+    "shared_intermediate_size", "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group",
+    "router_jitter_noise", "moe_norm_min", "decoder_sparse_step", "mlp_only_layers", "first_k_dense_replace",
+    "moe_layer_interval", "moe_layer_start_index", "moe_layer_end_index", "lm_head_bias",
+    "output_router_logits", "router_aux_loss_coef", "router_z_loss_coef", "input_jitter_noise", "topk_method",
+    "num_shared_expert", "use_mixed_mlp_moe", "moe_drop_tokens", "moe_random_routing_dropped_token",
     /* training, tooling and metadata: no effect on the forward */
     "initializer_range", "use_cache", "attention_dropout", "hidden_dropout", "embedding_dropout", "residual_dropout",
     "mlp_dropout", "resid_pdrop", "embd_pdrop", "transformers_version", "pretraining_tp", "_name_or_path",

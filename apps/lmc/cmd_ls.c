@@ -14,7 +14,8 @@ static const char *ls_help =
     "\n"
     "List the models in the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or\n"
     "~/.cache/huggingface/hub) and in the directories given: repo id, model_type,\n"
-    "tier (targeted / generic / drafter / unsupported), parameters, bytes, dtype,\n"
+    "tier (targeted / generic / drafter / unsupported), parameters (mixture-of-experts\n"
+    "models: total/active per token), bytes, dtype,\n"
     "and whether the weights fit in the memory available now.\n"
     "\n"
     "example:\n"
@@ -42,7 +43,7 @@ static void list_one(const char *repo_id, const char *revision, const char *dir,
         return;
     }
     const char *tier = "unsupported";
-    lmc_profile prof;
+    lmc_profile prof = {0};
     size_t len = strlen(cfg.model_type);
     if (len > 10 && !strcmp(cfg.model_type + len - 10, "_assistant")) tier = "drafter";
     else if (lmc_profile_resolve(&cfg, &prof) == 0) tier = lmc_tier_name(prof.tier);
@@ -63,6 +64,13 @@ static void list_one(const char *repo_id, const char *revision, const char *dir,
         human((double)b, bytes, sizeof bytes);
         if (n >= 1000000000LL) snprintf(params, sizeof params, "%.2fB", n / 1e9);
         else snprintf(params, sizeof params, "%.1fM", n / 1e6);
+        if (prof.arch && prof.arch->moe) {
+            /* mixture of experts: total/active (k of E routed experts per token) */
+            long long act = n - (long long)lmc_moe_inactive_params(&cfg, prof.arch);
+            size_t at = strlen(params);
+            if (act >= 1000000000LL) snprintf(params + at, sizeof params - at, "/%.2fB", act / 1e9);
+            else snprintf(params + at, sizeof params - at, "/%.1fM", act / 1e6);
+        }
         unsigned long long avail = lmc_mem_available();
         if (avail) snprintf(fits, sizeof fits, "%s", b < avail ? "yes" : "no");
         if (lmc_weights_count(st) > 0 && !cfg.torch_dtype[0]) dtype = lmc_dtype_name(lmc_weights_at(st, 0)->dtype);

@@ -24,6 +24,16 @@ int lmc_moe_shared_size(const lmc_config *cfg, const lmc_arch *a) {
     return 0;
 }
 
+int64_t lmc_moe_inactive_params(const lmc_config *cfg, const lmc_arch *a) {
+    if (!a->moe || cfg->n_experts <= 0) return 0;
+    const lmc_moe_names *nm = a->moe->names[0];
+    const int64_t per = (nm->e_gate || nm->f_gate_up ? 3 : 2) * (int64_t)cfg->hidden_size * lmc_moe_expert_size(cfg, a);
+    int64_t n = 0;
+    for (int il = 0; il < cfg->n_layers && il < LMC_MAX_LAYERS; il++)
+        if (!cfg->layer_dense[il]) n += (int64_t)(cfg->n_experts - cfg->n_experts_used) * per;
+    return n;
+}
+
 lmc_moe_route_op lmc_moe_route_params(const lmc_config *cfg, const lmc_arch *a) {
     const lmc_moe_desc *d = a->moe;
     lmc_moe_route_op op = {.score = d->score, .n_expert = cfg->n_experts, .k = cfg->n_experts_used, .scale = 1.0f};

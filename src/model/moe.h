@@ -48,6 +48,9 @@ lmc_status lmc_moe_check_config(const lmc_config *cfg, const struct lmc_arch *a)
 int lmc_moe_shared_size(const lmc_config *cfg, const struct lmc_arch *a);
 /* Intermediate size of one routed expert. */
 int lmc_moe_expert_size(const lmc_config *cfg, const struct lmc_arch *a);
+/* Parameters of the routed experts a token does not use: Σ over sparse layers of (E - k) experts
+ * (total - this = the active parameters per token). From the config alone, no weight read. */
+int64_t lmc_moe_inactive_params(const lmc_config *cfg, const struct lmc_arch *a);
 /* The routing op of this model (backend.h lmc_moe_route_op). */
 lmc_moe_route_op lmc_moe_route_params(const lmc_config *cfg, const struct lmc_arch *a);
 
