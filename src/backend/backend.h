@@ -139,6 +139,13 @@ typedef struct lmc_backend_i {
      * x f32 [D, k, n], weights f32 [k, n], y and shared f32 [D, n]; y may alias shared. */
     void (*moe_sum)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *weights,
                     const lmc_tensor *shared, const lmc_tensor *shared_gate);
+
+    /* ---- activations with learned parameters ---- */
+    /* xIELU (apertus), elementwise over x (f32, any shape; y may alias x):
+     *   y = x > 0 ? p[0]·x² + p[2]·x : (expm1(min(x, p[3])) − x)·p[1] + p[2]·x
+     * with p = {softplus(alpha_p), beta + softplus(alpha_n), beta, eps} as the model computes them
+     * from the checkpoint (transformers' XIELUActivation; eps is negative, -1e-6). */
+    void (*xielu)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const float p[4]);
 } lmc_backend_i;
 
 struct lmc_backend {

@@ -279,9 +279,9 @@ static const lmc_arch rows[] = {
      .notes = "parameter-free RMSNorms (also on the embeddings), q/k norms after rope, relu² MLP, final softcap"},
     {.model_type = "phi", .norm = LMC_NORM_LAYER, .block = LMC_BLOCK_PARALLEL, .qk_norm = LMC_QK_NORM_HEAD,
      .qk_norm_optional = 1, .mlp = LMC_MLP_PLAIN, .bias = LMC_BIAS_ALL, .lm_head_bias = 1, .act_default = "gelu_new",
-     .out_norm = "final_layernorm", .pending_fixture = 1, .prefix = "model.", .names = &phi_names,
+     .out_norm = "final_layernorm", .prefix = "model.", .names = &phi_names,
      .notes = "parallel block from one LayerNorm, biases everywhere incl. the LM head, partial rotary, optional q/k LayerNorm"},
-    {.model_type = "olmo", .norm = LMC_NORM_LAYER, .norm_no_weight = 1, .norm_eps_fixed = 1e-5, .pending_fixture = 1,
+    {.model_type = "olmo", .norm = LMC_NORM_LAYER, .norm_no_weight = 1, .norm_eps_fixed = 1e-5,
      .prefix = "model.",
      .names = &llama_names, .notes = "llama block with parameter-free LayerNorms (eps 1e-5); clip_qkv refused"},
     {.model_type = "gpt_neox", .norm = LMC_NORM_LAYER, .mlp = LMC_MLP_PLAIN, .bias = LMC_BIAS_ATTN_MLP_ALWAYS,
@@ -483,10 +483,11 @@ static lmc_status check_knobs(const lmc_config *cfg, const lmc_arch *a) {
                             "rope type \"%s\" is not supported yet for %s (supported: default, linear, dynamic, llama3, yarn, longrope)",
                             lmc_rope_type_name(rt), cfg->model_type);
     }
-    /* dynamic NTK re-rotates the cached keys when the sequence grows (forward.c): one table, full caches */
+    /* dynamic NTK keeps one table per sequence (forward.c): the same rope on every layer */
     if ((cfg->rope.type == LMC_ROPE_DYNAMIC || cfg->rope_local.type == LMC_ROPE_DYNAMIC) &&
-        (cfg->sliding_window > 0 || cfg->rope_local.type != cfg->rope.type || cfg->rope_local.theta != cfg->rope.theta))
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "dynamic rope with sliding windows or per-layer-type rope is not supported");
+        (cfg->rope_local.type != cfg->rope.type || cfg->rope_local.theta != cfg->rope.theta ||
+         cfg->rope_local.factor != cfg->rope.factor))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "dynamic rope with per-layer-type rope parameters is not supported");
     if (a->q_scale_llama4 && (!(cfg->rope.llama4_beta >= 0) || cfg->rope.original_max_position_embeddings <= 0))
         return lmc_fail(LMC_ERR_FORMAT, "%s needs rope llama_4_scaling_beta and original_max_position_embeddings",
                         cfg->model_type);

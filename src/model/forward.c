@@ -7,7 +7,10 @@
  *   h = norm(x); x += mlp(h)·rm       (rm: residual multiplier, granite)
  * Sandwich blocks norm each sublayer's output before the residual add,
  * post-norm blocks (olmo2) only that; parallel blocks add attention and MLP
- * of one normed input. Then the final norm and the LM head (× logit scale,
+ * of one normed input (PARALLEL2: each with its own norm, gpt-neox). Learned
+ * absolute positions (gpt2) are added to the embeddings; ministral3 scales q
+ * per position after rope; dynamic NTK rope picks its table per sequence
+ * (dynamic_prepare). Then the final norm and the LM head (× logit scale,
  * final softcap) on the rows whose logits are wanted.
  */
 #include "forward.h"
@@ -45,6 +48,20 @@ lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int
         lmc_status st = lmc_moe_scratch_init(&fs->moe, m, n_batch_max);
         if (st < 0) { lmc_forward_state_free(fs); return st; }
     }
+    if (m->profile.arch->q_scale_llama4 && !(fs->q_scale = malloc((size_t)B * sizeof *fs->q_scale))) {
+        lmc_forward_state_free(fs);
+        return lmc_fail(LMC_ERR_NOMEM, "query scales");
+    }
+    if (m->rope[0].dynamic) {
+        const int64_t half = m->rope[0].n_rot / 2;
+        fs->run_t0 = malloc((size_t)B * sizeof *fs->run_t0);
+        fs->run_len = malloc((size_t)B * sizeof *fs->run_len);
+        fs->dyn_host = malloc((size_t)(B * half) * sizeof *fs->dyn_host);
+        fs->dyn_inv = lmc_tensor_make(LMC_DTYPE_F32, half, B, 1, 1);
+        lmc_status st = !fs->run_t0 || !fs->run_len || !fs->dyn_host ? lmc_fail(LMC_ERR_NOMEM, "dynamic rope") : LMC_OK;
+        if (st >= 0) st = m->be->i->alloc(m->be, &fs->dyn_inv);
+        if (st < 0) { lmc_forward_state_free(fs); return st; }
+    }
     return LMC_OK;
 }
 
@@ -57,6 +74,12 @@ void lmc_forward_state_free(lmc_forward_state *fs) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->data) be->i->release(be, all[i]);
     lmc_moe_scratch_free(&fs->moe, fs->m);
+    if (fs->dyn_inv.data) be->i->release(be, &fs->dyn_inv);
+    free(fs->q_scale);
+    free(fs->run_t0);
+    free(fs->run_len);
+    free(fs->dyn_host);
+    free(fs->dyn_len);
     fs->m = NULL;
 }
 
@@ -70,7 +93,10 @@ static void norm(const lmc_model *m, lmc_tensor *y, const lmc_tensor *x, const l
     switch (m->profile.arch->norm) {
     case LMC_NORM_RMS: be->i->rms_norm(be, y, x, w, eps, 0.0f); break;
     case LMC_NORM_RMS_PLUS_ONE: be->i->rms_norm(be, y, x, w, eps, 1.0f); break;
-    case LMC_NORM_LAYER: be->i->layer_norm(be, y, x, w, b && b->data ? b : NULL, eps); break;
+    case LMC_NORM_LAYER:
+    case LMC_NORM_LAYER_PLUS_ONE: /* 1 + w was formed at load */
+        be->i->layer_norm(be, y, x, w, b && b->data ? b : NULL, eps);
+        break;
     }
 }
 
@@ -123,7 +149,8 @@ static void mlp(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *out, cons
     }
     if (m->profile.arch->mlp == LMC_MLP_PLAIN) {
         linear(be, up, &L->w_up, &L->b_up, h);
-        be->i->act(be, up, up, m->act);
+        if (m->act_xielu) be->i->xielu(be, up, up, L->xielu);
+        else be->i->act(be, up, up, m->act);
         linear(be, out, &L->w_down, &L->b_down, up);
         return;
     }
@@ -137,7 +164,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     const lmc_model *m = fs->m;
     const lmc_config *c = &m->cfg;
     const lmc_layer *L = &m->layers[il];
-    const lmc_block_kind block = m->profile.arch->block;
+    const lmc_block_kind block = m->profile.block;
     lmc_backend *be = m->be;
     lmc_tensor x = rows(&fs->x, n), h = rows(&fs->h, n), o = rows(&fs->out, n);
     lmc_tensor q = rows(&fs->q, n), k = rows(&fs->k, n), v = rows(&fs->v, n), att = rows(&fs->att, n);
@@ -161,12 +188,33 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
         const lmc_rope_table *rt = &m->rope[L->rope];
         lmc_rope_op rope = {.n_rot = rt->n_rot, .interleaved = m->profile.arch->rope_interleaved,
                             .attn_factor = rt->attn_factor, .inv_freq = &m->rope_freq[L->rope][use_long && rt->has_long]};
-        lmc_tensor qh = lmc_tensor_reshape(&q, c->head_dim, c->n_heads, n, 1);
-        lmc_tensor kh = lmc_tensor_reshape(&k, c->head_dim, c->n_kv_heads, n, 1);
-        be->i->rope(be, &qh, &pos, &rope);
-        be->i->rope(be, &kh, &pos, &rope);
+        /* dynamic NTK: each run of one sequence's tokens with the frequencies of its length */
+        const int n_runs = rt->dynamic ? fs->n_runs : 1;
+        for (int r = 0; r < n_runs; r++) {
+            const int t0 = rt->dynamic ? fs->run_t0[r] : 0, len = rt->dynamic ? fs->run_len[r] : n;
+            lmc_tensor inv;
+            if (rt->dynamic) {
+                inv = lmc_tensor_rows(&fs->dyn_inv, r, 1);
+                rope.inv_freq = &inv;
+            }
+            lmc_tensor qr = lmc_tensor_rows(&fs->q, t0, len), kr = lmc_tensor_rows(&fs->k, t0, len);
+            lmc_tensor qh = lmc_tensor_reshape(&qr, c->head_dim, c->n_heads, len, 1);
+            lmc_tensor kh = lmc_tensor_reshape(&kr, c->head_dim, c->n_kv_heads, len, 1);
+            lmc_tensor pr = lmc_tensor_make(LMC_DTYPE_I32, len, 1, 1, 1);
+            pr.data = (int32_t *)fs->pos.data + t0;
+            be->i->rope(be, &qh, &pr, &rope);
+            be->i->rope(be, &kh, &pr, &rope);
+        }
     }
     if (norm_after) qk_norm(m, L, &q, &k, n);
+    if (fs->q_scale) {
+        /* ministral3: q ×= the token's llama-4 scale, over runs of equal scale */
+        for (int t0 = 0, t1; t0 < n; t0 = t1) {
+            for (t1 = t0 + 1; t1 < n && fs->q_scale[t1] == fs->q_scale[t0];) t1++;
+            lmc_tensor qr = lmc_tensor_rows(&fs->q, t0, t1 - t0);
+            if (fs->q_scale[t0] != 1.0f) be->i->scale(be, &qr, &qr, fs->q_scale[t0]);
+        }
+    }
     be->i->kv_store(be, kc, &k, &pos, &seq);
     be->i->kv_store(be, vc, &v, &pos, &seq);
     lmc_attn_op ao = {.n_head = c->n_heads, .n_kv_head = c->n_kv_heads, .head_dim = c->head_dim,
@@ -174,9 +222,10 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
                       .softcap = (float)c->attn_softcap, .window = L->window};
     be->i->attention(be, &att, &q, kc, vc, &pos, &seq, &ao);
     linear(be, &o, &L->wo, &L->bo, &att);
-    if (block == LMC_BLOCK_PARALLEL) {
-        /* x += attn(h) + mlp(h), one normed input */
+    if (block == LMC_BLOCK_PARALLEL || block == LMC_BLOCK_PARALLEL2) {
+        /* x += attn(h) + mlp(h), one normed input; PARALLEL2: the MLP's input has its own norm */
         lmc_tensor o2 = rows(&fs->out2, n);
+        if (block == LMC_BLOCK_PARALLEL2) norm(m, &h, &x, &L->ffn_norm, &L->ffn_norm_b);
         mlp(fs, L, &o2, &h, &gate, &up);
         be->i->add(be, &o, &o, &o2);
         residual_add(m, &x, &o);
@@ -196,6 +245,49 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     residual_add(m, &x, &o);
 }
 
+/* Dynamic NTK rope, before the layers: transformers' dynamic_rope_update per sequence. A forward
+ * over positions up to p has length L = p + 1; the sequence's table grows to L when L exceeds the
+ * length it was last computed for, and returns to max_position_embeddings when L falls below that
+ * (its reset); otherwise it stays. The keys already cached keep the rotation they were stored with,
+ * as in transformers' cached generation. So a prefill equals transformers' forward over the prompt,
+ * and decode steps follow generate() with a cache. A sequence whose forward starts at position 0
+ * starts from the unscaled table (transformers keeps one state per model across requests; lmc keeps
+ * one per sequence and resets it with the sequence). Tokens of one sequence must be adjacent. */
+static lmc_status dynamic_prepare(lmc_forward_state *fs, const lmc_tensor *k_cache, const lmc_batch *b) {
+    const lmc_rope_table *rt = &fs->m->rope[0];
+    const int half = rt->n_rot / 2, n = b->n_tokens, n_seq = (int)k_cache[0].ne[2], orig = rt->dyn_max_pos;
+    if (!fs->dyn_len || fs->n_dyn_seq < n_seq) {
+        free(fs->dyn_len);
+        fs->dyn_len = calloc((size_t)n_seq, sizeof *fs->dyn_len);
+        if (!fs->dyn_len) return lmc_fail(LMC_ERR_NOMEM, "dynamic rope");
+        fs->n_dyn_seq = n_seq;
+    }
+    fs->n_runs = 0;
+    for (int t = 0; t < n;) {
+        const int s = b->seq[t], r = fs->n_runs++;
+        int u = t, lo = b->pos[t], hi = b->pos[t];
+        for (; u < n && b->seq[u] == s; u++) {
+            lo = b->pos[u] < lo ? b->pos[u] : lo;
+            hi = b->pos[u] > hi ? b->pos[u] : hi;
+        }
+        for (int q = 0; q < r; q++)
+            if (b->seq[fs->run_t0[q]] == s)
+                return lmc_fail(LMC_ERR_UNSUPPORTED, "dynamic rope needs each sequence's tokens adjacent in a batch");
+        if (s < 0 || s >= n_seq) return lmc_fail(LMC_ERR_RANGE, "sequence %d outside the cache's %d", s, n_seq);
+        fs->run_t0[r] = t;
+        fs->run_len[r] = u - t;
+        const int L = hi + 1;
+        int cached = lo == 0 || !fs->dyn_len[s] ? orig : fs->dyn_len[s];
+        if (L > cached) cached = L;                    /* growth */
+        if (L < orig && cached > orig) cached = orig;  /* reset */
+        fs->dyn_len[s] = cached;
+        lmc_rope_dynamic(rt, cached, fs->dyn_host + (size_t)r * half);
+        t = u;
+    }
+    fs->m->be->i->set(fs->m->be, &fs->dyn_inv, fs->dyn_host, 0, (size_t)fs->n_runs * half * sizeof *fs->dyn_host);
+    return LMC_OK;
+}
+
 lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
                        float *logits_out, float *hidden_out, int *n_out) {
     if (fs->g4) return lmc_gemma4_forward(fs, k_cache, v_cache, b, logits_out, hidden_out, n_out);
@@ -209,7 +301,16 @@ lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v
         if (b->token[i] < 0 || b->token[i] >= c->vocab_size)
             return lmc_fail(LMC_ERR_RANGE, "token id %d is outside the vocabulary (0..%d)", b->token[i], c->vocab_size - 1);
         if (b->pos[i] < 0) return lmc_fail(LMC_ERR_RANGE, "negative position %d", b->pos[i]);
+        if (m->pos_embd.data && b->pos[i] >= c->max_position_embeddings)
+            return lmc_fail(LMC_ERR_RANGE, "position %d is past the model's %d learned positions", b->pos[i],
+                            c->max_position_embeddings);
     }
+    if (fs->q_scale) {
+        /* transformers: 1 + β · log(1 + floor(pos / original_max)), in float32 */
+        const float beta = (float)c->rope.llama4_beta, orig = (float)c->rope.original_max_position_embeddings;
+        for (int i = 0; i < n; i++) fs->q_scale[i] = 1.0f + beta * logf(1.0f + floorf((float)b->pos[i] / orig));
+    }
+    if (m->rope[0].dynamic) LMC_TRY(dynamic_prepare(fs, k_cache, b));
     be->i->set(be, &fs->tok, b->token, 0, (size_t)n * 4);
     be->i->set(be, &fs->pos, b->pos, 0, (size_t)n * 4);
     be->i->set(be, &fs->seq, b->seq, 0, (size_t)n * 4);
@@ -217,6 +318,13 @@ lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v
     lmc_tensor x = rows(&fs->x, n), tok = lmc_tensor_rows(&fs->tok, 0, 1);
     tok.ne[0] = n;
     be->i->get_rows(be, &x, &m->tok_embd, &tok, m->embed_scale);
+    if (m->pos_embd.data) {
+        /* learned absolute positions (gpt2): x += wpe[pos] */
+        lmc_tensor h = rows(&fs->h, n), pos = lmc_tensor_rows(&fs->pos, 0, 1);
+        pos.ne[0] = n;
+        be->i->get_rows(be, &h, &m->pos_embd, &pos, 1.0f);
+        be->i->add(be, &x, &x, &h);
+    }
     if (m->profile.arch->embed_norm) norm(m, &x, &x, &m->out_norm, &m->out_norm_b);
     /* longrope picks its long factors for a forward reaching past the original context */
     int max_pos = 0;

@@ -26,6 +26,17 @@ typedef struct lmc_forward_state {
     lmc_tensor tok, pos, seq;   /* i32 [B] */
     lmc_tensor sel_idx;         /* i32 [B] */
     lmc_moe_scratch moe;        /* router / expert scratch (allocated for MoE models only) */
+    /* per-token query scale (ministral3's llama-4 scaling): host [B], computed per forward */
+    float *q_scale;
+    /* dynamic NTK rope (allocated for such models only): this forward's runs of tokens of one
+     * sequence, each with its own inverse frequencies, and each sequence's table length (the
+     * state transformers' dynamic_rope_update keeps, see forward.c) */
+    int n_runs;
+    int *run_t0, *run_len;      /* host [B] */
+    float *dyn_host;            /* host [B, n_rot/2]: inv_freq per run */
+    lmc_tensor dyn_inv;         /* f32 [n_rot/2, B] */
+    int *dyn_len;               /* host [n_seq] (0: the unscaled table) */
+    int n_dyn_seq;
     struct lmc_gemma4_scratch *g4; /* the targeted gemma4 port's scratch (owned), NULL otherwise */
 } lmc_forward_state;
 

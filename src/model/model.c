@@ -747,6 +747,8 @@ lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out) {
     }
     if (st >= 0) m->act_xielu = !strcmp(m->cfg.hidden_act, "xielu"); /* per-layer parameters, see bind_layer */
     if (st >= 0 && !m->act_xielu) st = lmc_act_from_name(m->cfg.hidden_act, &m->act);
+    if (st >= 0 && m->act_xielu && !be->i->xielu)
+        st = lmc_fail(LMC_ERR_UNSUPPORTED, "the %s backend has no xielu op (needed by %s)", be->i->name, m->cfg.model_type);
     if (st >= 0 && m->profile.arch->norm_eps_fixed > 0) m->cfg.norm_eps = m->profile.arch->norm_eps_fixed;
     if (st >= 0) st = lmc_rope_build(&m->cfg.rope, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[0]);
     if (st >= 0) st = lmc_rope_build(&m->cfg.rope_local, m->cfg.head_dim, m->cfg.max_position_embeddings, &m->rope[1]);

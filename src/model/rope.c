@@ -1,6 +1,8 @@
-/* rope.c — default, linear, llama3, yarn and longrope inverse frequencies,
- * transcribed from transformers' modeling_rope_utils.py (dynamic NTK, which
- * depends on the longest sequence seen so far, is refused for now). */
+/* rope.c — default, linear, dynamic (NTK), llama3, yarn and longrope inverse
+ * frequencies, transcribed from transformers' modeling_rope_utils.py. Dynamic
+ * NTK depends on the sequence length of each forward: lmc_rope_dynamic gives
+ * the table a forward over that many positions uses (forward.c keeps the
+ * per-sequence state transformers' dynamic_rope_update keeps). */
 #include "rope.h"
 
 #include <math.h>
@@ -21,6 +23,11 @@ lmc_status lmc_rope_build(const lmc_rope_config *rc, int head_dim, int max_pos, 
     if (!(rc->partial_rotary_factor > 0 && rc->partial_rotary_factor <= 1))
         return lmc_fail(LMC_ERR_FORMAT, "partial_rotary_factor must be in (0, 1] (got %g)", rc->partial_rotary_factor);
     int dim = (int)((double)head_dim * rc->partial_rotary_factor);
+    if (rc->rotary_dim > 0) {
+        if (rc->rotary_dim > head_dim)
+            return lmc_fail(LMC_ERR_FORMAT, "rotary_dim %d exceeds head_dim %d", rc->rotary_dim, head_dim);
+        dim = rc->rotary_dim;
+    }
     dim -= dim % 2;
     if (dim < 2 || dim / 2 > LMC_ROPE_MAX_HALF)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "rope over %d dims is out of range", dim);
@@ -35,6 +42,16 @@ lmc_status lmc_rope_build(const lmc_rope_config *rc, int head_dim, int max_pos, 
     }
     switch (rc->type) {
     case LMC_ROPE_DEFAULT:
+        break;
+    case LMC_ROPE_DYNAMIC:
+        if (!(rc->factor >= 1) || !isfinite(rc->factor))
+            return lmc_fail(LMC_ERR_FORMAT, "dynamic rope needs a factor ≥ 1 (got %g)", rc->factor);
+        if (dim < 4) return lmc_fail(LMC_ERR_UNSUPPORTED, "dynamic rope over %d dims is out of range", dim);
+        out->dynamic = 1;
+        out->dyn_max_pos = max_pos;
+        out->dyn_theta = rc->theta;
+        out->dyn_factor = rc->factor;
+        lmc_rope_dynamic(out, max_pos, out->inv_freq);
         break;
     case LMC_ROPE_LINEAR:
         if (!(rc->factor > 0)) return lmc_fail(LMC_ERR_FORMAT, "linear rope needs a positive factor");
@@ -105,4 +122,17 @@ lmc_status lmc_rope_build(const lmc_rope_config *rc, int head_dim, int max_pos, 
         return lmc_fail(LMC_ERR_UNSUPPORTED, "rope type \"%s\" is not implemented yet", lmc_rope_type_name(rc->type));
     }
     return LMC_OK;
+}
+
+int lmc_rope_dynamic_len(const lmc_rope_table *rt, int seq_len) {
+    return seq_len > rt->dyn_max_pos ? seq_len : rt->dyn_max_pos;
+}
+
+void lmc_rope_dynamic(const lmc_rope_table *rt, int seq_len, float *out) {
+    const int dim = rt->n_rot, half = dim / 2;
+    /* torch: factor · L (an int64 tensor) promotes to float32; every step after stays float32 */
+    const float L = (float)lmc_rope_dynamic_len(rt, seq_len), factor = (float)rt->dyn_factor;
+    float ratio = factor * L / (float)rt->dyn_max_pos - (float)(rt->dyn_factor - 1.0);
+    float base = (float)rt->dyn_theta * powf(ratio, (float)((double)dim / (double)(dim - 2)));
+    for (int i = 0; i < half; i++) out[i] = 1.0f / powf(base, (float)(2 * i) / (float)dim);
 }

@@ -622,6 +622,18 @@ static void cpu_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *expe
         memcpy((float *)y->data + (size_t)s * out, yg + (size_t)where[s] * out, (size_t)out * 4);
 }
 
+/* Elementwise and cheap next to the matmuls around it: one thread, one pass. */
+static void cpu_xielu(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const float p[4]) {
+    (void)be;
+    LMC_ASSERT(is_contig(x) && is_contig(y) && lmc_tensor_nelem(x) == lmc_tensor_nelem(y));
+    const float *a = x->data;
+    float *o = y->data;
+    for (int64_t i = 0, n = lmc_tensor_nelem(y); i < n; i++) {
+        const float v = a[i];
+        o[i] = v > 0 ? p[0] * v * v + p[2] * v : (expm1f(fminf(v, p[3])) - v) * p[1] + p[2] * v;
+    }
+}
+
 static const lmc_backend_i cpu_iface = {
     .name = "cpu",
     .free = cpu_free,
@@ -648,6 +660,7 @@ static const lmc_backend_i cpu_iface = {
     .moe_route = cpu_moe_route,
     .matmul_id = cpu_matmul_id,
     .moe_sum = cpu_moe_sum,
+    .xielu = cpu_xielu,
 };
 
 lmc_status lmc_backend_cpu_init(lmc_backend **out, int n_threads, int reference) {
