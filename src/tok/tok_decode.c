@@ -354,8 +354,10 @@ static lmc_status detok_step(lmc_detok *d, int final, char **piece, size_t *len)
         *piece = calloc(1, 1);
         return *piece ? LMC_OK : lmc_fail(LMC_ERR_NOMEM, "out of memory");
     }
-    lmc_status st = lmc_tokenizer_decode(d->tok, d->ids.v + d->prefix, d->read - d->prefix, d->skip_special, &a, &al);
-    if (st >= 0) st = lmc_tokenizer_decode(d->tok, d->ids.v + d->prefix, d->ids.n - d->prefix, d->skip_special, &b, &bl);
+    static const int32_t no_ids[1];
+    const int32_t *v = d->ids.v ? d->ids.v : no_ids; /* NULL until the first push */
+    lmc_status st = lmc_tokenizer_decode(d->tok, v + d->prefix, d->read - d->prefix, d->skip_special, &a, &al);
+    if (st >= 0) st = lmc_tokenizer_decode(d->tok, v + d->prefix, d->ids.n - d->prefix, d->skip_special, &b, &bl);
     if (st >= 0) {
         if (bl > al && (final || !ends_incomplete(b, bl))) {
             size_t keep = (bl >= al && memcmp(a, b, al) == 0) ? al : 0;

@@ -755,6 +755,7 @@ lmc_status tok_model_tokenize(const tok_model *m, const char *s, size_t n, tok_c
     case TOK_MODEL_WORDPIECE: LMC_TRY(wordpiece_word(m, s, n, out)); break;
     case TOK_MODEL_WORDLEVEL: break;
     }
-    if (cache && n <= CACHE_MAX_WORD) LMC_TRY(cache_put(cache, s, n, h, out->v + before, out->n - before));
+    if (cache && n <= CACHE_MAX_WORD) /* out->v is NULL while no id was pushed (a word that yields none) */
+        LMC_TRY(cache_put(cache, s, n, h, out->v ? out->v + before : NULL, out->n - before));
     return LMC_OK;
 }

@@ -68,7 +68,7 @@ static void gguf_tokenizer(const lmc_gguf *g) {
             int n = 0;
             static const char text[] = "ab a\xc3\xa9 <s>c\xff";
             if (lmc_tokenizer_encode(tok, text, sizeof text - 1, 1, &ids, &n) == LMC_OK) {
-                for (int i = 0; i < n; i++) FUZZ_CHECK(ids[i] >= 0 && ids[i] < lmc_tokenizer_n_vocab(tok));
+                for (int i = 0; i < n; i++) FUZZ_CHECK(ids[i] >= 0); /* post-processor ids may pass n_vocab */
                 char *out = NULL;
                 size_t olen = 0;
                 if (lmc_tokenizer_decode(tok, ids, n, 0, &out, &olen) == LMC_OK) free(out);
