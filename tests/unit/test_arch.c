@@ -330,6 +330,133 @@ static void test_load_rewrites(void) {
     lmc_backend_free(be);
 }
 
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *d = len > 0 ? malloc((size_t)len) : NULL;
+    *n = d && fread(d, 1, (size_t)len, f) == (size_t)len ? (size_t)len : 0;
+    fclose(f);
+    if (!*n) { free(d); return NULL; }
+    return d;
+}
+
+/* The gpt2 fixture as older checkpoints (openai-community/gpt2) store it: no "transformer."
+ * prefix, causal-mask buffers h.<i>.attn.bias / masked_bias, and no tie_word_embeddings key
+ * (gpt2's default is tied). Same weights, so the reference logits still hold. */
+static int write_legacy_gpt2(const char *dir) {
+    size_t n;
+    unsigned char *st = slurp("tests/fixtures/gpt2/model.safetensors", &n);
+    if (!st || n < 8) { free(st); return -1; }
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | st[i];
+    char *hj = strndup((const char *)st + 8, (size_t)hl);
+    cJSON *h = cJSON_Parse(hj), *out = cJSON_CreateObject(), *it;
+    free(hj);
+    size_t data_len = n - 8 - (size_t)hl;
+    cJSON_ArrayForEach(it, h) {
+        const char *k = it->string;
+        if (!strncmp(k, "transformer.", 12)) k += 12;
+        cJSON_AddItemToObject(out, k, cJSON_Duplicate(it, 1));
+    }
+    for (int l = 0; l < 2; l++) { /* two tiny mask buffers appended after the data */
+        char k[64], spec[160];
+        snprintf(k, sizeof k, l ? "h.1.attn.masked_bias" : "h.0.attn.bias");
+        snprintf(spec, sizeof spec, "{\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [%zu, %zu]}", data_len + 4 * l,
+                 data_len + 4 * l + 4);
+        cJSON_AddItemToObject(out, k, cJSON_Parse(spec));
+    }
+    char *nh = cJSON_PrintUnformatted(out), path[300];
+    cJSON_Delete(h);
+    cJSON_Delete(out);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    int ok = f != NULL;
+    if (f) {
+        uint64_t len = strlen(nh);
+        unsigned char le[8];
+        for (int i = 0; i < 8; i++) le[i] = (unsigned char)(len >> (8 * i));
+        const float zeros[2] = {0, 0};
+        ok = fwrite(le, 1, 8, f) == 8 && fwrite(nh, 1, len, f) == len &&
+             fwrite(st + 8 + hl, 1, data_len, f) == data_len && fwrite(zeros, 4, 2, f) == 2;
+        ok = fclose(f) == 0 && ok;
+    }
+    free(nh);
+    free(st);
+    /* config.json without tie_word_embeddings */
+    unsigned char *cj = slurp("tests/fixtures/gpt2/config.json", &n);
+    cJSON *c = cj ? cJSON_ParseWithLength((const char *)cj, n) : NULL;
+    free(cj);
+    if (!c) return -1;
+    cJSON_DeleteItemFromObject(c, "tie_word_embeddings");
+    char *cs = cJSON_Print(c);
+    cJSON_Delete(c);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    f = fopen(path, "wb");
+    ok = ok && f && fputs(cs, f) >= 0;
+    if (f) ok = fclose(f) == 0 && ok;
+    free(cs);
+    return ok ? 0 : -1;
+}
+
+static void test_gpt2_legacy_layout(void) {
+    char dir[] = "/tmp/lmc_gpt2_legacy_XXXXXX", path[300];
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(write_legacy_gpt2(dir) == 0);
+    ref r;
+    CHECK(load_ref("tests/fixtures/gpt2", &r) == 0);
+    lmc_backend *be;
+    lmc_model *m = NULL;
+    lmc_context *ctx = NULL;
+    CHECK(lmc_backend_cpu_init(&be, 2, 0) == 0);
+    lmc_status st = lmc_model_load(dir, be, &m);
+    CHECK_MSG(st == 0, "%s", lmc_last_error());
+    if (st == 0) {
+        CHECK_EQ_STR(m->prefix, "");
+        CHECK_EQ_INT(m->n_audit_dropped, 2);
+        CHECK(m->cfg.tie_word_embeddings == 1);
+        lmc_context_params cp = lmc_context_default_params();
+        cp.n_ctx = r.n_prompt;
+        CHECK(lmc_context_init(&ctx, m, &cp) == 0);
+        int32_t pos[256], seq[256] = {0};
+        uint8_t want[256];
+        for (int i = 0; i < r.n_prompt; i++) { pos[i] = i; want[i] = 1; }
+        lmc_batch b = {r.n_prompt, r.prompt, pos, seq, want};
+        CHECK(ctx && lmc_context_decode(ctx, &b) == 0);
+        double e = 0, tol = F1_REL * max_abs(r.pl, (size_t)r.n_prompt * r.vocab);
+        for (int i = 0; ctx && i < r.n_prompt; i++)
+            e = fmax(e, row_err(lmc_context_logits(ctx, i), r.pl + (size_t)i * r.vocab, r.vocab));
+        CHECK_MSG(e <= tol, "legacy gpt2 layout: logits off by %.3g", e);
+    }
+    if (st == 0) {
+        /* learned positions end at n_positions (64): a sequence running past them is an error */
+        lmc_context_free(ctx);
+        ctx = NULL;
+        lmc_context_params cp = lmc_context_default_params();
+        cp.n_ctx = 80;
+        CHECK(lmc_context_init(&ctx, m, &cp) == 0);
+        int32_t tok[65], pos[65], seq[65] = {0};
+        for (int i = 0; i < 65; i++) { tok[i] = 3 + i; pos[i] = i; }
+        lmc_batch b64 = {64, tok, pos, seq, NULL}, b65 = {65, tok, pos, seq, NULL};
+        CHECK(ctx && lmc_context_decode(ctx, &b64) == 0);
+        if (ctx) lmc_kv_clear(&ctx->kv, 0);
+        CHECK(ctx && lmc_context_decode(ctx, &b65) < 0);
+        CHECK_MSG(strstr(lmc_last_error(), "learned positions") != NULL, "%s", lmc_last_error());
+    }
+    lmc_context_free(ctx);
+    lmc_model_free(m);
+    lmc_backend_free(be);
+    free(r.pl);
+    free(r.gl);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    remove(path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    remove(path);
+    remove(dir);
+}
+
 /* Configs a row does not implement are refused by name before any weight is read. */
 static void test_refusals(void) {
     static const struct { const char *json, *needle; } cases[] = {
@@ -401,5 +528,6 @@ int main(void) {
     RUN(test_xielu_op);
     RUN(test_load_rewrites);
     RUN(test_refusals);
+    RUN(test_gpt2_legacy_layout);
     return TEST_END();
 }
