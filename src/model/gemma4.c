@@ -98,12 +98,13 @@ lmc_status lmc_g4_rope_freqs(const lmc_rope_config *rc, int hd, float *inv) {
 
 /* ---------------------------------------------------------------- binding + audit */
 
-typedef struct binder {
+struct lmc_g4_binder {
     lmc_model *m;
     uint8_t *used;
     char missing[1024];
     int n_missing;
-} binder;
+};
+typedef struct lmc_g4_binder binder;
 
 static void note_missing(binder *b, const char *name) {
     size_t at = strlen(b->missing);
@@ -230,12 +231,12 @@ static lmc_status finish_audit(lmc_model *m, binder *b) {
 }
 
 /* Layer geometry from the config (no weights read). */
-static lmc_status plan_layers(lmc_model *m, lmc_gemma4 *g) {
+static lmc_status plan_layers(lmc_model *m, lmc_gemma4 *g, int assistant) {
     const lmc_config *c = &m->cfg;
     const int L = c->n_layers;
     const int n_shared = jint(c, "num_kv_shared_layers", 0), k_eq_v = jbool(c, "attention_k_eq_v");
     const int double_wide = jbool(c, "use_double_wide_mlp");
-    if (n_shared < 0 || n_shared >= L)
+    if (n_shared < 0 || n_shared > L || (n_shared == L && !assistant))
         return lmc_fail(LMC_ERR_FORMAT, "config.json: num_kv_shared_layers %d with %d layers", n_shared, L);
     const int first_shared = L - n_shared;
     for (int il = 0; il < L; il++) {
@@ -250,10 +251,10 @@ static lmc_status plan_layers(lmc_model *m, lmc_gemma4 *g) {
             ly->kv_src = -1;
             for (int j = first_shared - 1; j >= 0; j--)
                 if (g->layers[j].sliding == ly->sliding) { ly->kv_src = j; break; }
-            if (ly->kv_src < 0)
+            if (ly->kv_src < 0 && !assistant)
                 return lmc_fail(LMC_ERR_FORMAT, "config.json: KV-shared layer %d has no earlier %s layer", il,
                                 ly->sliding ? "sliding" : "full");
-            if (g->layers[ly->kv_src].hd != ly->hd || g->layers[ly->kv_src].n_kv != ly->n_kv)
+            if (ly->kv_src >= 0 && (g->layers[ly->kv_src].hd != ly->hd || g->layers[ly->kv_src].n_kv != ly->n_kv))
                 return lmc_fail(LMC_ERR_FORMAT, "config.json: KV-shared layer %d and its source %d differ in shape", il,
                                 ly->kv_src);
         }
@@ -323,7 +324,19 @@ static lmc_status bind_layer(binder *b, const char *prefix, lmc_gemma4 *g, int i
     return LMC_OK;
 }
 
-lmc_status lmc_gemma4_load(lmc_model *m, const char *dir) {
+lmc_status lmc_gemma4_load(lmc_model *m, const char *dir) { return lmc_gemma4_load_ex(m, dir, 0, NULL, NULL); }
+
+lmc_status lmc_g4_bind(lmc_g4_binder *b, const char *name, int64_t ne0, int64_t ne1, int required, lmc_tensor *out) {
+    return bind(b, name, ne0, ne1, required, out);
+}
+
+const lmc_weight *lmc_g4_take(lmc_g4_binder *b, const char *name) {
+    const lmc_weight *t = take(b, name);
+    if (t) b->m->weight_bytes += t->nbytes;
+    return t;
+}
+
+lmc_status lmc_gemma4_load_ex(lmc_model *m, const char *dir, int assistant, lmc_g4_extra_fn extra, void *ud) {
     lmc_config *c = &m->cfg;
     lmc_gemma4 *g = calloc(1, sizeof *g);
     if (!g) return lmc_fail(LMC_ERR_NOMEM, "gemma4");
@@ -360,7 +373,9 @@ lmc_status lmc_gemma4_load(lmc_model *m, const char *dir) {
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     g->layers = calloc((size_t)c->n_layers, sizeof *g->layers);
     if (!m->layers || !g->layers) return lmc_fail(LMC_ERR_NOMEM, "layers");
-    LMC_TRY(plan_layers(m, g));
+    LMC_TRY(plan_layers(m, g, assistant));
+    if (assistant && (g->P || g->moe))
+        return lmc_fail(LMC_ERR_FORMAT, "a gemma4 assistant has no per-layer inputs and no MoE block");
 
     /* rope: [0] full layers (cfg.rope), [1] sliding layers (cfg.rope_local) */
     for (int r = 0; r < 2; r++) {
@@ -383,7 +398,7 @@ lmc_status lmc_gemma4_load(lmc_model *m, const char *dir) {
     LMC_TRY(lmc_weights_open(dir, &m->weights));
     const char *prefix = "model.";
     if (!strcmp(c->outer_model_type, "gemma4")) prefix = "model.language_model.";
-    else if (strcmp(c->outer_model_type, "gemma4_text") != 0)
+    else if (strcmp(c->outer_model_type, assistant ? "gemma4_assistant" : "gemma4_text") != 0)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "gemma4_text inside \"%s\" is not supported", c->outer_model_type);
     m->prefix = prefix;
     m->lm_head_name = "lm_head.weight";
@@ -408,6 +423,7 @@ lmc_status lmc_gemma4_load(lmc_model *m, const char *dir) {
     }
     for (int il = 0; st >= 0 && il < g->n_layers; il++)
         st = bind_layer(&b, prefix, g, il, g->views ? g->views + (size_t)il * 3 * g->E : NULL);
+    if (st >= 0 && extra) st = extra(m, &b, ud);
     if (st >= 0) st = finish_audit(m, &b);
     free(b.used);
     LMC_TRY(st);

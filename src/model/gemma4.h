@@ -82,6 +82,17 @@ lmc_status lmc_gemma4_resolve(lmc_config *cfg, lmc_profile *out, int *handled);
 int lmc_gemma4_profile(const lmc_profile *p);
 /* Bind a gemma4_text checkpoint into m (config and profile already resolved). */
 lmc_status lmc_gemma4_load(lmc_model *m, const char *dir);
+
+/* The same for other gemma4 stacks. assistant = 1: the gemma4_assistant's inner model (every
+ * layer KV-shared with an external source: kv_src -1; no per-layer inputs, no MoE). extra binds
+ * the stack's other tensors through the binder before the weight audit (may be NULL). */
+typedef struct lmc_g4_binder lmc_g4_binder;
+typedef lmc_status (*lmc_g4_extra_fn)(lmc_model *m, lmc_g4_binder *b, void *ud);
+lmc_status lmc_gemma4_load_ex(lmc_model *m, const char *dir, int assistant, lmc_g4_extra_fn extra, void *ud);
+/* Bind tensor `name` of torch shape [ne1, ne0] (ne1 0: 1-D) as a weight, consumed by the audit. */
+lmc_status lmc_g4_bind(lmc_g4_binder *b, const char *name, int64_t ne0, int64_t ne1, int required, lmc_tensor *out);
+/* The stored tensor `name` (NULL when absent), marked consumed. */
+const lmc_weight *lmc_g4_take(lmc_g4_binder *b, const char *name);
 void lmc_gemma4_free(lmc_model *m);
 
 lmc_status lmc_gemma4_state_init(lmc_forward_state *fs, const lmc_model *m, int n_batch_max);

@@ -1,0 +1,322 @@
+/* gemma4_mtp.c — the Gemma 4 assistant (MTP drafter): loading, pairing checks, one draft step.
+ *
+ * The assistant's inner stack is a gemma4_text model whose every layer is KV-shared; it is
+ * bound by the gemma4 port (lmc_gemma4_load_ex, assistant mode) into a private lmc_model, with
+ * pre_projection / post_projection / the centroid head bound here through the same audit.
+ * Owns that model and the step scratch; borrows the target.
+ */
+#include "gemma4_mtp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/jsonfile.h"
+
+struct lmc_g4mtp {
+    const lmc_model *target;     /* borrowed */
+    const lmc_gemma4 *tg;        /* target->g4 */
+    lmc_model *am;               /* the assistant's inner stack (owned) */
+    lmc_backend *be;
+    int B, H, V, Hh, window;     /* backbone hidden, hidden, vocab, heads, sliding window */
+    int ordered, nc, ctk, vpc;   /* centroid head: centroids, top-k, tokens per centroid */
+    int src[2];                  /* target layer read by [0] full, [1] sliding layers */
+    lmc_tensor pre_proj;         /* [2B, H] */
+    lmc_tensor post_proj;        /* [H, B] */
+    lmc_tensor centroids;        /* [H, nc] */
+    int32_t *ordering;           /* [V] token_ordering (host) */
+    /* step scratch */
+    lmc_tensor x2, x, h, o, q, att, gate, up, hout, logits, cl, sel_emb;
+    lmc_tensor tok, pos, pos_att, seq, sel_ids;
+    float *h_cl, *h_emb, *h_hn;  /* host: [nc], [H · ctk · vpc], [H] */
+    int32_t *h_ids;              /* [ctk · vpc] */
+};
+
+static int jint(const cJSON *o, const char *key, int def) {
+    int64_t v;
+    return lmc_json_get_int(o, key, &v) > 0 ? (int)v : def;
+}
+
+/* pre/post projections and the centroid head, bound before the audit. */
+static lmc_status bind_extra(lmc_model *am, lmc_g4_binder *b, void *ud) {
+    lmc_g4mtp *d = ud;
+    LMC_TRY(lmc_g4_bind(b, "pre_projection.weight", 2 * (int64_t)d->B, d->H, 1, &d->pre_proj));
+    LMC_TRY(lmc_g4_bind(b, "post_projection.weight", d->H, d->B, 1, &d->post_proj));
+    if (!d->ordered) return LMC_OK;
+    LMC_TRY(lmc_g4_bind(b, "masked_embedding.centroids.weight", d->H, d->nc, 1, &d->centroids));
+    const lmc_weight *t = lmc_g4_take(b, "masked_embedding.token_ordering");
+    if (!t) return lmc_fail(LMC_ERR_AUDIT, "weight audit: masked_embedding.token_ordering is missing");
+    if ((t->dtype != LMC_DTYPE_I64 && t->dtype != LMC_DTYPE_I32) || t->n_dims != 1 || t->shape[0] != d->V)
+        return lmc_fail(LMC_ERR_FORMAT, "masked_embedding.token_ordering must be I64 or I32 [%d]", d->V);
+    d->ordering = malloc((size_t)d->V * sizeof *d->ordering);
+    if (!d->ordering) return lmc_fail(LMC_ERR_NOMEM, "token_ordering");
+    for (int i = 0; i < d->V; i++) {
+        int64_t v;
+        if (t->dtype == LMC_DTYPE_I64) memcpy(&v, (const char *)t->data + (size_t)i * 8, 8);
+        else { int32_t w; memcpy(&w, (const char *)t->data + (size_t)i * 4, 4); v = w; }
+        if (v < 0 || v >= d->V)
+            return lmc_fail(LMC_ERR_FORMAT, "masked_embedding.token_ordering[%d] = %lld is not a token id", i, (long long)v);
+        d->ordering[i] = (int32_t)v;
+    }
+    (void)am;
+    return LMC_OK;
+}
+
+/* The pair must agree on what the assistant reads from the target. */
+static lmc_status check_pairing(lmc_g4mtp *d) {
+    const lmc_gemma4 *ag = d->am->g4, *tg = d->tg;
+    if (d->B != tg->D)
+        return lmc_fail(LMC_ERR_FORMAT, "assistant backbone_hidden_size %d does not match the target's hidden size %d",
+                        d->B, tg->D);
+    if (d->V != tg->V)
+        return lmc_fail(LMC_ERR_FORMAT, "assistant vocabulary %d does not match the target's %d", d->V, tg->V);
+    for (int il = 0; il < ag->n_layers; il++) {
+        const lmc_g4_layer *L = &ag->layers[il];
+        int t = L->sliding, s = tg->last_kv[t];
+        if (s < 0)
+            return lmc_fail(LMC_ERR_FORMAT, "assistant layer %d is %s attention but the target has no such layer", il,
+                            t ? "sliding" : "full");
+        if (tg->layers[s].hd != L->hd || tg->layers[s].n_kv != L->n_kv)
+            return lmc_fail(LMC_ERR_FORMAT, "assistant layer %d reads target layer %d: head_dim %d × %d KV heads vs the "
+                            "target's %d × %d", il, s, L->hd, L->n_kv, tg->layers[s].hd, tg->layers[s].n_kv);
+        d->src[t] = s;
+    }
+    return LMC_OK;
+}
+
+static lmc_status alloc_scratch(lmc_g4mtp *d) {
+    const lmc_gemma4 *ag = d->am->g4;
+    const int n_sel = d->ordered ? d->ctk * d->vpc : 1;
+    struct { lmc_tensor *t; lmc_dtype type; int64_t ne0; } plan[] = {
+        {&d->x2, LMC_DTYPE_F32, 2 * (int64_t)d->B}, {&d->x, LMC_DTYPE_F32, d->H}, {&d->h, LMC_DTYPE_F32, d->H},
+        {&d->o, LMC_DTYPE_F32, d->H}, {&d->q, LMC_DTYPE_F32, (int64_t)d->Hh * ag->hd_max},
+        {&d->att, LMC_DTYPE_F32, (int64_t)d->Hh * ag->hd_max}, {&d->gate, LMC_DTYPE_F32, ag->inter_max},
+        {&d->up, LMC_DTYPE_F32, ag->inter_max}, {&d->hout, LMC_DTYPE_F32, d->B}, {&d->logits, LMC_DTYPE_F32, d->V},
+        {&d->cl, LMC_DTYPE_F32, d->ordered ? d->nc : 1}, {&d->tok, LMC_DTYPE_I32, 1}, {&d->pos, LMC_DTYPE_I32, 1},
+        {&d->pos_att, LMC_DTYPE_I32, 1}, {&d->seq, LMC_DTYPE_I32, 1}, {&d->sel_ids, LMC_DTYPE_I32, n_sel},
+    };
+    for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
+        *plan[i].t = lmc_tensor_make(plan[i].type, plan[i].ne0, 1, 1, 1);
+        LMC_TRY(d->be->i->alloc(d->be, plan[i].t));
+    }
+    d->sel_emb = lmc_tensor_make(LMC_DTYPE_F32, d->H, n_sel, 1, 1);
+    LMC_TRY(d->be->i->alloc(d->be, &d->sel_emb));
+    d->h_cl = malloc((size_t)(d->ordered ? d->nc : 1) * sizeof(float));
+    d->h_emb = malloc((size_t)n_sel * d->H * sizeof(float));
+    d->h_hn = malloc((size_t)d->H * sizeof(float));
+    d->h_ids = malloc((size_t)n_sel * sizeof(int32_t));
+    if (!d->h_cl || !d->h_emb || !d->h_hn || !d->h_ids) return lmc_fail(LMC_ERR_NOMEM, "drafter scratch");
+    return LMC_OK;
+}
+
+lmc_status lmc_g4mtp_load(const char *path, const lmc_model *target, lmc_g4mtp **out) {
+    *out = NULL;
+    if (!target || !target->g4)
+        return lmc_fail(LMC_ERR_ARG, "a gemma4 assistant drafts for a gemma4 target (the target is %s)",
+                        target ? target->cfg.model_type : "missing");
+    lmc_g4mtp *d = calloc(1, sizeof *d);
+    lmc_model *am = calloc(1, sizeof *am);
+    if (!d || !am) { free(d); free(am); return lmc_fail(LMC_ERR_NOMEM, "drafter"); }
+    d->target = target;
+    d->tg = target->g4;
+    d->am = am;
+    d->be = am->be = target->be;
+    d->src[0] = d->src[1] = -1;
+    lmc_status st = lmc_checkpoint_config(path, &am->cfg);
+    const lmc_config *c = &am->cfg;
+    if (st >= 0 && strcmp(c->outer_model_type, "gemma4_assistant") != 0)
+        st = lmc_fail(LMC_ERR_FORMAT, "%s is model_type \"%s\", not a gemma4_assistant", path, c->outer_model_type);
+    if (st >= 0 && strcmp(c->model_type, "gemma4_text") != 0)
+        st = lmc_fail(LMC_ERR_FORMAT, "the assistant's text_config is \"%s\", not gemma4_text", c->model_type);
+    if (st >= 0) {
+        int b = 0;
+        d->B = jint(c->raw, "backbone_hidden_size", 0);
+        d->ordered = lmc_json_get_bool(c->raw, "use_ordered_embeddings", &b) > 0 && b;
+        d->nc = jint(c->raw, "num_centroids", 2048);
+        d->ctk = jint(c->raw, "centroid_intermediate_top_k", 32);
+        d->H = c->hidden_size;
+        d->V = c->vocab_size;
+        d->Hh = c->n_heads;
+        if (d->B <= 0 || d->B > (1 << 20)) st = lmc_fail(LMC_ERR_FORMAT, "assistant config: backbone_hidden_size missing");
+        else if (d->ordered && (d->nc <= 0 || d->V % d->nc != 0 || d->ctk <= 0 || d->ctk > d->nc || d->ctk > 4096))
+            st = lmc_fail(LMC_ERR_FORMAT, "assistant config: vocabulary %d, %d centroids, top-%d: the vocabulary must be a "
+                          "multiple of num_centroids and 0 < centroid_intermediate_top_k ≤ num_centroids", d->V, d->nc, d->ctk);
+        d->vpc = d->ordered ? d->V / d->nc : 0;
+    }
+    if (st >= 0) {
+        am->profile.tier = LMC_TIER_TARGETED;
+        am->profile.graph = "gemma4_assistant";
+        snprintf(am->profile.id, sizeof am->profile.id, "targeted-gemma4:gemma4_assistant");
+        st = lmc_gemma4_load_ex(am, path, 1, bind_extra, d);
+    }
+    if (st >= 0) {
+        d->window = am->g4->window;
+        st = check_pairing(d);
+    }
+    if (st >= 0) st = alloc_scratch(d);
+    if (st < 0) {
+        lmc_g4mtp_free(d);
+        return lmc_fail_context(st, "assistant %s", path);
+    }
+    *out = d;
+    return LMC_OK;
+}
+
+void lmc_g4mtp_free(lmc_g4mtp *d) {
+    if (!d) return;
+    lmc_tensor *all[] = {&d->x2, &d->x, &d->h, &d->o, &d->q, &d->att, &d->gate, &d->up, &d->hout, &d->logits, &d->cl,
+                         &d->sel_emb, &d->tok, &d->pos, &d->pos_att, &d->seq, &d->sel_ids};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) d->be->i->release(d->be, all[i]);
+    free(d->h_cl);
+    free(d->h_emb);
+    free(d->h_hn);
+    free(d->h_ids);
+    free(d->ordering);
+    lmc_model_free(d->am);
+    free(d);
+}
+
+void lmc_g4mtp_get_info(const lmc_g4mtp *d, lmc_g4mtp_info *out) {
+    memset(out, 0, sizeof *out);
+    out->hidden = d->H;
+    out->backbone_hidden = d->B;
+    out->vocab = d->V;
+    out->n_layers = d->am->g4->n_layers;
+    out->window = d->window;
+    out->ordered = d->ordered;
+    out->n_centroids = d->ordered ? d->nc : 0;
+    out->centroid_top_k = d->ordered ? d->ctk : 0;
+    out->src_layer[0] = d->src[0];
+    out->src_layer[1] = d->src[1];
+}
+
+lmc_g4mtp_kv lmc_g4mtp_target_kv(const lmc_g4mtp *d, const lmc_tensor *k_cache, const lmc_tensor *v_cache, int seq,
+                                 int n_kv) {
+    lmc_g4mtp_kv kv = {.seq = seq, .n_kv = n_kv};
+    for (int t = 0; t < 2; t++) {
+        if (d->src[t] < 0) continue;
+        kv.k[t] = &k_cache[d->src[t]];
+        kv.v[t] = &v_cache[d->src[t]];
+    }
+    return kv;
+}
+
+static void rms(const lmc_g4mtp *d, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w) {
+    d->be->i->rms_norm(d->be, y, x, w && w->data ? w : NULL, d->am->g4->eps, 0.0f);
+}
+
+/* The k largest of v[0..n) (ties: the lower index first), in descending order. */
+static void top_k(const float *v, int n, int k, int32_t *idx) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            int taken = 0;
+            for (int a = 0; a < j && !taken; a++) taken = idx[a] == i;
+            if (!taken && (best < 0 || v[i] > v[best])) best = i;
+        }
+        idx[j] = best;
+    }
+}
+
+/* The drafter on d->x2 (already filled). */
+static lmc_status run(lmc_g4mtp *d, const lmc_g4mtp_kv *kv, int pos, float *logits, float *h_out) {
+    const lmc_gemma4 *ag = d->am->g4;
+    lmc_backend *be = d->be;
+    if (kv->n_kv <= 0) return lmc_fail(LMC_ERR_ARG, "the drafter needs at least one target position");
+    if (pos < 0) return lmc_fail(LMC_ERR_RANGE, "negative position %d", pos);
+    for (int t = 0; t < 2; t++)
+        if (d->src[t] >= 0 && (!kv->k[t] || !kv->v[t] || kv->seq < 0 || kv->seq >= kv->k[t]->ne[2]))
+            return lmc_fail(LMC_ERR_ARG, "drafter K/V of the %s layer is missing", t ? "sliding" : "full");
+    int32_t pa = kv->n_kv - 1;
+    be->i->set(be, &d->pos, &pos, 0, 4);
+    be->i->set(be, &d->pos_att, &pa, 0, 4);
+    be->i->set(be, &d->seq, &kv->seq, 0, 4);
+    be->i->matmul(be, &d->x, &d->pre_proj, &d->x2);
+    for (int il = 0; il < ag->n_layers; il++) {
+        const lmc_g4_layer *L = &ag->layers[il];
+        const int t = L->sliding, hd = L->hd;
+        lmc_tensor q = lmc_tensor_make(LMC_DTYPE_F32, (int64_t)d->Hh * hd, 1, 1, 1), att = q;
+        q.data = d->q.data;
+        att.data = d->att.data;
+        lmc_rope_op rope = {.n_rot = ag->n_rot[t], .attn_factor = 1.0f, .inv_freq = &ag->rope_freq[t]};
+        rms(d, &d->h, &d->x, &L->attn_norm);
+        be->i->matmul(be, &q, &L->wq, &d->h);
+        lmc_tensor qh = lmc_tensor_reshape(&q, hd, d->Hh, 1, 1);
+        rms(d, &qh, &qh, &L->q_norm);
+        be->i->rope(be, &qh, &d->pos, &rope);
+        lmc_tensor kc = lmc_g4_cache_view(kv->k[t], L->n_kv * hd), vc = lmc_g4_cache_view(kv->v[t], L->n_kv * hd);
+        /* bidirectional over the shared K/V: full layers see [0, n_kv); transformers' sliding mask
+         * (|q - kv| ≤ window, flipped onto the newest entries) keeps the last window + 1 */
+        lmc_attn_op ao = {.n_head = d->Hh, .n_kv_head = L->n_kv, .head_dim = hd, .scale = 1.0f,
+                          .window = t ? d->window + 1 : 0};
+        be->i->attention(be, &att, &q, &kc, &vc, &d->pos_att, &d->seq, &ao);
+        be->i->matmul(be, &d->o, &L->wo, &att);
+        rms(d, &d->o, &d->o, &L->attn_post_norm);
+        be->i->add(be, &d->x, &d->x, &d->o);
+        lmc_tensor gate = lmc_tensor_make(LMC_DTYPE_F32, L->inter, 1, 1, 1), up = gate;
+        gate.data = d->gate.data;
+        up.data = d->up.data;
+        rms(d, &d->h, &d->x, &L->ffn_norm);
+        be->i->matmul(be, &gate, &L->w_gate, &d->h);
+        be->i->matmul(be, &up, &L->w_up, &d->h);
+        be->i->act_mul(be, &gate, &gate, &up, d->am->act);
+        be->i->matmul(be, &d->o, &L->w_down, &gate);
+        rms(d, &d->o, &d->o, &L->ffn_post_norm);
+        be->i->add(be, &d->x, &d->x, &d->o);
+        if (L->scalar != 1.0f) be->i->scale(be, &d->x, &d->x, L->scalar);
+    }
+    rms(d, &d->h, &d->x, &d->am->out_norm);
+    be->i->matmul(be, &d->hout, &d->post_proj, &d->h);
+    if (h_out) be->i->get(be, h_out, &d->hout, 0, (size_t)d->B * 4);
+    if (!d->ordered) {
+        be->i->matmul(be, &d->logits, &d->am->lm_head, &d->h);
+        if (logits) be->i->get(be, logits, &d->logits, 0, (size_t)d->V * 4);
+        return be->i->sync(be);
+    }
+    /* centroid head: top-k centroids → their tokens (token_ordering viewed [nc, V/nc]) → dot products */
+    const int n_sel = d->ctk * d->vpc;
+    int32_t top[4096];
+    be->i->matmul(be, &d->cl, &d->centroids, &d->h);
+    be->i->get(be, d->h_cl, &d->cl, 0, (size_t)d->nc * 4);
+    LMC_TRY(be->i->sync(be));
+    top_k(d->h_cl, d->nc, d->ctk < 4096 ? d->ctk : 4096, top);
+    for (int j = 0; j < d->ctk; j++)
+        for (int i = 0; i < d->vpc; i++) d->h_ids[j * d->vpc + i] = d->ordering[(size_t)top[j] * d->vpc + i];
+    be->i->set(be, &d->sel_ids, d->h_ids, 0, (size_t)n_sel * 4);
+    be->i->get_rows(be, &d->sel_emb, &d->am->lm_head, &d->sel_ids, 1.0f);
+    be->i->get(be, d->h_emb, &d->sel_emb, 0, (size_t)n_sel * d->H * 4);
+    be->i->get(be, d->h_hn, &d->h, 0, (size_t)d->H * 4);
+    LMC_TRY(be->i->sync(be));
+    if (!logits) return LMC_OK;
+    float mn = INFINITY;
+    for (int s = 0; s < n_sel; s++) {
+        double acc = 0;
+        for (int i = 0; i < d->H; i++) acc += (double)d->h_hn[i] * d->h_emb[(size_t)s * d->H + i];
+        d->h_emb[s] = (float)acc; /* row s is consumed: reuse its first slot for the logit */
+        if ((float)acc < mn) mn = (float)acc;
+    }
+    for (int i = 0; i < d->V; i++) logits[i] = mn - 1.0f;
+    for (int s = 0; s < n_sel; s++) logits[d->h_ids[s]] = d->h_emb[s];
+    return LMC_OK;
+}
+
+lmc_status lmc_g4mtp_step_embeds(lmc_g4mtp *d, const lmc_g4mtp_kv *kv, const float *x2, int pos, float *logits,
+                                 float *h_out) {
+    d->be->i->set(d->be, &d->x2, x2, 0, (size_t)2 * d->B * 4);
+    return run(d, kv, pos, logits, h_out);
+}
+
+lmc_status lmc_g4mtp_step(lmc_g4mtp *d, const lmc_g4mtp_kv *kv, int32_t token, const float *h_prev, int pos,
+                          float *logits, float *h_out) {
+    if (token < 0 || token >= d->V) return lmc_fail(LMC_ERR_RANGE, "token id %d is outside the vocabulary", token);
+    lmc_backend *be = d->be;
+    be->i->set(be, &d->tok, &token, 0, 4);
+    lmc_tensor e = lmc_tensor_make(LMC_DTYPE_F32, d->B, 1, 1, 1);
+    e.data = d->x2.data;
+    /* the target's Gemma4TextScaledWordEmbedding, then the target hidden state */
+    be->i->get_rows(be, &e, &d->target->tok_embd, &d->tok, d->tg->embed_scale);
+    be->i->set(be, &d->x2, h_prev, (size_t)d->B * 4, (size_t)d->B * 4);
+    return run(d, kv, pos, logits, h_out);
+}

@@ -1,0 +1,475 @@
+/* test_gemma4_mtp.c — the Gemma 4 assistant (MTP drafter) against transformers 5.17.
+ *
+ * tests/fixtures/gemma4_mtp holds a tiny gemma4_text target, a dense-head and a centroid-head
+ * assistant, and every drafter call transformers' SinglePositionMultiTokenCandidateGenerator
+ * made during generate(assistant_model=...) (tools/oracle/gemma4_fixtures.py): its inputs
+ * (inputs_embeds, position, the shared K/V it was handed) and outputs (logits, last_hidden_state),
+ * float64. Checks, on the CPU in f32:
+ *   1. the drafter forward on the recorded inputs: logits and hidden within F1, same argmax;
+ *   2. the hand-over from lmc's own target: its logits and hidden states at F1, its cached K/V of
+ *      the layers the drafter reads equal to the recorded K/V, and the drafter stepping from lmc's
+ *      cache and the target's embedding reproduces the reference calls that saw no stale entry;
+ *   3. a draft source over the drafter in gen/spec's loop: greedy output identical to plain
+ *      greedy decoding (and to transformers' ids), with drafts proposed;
+ *   4. refusals: a mismatched pair, a malformed centroid config. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+#include "gen/spec.h"
+#include "io/jsonfile.h"
+#include "model/gemma4_mtp.h"
+
+#define FX "tests/fixtures/gemma4_mtp"
+#define F1_REL 1e-4
+
+typedef struct rounds {
+    cJSON *j;
+    unsigned char *bin;
+    size_t n_bin;
+} rounds;
+
+static int load_rounds(const char *kind, rounds *r) {
+    char p[256];
+    memset(r, 0, sizeof *r);
+    snprintf(p, sizeof p, FX "/rounds_%s.json", kind);
+    if (lmc_json_read_file(p, 64u << 20, &r->j) < 0) return -1;
+    snprintf(p, sizeof p, FX "/rounds_%s.bin", kind);
+    FILE *f = fopen(p, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    r->n_bin = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    r->bin = malloc(r->n_bin);
+    size_t got = fread(r->bin, 1, r->n_bin, f);
+    fclose(f);
+    return got == r->n_bin ? 0 : -1;
+}
+
+static void free_rounds(rounds *r) {
+    cJSON_Delete(r->j);
+    free(r->bin);
+}
+
+/* A recorded array [offset, count, dtype] as doubles (malloc'd); NULL when malformed. */
+static double *arr(const rounds *r, const cJSON *spec, int *n) {
+    if (!cJSON_IsArray(spec) || cJSON_GetArraySize(spec) != 3) return NULL;
+    size_t off = (size_t)cJSON_GetArrayItem(spec, 0)->valuedouble;
+    int cnt = (int)cJSON_GetArrayItem(spec, 1)->valuedouble;
+    const char *dt = cJSON_GetArrayItem(spec, 2)->valuestring;
+    size_t es = dt && !strcmp(dt, "<f4") ? 4 : 8;
+    if (off + (size_t)cnt * es > r->n_bin) return NULL;
+    double *d = malloc((size_t)cnt * sizeof *d);
+    for (int i = 0; i < cnt; i++) {
+        if (es == 4) { float f; memcpy(&f, r->bin + off + (size_t)i * 4, 4); d[i] = f; }
+        else memcpy(&d[i], r->bin + off + (size_t)i * 8, 8);
+    }
+    *n = cnt;
+    return d;
+}
+
+static int jint(const cJSON *o, const char *k) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(it) ? (int)it->valuedouble : -1;
+}
+
+static double max_abs(const double *a, int n) {
+    double m = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+static int argmax_d(const double *a, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (a[i] > a[b]) b = i;
+    return b;
+}
+
+static int argmax_f(const float *a, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (a[i] > a[b]) b = i;
+    return b;
+}
+
+static double gap2(const double *a, int n) {
+    int b = argmax_d(a, n);
+    double s = -INFINITY;
+    for (int i = 0; i < n; i++) if (i != b && a[i] > s) s = a[i];
+    return a[b] - s;
+}
+
+/* Recorded K or V [kvh, L, hd] as a cache tensor [kvh·hd, L, 1] on the backend. */
+static lmc_tensor cache_from(lmc_backend *be, const double *kv, const cJSON *shape) {
+    int kvh = (int)cJSON_GetArrayItem(shape, 1)->valuedouble, L = (int)cJSON_GetArrayItem(shape, 2)->valuedouble;
+    int hd = (int)cJSON_GetArrayItem(shape, 3)->valuedouble;
+    lmc_tensor t = lmc_tensor_make(LMC_DTYPE_F32, (int64_t)kvh * hd, L, 1, 1);
+    be->i->alloc(be, &t);
+    float *host = malloc((size_t)kvh * hd * L * sizeof *host);
+    for (int p = 0; p < L; p++)
+        for (int h = 0; h < kvh; h++)
+            for (int i = 0; i < hd; i++) host[((size_t)p * kvh + h) * hd + i] = (float)kv[((size_t)h * L + p) * hd + i];
+    be->i->set(be, &t, host, 0, (size_t)kvh * hd * L * sizeof *host);
+    free(host);
+    return t;
+}
+
+static const char *const TYPES[2] = {"full_attention", "sliding_attention"};
+
+/* 1. The drafter forward on the recorded inputs. */
+static void check_recorded(const char *kind) {
+    rounds r;
+    lmc_backend *be;
+    lmc_model *tm = NULL;
+    lmc_g4mtp *d = NULL;
+    CHECK(lmc_backend_cpu_init(&be, 2, 0) == 0);
+    CHECK_MSG(load_rounds(kind, &r) == 0, "%s: rounds unreadable", kind);
+    lmc_status st = lmc_model_load(FX "/target", be, &tm);
+    CHECK_MSG(st == 0, "target: %s", lmc_last_error());
+    char ap[128];
+    snprintf(ap, sizeof ap, FX "/assistant_%s", kind);
+    if (st == 0) {
+        st = lmc_g4mtp_load(ap, tm, &d);
+        CHECK_MSG(st == 0, "%s: %s", kind, lmc_last_error());
+    }
+    if (!d || !r.j) goto out;
+    lmc_g4mtp_info info;
+    lmc_g4mtp_get_info(d, &info);
+    CHECK_EQ_INT(info.ordered, !strcmp(kind, "centroid"));
+    CHECK_EQ_INT(info.src_layer[0], 2); /* the target's last non-shared full layer ... */
+    CHECK_EQ_INT(info.src_layer[1], 3); /* ... and sliding layer (layers 4, 5 are KV-shared) */
+    const int V = info.vocab, B = info.backbone_hidden;
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(r.j, "calls"), *c;
+    double e_lg = 0, s_lg = 0, e_h = 0, s_h = 0;
+    int n_calls = 0, n_arg = 0, arg_bad = 0;
+    float *lg = malloc((size_t)V * sizeof *lg), *ho = malloc((size_t)B * sizeof *ho), *x2 = malloc((size_t)2 * B * 4);
+    cJSON_ArrayForEach(c, calls) {
+        int n_x, n_l, n_h;
+        double *x = arr(&r, cJSON_GetObjectItemCaseSensitive(c, "inputs_embeds"), &n_x);
+        double *rl = arr(&r, cJSON_GetObjectItemCaseSensitive(c, "logits"), &n_l);
+        double *rh = arr(&r, cJSON_GetObjectItemCaseSensitive(c, "last_hidden_state"), &n_h);
+        CHECK(x && rl && rh && n_x == 2 * B && n_l == V && n_h == B);
+        lmc_tensor kc[2], vc[2];
+        lmc_g4mtp_kv kv = {.seq = 0};
+        for (int t = 0; t < 2; t++) {
+            char key[64];
+            int nk, nv;
+            snprintf(key, sizeof key, "k_%s", TYPES[t]);
+            double *k = arr(&r, cJSON_GetObjectItemCaseSensitive(c, key), &nk);
+            snprintf(key, sizeof key, "v_%s", TYPES[t]);
+            double *v = arr(&r, cJSON_GetObjectItemCaseSensitive(c, key), &nv);
+            snprintf(key, sizeof key, "kv_shape_%s", TYPES[t]);
+            const cJSON *shape = cJSON_GetObjectItemCaseSensitive(c, key);
+            CHECK(k && v && cJSON_GetArraySize(shape) == 4);
+            kc[t] = cache_from(be, k, shape);
+            vc[t] = cache_from(be, v, shape);
+            kv.k[t] = &kc[t];
+            kv.v[t] = &vc[t];
+            snprintf(key, sizeof key, "kv_len_%s", TYPES[t]);
+            kv.n_kv = jint(c, key); /* both types hold the same positions here */
+            free(k);
+            free(v);
+        }
+        for (int i = 0; i < 2 * B; i++) x2[i] = (float)x[i];
+        st = lmc_g4mtp_step_embeds(d, &kv, x2, jint(c, "pos"), lg, ho);
+        CHECK_MSG(st == 0, "%s", lmc_last_error());
+        for (int i = 0; i < V; i++) e_lg = fmax(e_lg, fabs(lg[i] - rl[i]));
+        for (int i = 0; i < B; i++) e_h = fmax(e_h, fabs(ho[i] - rh[i]));
+        s_lg = fmax(s_lg, max_abs(rl, V));
+        s_h = fmax(s_h, max_abs(rh, B));
+        if (gap2(rl, V) >= 1e-3) { n_arg++; arg_bad += argmax_f(lg, V) != argmax_d(rl, V); }
+        CHECK_EQ_INT(argmax_d(rl, V), jint(c, "argmax"));
+        for (int t = 0; t < 2; t++) { be->i->release(be, &kc[t]); be->i->release(be, &vc[t]); }
+        free(x); free(rl); free(rh);
+        n_calls++;
+    }
+    CHECK_MSG(n_calls >= 10, "%s: only %d recorded calls", kind, n_calls);
+    CHECK_MSG(e_lg <= F1_REL * s_lg, "%s: drafter logits off by %.3g (tolerance %.3g)", kind, e_lg, F1_REL * s_lg);
+    CHECK_MSG(e_h <= F1_REL * s_h, "%s: drafter hidden off by %.3g (tolerance %.3g)", kind, e_h, F1_REL * s_h);
+    CHECK_MSG(arg_bad == 0 && n_arg > 0, "%s: %d of %d gated drafter argmaxes differ", kind, arg_bad, n_arg);
+    fprintf(stderr, "  %-8s %d calls: max err logits %.2e (tol %.2e), hidden %.2e (tol %.2e), argmax %d/%d\n", kind,
+            n_calls, e_lg, F1_REL * s_lg, e_h, F1_REL * s_h, n_arg - arg_bad, n_arg);
+    free(lg); free(ho); free(x2);
+out:
+    lmc_g4mtp_free(d);
+    lmc_model_free(tm);
+    lmc_backend_free(be);
+    free_rounds(&r);
+}
+
+/* 2. lmc's target hands over the same hidden states and K/V; the drafter reads them. */
+static void check_handover(const char *kind) {
+    rounds r;
+    lmc_backend *be;
+    lmc_model *tm = NULL;
+    lmc_g4mtp *d = NULL;
+    lmc_context *ctx = NULL;
+    CHECK(lmc_backend_cpu_init(&be, 2, 0) == 0);
+    CHECK(load_rounds(kind, &r) == 0);
+    CHECK(lmc_model_load(FX "/target", be, &tm) == 0);
+    char ap[128];
+    snprintf(ap, sizeof ap, FX "/assistant_%s", kind);
+    if (tm) CHECK(lmc_g4mtp_load(ap, tm, &d) == 0);
+    if (!d || !r.j) goto out;
+    const cJSON *seqj = cJSON_GetObjectItemCaseSensitive(r.j, "target_sequence"), *it;
+    int n = cJSON_GetArraySize(seqj), i = 0;
+    int32_t *ids = calloc((size_t)n, sizeof *ids), *pos = calloc((size_t)n, sizeof *pos), *sq = calloc((size_t)n, 4);
+    uint8_t *want = malloc((size_t)n);
+    cJSON_ArrayForEach(it, seqj) { pos[i] = i; want[i] = 1; ids[i++] = (int32_t)it->valuedouble; }
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = n + 8;
+    cp.want_hidden = 1;
+    CHECK(lmc_context_init(&ctx, tm, &cp) == 0);
+    lmc_batch b = {n, ids, pos, sq, want};
+    CHECK(ctx && lmc_context_decode(ctx, &b) == 0);
+    const int V = tm->cfg.vocab_size, D = tm->cfg.hidden_size;
+    int nl, nh;
+    double *rl = arr(&r, cJSON_GetObjectItemCaseSensitive(r.j, "target_logits"), &nl);
+    double *rh = arr(&r, cJSON_GetObjectItemCaseSensitive(r.j, "target_hidden"), &nh);
+    CHECK(rl && rh && nl == n * V && nh == n * D && ctx->n_logits == n);
+    double el = 0, eh = 0;
+    for (int p = 0; p < n && rl && rh && ctx->n_logits == n; p++) {
+        for (int v = 0; v < V; v++) el = fmax(el, fabs(lmc_context_logits(ctx, p)[v] - rl[(size_t)p * V + v]));
+        for (int v = 0; v < D; v++) eh = fmax(eh, fabs(lmc_context_hidden(ctx, p)[v] - rh[(size_t)p * D + v]));
+    }
+    CHECK_MSG(el <= F1_REL * max_abs(rl, n * V), "target logits off by %.3g", el);
+    CHECK_MSG(eh <= F1_REL * max_abs(rh, n * D), "target hidden off by %.3g", eh);
+
+    /* per call: the recorded K/V equal lmc's cache on the accepted positions; calls without a stale
+     * entry (the candidate generator slices the verification's K/V by length, so after a rejection
+     * index n_hist-1 holds a rejected draft) are reproduced from lmc's cache and embedding */
+    lmc_g4mtp_info info;
+    lmc_g4mtp_get_info(d, &info);
+    const int B = info.backbone_hidden;
+    float *lg = malloc((size_t)V * 4), *ho = malloc((size_t)B * 4), *hp = malloc((size_t)B * 4);
+    float *row = malloc((size_t)4096 * 4);
+    double ekv = 0, skv = 0, e_lg = 0, s_lg = 0;
+    int n_repro = 0, n_calls = 0, first_round_h_ok = 1, prev_pos = -1, prev_arg = -1;
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(r.j, "calls"), *c;
+    cJSON_ArrayForEach(c, calls) {
+        const int p = jint(c, "pos");
+        n_calls++;
+        for (int t = 0; t < 2; t++) {
+            char key[64];
+            int nk;
+            snprintf(key, sizeof key, "kv_shape_%s", TYPES[t]);
+            const cJSON *shape = cJSON_GetObjectItemCaseSensitive(c, key);
+            int kvh = (int)cJSON_GetArrayItem(shape, 1)->valuedouble, L = (int)cJSON_GetArrayItem(shape, 2)->valuedouble;
+            int hd = (int)cJSON_GetArrayItem(shape, 3)->valuedouble;
+            for (int kvsel = 0; kvsel < 2; kvsel++) {
+                snprintf(key, sizeof key, "%c_%s", kvsel ? 'v' : 'k', TYPES[t]);
+                double *k = arr(&r, cJSON_GetObjectItemCaseSensitive(c, key), &nk);
+                const lmc_tensor *cache = kvsel ? &ctx->kv.v[info.src_layer[t]] : &ctx->kv.k[info.src_layer[t]];
+                for (int q = 0; q < L && q < p && k; q++) { /* accepted positions [0, pos) */
+                    /* the layer views its cache with rows of kvh · hd (lmc_g4_cache_view) */
+                    ctx->model->be->i->get(be, row, cache, (size_t)(q % cache->ne[1]) * kvh * hd * 4,
+                                           (size_t)kvh * hd * 4);
+                    for (int h = 0; h < kvh; h++)
+                        for (int x = 0; x < hd; x++) {
+                            double ref = k[((size_t)h * L + q) * hd + x];
+                            ekv = fmax(ekv, fabs(row[h * hd + x] - ref));
+                            skv = fmax(skv, fabs(ref));
+                        }
+                }
+                free(k);
+            }
+        }
+        int nx;
+        double *x = arr(&r, cJSON_GetObjectItemCaseSensitive(c, "inputs_embeds"), &nx);
+        /* the first drafter call after prefill reads the hidden state of position 0 (transformers slices
+         * index n_last_matches = 0 of the prefill output); later first calls the position before pos */
+        if (x && p == jint(cJSON_GetArrayItem(calls, 0), "pos") && c == cJSON_GetArrayItem(calls, 0)) {
+            double e0 = 0;
+            for (int v = 0; v < B; v++) e0 = fmax(e0, fabs(x[B + v] - lmc_context_hidden(ctx, 0)[v]));
+            first_round_h_ok = e0 <= F1_REL * max_abs(x + B, B);
+        }
+        if (x && jint(c, "kv_len_full_attention") == p && jint(c, "kv_len_sliding_attention") == p) {
+            int nrl;
+            double *cl = arr(&r, cJSON_GetObjectItemCaseSensitive(c, "logits"), &nrl);
+            for (int v = 0; v < B; v++) hp[v] = (float)x[B + v];
+            lmc_g4mtp_kv kv = lmc_g4mtp_target_kv(d, ctx->kv.k, ctx->kv.v, 0, p);
+            /* the token fed: a round's first call takes the sequence's token at pos, later calls the
+             * previous call's argmax (its embedding half is recomputed by the step from the id) */
+            int tok = p != prev_pos ? ids[p] : prev_arg;
+            CHECK_MSG(tok >= 0, "call at pos %d: the embedding half is no target token's scaled embedding", p);
+            if (tok >= 0 && cl) {
+                CHECK(lmc_g4mtp_step(d, &kv, tok, hp, p, lg, ho) == 0);
+                for (int v = 0; v < V; v++) e_lg = fmax(e_lg, fabs(lg[v] - cl[v]));
+                s_lg = fmax(s_lg, max_abs(cl, V));
+                n_repro++;
+            }
+            free(cl);
+        }
+        free(x);
+        prev_pos = p;
+        prev_arg = jint(c, "argmax");
+    }
+    CHECK_MSG(ekv <= F1_REL * skv, "%s: lmc's target K/V differ from the recorded shared K/V by %.3g", kind, ekv);
+    CHECK_MSG(n_repro >= 1, "%s: no call to reproduce from lmc's cache", kind);
+    CHECK_MSG(e_lg <= F1_REL * s_lg, "%s: drafter from lmc's cache off by %.3g (tol %.3g)", kind, e_lg, F1_REL * s_lg);
+    CHECK_MSG(first_round_h_ok, "%s: the first call's h_prev is not the target hidden at position 0", kind);
+    fprintf(stderr, "  %-8s target logits %.2e hidden %.2e; K/V %.2e; %d of %d calls from lmc's cache: %.2e\n", kind,
+            el, eh, ekv, n_repro, n_calls, e_lg);
+    free(lg); free(ho); free(hp); free(row); free(rl); free(rh);
+    free(ids); free(pos); free(sq); free(want);
+out:
+    lmc_context_free(ctx);
+    lmc_g4mtp_free(d);
+    lmc_model_free(tm);
+    lmc_backend_free(be);
+    free_rounds(&r);
+}
+
+/* 3. A gen/spec draft source over the drafter. */
+typedef struct mtp_source {
+    lmc_draft_source base;
+    lmc_g4mtp *d;
+    float *h, *lg;
+    int V;
+} mtp_source;
+
+static lmc_status mtp_propose(lmc_draft_source *ds, const lmc_draft_req *req, lmc_draft_out *out) {
+    mtp_source *s = (mtp_source *)ds;
+    out->n = 0;
+    out->has_q = 0;
+    if (req->n_hist < 2 || !req->hidden) return LMC_OK;
+    const int n_kv = req->n_hist - 1;
+    lmc_g4mtp_kv kv = lmc_g4mtp_target_kv(s->d, req->target->kv.k, req->target->kv.v, req->seq, n_kv);
+    lmc_g4mtp_info info;
+    lmc_g4mtp_get_info(s->d, &info);
+    memcpy(s->h, req->hidden, (size_t)info.backbone_hidden * sizeof(float));
+    int32_t tok = req->hist[req->n_hist - 1];
+    for (int i = 0; i < req->n_max; i++) {
+        LMC_TRY(lmc_g4mtp_step(s->d, &kv, tok, s->h, n_kv, s->lg, s->h)); /* position held for the block */
+        tok = argmax_f(s->lg, s->V);
+        out->tokens[out->n++] = tok;
+    }
+    return LMC_OK;
+}
+
+static void mtp_free(lmc_draft_source *ds) {
+    mtp_source *s = (mtp_source *)ds;
+    free(s->h);
+    free(s->lg);
+    free(s);
+}
+
+static const lmc_draft_source_i mtp_i = {.name = "mtp", .propose = mtp_propose, .free = mtp_free};
+
+typedef struct ids { int32_t v[64]; int n; } ids_t;
+static int collect(int32_t t, const float *lg, int nv, void *ud) {
+    ids_t *l = ud;
+    (void)lg; (void)nv;
+    if (l->n < 64) l->v[l->n++] = t;
+    return 0;
+}
+
+static void check_loop(const char *kind) {
+    rounds r;
+    lmc_backend *be;
+    lmc_model *tm = NULL;
+    lmc_g4mtp *d = NULL;
+    lmc_context *ctx = NULL;
+    CHECK(lmc_backend_cpu_init(&be, 2, 0) == 0);
+    CHECK(load_rounds(kind, &r) == 0);
+    CHECK(lmc_model_load(FX "/target", be, &tm) == 0);
+    char ap[128];
+    snprintf(ap, sizeof ap, FX "/assistant_%s", kind);
+    if (tm) CHECK(lmc_g4mtp_load(ap, tm, &d) == 0);
+    if (!d || !r.j) goto out;
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(r.j, "prompt_ids"), *gj = cJSON_GetObjectItemCaseSensitive(r.j, "plain_greedy_ids"), *it;
+    int32_t prompt[64];
+    int np = 0;
+    ids_t ref = {0};
+    cJSON_ArrayForEach(it, pj) if (np < 64) prompt[np++] = (int32_t)it->valuedouble;
+    cJSON_ArrayForEach(it, gj) if (ref.n < 64) ref.v[ref.n++] = (int32_t)it->valuedouble;
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = np + ref.n + 16;
+    cp.n_batch = 16;
+    cp.want_hidden = 1;
+    CHECK(lmc_context_init(&ctx, tm, &cp) == 0);
+    if (!ctx) goto out;
+    lmc_gen_params gp = {.n_predict = ref.n, .ignore_eos = 1, .sampler = lmc_sampler_default_params()};
+    ids_t plain = {0}, spec = {0};
+    lmc_gen_stats gs;
+    CHECK(lmc_generate(ctx, prompt, np, &gp, collect, &plain, &gs) == 0);
+    CHECK_MSG(plain.n == ref.n && !memcmp(plain.v, ref.v, (size_t)ref.n * 4), "%s: plain greedy differs from transformers", kind);
+    mtp_source *s = calloc(1, sizeof *s);
+    lmc_g4mtp_info info;
+    lmc_g4mtp_get_info(d, &info);
+    s->base.i = &mtp_i;
+    s->base.flags = LMC_DRAFT_NEEDS_HIDDEN;
+    s->d = d;
+    s->V = info.vocab;
+    s->h = malloc((size_t)info.backbone_hidden * 4);
+    s->lg = malloc((size_t)info.vocab * 4);
+    lmc_kv_clear(&ctx->kv, 0);
+    lmc_spec_params spp = lmc_spec_default_params();
+    spp.n_draft = 3;
+    lmc_spec_stats ss;
+    lmc_status st = lmc_spec_generate(ctx, &s->base, prompt, np, &gp, &spp, collect, &spec, &ss);
+    CHECK_MSG(st == 0, "%s: %s", kind, lmc_last_error());
+    CHECK_MSG(spec.n == ref.n && !memcmp(spec.v, ref.v, (size_t)ref.n * 4), "%s: speculative greedy differs", kind);
+    CHECK_MSG(ss.n_drafted > 0, "%s: nothing drafted", kind);
+    fprintf(stderr, "  %-8s spec loop: %d rounds, %d drafted, %d accepted, output = plain greedy\n", kind,
+            ss.n_rounds, ss.n_drafted, ss.n_accepted);
+    lmc_draft_source_free(&s->base);
+out:
+    lmc_context_free(ctx);
+    lmc_g4mtp_free(d);
+    lmc_model_free(tm);
+    lmc_backend_free(be);
+    free_rounds(&r);
+}
+
+/* 4. Refusals. */
+static void check_refusals(void) {
+    lmc_backend *be;
+    lmc_model *tm = NULL, *other = NULL;
+    lmc_g4mtp *d = NULL;
+    CHECK(lmc_backend_cpu_init(&be, 1, 0) == 0);
+    CHECK(lmc_model_load(FX "/target", be, &tm) == 0);
+    /* a target of another architecture */
+    CHECK(lmc_model_load("tests/fixtures/llama", be, &other) == 0);
+    if (other) {
+        CHECK(lmc_g4mtp_load(FX "/assistant_dense", other, &d) != 0 && d == NULL);
+        CHECK(strstr(lmc_last_error(), "gemma4 target") != NULL);
+    }
+    /* a gemma4 target of another width: the A4B-style fixture (hidden 64 but no sliding/full pairing?) */
+    lmc_model *a4b = NULL;
+    CHECK(lmc_model_load("tests/fixtures/gemma4_a4b", be, &a4b) == 0);
+    if (a4b) {
+        lmc_status st = lmc_g4mtp_load(FX "/assistant_dense", a4b, &d);
+        CHECK_MSG(st != 0 && strstr(lmc_last_error(), "head_dim") != NULL, "a4b pairing: %s", lmc_last_error());
+        lmc_g4mtp_free(d);
+        d = NULL;
+    }
+    /* a target directory is not an assistant; an assistant is not a model on its own */
+    CHECK(lmc_g4mtp_load(FX "/target", tm, &d) != 0 && strstr(lmc_last_error(), "not a gemma4_assistant"));
+    lmc_model *am = NULL;
+    CHECK(lmc_model_load(FX "/assistant_dense", be, &am) != 0 && am == NULL);
+    CHECK(strstr(lmc_last_error(), "drafter") != NULL);
+    lmc_model_free(a4b);
+    lmc_model_free(other);
+    lmc_model_free(tm);
+    lmc_backend_free(be);
+}
+
+static void recorded_dense(void) { check_recorded("dense"); }
+static void recorded_centroid(void) { check_recorded("centroid"); }
+static void handover_dense(void) { check_handover("dense"); }
+static void handover_centroid(void) { check_handover("centroid"); }
+static void loop_dense(void) { check_loop("dense"); }
+static void loop_centroid(void) { check_loop("centroid"); }
+
+int main(void) {
+    RUN(recorded_dense);
+    RUN(recorded_centroid);
+    RUN(handover_dense);
+    RUN(handover_centroid);
+    RUN(loop_dense);
+    RUN(loop_centroid);
+    RUN(check_refusals);
+    return TEST_END();
+}
