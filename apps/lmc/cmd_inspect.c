@@ -133,7 +133,7 @@ static const char *known_keys[] = {
     "router_jitter_noise", "moe_norm_min", "decoder_sparse_step", "mlp_only_layers", "first_k_dense_replace",
     "moe_layer_interval", "moe_layer_start_index", "moe_layer_end_index", "lm_head_bias",
     "output_router_logits", "router_aux_loss_coef", "router_z_loss_coef", "input_jitter_noise", "topk_method",
-    "num_shared_expert", "use_mixed_mlp_moe", "moe_drop_tokens", "moe_random_routing_dropped_token",
+    "num_shared_expert", "use_mixed_mlp_moe", "moe_drop_tokens", "moe_random_routing_dropped_token", "num_nextn_predict_layers",
     /* training, tooling and metadata: no effect on the forward */
     "initializer_range", "use_cache", "attention_dropout", "hidden_dropout", "embedding_dropout", "residual_dropout",
     "mlp_dropout", "resid_pdrop", "embd_pdrop", "transformers_version", "pretraining_tp", "_name_or_path",

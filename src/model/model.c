@@ -251,6 +251,17 @@ const char *lmc_model_drop_rule(const lmc_model *m, const char *name) {
     for (size_t i = 0; m->profile.arch && m->profile.arch->mask_buffers && i < sizeof masks / sizeof masks[0]; i++)
         if (n > strlen(masks[i]) && !strcmp(name + n - strlen(masks[i]), masks[i]))
             return "causal-mask buffer saved by older checkpoints (the forward masks causally)";
+    int64_t nextn = 0;
+    if (lmc_config_int(&m->cfg, "num_nextn_predict_layers", &nextn) > 0 && nextn > 0 && m->prefix) {
+        /* multi-token-prediction heads: glm4_moe stores them as layers past the last one,
+         * ernie4_5_moe as mtp_* modules; transformers does not load them either */
+        size_t pl = strlen(m->prefix);
+        int il = -1;
+        if (!strncmp(name, m->prefix, pl) && sscanf(name + pl, "layers.%d.", &il) == 1 && il >= m->cfg.n_layers)
+            return "multi-token-prediction layer (num_nextn_predict_layers), not part of the forward";
+        if (!strncmp(name, m->prefix, pl) && !strncmp(name + pl, "mtp_", 4))
+            return "multi-token-prediction module (num_nextn_predict_layers), not part of the forward";
+    }
     const lmc_wrapper *w = m->profile.wrapper;
     for (int i = 0; w && i < 6 && w->drop_prefixes[i]; i++)
         if (!strncmp(name, w->drop_prefixes[i], strlen(w->drop_prefixes[i])))

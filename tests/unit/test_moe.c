@@ -689,6 +689,44 @@ static void test_fixture_layers(void) {
     lmc_model_free(m);
 }
 
+/* glm4_moe keeps its multi-token-prediction layer past the last one (model.layers.<n_layers>.*):
+ * dropped by an explicit rule when num_nextn_predict_layers says so, an audit error otherwise. */
+static void test_mtp_drop(void) {
+    const char *src = "tests/fixtures/glm4_moe";
+    lmc_weights *w;
+    if (lmc_weights_open(src, &w) != LMC_OK) { CHECK_MSG(0, "%s: %s", src, lmc_last_error()); return; }
+    char dir[] = "/tmp/lmc-moe-mtp-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    int n = lmc_weights_count(w);
+    lmc_st_write_tensor *t = calloc((size_t)n + 1, sizeof *t);
+    for (int i = 0; i < n; i++) {
+        const lmc_weight *x = lmc_weights_at(w, i);
+        t[i] = (lmc_st_write_tensor){.name = x->name, .dtype = x->dtype, .n_dims = x->n_dims, .data = x->data};
+        for (int d = 0; d < x->n_dims; d++) t[i].shape[d] = x->shape[d];
+    }
+    static float extra[64];
+    t[n] = (lmc_st_write_tensor){.name = "model.layers.3.enorm.weight", .dtype = LMC_DTYPE_F32, .n_dims = 1,
+                                 .shape = {64}, .data = extra};
+    char path[256], cmd[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK(lmc_st_write(path, t, n + 1, NULL, 0) == LMC_OK);
+    snprintf(cmd, sizeof cmd, "cp %s/config.json %s/", src, dir);
+    CHECK(system(cmd) == 0);
+    lmc_model *m = NULL;
+    CHECK(lmc_model_load(dir, fast_be, &m) == LMC_OK);
+    if (m) CHECK(m->n_audit_dropped == 1);
+    lmc_model_free(m);
+    m = NULL;
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"num_nextn_predict_layers\": 1/\"num_nextn_predict_layers\": 0/' %s/config.json", dir);
+    CHECK(system(cmd) == 0);
+    CHECK(lmc_model_load(dir, fast_be, &m) == LMC_ERR_AUDIT);
+    CHECK(strstr(lmc_last_error(), "model.layers.3.enorm.weight") != NULL);
+    free(t);
+    lmc_weights_close(w);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     if (access("tests/fixtures", F_OK) != 0 && chdir("../..") != 0) return 1; /* run from the repo root */
     LMC_ASSERT(lmc_backend_cpu_init(&fast_be, 2, 0) == LMC_OK);
@@ -702,6 +740,7 @@ int main(void) {
     RUN(test_config_rules);
     RUN(test_fused_layout);
     RUN(test_fixture_layers);
+    RUN(test_mtp_drop);
     lmc_backend_free(fast_be);
     lmc_backend_free(ref_be);
     return TEST_END();
