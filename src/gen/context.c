@@ -1,6 +1,8 @@
 /* context.c — batches → forwards, with position checks and logits capture. */
 #include "context.h"
 
+#include "tp_context.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +31,7 @@ void lmc_context_free(lmc_context *ctx) {
     if (!ctx) return;
     lmc_forward_state_free(&ctx->fs);
     lmc_kv_free(&ctx->kv);
+    lmc_tp_context_free(ctx->tp); /* after rank 0's cache and scratch, which live on its backend */
     free(ctx->logits);
     free(ctx->hidden);
     free(ctx);
@@ -91,8 +94,9 @@ lmc_status lmc_context_decode(lmc_context *ctx, const lmc_batch *b) {
         int got = 0;
         float *lg = ctx->params.no_logits && ctx->params.want_hidden ? NULL
                                                                      : ctx->logits + (size_t)ctx->n_logits * c->vocab_size;
-        st = lmc_forward(&ctx->fs, ctx->kv.k, ctx->kv.v, &sub, lg,
-                         ctx->params.want_hidden ? ctx->hidden + (size_t)ctx->n_logits * c->hidden_size : NULL, &got);
+        float *hd = ctx->params.want_hidden ? ctx->hidden + (size_t)ctx->n_logits * c->hidden_size : NULL;
+        st = ctx->tp ? lmc_tp_context_forward(ctx->tp, &sub, lg, hd, &got)
+                     : lmc_forward(&ctx->fs, ctx->kv.k, ctx->kv.v, &sub, lg, hd, &got);
         ctx->n_logits += got;
     }
     free(want);

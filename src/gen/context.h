@@ -23,6 +23,8 @@ typedef struct lmc_context_params {
 
 lmc_context_params lmc_context_default_params(void);
 
+typedef struct lmc_tp_context lmc_tp_context; /* gen/tp_context.h */
+
 typedef struct lmc_context {
     lmc_model *model;          /* borrowed */
     lmc_context_params params;
@@ -31,6 +33,7 @@ typedef struct lmc_context {
     float *logits;             /* [n_logits, V] of the last decode */
     float *hidden;             /* [n_logits, D] when want_hidden */
     int n_logits, cap_logits, cap_hidden;
+    lmc_tp_context *tp;        /* tensor parallel ranks (gen/tp_context.h; owned), NULL: one backend */
 } lmc_context;
 
 lmc_status lmc_context_init(lmc_context **out, lmc_model *m, const lmc_context_params *p);

@@ -16,6 +16,7 @@
 #include "forward.h"
 
 #include "gemma4.h"
+#include "tp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -228,9 +229,11 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
         if (block == LMC_BLOCK_PARALLEL2) norm(m, &h, &x, &L->ffn_norm, &L->ffn_norm_b);
         mlp(fs, L, &o2, &h, &gate, &up);
         be->i->add(be, &o, &o, &o2);
+        lmc_tp_reduce(m, &o); /* tensor parallel: Σ of the ranks' partial sums (no-op otherwise) */
         residual_add(m, &x, &o);
         return;
     }
+    lmc_tp_reduce(m, &o);
     if (block == LMC_BLOCK_SANDWICH || block == LMC_BLOCK_POST) norm(m, &o, &o, &L->attn_post_norm, &L->attn_post_norm_b);
     residual_add(m, &x, &o);
 
@@ -241,6 +244,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
         in = &h;
     }
     mlp(fs, L, &o, in, &gate, &up);
+    lmc_tp_reduce(m, &o);
     if (block == LMC_BLOCK_SANDWICH || block == LMC_BLOCK_POST) norm(m, &o, &o, &L->ffn_post_norm, &L->ffn_post_norm_b);
     residual_add(m, &x, &o);
 }
