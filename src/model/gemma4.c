@@ -100,6 +100,8 @@ lmc_status lmc_g4_rope_freqs(const lmc_rope_config *rc, int hd, float *inv) {
 
 struct lmc_g4_binder {
     lmc_model *m;
+    const lmc_weight *tab;  /* tensors from a table instead of m->weights (a GGUF assistant) */
+    int n_tab;
     uint8_t *used;
     char missing[1024];
     int n_missing;
@@ -113,6 +115,11 @@ static void note_missing(binder *b, const char *name) {
 }
 
 static const lmc_weight *take(binder *b, const char *name) {
+    if (b->tab) {
+        for (int i = 0; i < b->n_tab; i++)
+            if (!strcmp(b->tab[i].name, name)) { b->used[i] = 1; return &b->tab[i]; }
+        return NULL;
+    }
     const lmc_weight *t = lmc_weights_find(b->m->weights, name);
     if (t) b->used[lmc_weights_index_of(b->m->weights, t)] = 1;
     return t;
@@ -213,9 +220,10 @@ static const char *drop_rule(const lmc_model *m, const char *name) {
 static lmc_status finish_audit(lmc_model *m, binder *b) {
     char extra[1024] = "";
     int n_extra = 0;
-    for (int i = 0; i < lmc_weights_count(m->weights); i++) {
+    const int n = b->tab ? b->n_tab : lmc_weights_count(m->weights);
+    for (int i = 0; i < n; i++) {
         if (b->used[i]) continue;
-        const char *name = lmc_weights_at(m->weights, i)->name;
+        const char *name = b->tab ? b->tab[i].name : lmc_weights_at(m->weights, i)->name;
         if (drop_rule(m, name)) { m->n_audit_dropped++; continue; }
         size_t at = strlen(extra);
         if (n_extra < 6) snprintf(extra + at, sizeof extra - at, "%s%s", n_extra ? ", " : "", name);
@@ -336,7 +344,20 @@ const lmc_weight *lmc_g4_take(lmc_g4_binder *b, const char *name) {
     return t;
 }
 
+static lmc_status load_common(lmc_model *m, const char *dir, const lmc_weight *tab, int n_tab, int assistant,
+                              lmc_g4_extra_fn extra, void *ud);
+
 lmc_status lmc_gemma4_load_ex(lmc_model *m, const char *dir, int assistant, lmc_g4_extra_fn extra, void *ud) {
+    return load_common(m, dir, NULL, 0, assistant, extra, ud);
+}
+
+lmc_status lmc_gemma4_load_tab(lmc_model *m, const lmc_weight *tab, int n_tab, int assistant, lmc_g4_extra_fn extra,
+                               void *ud) {
+    return load_common(m, NULL, tab, n_tab, assistant, extra, ud);
+}
+
+static lmc_status load_common(lmc_model *m, const char *dir, const lmc_weight *tab, int n_tab, int assistant,
+                              lmc_g4_extra_fn extra, void *ud) {
     lmc_config *c = &m->cfg;
     lmc_gemma4 *g = calloc(1, sizeof *g);
     if (!g) return lmc_fail(LMC_ERR_NOMEM, "gemma4");
@@ -395,15 +416,15 @@ lmc_status lmc_gemma4_load_ex(lmc_model *m, const char *dir, int assistant, lmc_
     c->head_dim = g->hd_max;
     c->n_kv_heads = g->kv_max;
 
-    LMC_TRY(lmc_weights_open(dir, &m->weights));
+    if (!tab) LMC_TRY(lmc_weights_open(dir, &m->weights));
     const char *prefix = "model.";
     if (!strcmp(c->outer_model_type, "gemma4")) prefix = "model.language_model.";
     else if (strcmp(c->outer_model_type, assistant ? "gemma4_assistant" : "gemma4_text") != 0)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "gemma4_text inside \"%s\" is not supported", c->outer_model_type);
     m->prefix = prefix;
     m->lm_head_name = "lm_head.weight";
-    binder b = {.m = m};
-    b.used = calloc((size_t)lmc_weights_count(m->weights) + 1, 1);
+    binder b = {.m = m, .tab = tab, .n_tab = n_tab};
+    b.used = calloc((size_t)(tab ? n_tab : lmc_weights_count(m->weights)) + 1, 1);
     g->host_scales = g->moe ? calloc((size_t)g->n_layers * g->E, sizeof(float)) : NULL;
     g->views = g->moe ? calloc((size_t)g->n_layers * 3 * g->E, sizeof(lmc_tensor)) : NULL;
     if (!b.used || (g->moe && (!g->host_scales || !g->views))) { free(b.used); return lmc_fail(LMC_ERR_NOMEM, "binding"); }

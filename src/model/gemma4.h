@@ -89,6 +89,9 @@ lmc_status lmc_gemma4_load(lmc_model *m, const char *dir);
 typedef struct lmc_g4_binder lmc_g4_binder;
 typedef lmc_status (*lmc_g4_extra_fn)(lmc_model *m, lmc_g4_binder *b, void *ud);
 lmc_status lmc_gemma4_load_ex(lmc_model *m, const char *dir, int assistant, lmc_g4_extra_fn extra, void *ud);
+/* The same with the tensors given as a table (HF names; data borrowed; m->weights stays NULL). */
+lmc_status lmc_gemma4_load_tab(lmc_model *m, const lmc_weight *tab, int n_tab, int assistant, lmc_g4_extra_fn extra,
+                               void *ud);
 /* Bind tensor `name` of torch shape [ne1, ne0] (ne1 0: 1-D) as a weight, consumed by the audit. */
 lmc_status lmc_g4_bind(lmc_g4_binder *b, const char *name, int64_t ne0, int64_t ne1, int required, lmc_tensor *out);
 /* The stored tensor `name` (NULL when absent), marked consumed. */

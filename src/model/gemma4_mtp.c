@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/gguf_assistant.h"
 #include "io/jsonfile.h"
 
 struct lmc_g4mtp {
@@ -31,7 +32,32 @@ struct lmc_g4mtp {
     lmc_tensor tok, pos, pos_att, seq, sel_ids;
     float *h_cl, *h_emb, *h_hn;  /* host: [nc], [H · ctk · vpc], [H] */
     int32_t *h_ids;              /* [ctk · vpc] */
+    lmc_gguf_assistant *gguf;    /* a GGUF assistant's mapping (owned), NULL for safetensors */
+    lmc_weight *tab;             /* its tensors under HF names (owned) */
 };
+
+/* A GGUF assistant: the stored config.json and the tensors under their HF names. */
+static lmc_status open_gguf(lmc_g4mtp *d, const char *path, lmc_config *cfg) {
+    LMC_TRY(lmc_gguf_assistant_open(path, &d->gguf));
+    const char *text = lmc_gguf_assistant_config(d->gguf);
+    cJSON *raw = NULL;
+    LMC_TRY(lmc_json_parse(text, strlen(text), "lmc.hf_config", &raw));
+    LMC_TRY(lmc_config_from_json(raw, NULL, cfg));
+    int n = lmc_gguf_assistant_count(d->gguf);
+    d->tab = calloc((size_t)n, sizeof *d->tab);
+    if (!d->tab) return lmc_fail(LMC_ERR_NOMEM, "assistant tensors");
+    for (int i = 0; i < n; i++) {
+        const lmc_gguf_asst_tensor *t = lmc_gguf_assistant_at(d->gguf, i);
+        lmc_weight *w = &d->tab[i];
+        w->name = t->hf_name;
+        w->dtype = t->dtype;
+        w->n_dims = t->n_dims;
+        for (int k = 0; k < t->n_dims; k++) w->shape[k] = t->shape[k];
+        w->data = t->data;
+        w->nbytes = t->nbytes;
+    }
+    return LMC_OK;
+}
 
 static int jint(const cJSON *o, const char *key, int def) {
     int64_t v;
@@ -123,7 +149,8 @@ lmc_status lmc_g4mtp_load(const char *path, const lmc_model *target, lmc_g4mtp *
     d->am = am;
     d->be = am->be = target->be;
     d->src[0] = d->src[1] = -1;
-    lmc_status st = lmc_checkpoint_config(path, &am->cfg);
+    const int gguf = lmc_gguf_is_assistant(path);
+    lmc_status st = gguf ? open_gguf(d, path, &am->cfg) : lmc_checkpoint_config(path, &am->cfg);
     const lmc_config *c = &am->cfg;
     if (st >= 0 && strcmp(c->outer_model_type, "gemma4_assistant") != 0)
         st = lmc_fail(LMC_ERR_FORMAT, "%s is model_type \"%s\", not a gemma4_assistant", path, c->outer_model_type);
@@ -148,7 +175,8 @@ lmc_status lmc_g4mtp_load(const char *path, const lmc_model *target, lmc_g4mtp *
         am->profile.tier = LMC_TIER_TARGETED;
         am->profile.graph = "gemma4_assistant";
         snprintf(am->profile.id, sizeof am->profile.id, "targeted-gemma4:gemma4_assistant");
-        st = lmc_gemma4_load_ex(am, path, 1, bind_extra, d);
+        st = gguf ? lmc_gemma4_load_tab(am, d->tab, lmc_gguf_assistant_count(d->gguf), 1, bind_extra, d)
+                  : lmc_gemma4_load_ex(am, path, 1, bind_extra, d);
     }
     if (st >= 0) {
         d->window = am->g4->window;
@@ -175,6 +203,8 @@ void lmc_g4mtp_free(lmc_g4mtp *d) {
     free(d->h_ids);
     free(d->ordering);
     lmc_model_free(d->am);
+    free(d->tab);
+    lmc_gguf_assistant_close(d->gguf);
     free(d);
 }
 

@@ -11,14 +11,19 @@
  *      cache and the target's embedding reproduces the reference calls that saw no stale entry;
  *   3. a draft source over the drafter in gen/spec's loop: greedy output identical to plain
  *      greedy decoding (and to transformers' ids), with drafts proposed;
- *   4. refusals: a mismatched pair, a malformed centroid config. */
+ *   4. refusals: a mismatched pair, a target as assistant, an assistant as a model;
+ *   5. the assistant as GGUF (io/gguf_assistant.h): converted, verified (and a broken file and a
+ *      mismatched target caught), and drafting from it identical to the safetensors assistant. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test.h"
 
 #include "gen/spec.h"
+#include "io/gguf.h"
+#include "io/gguf_assistant.h"
 #include "io/jsonfile.h"
 #include "model/gemma4_mtp.h"
 
@@ -456,6 +461,146 @@ static void check_refusals(void) {
     lmc_backend_free(be);
 }
 
+/* 5. GGUF. */
+static void check_gguf(const char *kind) {
+    char ap[128], gp[256], rep[8192];
+    snprintf(ap, sizeof ap, FX "/assistant_%s", kind);
+    snprintf(gp, sizeof gp, "/tmp/lmc-g4mtp-%d-%s.gguf", (int)getpid(), kind);
+    lmc_status st = lmc_gguf_assistant_convert(ap, gp);
+    CHECK_MSG(st == 0, "%s: convert: %s", kind, lmc_last_error());
+    if (st) return;
+    CHECK(lmc_gguf_is_assistant(gp));
+    int n_failed = -1;
+    CHECK(lmc_gguf_assistant_verify(gp, 64, rep, sizeof rep, &n_failed) == 0);
+    CHECK_MSG(n_failed == 0, "%s: verify:\n%s", kind, rep);
+    CHECK(strstr(rep, "matches the target") != NULL);
+    if (!strcmp(kind, "centroid")) CHECK(strstr(rep, "ok: mtp.token_ordering.weight is a permutation") != NULL);
+    CHECK(lmc_gguf_assistant_verify(gp, 32, rep, sizeof rep, &n_failed) == 0 && n_failed == 1);
+    CHECK(strstr(rep, "FAIL: backbone_embedding_length 64 does not match the target's embedding length 32") != NULL);
+    /* layouts of the seed */
+    lmc_gguf *g = NULL;
+    CHECK(lmc_gguf_open(gp, &g) == 0);
+    if (g) {
+        const lmc_gguf_tensor *t = lmc_gguf_find_tensor(g, "mtp.pre_projection.weight");
+        CHECK(t && t->ne[0] == 128 && t->ne[1] == 32);
+        CHECK(lmc_gguf_find_tensor(g, "blk.3.attn_q.weight") && lmc_gguf_find_tensor(g, "token_embd.weight"));
+        if (!strcmp(kind, "centroid")) {
+            t = lmc_gguf_find_tensor(g, "mtp.centroids.weight");
+            CHECK(t && t->ne[0] == 32 && t->ne[1] == 16);
+            t = lmc_gguf_find_tensor(g, "mtp.token_ordering.weight");
+            CHECK(t && t->type == LMC_GGML_I32 && t->ne[0] == 256);
+        }
+        lmc_gguf_close(g);
+    }
+    /* drafting from the GGUF equals drafting from the safetensors assistant, bit for bit */
+    rounds r;
+    lmc_backend *be;
+    lmc_model *tm = NULL;
+    lmc_g4mtp *ds = NULL, *dg = NULL;
+    CHECK(lmc_backend_cpu_init(&be, 2, 0) == 0);
+    CHECK(load_rounds(kind, &r) == 0);
+    CHECK(lmc_model_load(FX "/target", be, &tm) == 0);
+    if (tm) CHECK(lmc_g4mtp_load(ap, tm, &ds) == 0);
+    if (tm) {
+        st = lmc_g4mtp_load(gp, tm, &dg);
+        CHECK_MSG(st == 0, "%s: GGUF drafter: %s", kind, lmc_last_error());
+    }
+    if (ds && dg && r.j) {
+        lmc_g4mtp_info a, b;
+        lmc_g4mtp_get_info(ds, &a);
+        lmc_g4mtp_get_info(dg, &b);
+        CHECK(!memcmp(&a, &b, sizeof a));
+        const int V = a.vocab, B = a.backbone_hidden;
+        float *l1 = malloc((size_t)V * 4), *l2 = malloc((size_t)V * 4), *h1 = malloc((size_t)B * 4), *h2 = malloc((size_t)B * 4);
+        float *x2 = malloc((size_t)2 * B * 4);
+        int n = 0, same = 1;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(r.j, "calls")) {
+            int nx;
+            double *x = arr(&r, cJSON_GetObjectItemCaseSensitive(c, "inputs_embeds"), &nx);
+            if (!x) continue;
+            for (int i = 0; i < 2 * B; i++) x2[i] = (float)x[i];
+            free(x);
+            lmc_tensor kc[2], vc[2];
+            lmc_g4mtp_kv kv = {.seq = 0};
+            for (int t = 0; t < 2; t++) {
+                char key[64];
+                int nk, nv;
+                snprintf(key, sizeof key, "k_%s", TYPES[t]);
+                double *k = arr(&r, cJSON_GetObjectItemCaseSensitive(c, key), &nk);
+                snprintf(key, sizeof key, "v_%s", TYPES[t]);
+                double *v = arr(&r, cJSON_GetObjectItemCaseSensitive(c, key), &nv);
+                snprintf(key, sizeof key, "kv_shape_%s", TYPES[t]);
+                kc[t] = cache_from(be, k, cJSON_GetObjectItemCaseSensitive(c, key));
+                vc[t] = cache_from(be, v, cJSON_GetObjectItemCaseSensitive(c, key));
+                kv.k[t] = &kc[t];
+                kv.v[t] = &vc[t];
+                kv.n_kv = jint(c, "kv_len_full_attention");
+                free(k);
+                free(v);
+            }
+            CHECK(lmc_g4mtp_step_embeds(ds, &kv, x2, jint(c, "pos"), l1, h1) == 0);
+            CHECK(lmc_g4mtp_step_embeds(dg, &kv, x2, jint(c, "pos"), l2, h2) == 0);
+            same &= !memcmp(l1, l2, (size_t)V * 4) && !memcmp(h1, h2, (size_t)B * 4);
+            for (int t = 0; t < 2; t++) { be->i->release(be, &kc[t]); be->i->release(be, &vc[t]); }
+            n++;
+        }
+        CHECK_MSG(same && n > 0, "%s: GGUF drafter differs from the safetensors one (%d calls)", kind, n);
+        fprintf(stderr, "  %-8s GGUF: verified, %d calls identical to safetensors\n", kind, n);
+        free(l1); free(l2); free(h1); free(h2); free(x2);
+    }
+    lmc_g4mtp_free(ds);
+    lmc_g4mtp_free(dg);
+    lmc_model_free(tm);
+    lmc_backend_free(be);
+    free_rounds(&r);
+    remove(gp);
+}
+
+/* A broken assistant GGUF: duplicated ordering ids, a centroid table of the wrong shape, a vocabulary
+ * that the centroids do not divide; and files that are not assistants. */
+static void gguf_broken(void) {
+    char gp[128], rep[8192];
+    snprintf(gp, sizeof gp, "/tmp/lmc-g4mtp-%d-broken.gguf", (int)getpid());
+    lmc_gguf_writer *w = NULL;
+    CHECK(lmc_gguf_writer_init(&w) == 0);
+    if (!w) return;
+    static float emb[8 * 10], cen[8 * 3], pre[16 * 8], post[8 * 8], nrm[8];
+    int32_t ord[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 8};
+    lmc_gguf_writer_add_str(w, "general.architecture", LMC_GGUF_ASSISTANT_ARCH);
+    lmc_gguf_writer_add_u32(w, LMC_GGUF_ASSISTANT_ARCH ".embedding_length", 8);
+    lmc_gguf_writer_add_u32(w, LMC_GGUF_ASSISTANT_ARCH ".backbone_embedding_length", 8);
+    lmc_gguf_writer_add_u32(w, LMC_GGUF_ASSISTANT_ARCH ".vocab_size", 10);
+    lmc_gguf_writer_add_u32(w, LMC_GGUF_ASSISTANT_ARCH ".num_centroids", 4);
+    lmc_gguf_writer_add_u32(w, LMC_GGUF_ASSISTANT_ARCH ".centroid_top_k", 2);
+    lmc_gguf_writer_add_bool(w, LMC_GGUF_ASSISTANT_ARCH ".use_ordered_embeddings", 1);
+    int64_t ne_emb[2] = {8, 10}, ne_cen[2] = {8, 3}, ne_pre[2] = {16, 8}, ne_post[2] = {8, 8}, ne_n[1] = {8}, ne_o[1] = {10};
+    lmc_gguf_writer_add_tensor(w, "token_embd.weight", LMC_GGML_F32, 2, ne_emb, emb);
+    lmc_gguf_writer_add_tensor(w, "output_norm.weight", LMC_GGML_F32, 1, ne_n, nrm);
+    lmc_gguf_writer_add_tensor(w, "mtp.pre_projection.weight", LMC_GGML_F32, 2, ne_pre, pre);
+    lmc_gguf_writer_add_tensor(w, "mtp.post_projection.weight", LMC_GGML_F32, 2, ne_post, post);
+    lmc_gguf_writer_add_tensor(w, "mtp.centroids.weight", LMC_GGML_F32, 2, ne_cen, cen);
+    lmc_gguf_writer_add_tensor(w, "mtp.token_ordering.weight", LMC_GGML_I32, 1, ne_o, ord);
+    CHECK(lmc_gguf_writer_write(w, gp) == 0);
+    lmc_gguf_writer_free(w);
+    int n_failed = 0;
+    CHECK(lmc_gguf_assistant_verify(gp, 0, rep, sizeof rep, &n_failed) == 0);
+    CHECK_MSG(n_failed == 3, "expected 3 failures:\n%s", rep);
+    CHECK(strstr(rep, "FAIL: mtp.centroids.weight is [8, 4]") != NULL);
+    CHECK(strstr(rep, "FAIL: vocab_size 10 is divisible by num_centroids 4") != NULL);
+    CHECK(strstr(rep, "FAIL: mtp.token_ordering.weight is a permutation") != NULL);
+    lmc_gguf_assistant *a = NULL;
+    CHECK(lmc_gguf_assistant_open(gp, &a) != 0 && a == NULL); /* no lmc.hf_config */
+    remove(gp);
+    /* not assistants */
+    CHECK(!lmc_gguf_is_assistant(FX "/target/config.json"));
+    CHECK(lmc_gguf_assistant_convert(FX "/target", gp) != 0 && strstr(lmc_last_error(), "not gemma4_assistant"));
+    CHECK(lmc_gguf_assistant_verify("/nonexistent.gguf", 0, rep, sizeof rep, &n_failed) != 0);
+}
+
+static void gguf_dense(void) { check_gguf("dense"); }
+static void gguf_centroid(void) { check_gguf("centroid"); }
+
 static void recorded_dense(void) { check_recorded("dense"); }
 static void recorded_centroid(void) { check_recorded("centroid"); }
 static void handover_dense(void) { check_handover("dense"); }
@@ -471,5 +616,8 @@ int main(void) {
     RUN(loop_dense);
     RUN(loop_centroid);
     RUN(check_refusals);
+    RUN(gguf_dense);
+    RUN(gguf_centroid);
+    RUN(gguf_broken);
     return TEST_END();
 }
