@@ -13,13 +13,15 @@
 static const char *serve_help =
     "usage: lmc serve [-m MODEL] [--host ADDR] [--port N] [--api-key KEY] [--alias NAME]\n"
     "                 [--ctx-size N] [--max-seqs N] [--max-queue N] [--max-body BYTES] [--timeout S]\n"
-    "                 [--threads N] [--batch N]\n"
+    "                 [--max-connections N] [--max-header BYTES] [--max-tokens N] [--threads N] [--batch N]\n"
     "\n"
     "Serve a model over HTTP with OpenAI- and Anthropic-compatible routes:\n"
     "  POST /v1/chat/completions, /v1/completions, /v1/messages, /tokenize, /detokenize\n"
     "  GET  /v1/models, /health, /metrics (Prometheus)\n"
     "Without -m, the demo model. Defaults: 127.0.0.1:8080, 4 concurrent sequences,\n"
-    "context min(model, 4096) per sequence, 64 queued requests, 1 MiB bodies, 60 s idle timeout.\n"
+    "context min(model, 4096) per sequence, 64 queued requests, 1 MiB bodies, 32 KiB headers,\n"
+    "128 connections, 60 s idle timeout (a body must also arrive within it), max_tokens up to the context.\n"
+    "Binds to loopback unless --host says otherwise; see docs/SECURITY.md before exposing it.\n"
     "--port 0 picks a free port (printed on stderr). --api-key requires\n"
     "'Authorization: Bearer KEY' (or 'x-api-key: KEY') on every route but /health.\n"
     "\n"
@@ -57,6 +59,15 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--timeout")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--timeout", 1, 86400, &x)) return EXIT_USAGE;
             sp.timeout_s = (int)x;
+        } else if (!strcmp(a, "--max-connections")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--max-connections", 1, 65536, &x)) return EXIT_USAGE;
+            sp.max_connections = (int)x;
+        } else if (!strcmp(a, "--max-header")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--max-header", 4096, 1L << 24, &x)) return EXIT_USAGE;
+            sp.max_header = (size_t)x;
+        } else if (!strcmp(a, "--max-tokens")) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--max-tokens", 1, 1 << 24, &x)) return EXIT_USAGE;
+            sp.max_tokens = (int)x;
         } else return cli_usage_error("serve", "unknown option '%s'", a);
     }
     if (!mo.model) mo.model = cli_demo_model();

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "stop.h"
 #include "tools.h"
@@ -38,6 +39,7 @@ static const struct { const char *path, *method; enum route r; } routes[] = {
 typedef struct conn {
     lmc_sbuf body;
     int too_large;
+    double t_headers;     /* when the headers were complete: the body must follow within timeout_s */
     lmc_srv_req *req;     /* generation in progress (this connection's reference) */
 } conn;
 
@@ -50,10 +52,17 @@ lmc_server_params lmc_server_default_params(void) {
     p.max_body = 1 << 20;
     p.timeout_s = 60;
     p.max_connections = 128;
+    p.max_header = 32 * 1024;
     return p;
 }
 
 int lmc_server_port(const lmc_server *s) { return s->port; }
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static void count_status(lmc_server *s, int status, enum route r) {
     pthread_mutex_lock(&s->mu);
@@ -174,6 +183,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             if (n > max) n = max;
             memcpy(buf, r->pend + r->pend_off, n);
             r->pend_off += n;
+            r->hb_last = mono_s();
             return (ssize_t)n;
         }
         if (r->phase == 2) return MHD_CONTENT_READER_END_OF_STREAM;
@@ -187,6 +197,17 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         pthread_mutex_unlock(&r->mu);
         if (!n && !done) {
             if (peer_closed(s, r->conn)) { cancel((lmc_server *)s, r); return MHD_CONTENT_READER_END_WITH_ERROR; }
+            /* Nothing yet (queued, or a long prefill): an SSE comment now and then, which clients ignore, so the
+             * idle timeout never drops a stream that is only waiting for its first token. */
+            double now = mono_s(), every = s->p.timeout_s / 3.0 < 15 ? s->p.timeout_s / 3.0 : 15;
+            if (r->hb_last == 0) r->hb_last = now;
+            if (now - r->hb_last >= every) {
+                static const char hb[] = ": keep-alive\n\n";
+                size_t k = sizeof hb - 1 < max ? sizeof hb - 1 : max;
+                memcpy(buf, hb, k);
+                r->hb_last = now;
+                return (ssize_t)k;
+            }
             continue;
         }
         lmc_sbuf b = {.p = r->pend, .len = 0, .cap = r->pend_cap};
@@ -355,18 +376,30 @@ static enum MHD_Result detokenize(lmc_server *s, struct MHD_Connection *c, enum 
     return reply_json(s, c, r, 200, j);
 }
 
+/* Constant-time comparison of a presented key with the server's: the time taken depends only on
+ * the length of the server's key, never on where the first differing byte is. */
+static int key_equal(const char *given, const char *key) {
+    size_t gl = strlen(given), kl = strlen(key);
+    unsigned char diff = (unsigned char)(gl != kl);
+    for (size_t i = 0; i < kl; i++) {
+        unsigned char g = i < gl ? (unsigned char)given[i] : 0; /* stays within given: i < gl */
+        diff |= (unsigned char)(g ^ (unsigned char)key[i]);
+    }
+    return diff == 0;
+}
+
 static int authorized(const lmc_server *s, struct MHD_Connection *c) {
     if (!s->p.api_key || !*s->p.api_key) return 1;
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     const char *xkey = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
-    const char *key = s->p.api_key;
-    size_t kl = strlen(key);
+    int ok = 0;
     if (auth && !strncasecmp(auth, "Bearer ", 7)) {
         const char *v = auth + 7;
         while (*v == ' ') v++;
-        if (strlen(v) == kl && !memcmp(v, key, kl)) return 1;
+        ok |= key_equal(v, s->p.api_key);
     }
-    return xkey && strlen(xkey) == kl && !memcmp(xkey, key, kl);
+    if (xkey) ok |= key_equal(xkey, s->p.api_key);
+    return ok;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -387,6 +420,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!cs) {
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
+        cs->t_headers = mono_s();
+        atomic_fetch_add(&s->active, 1);
         /* Refuse a declared oversized body before reading it. */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->p.max_body) {
@@ -399,6 +434,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (*upload_size) {
+        /* A body trickling in (slowloris) is cut off: the idle timeout alone would let one byte a minute hold a thread. */
+        if (mono_s() - cs->t_headers > s->p.timeout_s || atomic_load(&s->stopping)) return MHD_NO;
         if (!cs->too_large && cs->body.len + *upload_size <= s->p.max_body) sbuf_add(&cs->body, upload, *upload_size);
         else cs->too_large = 1;
         *upload_size = 0;
@@ -490,6 +527,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     free(cs->body.p);
     free(cs);
     *con_cls = NULL;
+    atomic_fetch_sub(&s->active, 1);
 }
 
 lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
@@ -501,12 +539,15 @@ lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
     if (p.max_body == 0) p.max_body = dp.max_body;
     if (p.timeout_s <= 0) p.timeout_s = dp.timeout_s;
     if (p.max_connections <= 0) p.max_connections = dp.max_connections;
+    if (p.max_header == 0) p.max_header = dp.max_header;
+    if (p.max_header < 4096) p.max_header = 4096;
     if (!p.model || !p.tok) return lmc_fail(LMC_ERR_ARG, "the server needs a model and its tokenizer");
     lmc_server *s = calloc(1, sizeof *s);
     if (!s) return lmc_fail(LMC_ERR_NOMEM, "server");
     s->p = p;
     pthread_mutex_init(&s->mu, NULL);
     atomic_init(&s->stopping, 0);
+    atomic_init(&s->active, 0);
     s->started_at = (long)time(NULL);
     lmc_status st = LMC_OK;
     if (p.alias && *p.alias) snprintf(s->model_id, sizeof s->model_id, "%s", p.alias);
@@ -560,12 +601,13 @@ lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
         lmc_server_stop(s);
         return lmc_fail(LMC_ERR_ARG, "cannot resolve host '%s': %s", p.host, gai_strerror(gai));
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC; /* ITC: quiesce at stop */
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, handler, s,
                                      MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                      MHD_OPTION_CONNECTION_LIMIT, (unsigned)p.max_connections,
                                      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)p.timeout_s,
+                                     MHD_OPTION_CONNECTION_MEMORY_LIMIT, p.max_header,
                                      MHD_OPTION_NOTIFY_COMPLETED, completed, s,
                                      MHD_OPTION_END);
     freeaddrinfo(ai);
@@ -582,8 +624,16 @@ lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
 void lmc_server_stop(lmc_server *s) {
     if (!s) return;
     atomic_store(&s->stopping, 1);
+    MHD_socket lfd = s->daemon ? MHD_quiesce_daemon(s->daemon) : MHD_INVALID_SOCKET; /* no new connections */
     lmc_sched_stop(s->sched);               /* every request ends: waiters and streams return */
+    /* Let in-flight replies (a stream's last events, a waiter's 503) reach their clients before the
+     * daemon closes the connections; a body still trickling in is cut off (see the upload path). */
+    for (int i = 0; i < 500 && atomic_load(&s->active) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     if (s->daemon) MHD_stop_daemon(s->daemon); /* joins the connection threads */
+    if (lfd != MHD_INVALID_SOCKET) close(lfd);
     lmc_sched_free(s->sched);
     lmc_jinja_free(s->tmpl);
     lmc_jinja_free(s->tmpl_tools);

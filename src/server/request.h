@@ -108,6 +108,7 @@ typedef struct lmc_srv_req {
     size_t tc_emitted;            /* auto tool mode: bytes of out streamed as content */
     int tc_hold;                  /* auto tool mode: a tool call began; the rest waits for the end */
     int block_open;               /* Anthropic stream: the text block has started */
+    double hb_last;               /* when bytes last went to MHD (keep-alive comments while waiting) */
     char *pend;                   /* formatted bytes not yet handed to MHD */
     size_t pend_len, pend_off, pend_cap;
     const void *server;           /* the owning server (borrowed) */

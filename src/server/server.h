@@ -32,8 +32,11 @@ typedef struct lmc_server_params {
     int n_batch;                 /* tokens per scheduler step (0: 256) */
     int max_queue;               /* waiting requests before 503 (0: 64) */
     size_t max_body;             /* request body limit in bytes (0: 1 MiB) */
-    int timeout_s;               /* idle connection timeout (0: 60) */
-    int max_connections;         /* (0: 128) */
+    int timeout_s;               /* idle connection timeout, and the time a body may take to arrive (0: 60) */
+    int max_connections;         /* open connections; more are closed at once (0: 128) */
+    size_t max_header;           /* per-connection memory for the request line and headers (0: 32 KiB; min 4 KiB):
+                                  * larger headers are answered 431 */
+    int max_tokens;              /* cap on a request's max_tokens (0: the context size) */
 } lmc_server_params;
 
 typedef struct lmc_server lmc_server;

@@ -48,6 +48,7 @@ struct lmc_server {
     char model_id[128];
     int port;
     atomic_int stopping;
+    atomic_int active;            /* requests between their headers and MHD's completion callback */
     long started_at;
     pthread_mutex_t mu;           /* guards the counters below */
     uint64_t by_status[LMC_STATUS_SLOTS];

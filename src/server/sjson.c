@@ -336,9 +336,12 @@ int srv_check_length(const lmc_server *s, lmc_srv_req *r, long max_tokens, int h
                            "(%d in the messages, %ld in the completion).",
                            n_ctx, r->n_prompt + max_tokens, r->n_prompt, max_tokens);
         }
+        if (s->p.max_tokens > 0 && max_tokens > s->p.max_tokens)
+            return srv_err(e, 400, param, "'%s' is %ld; this server allows at most %d", param, max_tokens, s->p.max_tokens);
         r->max_tokens = (int)max_tokens;
     } else {
         r->max_tokens = n_ctx - r->n_prompt;
+        if (s->p.max_tokens > 0 && r->max_tokens > s->p.max_tokens) r->max_tokens = s->p.max_tokens;
     }
     return 0;
 }
