@@ -394,6 +394,8 @@ lmc_status lmc_tp_shard_init(const lmc_model *full, const lmc_tp_plan *p, int ra
         s->moe = calloc((size_t)c->n_layers, sizeof *s->moe);
         s->moe_views = calloc((size_t)c->n_layers * 3 * (size_t)c->n_experts, sizeof *s->moe_views);
         if (!s->moe || !s->moe_views) st = lmc_fail(LMC_ERR_NOMEM, "tensor-parallel expert tables");
+        s->m.moe_layers = s->moe; /* the forward state plans MoE scratch when the model has these */
+        s->m.moe_views = s->moe_views;
     }
     /* replicated: embeddings, final norm, positions, rope tables; the LM head on rank 0 only */
     const lmc_tensor *rep_src[] = {&full->tok_embd, &full->out_norm, &full->out_norm_b, &full->pos_embd,
