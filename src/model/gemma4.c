@@ -209,6 +209,15 @@ static const char *drop_rule(const lmc_model *m, const char *name) {
     const char *suffix = "rotary_emb.inv_freq";
     if (n >= strlen(suffix) && !strcmp(name + n - strlen(suffix), suffix)) return "rotary inv_freq buffer";
     if (!strcmp(name, m->lm_head_name)) return "lm_head tied to embed_tokens";
+    /* transformers ignores k/v weights stored for KV-shared layers (_keys_to_ignore_on_load_unexpected) */
+    size_t lp = strlen(m->prefix);
+    int il, at = 0;
+    if (m->g4 && !strncmp(name, m->prefix, lp) && sscanf(name + lp, "layers.%d.self_attn.%n", &il, &at) == 1 && at > 0 &&
+        il >= 0 && il < m->g4->n_layers && m->g4->layers[il].kv_src != il) {
+        static const char *kv[] = {"k_proj.weight", "v_proj.weight", "k_norm.weight", "v_norm.weight", NULL};
+        for (int i = 0; kv[i]; i++)
+            if (!strcmp(name + lp + at, kv[i])) return "k/v weights of a KV-shared layer (unused, as in transformers)";
+    }
     static const char *towers[] = {"model.vision_tower.", "model.embed_vision.", "model.audio_tower.",
                                    "model.embed_audio.", NULL};
     if (strcmp(m->cfg.outer_model_type, "gemma4") == 0)
