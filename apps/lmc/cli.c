@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "gen/plan.h"
+#include "gen/tp_context.h"
 #include "io/gguf.h"
 #include "io/gguf_tok.h"
 #include "io/hfpath.h"
@@ -116,6 +117,13 @@ int cli_parse_model_opt(cli_model_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--ctx", 1, 1 << 24, &x)) return -1;
         o->n_ctx = (int)x;
+    } else if (!strcmp(a, "--tp")) {
+        if (!o->tp_ok) {
+            fprintf(stderr, "lmc: --tp is taken by generate, run, logits and bench\n");
+            return -1;
+        }
+        if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--tp", 1, 64, &x)) return -1;
+        o->tp = (int)x;
     } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--batch", 1, 1 << 16, &x)) return -1;
         o->n_batch = (int)x;
@@ -150,6 +158,14 @@ int cli_load_model(const cli_model_opts *o, cli_model *cm) {
     lmc_config_free(&cfg);
     if (pst < 0) return cli_error(NULL);
     lmc_backend_params bp = {.name = o->backend ? o->backend : "cpu", .n_threads = o->n_threads};
+    if (o->tp > 1) {
+        /* tensor parallel: the checkpoint stays in host memory; each rank gets its own backend */
+        cm->tp = o->tp;
+        cm->tp_backend = bp.name;
+        cm->tp_threads = o->n_threads;
+        bp.name = "cpu";
+        bp.n_threads = 1;
+    }
     if (lmc_backend_init(&cm->be, &bp) < 0) return cli_error("backend");
     if (lmc_model_load(cm->dir, cm->be, &cm->model) < 0) {
         lmc_backend_free(cm->be);
@@ -157,6 +173,20 @@ int cli_load_model(const cli_model_opts *o, cli_model *cm) {
         return cli_error(NULL);
     }
     return 0;
+}
+
+int cli_context_init(const cli_model *cm, const lmc_context_params *cp, lmc_context **ctx) {
+    lmc_status st;
+    if (cm->tp > 1) {
+        lmc_tp_params tp = lmc_tp_default_params();
+        tp.n_ranks = cm->tp;
+        tp.backend = cm->tp_backend;
+        tp.n_threads = cm->tp_threads;
+        st = lmc_context_init_tp(ctx, cm->model, cp, &tp);
+    } else {
+        st = lmc_context_init(ctx, cm->model, cp);
+    }
+    return st < 0 ? cli_error("context") : 0;
 }
 
 void cli_free_model(cli_model *cm) {

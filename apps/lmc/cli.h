@@ -22,6 +22,8 @@ typedef struct cli_model_opts {
     int n_threads;         /* --threads N */
     int n_ctx;             /* --ctx N */
     int n_batch;           /* --batch N */
+    int tp;                /* --tp N: tensor parallel over N ranks (0/1: one backend) */
+    int tp_ok;             /* set by a command that runs its context through cli_context_init */
 } cli_model_opts;
 
 /* A loaded model with its backend. */
@@ -29,6 +31,9 @@ typedef struct cli_model {
     char dir[4096];
     lmc_backend *be;
     lmc_model *model;
+    int tp;                /* > 1: model is in host memory; contexts run over tp ranks of tp_backend */
+    const char *tp_backend;
+    int tp_threads;
 } cli_model;
 
 /* Parse a common option at argv[*i]; returns 1 if consumed (advancing *i), 0 if
@@ -54,6 +59,9 @@ int cli_parse_ids(const char *s, int32_t **ids);
 
 int cli_load_model(const cli_model_opts *o, cli_model *cm);
 void cli_free_model(cli_model *cm);
+/* A context over cm's model: lmc_context_init, or with --tp N > 1 lmc_context_init_tp
+ * (gen/tp_context.h). Returns 0 or prints the error and returns EXIT_RUNTIME. */
+int cli_context_init(const cli_model *cm, const lmc_context_params *cp, lmc_context **ctx);
 /* Print lmc_last_error() as one line and return EXIT_RUNTIME. */
 int cli_error(const char *what);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

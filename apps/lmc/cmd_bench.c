@@ -9,7 +9,7 @@
 #include "gen/generate.h"
 
 static const char *bench_help =
-    "usage: lmc bench -m MODEL [-p N] [-n N] [-r RUNS] [--threads N]\n"
+    "usage: lmc bench -m MODEL [-p N] [-n N] [-r RUNS] [--threads N] [--backend B] [--tp N]\n"
     "\n"
     "Prefill N prompt tokens (-p, default 64) and decode N tokens greedily\n"
     "(-n, default 32), best of RUNS (default 3), and print tokens per second,\n"
@@ -19,7 +19,7 @@ static const char *bench_help =
     "  lmc bench -m Qwen/Qwen2.5-0.5B --threads 2\n";
 
 int cmd_bench(int argc, char **argv) {
-    cli_model_opts mo = {0};
+    cli_model_opts mo = {.tp_ok = 1};
     long n_prompt = 64, n_gen = 32, runs = 3;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -42,7 +42,8 @@ int cmd_bench(int argc, char **argv) {
     if (mo.n_batch) cp.n_batch = mo.n_batch;
     lmc_context *ctx = NULL;
     int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt);
-    if (!prompt || lmc_context_init(&ctx, cm.model, &cp) < 0) { rc = cli_error("context"); goto done; }
+    if (!prompt) { rc = cli_error("out of memory"); goto done; }
+    if ((rc = cli_context_init(&cm, &cp, &ctx)) != 0) goto done;
     for (long i = 0; i < n_prompt; i++) prompt[i] = (int32_t)((i * 7919 + 13) % c->vocab_size);
     lmc_gen_params gp = {.n_predict = (int)n_gen, .ignore_eos = 1, .sampler = lmc_sampler_default_params()};
     double best_pp = 0, best_tg = 0, best_ttft = 1e30;
@@ -61,8 +62,11 @@ int cmd_bench(int argc, char **argv) {
            cm.model->n_params / 1e6, cm.model->weight_bytes / 1e6);
     printf("| backend | threads | prompt | prefill tok/s | gen | decode tok/s | first token ms | peak RSS MB |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
-    printf("| %s | %d | %ld | %.1f | %ld | %.2f | %.1f | %.0f |\n", cm.be->i->name,
-           mo.n_threads ? mo.n_threads : lmc_cpu_count(), n_prompt, best_pp, n_gen, best_tg, best_ttft * 1e3,
+    char backend[64];
+    if (cm.tp > 1) snprintf(backend, sizeof backend, "%s, tp %d", cm.tp_backend, cm.tp);
+    else snprintf(backend, sizeof backend, "%s", cm.be->i->name);
+    printf("| %s | %d | %ld | %.1f | %ld | %.2f | %.1f | %.0f |\n", backend,
+           mo.n_threads ? mo.n_threads : cm.tp > 1 ? 1 : lmc_cpu_count(), n_prompt, best_pp, n_gen, best_tg, best_ttft * 1e3,
            ru.ru_maxrss / 1024.0);
 done:
     free(prompt);

@@ -20,8 +20,9 @@ static const char *generate_help =
     "      --logits-out FILE write the logits each generated token was chosen from\n"
     "                        (f32 little-endian [n_generated, vocab])\n"
     "      --backend B       cpu (default) or cuda\n"
-    "  -t, --threads N       CPU threads (default: one per core)\n"
+    "  -t, --threads N       CPU threads (default: one per core; with --tp: per rank, default 1)\n"
     "  -c, --ctx N           context size (default: min(max_position_embeddings, 4096))\n"
+    "      --tp N            tensor parallel over N ranks (one backend each: cpu, or cuda devices 0..N-1)\n"
     "\n"
     "examples:\n"
     "  lmc generate -m ./Qwen2.5-0.5B --ids 9707,11 -n 16 --greedy --print-ids\n"
@@ -64,7 +65,7 @@ static int on_token(int32_t tok, const float *logits, int n_vocab, void *ud) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    cli_model_opts mo = {0};
+    cli_model_opts mo = {.tp_ok = 1};
     const char *prompt = NULL, *ids_arg = NULL, *logits_out = NULL;
     long n_predict = 64;
     int print_ids = 0, ignore_eos = 0;
@@ -130,7 +131,7 @@ int cli_generate(const cli_model_opts *mo_in, const char *prompt, const char *id
     const lmc_config *c = &cm.model->cfg;
     lmc_gen_params gp = {.n_predict = n_predict, .ignore_eos = ignore_eos, .stop_ids = c->eos_token_ids,
                          .n_stop = c->n_eos, .sampler = sp};
-    if (lmc_context_init(&ctx, cm.model, &cp) < 0) { rc = cli_error("context"); goto done; }
+    if ((rc = cli_context_init(&cm, &cp, &ctx)) != 0) goto done;
     if (logits_out && !(g.logits_f = fopen(logits_out, "wb"))) {
         fprintf(stderr, "lmc: cannot write %s\n", logits_out);
         rc = EXIT_RUNTIME;
@@ -172,13 +173,13 @@ static const char *logits_help =
     "  -m, --model MODEL   model directory or ORG/NAME\n"
     "      --ids LIST      comma-separated token ids\n"
     "      --out FILE      output file\n"
-    "      --backend B, -t N, -b N (tokens per forward)\n"
+    "      --backend B, -t N, -b N (tokens per forward), --tp N (tensor parallel ranks)\n"
     "\n"
     "example:\n"
     "  lmc logits -m tests/fixtures/llama --ids 5,17,42 --out /tmp/logits.f32\n";
 
 int cmd_logits(int argc, char **argv) {
-    cli_model_opts mo = {0};
+    cli_model_opts mo = {.tp_ok = 1};
     const char *ids_arg = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -206,7 +207,7 @@ int cmd_logits(int argc, char **argv) {
     FILE *f = NULL;
     if (!pos || !seq || !want) { fprintf(stderr, "lmc: out of memory\n"); rc = EXIT_RUNTIME; goto done; }
     for (int i = 0; i < n; i++) { pos[i] = i; want[i] = 1; }
-    if (lmc_context_init(&ctx, cm.model, &cp) < 0) { rc = cli_error("context"); goto done; }
+    if ((rc = cli_context_init(&cm, &cp, &ctx)) != 0) goto done;
     lmc_batch b = {.n_tokens = n, .token = ids, .pos = pos, .seq = seq, .want_logits = want};
     if (lmc_context_decode(ctx, &b) < 0) { rc = cli_error(NULL); goto done; }
     if (!(f = fopen(out, "wb"))) { fprintf(stderr, "lmc: cannot write %s\n", out); rc = EXIT_RUNTIME; goto done; }

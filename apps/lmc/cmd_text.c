@@ -8,7 +8,7 @@
 #include "tok/tokenizer.h"
 
 static const char *run_help =
-    "usage: lmc run [MODEL] [PROMPT] [-n N] [sampling options]\n"
+    "usage: lmc run [MODEL] [PROMPT] [-n N] [--tp N] [sampling options]\n"
     "\n"
     "Continue PROMPT with MODEL. Without MODEL, the demo model that ships with lmc\n"
     "(a small llama trained on the King James Bible) answers.\n"
@@ -27,7 +27,7 @@ static int is_model_arg(const char *s) {
 }
 
 int cmd_run(int argc, char **argv) {
-    cli_model_opts mo = {0};
+    cli_model_opts mo = {.tp_ok = 1};
     const char *prompt = NULL;
     long n_predict = 160;
     lmc_sampler_params sp = lmc_sampler_default_params();
