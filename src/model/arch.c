@@ -140,14 +140,18 @@ static lmc_status falcon_variant(lmc_config *cfg, lmc_profile *p) {
         if (!par) return lmc_fail(LMC_ERR_UNSUPPORTED, "falcon new_decoder_architecture with parallel_attn=false is not supported");
         if (nln != 0 && nln != 1 && nln != 2)
             return lmc_fail(LMC_ERR_FORMAT, "config.json: num_ln_in_parallel_attn must be 1 or 2");
+        /* one shared norm (num_ln_in_parallel_attn=1) has no fixture yet */
+        if (nln == 1) return lmc_fail(LMC_ERR_UNSUPPORTED, "falcon with num_ln_in_parallel_attn=1 is not supported yet");
         p->qkv_layout = LMC_QKV_GROUPED; /* n_kv_heads: num_kv_heads (config.c) */
-        p->block = nln == 1 ? LMC_BLOCK_PARALLEL : LMC_BLOCK_PARALLEL2;
-        if (nln != 1) p->names = &falcon_new_names;
+        p->block = LMC_BLOCK_PARALLEL2;
+        p->names = &falcon_new_names;
     } else {
         if (nln == 2) return lmc_fail(LMC_ERR_UNSUPPORTED, "falcon with num_ln_in_parallel_attn=2 needs new_decoder_architecture");
+        /* the sequential layout (parallel_attn=false, falcon-rw) comes with alibi; without it there is no fixture */
+        if (!par) return lmc_fail(LMC_ERR_UNSUPPORTED, "falcon with parallel_attn=false is not supported yet");
         cfg->n_kv_heads = mq ? 1 : cfg->n_heads;
-        p->qkv_layout = mq ? LMC_QKV_CONCAT : LMC_QKV_GROUPED;
-        p->block = par ? LMC_BLOCK_PARALLEL : LMC_BLOCK_PRE;
+        p->qkv_layout = mq ? LMC_QKV_CONCAT : LMC_QKV_GROUPED; /* per-head [q k v]: gpt-neox's layout */
+        p->block = LMC_BLOCK_PARALLEL;
     }
     return LMC_OK;
 }

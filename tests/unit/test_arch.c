@@ -464,6 +464,10 @@ static void test_refusals(void) {
          " \"vocab_size\": 32, \"alibi\": true}", "alibi"},
         {"{\"model_type\": \"falcon\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
          " \"vocab_size\": 32, \"new_decoder_architecture\": true, \"parallel_attn\": false}", "parallel_attn"},
+        {"{\"model_type\": \"falcon\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+         " \"vocab_size\": 32, \"parallel_attn\": false}", "parallel_attn"},
+        {"{\"model_type\": \"falcon\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+         " \"vocab_size\": 32, \"new_decoder_architecture\": true, \"num_ln_in_parallel_attn\": 1}", "num_ln_in_parallel_attn"},
         {"{\"model_type\": \"gpt2\", \"n_embd\": 64, \"n_layer\": 1, \"n_head\": 4, \"vocab_size\": 32,"
          " \"scale_attn_by_inverse_layer_idx\": true}", "scale_attn_by_inverse_layer_idx"},
         {"{\"model_type\": \"gpt2\", \"n_embd\": 64, \"n_layer\": 1, \"n_head\": 4, \"vocab_size\": 32,"
