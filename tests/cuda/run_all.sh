@@ -9,12 +9,20 @@
 #   6. bench_cuda: Qwen2.5-0.5B shape bf16, Llama-3.1-8B shape bf16/q8_0/q4_0
 # Logs go to $OUT (or ./cuda-logs); a summary line per stage goes to stdout.
 # Stages can be picked: run_all.sh [build] [ops] [parity] [cli] [sanitize] [bench]
+# BIN=dir runs prebuilt binaries (dir/lmc, dir/test_cuda_ops, dir/test_cuda_parity, dir/bench_cuda)
+# instead of building (for a GPU machine without the Debian -dev packages).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-cuda-logs}
 mkdir -p "$OUT"
 JOBS=${JOBS:-$(nproc)}
 STAGES=${*:-build ops parity cli sanitize bench}
+if [ -n "${BIN:-}" ]; then
+    LMC=$BIN/lmc; OPS=$BIN/test_cuda_ops; PAR=$BIN/test_cuda_parity; BENCH=$BIN/bench_cuda
+else
+    LMC=build-cuda/lmc; OPS=build-cuda/tests/test_cuda_ops; PAR=build-cuda/tests/test_cuda_parity
+    BENCH=build-cuda/bench/bench_cuda
+fi
 want() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
 result() { grep -E '^RESULT [0-9]+ [0-9]+$' "$1" | tail -n 1; }
 
@@ -23,8 +31,15 @@ git log -1 --format='commit %h %s' 2>/dev/null
 
 if want build; then
     t0=$(date +%s)
-    if make CUDA=1 BUILD=build-cuda -j"$JOBS" build-cuda/lmc build-cuda/tests/test_cuda_ops \
-        build-cuda/tests/test_cuda_parity build-cuda/bench/bench_cuda >"$OUT/build.log" 2>&1; then
+    # CUDA_KIT=dir: a machine without the Debian -dev packages builds through dir/build.sh
+    # (headers and link stand-ins; the tests and the bench only, no CLI)
+    if [ -n "${CUDA_KIT:-}" ]; then
+        build() { bash "$CUDA_KIT/build.sh"; }
+    else
+        build() { make CUDA=1 BUILD=build-cuda -j"$JOBS" build-cuda/lmc build-cuda/tests/test_cuda_ops \
+            build-cuda/tests/test_cuda_parity build-cuda/bench/bench_cuda; }
+    fi
+    if build >"$OUT/build.log" 2>&1; then
         echo "build: ok ($(( $(date +%s) - t0 )) s)"
     else
         echo "build: FAILED"; grep -E 'error|Error' "$OUT/build.log" | head -n 30; exit 1
@@ -32,35 +47,35 @@ if want build; then
 fi
 
 if want ops; then
-    timeout 300 build-cuda/tests/test_cuda_ops >"$OUT/ops.log" 2>&1
+    timeout 300 "$OPS" >"$OUT/ops.log" 2>&1
     echo "test_cuda_ops: rc $? $(result "$OUT/ops.log")"
     grep -E 'FAIL|SKIP' "$OUT/ops.log" | head -n 40
 fi
 
 if want parity; then
-    timeout 400 build-cuda/tests/test_cuda_parity >"$OUT/parity.log" 2>&1
+    timeout 400 "$PAR" >"$OUT/parity.log" 2>&1
     echo "test_cuda_parity: rc $? $(result "$OUT/parity.log")"
     grep -E 'FAIL|SKIP' "$OUT/parity.log" | head -n 40
 fi
 
-if want cli; then
+if want cli && [ -x "$LMC" ]; then
     {
         ok=0; bad=0
         for fx in llama qwen2 gemma2 mistral_swa phi3 llama_bf16; do
             d=tests/fixtures/$fx
             [ -d "$d" ] || continue
-            a=$(build-cuda/lmc generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend cpu 2>&1 | tail -n 1)
-            b=$(build-cuda/lmc generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend cuda 2>&1 | tail -n 1)
-            build-cuda/lmc logits -m "$d" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lc.bin --backend cpu >/dev/null 2>&1
-            build-cuda/lmc logits -m "$d" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lg.bin --backend cuda >/dev/null 2>&1
-            rel=$(python3 -c "
+            a=$("$LMC" generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend cpu 2>&1 | tail -n 1)
+            b=$("$LMC" generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend cuda 2>&1 | tail -n 1)
+            "$LMC" logits -m "$d" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lc.bin --backend cpu >/dev/null 2>&1
+            "$LMC" logits -m "$d" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lg.bin --backend cuda >/dev/null 2>&1
+            rel=$(env -u LD_LIBRARY_PATH python3 -c "
 import numpy as np
 a=np.fromfile('/tmp/lc.bin',dtype='<f4'); b=np.fromfile('/tmp/lg.bin',dtype='<f4')
 print('%.3g' % (abs(a-b).max()/abs(a).max()) if a.size==b.size and a.size else 'size-mismatch')" 2>&1)
             if [ "$a" = "$b" ] && [ -n "$a" ]; then ok=$((ok + 1)); s=same; else bad=$((bad + 1)); s=DIFFER; fi
             echo "$fx: greedy ids cpu [$a] cuda [$b] $s; logits max|d|/max|ref| $rel"
         done
-        build-cuda/lmc bench -m tests/fixtures/llama --backend cuda 2>&1 | tail -n 3
+        "$LMC" bench -m tests/fixtures/llama --backend cuda 2>&1 | tail -n 3
         echo "RESULT $ok $bad"
     } >"$OUT/cli.log" 2>&1
     echo "cli: $(result "$OUT/cli.log")"; grep -v RESULT "$OUT/cli.log" | head -n 12
@@ -68,7 +83,7 @@ fi
 
 if want sanitize; then
     if command -v compute-sanitizer >/dev/null; then
-        timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 build-cuda/tests/test_cuda_ops \
+        timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$OPS" \
             >"$OUT/sanitize.log" 2>&1
         echo "compute-sanitizer memcheck test_cuda_ops: rc $? $(grep -E 'ERROR SUMMARY' "$OUT/sanitize.log" | tail -n 1)"
     else
@@ -78,8 +93,8 @@ fi
 
 if want bench; then
     {
-        timeout 200 build-cuda/bench/bench_cuda --shape qwen05 --types bf16
-        timeout 400 build-cuda/bench/bench_cuda --shape llama8b --types bf16,q8_0,q4_0
+        timeout 200 "$BENCH" --shape qwen05 --types bf16
+        timeout 400 "$BENCH" --shape llama8b --types bf16,q8_0,q4_0
     } >"$OUT/bench.log" 2>&1
     echo "bench: rc $?"; cat "$OUT/bench.log"
 fi

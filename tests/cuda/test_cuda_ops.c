@@ -5,7 +5,8 @@
  * where the CUDA path computes in bf16 (prefill-sized matmuls of non-f32
  * weights) and 1e-4 (1e-5 for exact element-wise ops) where it computes in
  * f32. Weight dtypes: f32, f16, bf16, every GGUF block type and MLX affine
- * (2..8 bits). Without a usable GPU it prints a SKIP line and RESULT 0 0.
+ * (2..8 bits); MoE routing (every score kind), grouped expert matmuls and the
+ * weighted sum. Without a usable GPU it prints a SKIP line and RESULT 0 0.
  */
 #include <math.h>
 #include <stdint.h>
@@ -411,6 +412,99 @@ static void test_attention(void) {
     attn_case(96, 4, 2, 160, 3, 0, 0, 64, pos, seq);
 }
 
+/* Compare an I32 tensor exactly. */
+static void compare_i32(const pair *p, const char *what) {
+    CHECK_MSG(gpu->i->sync(gpu) == 0, "%s: %s", what, lmc_last_error());
+    size_t n = (size_t)lmc_tensor_nelem(&p->c);
+    int32_t *a = malloc(n * 4), *b = malloc(n * 4);
+    ref->i->get(ref, a, &p->c, 0, n * 4);
+    gpu->i->get(gpu, b, &p->g, 0, n * 4);
+    CHECK_MSG(memcmp(a, b, n * 4) == 0, "%s: ids differ", what);
+    free(a);
+    free(b);
+}
+
+static void test_moe(void) {
+    const int E = 8, k = 2, n = 5;
+    /* routing: every score kind */
+    const lmc_moe_route_op ops[] = {
+        {.score = LMC_MOE_SOFTMAX, .n_expert = E, .k = k, .norm = 1, .scale = 1.0f},
+        {.score = LMC_MOE_SIGMOID, .n_expert = E, .k = k, .norm = 1, .norm_eps = 1e-20f, .n_group = 4, .topk_group = 2,
+         .scale = 2.5f},
+        {.score = LMC_MOE_SPARSEMIXER, .n_expert = E, .k = 2, .jitter = 0.01f, .scale = 1.0f},
+    };
+    for (int oi = 0; oi < 3; oi++) {
+        pair logits, bias, ids, w;
+        pair_f32(&logits, E, n, 1, 3.0f);
+        pair_f32(&bias, E, 1, 1, 0.5f);
+        pair_alloc(&ids, LMC_DTYPE_I32, k, n, 1);
+        pair_alloc(&w, LMC_DTYPE_F32, k, n, 1);
+        const lmc_tensor *bc = oi == 1 ? &bias.c : NULL, *bg = oi == 1 ? &bias.g : NULL;
+        ref->i->moe_route(ref, &ids.c, &w.c, &logits.c, bc, &ops[oi]);
+        gpu->i->moe_route(gpu, &ids.g, &w.g, &logits.g, bg, &ops[oi]);
+        compare_i32(&ids, "moe_route ids");
+        compare(&w, 1e-6, "moe_route weights");
+        pair_free(&logits);
+        pair_free(&bias);
+        pair_free(&ids);
+        pair_free(&w);
+    }
+    /* grouped expert matmul: q8_0 and bf16 experts, shared and per-slot inputs, decode and prefill sizes */
+    const lmc_dtype types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_BF16, LMC_DTYPE_Q4_K};
+    const int ns[] = {1, 3, 20};
+    for (int ti = 0; ti < 3; ti++) {
+        weight ex[8];
+        lmc_tensor ec[8], eg[8];
+        for (int e = 0; e < E; e++) {
+            weight_make(&ex[e], types[ti], 256, 48);
+            ec[e] = ex[e].c;
+            eg[e] = ex[e].g;
+        }
+        for (int ni = 0; ni < 3; ni++) {
+            const int nt = ns[ni];
+            int32_t idv[40];
+            for (int s = 0; s < k * nt; s++) idv[s] = (s * 5 + s / 3) % 7; /* expert 7 never chosen */
+            pair ids, x, xs, y;
+            pair_i32(&ids, idv, k * nt);
+            ids.c.ne[0] = ids.g.ne[0] = k;
+            ids.c.ne[1] = ids.g.ne[1] = nt;
+            ids.c.nb[1] = ids.g.nb[1] = (size_t)k * 4;
+            ids.c.nb[2] = ids.g.nb[2] = ids.c.nb[3] = ids.g.nb[3] = (size_t)k * nt * 4;
+            pair_f32(&x, 256, nt, 1, 1.0f);
+            pair_f32(&xs, 256, k * nt, 1, 1.0f);
+            pair_alloc(&y, LMC_DTYPE_F32, 48, k * nt, 1);
+            const double tol = nt > 8 && types[ti] != LMC_DTYPE_F32 ? 1e-2 : 1e-4;
+            ref->i->matmul_id(ref, &y.c, ec, E, &x.c, &ids.c);
+            gpu->i->matmul_id(gpu, &y.g, eg, E, &x.g, &ids.g);
+            compare(&y, tol, "matmul_id shared input");
+            ref->i->matmul_id(ref, &y.c, ec, E, &xs.c, &ids.c);
+            gpu->i->matmul_id(gpu, &y.g, eg, E, &xs.g, &ids.g);
+            compare(&y, tol, "matmul_id per-slot input");
+            pair_free(&ids);
+            pair_free(&x);
+            pair_free(&xs);
+            pair_free(&y);
+        }
+        for (int e = 0; e < E; e++) weight_free(&ex[e]);
+    }
+    /* weighted sum with and without a gated shared expert (y aliasing shared) */
+    pair x, w, sh, g, y;
+    pair_f32(&x, 96, k, n, 1.0f);
+    pair_f32(&w, k, n, 1, 1.0f);
+    pair_f32(&sh, 96, n, 1, 1.0f);
+    pair_f32(&g, 1, n, 1, 2.0f);
+    pair_alloc(&y, LMC_DTYPE_F32, 96, n, 1);
+    lmc_tensor x2c = lmc_tensor_reshape(&x.c, 96, k * n, 1, 1), x2g = lmc_tensor_reshape(&x.g, 96, k * n, 1, 1);
+    ref->i->moe_sum(ref, &y.c, &x2c, &w.c, NULL, NULL);
+    gpu->i->moe_sum(gpu, &y.g, &x2g, &w.g, NULL, NULL);
+    compare(&y, 1e-6, "moe_sum");
+    ref->i->moe_sum(ref, &sh.c, &x2c, &w.c, &sh.c, &g.c);
+    gpu->i->moe_sum(gpu, &sh.g, &x2g, &w.g, &sh.g, &g.g);
+    compare(&sh, 1e-6, "moe_sum shared gated, in place");
+    pair *all[] = {&x, &w, &sh, &g, &y};
+    for (int i = 0; i < 5; i++) pair_free(all[i]);
+}
+
 int main(void) {
     if (lmc_backend_cuda_init(&gpu, 0) < 0) {
         printf("SKIP test_cuda_ops: %s\n", lmc_last_error());
@@ -424,6 +518,7 @@ int main(void) {
     RUN(test_norms);
     RUN(test_rope);
     RUN(test_attention);
+    RUN(test_moe);
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

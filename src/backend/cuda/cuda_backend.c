@@ -19,67 +19,41 @@
 #include <string.h>
 
 #include "core/quant.h"
+#include "cuda_internal.h"
 #include "cuda_kernels.h"
-
-typedef struct cuda_bind {
-    const void *host;  /* the mapping bound */
-    size_t nbytes;     /* its bytes (checkpoint layout) */
-    int type;
-    int64_t ne0, ne1;
-    void *dev;         /* the device copy */
-    int refs;
-} cuda_bind;
-
-typedef struct cuda_ctx {
-    int device;
-    cudaStream_t stream;
-    cublasHandle_t blas;
-    lmc_status err;           /* first deferred error (0: none) */
-    char err_msg[256];
-    void *ws_w; size_t ws_w_bytes; /* dequantized weight rows (f32 or bf16) */
-    void *ws_x; size_t ws_x_bytes; /* activations as bf16 */
-    void *ws_a; size_t ws_a_bytes; /* attention partials */
-    void *stage; size_t stage_bytes; /* raw uploads of Q8_0/Q4_0 before the repack (freed at sync) */
-    cuda_bind *binds;
-    int n_binds, cap_binds;
-} cuda_ctx;
-
-#define CTX(be) ((cuda_ctx *)(be)->ctx)
-/* weight rows dequantized per cuBLAS call: this many bytes of workspace at most */
-#define WS_W_BYTES ((size_t)64 << 20)
 
 /* ------------------------------------------------------------------ errors */
 
-static void note_cuda(cuda_ctx *c, cudaError_t e, const char *what) {
+void lmc_cuda_note(cuda_ctx *c, cudaError_t e, const char *what) {
     if (e == cudaSuccess || c->err) return;
     c->err = LMC_ERR_IO;
     snprintf(c->err_msg, sizeof c->err_msg, "CUDA error in %s: %s", what, cudaGetErrorString(e));
 }
 
-static void note_blas(cuda_ctx *c, cublasStatus_t e, const char *what) {
+void lmc_cuda_note_blas(cuda_ctx *c, cublasStatus_t e, const char *what) {
     if (e == CUBLAS_STATUS_SUCCESS || c->err) return;
     c->err = LMC_ERR_IO;
     snprintf(c->err_msg, sizeof c->err_msg, "cuBLAS error %d in %s", (int)e, what);
 }
 
-static void note_msg(cuda_ctx *c, lmc_status st, const char *msg) {
+void lmc_cuda_note_msg(cuda_ctx *c, lmc_status st, const char *msg) {
     if (c->err) return;
     c->err = st;
     snprintf(c->err_msg, sizeof c->err_msg, "%s", msg);
 }
 
 /* after each launch: a bad configuration shows here, a fault at the next sync */
-static void launched(cuda_ctx *c, const char *what) { note_cuda(c, cudaGetLastError(), what); }
+void lmc_cuda_launched(cuda_ctx *c, const char *what) { lmc_cuda_note(c, cudaGetLastError(), what); }
 
 /* Grow a workspace to at least n bytes (the old one is freed, which waits for the device). */
-static void *ws_reserve(cuda_ctx *c, void **p, size_t *cap, size_t n) {
+void *lmc_cuda_ws(cuda_ctx *c, void **p, size_t *cap, size_t n) {
     if (n <= *cap) return *p;
     if (*p) cudaFree(*p);
     *p = NULL;
     *cap = 0;
     cudaError_t e = cudaMalloc(p, n);
     if (e != cudaSuccess) {
-        note_cuda(c, e, "workspace allocation");
+        lmc_cuda_note(c, e, "workspace allocation");
         *p = NULL;
         return NULL;
     }
@@ -96,7 +70,7 @@ static size_t dev_bytes(const lmc_tensor *t, size_t *scale_off) {
     return lmc_tensor_nbytes(t);
 }
 
-static lmc_cuda_w wdesc(const lmc_tensor *t) {
+lmc_cuda_w lmc_cuda_wdesc(const lmc_tensor *t) {
     lmc_cuda_w w;
     memset(&w, 0, sizeof w);
     w.type = t->type;
@@ -131,6 +105,8 @@ static void cuda_free(lmc_backend *be) {
     cudaFree(c->ws_x);
     cudaFree(c->ws_a);
     cudaFree(c->stage);
+    cudaFree(c->ws_m);
+    free(c->host);
     cublasDestroy(c->blas);
     cudaStreamDestroy(c->stream);
     free(c);
@@ -161,7 +137,7 @@ static void cuda_release(lmc_backend *be, lmc_tensor *t) {
 /* Copy a whole Q8_0/Q4_0 tensor from host bytes (checkpoint layout) into its repacked device planes. */
 static lmc_status upload_repacked(cuda_ctx *c, const lmc_tensor *t, void *dev, const void *host) {
     const size_t raw = lmc_tensor_nbytes(t);
-    if (!ws_reserve(c, &c->stage, &c->stage_bytes, raw))
+    if (!lmc_cuda_ws(c, &c->stage, &c->stage_bytes, raw))
         return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes of GPU staging memory", raw);
     cudaError_t e = cudaMemcpyAsync(c->stage, host, raw, cudaMemcpyHostToDevice, c->stream);
     if (e != cudaSuccess) return lmc_fail(LMC_ERR_IO, "upload: %s", cudaGetErrorString(e));
@@ -233,31 +209,31 @@ static void cuda_set(lmc_backend *be, lmc_tensor *dst, const void *src, size_t o
     LMC_ASSERT(off + n <= lmc_tensor_nbytes(dst));
     if (is_q_repacked(dst->type)) {
         if (off != 0 || n != lmc_tensor_nbytes(dst)) {
-            note_msg(c, LMC_ERR_UNSUPPORTED, "cuda: partial set of a Q8_0/Q4_0 tensor");
+            lmc_cuda_note_msg(c, LMC_ERR_UNSUPPORTED, "cuda: partial set of a Q8_0/Q4_0 tensor");
             return;
         }
         lmc_status st = upload_repacked(c, dst, dst->data, src);
-        if (st < 0) note_msg(c, st, lmc_last_error());
+        if (st < 0) lmc_cuda_note_msg(c, st, lmc_last_error());
         return;
     }
-    note_cuda(c, cudaMemcpyAsync((char *)dst->data + off, src, n, cudaMemcpyHostToDevice, c->stream), "set");
+    lmc_cuda_note(c, cudaMemcpyAsync((char *)dst->data + off, src, n, cudaMemcpyHostToDevice, c->stream), "set");
 }
 
 static void cuda_get(lmc_backend *be, void *dst, const lmc_tensor *src, size_t off, size_t n) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(off + n <= lmc_tensor_nbytes(src));
     if (is_q_repacked(src->type)) {
-        note_msg(c, LMC_ERR_UNSUPPORTED, "cuda: get of a Q8_0/Q4_0 tensor");
+        lmc_cuda_note_msg(c, LMC_ERR_UNSUPPORTED, "cuda: get of a Q8_0/Q4_0 tensor");
         memset(dst, 0, n);
         return;
     }
-    note_cuda(c, cudaMemcpyAsync(dst, (const char *)src->data + off, n, cudaMemcpyDeviceToHost, c->stream), "get");
-    note_cuda(c, cudaStreamSynchronize(c->stream), "get");
+    lmc_cuda_note(c, cudaMemcpyAsync(dst, (const char *)src->data + off, n, cudaMemcpyDeviceToHost, c->stream), "get");
+    lmc_cuda_note(c, cudaStreamSynchronize(c->stream), "get");
 }
 
 static lmc_status cuda_sync(lmc_backend *be) {
     cuda_ctx *c = CTX(be);
-    note_cuda(c, cudaStreamSynchronize(c->stream), "sync");
+    lmc_cuda_note(c, cudaStreamSynchronize(c->stream), "sync");
     if (c->stage) {
         cudaFree(c->stage);
         c->stage = NULL;
@@ -288,9 +264,9 @@ static void cuda_get_rows(lmc_backend *be, lmc_tensor *y, const lmc_tensor *tabl
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(y->type == LMC_DTYPE_F32 && ids->type == LMC_DTYPE_I32 && table->ne[0] == y->ne[0]);
     LMC_ASSERT(lmc_tensor_nelem(ids) == lmc_tensor_nrows(y) && is_contig(y));
-    lmc_cuda_w w = wdesc(table);
+    lmc_cuda_w w = lmc_cuda_wdesc(table);
     lmc_cuda_get_rows(c->stream, y->data, &w, ids->data, lmc_tensor_nelem(ids), scale);
-    launched(c, "get_rows");
+    lmc_cuda_launched(c, "get_rows");
 }
 
 /* y [out, n] = W x through cuBLAS: W rows dequantized (bf16 when n is prefill-sized, else f32)
@@ -299,21 +275,21 @@ static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const l
     const int64_t K = w->ne[0], out = w->ne[1];
     const float one = 1.0f, zero = 0.0f;
     if (w->type == LMC_DTYPE_F32) {
-        note_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)K, &one, w->data,
+        lmc_cuda_note_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)K, &one, w->data,
                                  (int)(w->nb[1] / 4), x->data, (int)K, &zero, y->data, (int)out), "sgemm");
         return;
     }
     const int bf16 = n > LMC_CUDA_GEMV_MAX_TOKENS;
     const void *xb = x->data;
     if (bf16) {
-        uint16_t *p = ws_reserve(c, &c->ws_x, &c->ws_x_bytes, (size_t)(K * n) * 2);
+        uint16_t *p = lmc_cuda_ws(c, &c->ws_x, &c->ws_x_bytes, (size_t)(K * n) * 2);
         if (!p) return;
         lmc_cuda_f32_to_bf16(c->stream, x->data, p, K * n);
-        launched(c, "f32_to_bf16");
+        lmc_cuda_launched(c, "f32_to_bf16");
         xb = p;
     }
     if (bf16 && w->type == LMC_DTYPE_BF16) {
-        note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)K, &one, w->data,
+        lmc_cuda_note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)K, &one, w->data,
                                   CUDA_R_16BF, (int)(w->nb[1] / 2), xb, CUDA_R_16BF, (int)K, &zero, y->data,
                                   CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
         return;
@@ -322,25 +298,25 @@ static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const l
     int64_t rows = (int64_t)(WS_W_BYTES / ((size_t)K * esz));
     if (rows < 1) rows = 1;
     if (rows > out) rows = out;
-    void *ws = ws_reserve(c, &c->ws_w, &c->ws_w_bytes, (size_t)rows * (size_t)K * esz);
+    void *ws = lmc_cuda_ws(c, &c->ws_w, &c->ws_w_bytes, (size_t)rows * (size_t)K * esz);
     if (!ws) return;
-    lmc_cuda_w wd = wdesc(w);
+    lmc_cuda_w wd = lmc_cuda_wdesc(w);
     for (int64_t o0 = 0; o0 < out; o0 += rows) {
         const int64_t nr = out - o0 < rows ? out - o0 : rows;
         lmc_cuda_dequant_rows(c->stream, &wd, o0, nr, ws, bf16);
-        launched(c, "dequant_rows");
+        lmc_cuda_launched(c, "dequant_rows");
         float *yo = (float *)y->data + o0;
         if (bf16)
-            note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws,
+            lmc_cuda_note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws,
                                       CUDA_R_16BF, (int)K, xb, CUDA_R_16BF, (int)K, &zero, yo, CUDA_R_32F,
                                       (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
         else
-            note_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws, (int)K,
+            lmc_cuda_note_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws, (int)K,
                                      xb, (int)K, &zero, yo, (int)out), "sgemm");
     }
 }
 
-static void cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x) {
+void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32);
     LMC_ASSERT(w->ne[0] == x->ne[0] && w->ne[1] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
@@ -348,10 +324,10 @@ static void cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, con
     LMC_ASSERT(w->nb[1] >= lmc_dtype_row_bytes(w->type, w->ne[0]) && lmc_dtype_row_bytes(w->type, w->ne[0]) > 0);
     LMC_ASSERT(!lmc_dtype_is_mlx(w->type) || lmc_quant_mlx_check(w->type, w->ne[0], w->ne[1], w->aux) == LMC_OK);
     const int64_t n = lmc_tensor_nrows(x);
-    lmc_cuda_w wd = wdesc(w);
+    lmc_cuda_w wd = lmc_cuda_wdesc(w);
     if (lmc_cuda_gemv_ok(&wd, x->data, n)) {
         lmc_cuda_gemv(c->stream, y->data, &wd, x->data, n);
-        launched(c, "gemv");
+        lmc_cuda_launched(c, "gemv");
         return;
     }
     matmul_blas(c, y, w, x, n);
@@ -361,21 +337,21 @@ static void cuda_add_bias(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(lmc_tensor_nelem(b) == y->ne[0] && lmc_dtype_is_float(b->type) && is_contig(y));
     lmc_cuda_add_bias(c->stream, y->data, b->data, b->type, y->ne[0], lmc_tensor_nrows(y));
-    launched(c, "add_bias");
+    lmc_cuda_launched(c, "add_bias");
 }
 
 static void cuda_add(lmc_backend *be, lmc_tensor *y, const lmc_tensor *a, const lmc_tensor *b) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(lmc_tensor_nelem(a) == lmc_tensor_nelem(y) && lmc_tensor_nelem(b) == lmc_tensor_nelem(y));
     lmc_cuda_add(c->stream, y->data, a->data, b->data, lmc_tensor_nelem(y));
-    launched(c, "add");
+    lmc_cuda_launched(c, "add");
 }
 
 static void cuda_scale(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float s) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(lmc_tensor_nelem(x) == lmc_tensor_nelem(y));
     lmc_cuda_scale(c->stream, y->data, x->data, s, lmc_tensor_nelem(y));
-    launched(c, "scale");
+    lmc_cuda_launched(c, "scale");
 }
 
 static void cuda_rms_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w, float eps,
@@ -386,7 +362,7 @@ static void cuda_rms_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, c
     LMC_ASSERT(!w || (lmc_tensor_nelem(w) % d == 0 && lmc_tensor_nelem(w) >= d && lmc_dtype_is_float(w->type)));
     lmc_cuda_rms_norm(c->stream, y->data, x->data, d, lmc_tensor_nrows(x), w ? w->data : NULL,
                       w ? (int)w->type : 0, w ? lmc_tensor_nelem(w) / d : 1, eps, w_offset);
-    launched(c, "rms_norm");
+    lmc_cuda_launched(c, "rms_norm");
 }
 
 static void cuda_layer_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w,
@@ -399,7 +375,7 @@ static void cuda_layer_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x,
     lmc_cuda_layer_norm(c->stream, y->data, x->data, d, lmc_tensor_nrows(x), w ? w->data : NULL,
                         w ? (int)w->type : 0, w ? lmc_tensor_nelem(w) / d : 1, b ? b->data : NULL,
                         b ? (int)b->type : 0, b ? lmc_tensor_nelem(b) / d : 1, eps);
-    launched(c, "layer_norm");
+    lmc_cuda_launched(c, "layer_norm");
 }
 
 static void cuda_rope(lmc_backend *be, lmc_tensor *x, const lmc_tensor *pos, const lmc_rope_op *op) {
@@ -408,7 +384,7 @@ static void cuda_rope(lmc_backend *be, lmc_tensor *x, const lmc_tensor *pos, con
     LMC_ASSERT(op->inv_freq && op->inv_freq->type == LMC_DTYPE_F32 && op->inv_freq->ne[0] >= op->n_rot / 2);
     lmc_cuda_rope(c->stream, x->data, x->ne[0], x->ne[1], x->ne[2], pos->data, op->inv_freq->data, op->n_rot,
                   op->interleaved, op->attn_factor);
-    launched(c, "rope");
+    lmc_cuda_launched(c, "rope");
 }
 
 static void cuda_kv_store(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *kv, const lmc_tensor *pos,
@@ -418,7 +394,7 @@ static void cuda_kv_store(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *
     LMC_ASSERT(lmc_tensor_nelem(pos) >= lmc_tensor_nrows(kv) && lmc_tensor_nelem(seq) >= lmc_tensor_nrows(kv));
     lmc_cuda_kv_store(c->stream, cache->data, cache->ne[0], cache->ne[1], cache->ne[2], kv->data,
                       lmc_tensor_nrows(kv), pos->data, seq->data);
-    launched(c, "kv_store");
+    lmc_cuda_launched(c, "kv_store");
 }
 
 static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q, const lmc_tensor *k_cache,
@@ -438,32 +414,32 @@ static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q
     size_t need = lmc_cuda_attn_scratch(&a);
     float *scratch = NULL;
     if (need) {
-        scratch = ws_reserve(c, &c->ws_a, &c->ws_a_bytes, need * sizeof(float));
+        scratch = lmc_cuda_ws(c, &c->ws_a, &c->ws_a_bytes, need * sizeof(float));
         if (!scratch) return;
     }
     lmc_cuda_attention(c->stream, &a, scratch);
-    launched(c, "attention");
+    lmc_cuda_launched(c, "attention");
 }
 
 static void cuda_act_mul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *gate, const lmc_tensor *up, lmc_act act) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(lmc_tensor_nelem(gate) == lmc_tensor_nelem(y) && lmc_tensor_nelem(up) == lmc_tensor_nelem(y));
     lmc_cuda_act_mul(c->stream, y->data, gate->data, up->data, lmc_tensor_nelem(y), (int)act);
-    launched(c, "act_mul");
+    lmc_cuda_launched(c, "act_mul");
 }
 
 static void cuda_act(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, lmc_act act) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(lmc_tensor_nelem(x) == lmc_tensor_nelem(y));
     lmc_cuda_act(c->stream, y->data, x->data, lmc_tensor_nelem(y), (int)act);
-    launched(c, "act");
+    lmc_cuda_launched(c, "act");
 }
 
 static void cuda_softcap(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float cap) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(lmc_tensor_nelem(x) == lmc_tensor_nelem(y));
     lmc_cuda_softcap(c->stream, y->data, x->data, lmc_tensor_nelem(y), cap);
-    launched(c, "softcap");
+    lmc_cuda_launched(c, "softcap");
 }
 
 static const lmc_backend_i cuda_iface = {
@@ -477,7 +453,7 @@ static const lmc_backend_i cuda_iface = {
     .get = cuda_get,
     .sync = cuda_sync,
     .get_rows = cuda_get_rows,
-    .matmul = cuda_matmul,
+    .matmul = lmc_cuda_matmul,
     .add_bias = cuda_add_bias,
     .add = cuda_add,
     .scale = cuda_scale,
@@ -489,6 +465,9 @@ static const lmc_backend_i cuda_iface = {
     .act_mul = cuda_act_mul,
     .act = cuda_act,
     .softcap = cuda_softcap,
+    .moe_route = lmc_cuda_op_moe_route,
+    .matmul_id = lmc_cuda_op_matmul_id,
+    .moe_sum = lmc_cuda_op_moe_sum,
 };
 
 lmc_status lmc_backend_cuda_init(lmc_backend **out, int device) {

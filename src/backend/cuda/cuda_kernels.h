@@ -75,6 +75,13 @@ void lmc_cuda_act_mul(cudaStream_t s, float *y, const float *gate, const float *
 void lmc_cuda_act(cudaStream_t s, float *y, const float *x, int64_t n, int act);
 void lmc_cuda_softcap(cudaStream_t s, float *y, const float *x, int64_t n, float cap);
 
+/* ---- mixture of experts (cuda_ops.cu) ---- */
+/* dst rows idx[j] = src rows j, rows of d floats, j < n */
+void lmc_cuda_scatter_rows(cudaStream_t s, float *dst, const float *src, const int32_t *idx, int64_t n, int64_t d);
+/* y[:, t] = Σ_j w[j, t] x[:, j, t] (+ shared[:, t] · (gate ? sigmoid(gate[t]) : 1)); y may alias shared */
+void lmc_cuda_moe_sum(cudaStream_t s, float *y, const float *x, const float *w, const float *shared,
+                      const float *gate, int64_t D, int k, int64_t n);
+
 /* ---- attention (cuda_attn.cu) ---- */
 typedef struct lmc_cuda_attn {
     const float *q;        /* [hd·n_head, n] */

@@ -209,3 +209,33 @@ extern "C" void lmc_cuda_kv_store(cudaStream_t s, float *cache, int64_t row, int
                                   const float *kv, int64_t n, const int32_t *pos, const int32_t *seq) {
     if (n > 0) k_kv_store<<<(unsigned)n, 256, 0, s>>>(cache, row, n_ctx, n_seq, kv, pos, seq);
 }
+
+/* ------------------------------------------------------------ mixture of experts */
+
+__global__ void k_scatter_rows(float *dst, const float *src, const int32_t *idx, int64_t d) {
+    const int64_t j = blockIdx.x;
+    float *o = dst + (int64_t)idx[j] * d;
+    const float *i = src + j * d;
+    for (int64_t e = threadIdx.x; e < d; e += blockDim.x) o[e] = i[e];
+}
+
+extern "C" void lmc_cuda_scatter_rows(cudaStream_t s, float *dst, const float *src, const int32_t *idx, int64_t n,
+                                      int64_t d) {
+    if (n > 0) k_scatter_rows<<<(unsigned)n, 256, 0, s>>>(dst, src, idx, d);
+}
+
+__global__ void k_moe_sum(float *y, const float *x, const float *w, const float *shared, const float *gate,
+                          int64_t D, int k, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < D * n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t t = i / D, d = i % D;
+        float s = 0.0f;
+        for (int j = 0; j < k; j++) s += w[t * k + j] * x[(t * k + j) * D + d];
+        if (shared) s += shared[i] * (gate ? 1.0f / (1.0f + expf(-gate[t])) : 1.0f);
+        y[i] = s;
+    }
+}
+
+extern "C" void lmc_cuda_moe_sum(cudaStream_t s, float *y, const float *x, const float *w, const float *shared,
+                                 const float *gate, int64_t D, int k, int64_t n) {
+    if (D * n > 0) k_moe_sum<<<grid_for(D * n), LMC_CUDA_BLOCK, 0, s>>>(y, x, w, shared, gate, D, k, n);
+}

@@ -1,0 +1,65 @@
+/* cuda_internal.h — the CUDA backend's private context, shared by its host-side
+ * files (cuda_backend.c: memory, dense ops, vtable; cuda_moe.c: mixture-of-experts
+ * ops). Not for use outside src/backend/cuda/.
+ */
+#ifndef LMC_CUDA_INTERNAL_H
+#define LMC_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "backend/backend.h"
+#include "cuda_kernels.h"
+
+typedef struct cuda_bind {
+    const void *host;  /* the mapping bound */
+    size_t nbytes;     /* its bytes (checkpoint layout) */
+    int type;
+    int64_t ne0, ne1;
+    void *dev;         /* the device copy */
+    int refs;
+} cuda_bind;
+
+typedef struct cuda_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    lmc_status err;           /* first deferred error (0: none) */
+    char err_msg[256];
+    void *ws_w; size_t ws_w_bytes; /* dequantized weight rows (f32 or bf16) */
+    void *ws_x; size_t ws_x_bytes; /* activations as bf16 */
+    void *ws_a; size_t ws_a_bytes; /* attention partials */
+    void *stage; size_t stage_bytes; /* raw uploads of Q8_0/Q4_0 before the repack (freed at sync) */
+    void *ws_m; size_t ws_m_bytes; /* matmul_id: gathered inputs, outputs and slot tables */
+    void *host; size_t host_bytes; /* moe: host copies of router logits, ids, weights */
+    cuda_bind *binds;
+    int n_binds, cap_binds;
+} cuda_ctx;
+
+#define CTX(be) ((cuda_ctx *)(be)->ctx)
+/* weight rows dequantized per cuBLAS call: this many bytes of workspace at most */
+#define WS_W_BYTES ((size_t)64 << 20)
+
+/* Deferred errors: the first one is kept and reported by the next sync(). */
+void lmc_cuda_note(cuda_ctx *c, cudaError_t e, const char *what);
+void lmc_cuda_note_blas(cuda_ctx *c, cublasStatus_t e, const char *what);
+void lmc_cuda_note_msg(cuda_ctx *c, lmc_status st, const char *msg);
+/* After a launch: a bad configuration shows here, a fault at the next sync. */
+void lmc_cuda_launched(cuda_ctx *c, const char *what);
+/* Workspace *p of capacity *cap grown to at least n bytes (NULL, error noted, on failure). */
+void *lmc_cuda_ws(cuda_ctx *c, void **p, size_t *cap, size_t n);
+/* The kernels' view of a tensor of this backend. */
+lmc_cuda_w lmc_cuda_wdesc(const lmc_tensor *t);
+
+/* y = W x (cuda_backend.c); x, y contiguous f32 */
+void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x);
+
+/* cuda_moe.c */
+void lmc_cuda_op_moe_route(lmc_backend *be, lmc_tensor *ids, lmc_tensor *weights, const lmc_tensor *logits,
+                        const lmc_tensor *sel_bias, const lmc_moe_route_op *op);
+void lmc_cuda_op_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *experts, int n_experts,
+                        const lmc_tensor *x, const lmc_tensor *ids);
+void lmc_cuda_op_moe_sum(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *weights,
+                      const lmc_tensor *shared, const lmc_tensor *shared_gate);
+
+#endif

@@ -1,0 +1,134 @@
+/* cuda_moe.c — the mixture-of-experts ops of the CUDA backend (backend.h:
+ * moe_route, matmul_id, moe_sum).
+ *
+ * Routing runs the CPU reference (lmc_cpu_moe_route_rows) on the router
+ * logits copied to the host, so every router kind (softmax, grouped sigmoid,
+ * sparsemixer) matches the CPU exactly; matmul_id copies the expert ids to
+ * the host, groups the slots by expert there, gathers each expert's inputs
+ * into one block on the device, runs the dense matmul once per selected
+ * expert (each selected expert's weights read once), and scatters the
+ * outputs back. Both therefore wait for the device once per call: MoE
+ * forwards are not free of host round trips yet. moe_sum is a device kernel.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "cuda_internal.h"
+
+static int contig_f32(const lmc_tensor *t) {
+    return t->nb[0] == lmc_dtype_size(t->type) && t->nb[1] == t->nb[0] * (size_t)t->ne[0];
+}
+
+/* Host scratch of at least n bytes (grown; NULL when out of memory). */
+static void *host_ws(cuda_ctx *c, size_t n) {
+    if (n <= c->host_bytes) return c->host;
+    void *p = realloc(c->host, n);
+    if (!p) return NULL;
+    c->host = p;
+    c->host_bytes = n;
+    return p;
+}
+
+/* Device → host copy that waits (errors noted). */
+static void d2h(cuda_ctx *c, void *dst, const void *src, size_t n) {
+    lmc_cuda_note(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream), "moe copy");
+    lmc_cuda_note(c, cudaStreamSynchronize(c->stream), "moe copy");
+}
+
+void lmc_cuda_op_moe_route(lmc_backend *be, lmc_tensor *ids, lmc_tensor *weights, const lmc_tensor *logits,
+                        const lmc_tensor *sel_bias, const lmc_moe_route_op *op) {
+    cuda_ctx *c = CTX(be);
+    const int64_t n = lmc_tensor_nrows(logits);
+    const int E = op->n_expert, k = op->k;
+    LMC_ASSERT(logits->type == LMC_DTYPE_F32 && logits->ne[0] == E && contig_f32(logits));
+    LMC_ASSERT(ids->type == LMC_DTYPE_I32 && weights->type == LMC_DTYPE_F32);
+    LMC_ASSERT(k >= 1 && k <= E && ids->ne[0] == k && weights->ne[0] == k);
+    LMC_ASSERT(lmc_tensor_nrows(ids) == n && lmc_tensor_nrows(weights) == n);
+    LMC_ASSERT(op->score != LMC_MOE_SPARSEMIXER || k == 2);
+    LMC_ASSERT(!sel_bias || (sel_bias->type == LMC_DTYPE_F32 && lmc_tensor_nelem(sel_bias) == E));
+    const size_t nl = (size_t)n * E, nk = (size_t)n * k;
+    float *h = host_ws(c, (nl + E + 2 * nk + 3 * (size_t)E + 16) * 4);
+    if (!h) { lmc_cuda_note_msg(c, LMC_ERR_NOMEM, "moe_route: host scratch"); return; }
+    float *hl = h, *hb = hl + nl, *hw = hb + E, *scratch = hw + nk;
+    int32_t *hid = (int32_t *)(void *)(scratch + 3 * (size_t)E);
+    d2h(c, hl, logits->data, nl * 4);
+    if (sel_bias) d2h(c, hb, sel_bias->data, (size_t)E * 4);
+    if (c->err) return;
+    lmc_cpu_moe_route_rows(hid, hw, hl, sel_bias ? hb : NULL, op, 0, n, scratch);
+    /* pageable sources: each copy has left the host buffer when the call returns */
+    lmc_cuda_note(c, cudaMemcpyAsync(ids->data, hid, nk * 4, cudaMemcpyHostToDevice, c->stream), "moe_route");
+    lmc_cuda_note(c, cudaMemcpyAsync(weights->data, hw, nk * 4, cudaMemcpyHostToDevice, c->stream), "moe_route");
+}
+
+void lmc_cuda_op_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *experts, int n_experts,
+                        const lmc_tensor *x, const lmc_tensor *ids) {
+    cuda_ctx *c = CTX(be);
+    const int64_t k = ids->ne[0], n = lmc_tensor_nrows(ids), S = k * n;
+    const int64_t in = experts[0].ne[0], out = experts[0].ne[1];
+    LMC_ASSERT(n_experts >= 1 && ids->type == LMC_DTYPE_I32);
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32 && contig_f32(x) && contig_f32(y));
+    LMC_ASSERT(x->ne[0] == in && (lmc_tensor_nrows(x) == n || lmc_tensor_nrows(x) == S));
+    LMC_ASSERT(y->ne[0] == out && lmc_tensor_nrows(y) == S);
+    const int per_slot = lmc_tensor_nrows(x) == S;
+    /* host: ids [S], counts and fill [E], slot tables src/dst [S] each */
+    int32_t *h = host_ws(c, ((size_t)S * 3 + (size_t)n_experts * 2 + 16) * 4);
+    if (!h) { lmc_cuda_note_msg(c, LMC_ERR_NOMEM, "matmul_id: host scratch"); return; }
+    int32_t *hid = h, *src = hid + S, *dst = src + S, *count = dst + S, *fill = count + n_experts;
+    d2h(c, hid, ids->data, (size_t)S * 4);
+    if (c->err) return;
+    memset(count, 0, (size_t)n_experts * 4);
+    for (int64_t s = 0; s < S; s++) {
+        if (hid[s] < 0 || hid[s] >= n_experts) {
+            lmc_cuda_note_msg(c, LMC_ERR_RANGE, "matmul_id: expert id out of range");
+            return;
+        }
+        count[hid[s]]++;
+    }
+    int32_t pos = 0;
+    for (int e = 0; e < n_experts; e++) {
+        fill[e] = pos;
+        pos += count[e];
+    }
+    for (int64_t s = 0; s < S; s++) {
+        const int32_t col = fill[hid[s]]++;
+        src[col] = (int32_t)(per_slot ? s : s / k);
+        dst[col] = (int32_t)s;
+    }
+    /* device: [src S][dst S] ints, then gathered inputs [in, S] and outputs [out, S] (256-byte aligned) */
+    const size_t tab = ((size_t)S * 8 + 255) & ~(size_t)255, xb = ((size_t)S * in * 4 + 255) & ~(size_t)255;
+    char *ws = lmc_cuda_ws(c, &c->ws_m, &c->ws_m_bytes, tab + xb + (size_t)S * out * 4);
+    if (!ws) return;
+    int32_t *d_src = (int32_t *)(void *)ws, *d_dst = d_src + S;
+    float *xg = (float *)(void *)(ws + tab), *yg = (float *)(void *)(ws + tab + xb);
+    lmc_cuda_note(c, cudaMemcpyAsync(d_src, src, (size_t)S * 8, cudaMemcpyHostToDevice, c->stream), "matmul_id");
+    lmc_cuda_w xt = lmc_cuda_wdesc(x);
+    lmc_cuda_get_rows(c->stream, xg, &xt, d_src, S, 1.0f);
+    lmc_cuda_launched(c, "matmul_id gather");
+    int64_t start = 0;
+    for (int e = 0; e < n_experts; e++) {
+        const int64_t cnt = count[e];
+        if (!cnt) continue;
+        LMC_ASSERT(experts[e].ne[0] == in && experts[e].ne[1] == out && experts[e].data);
+        lmc_tensor xv = lmc_tensor_make(LMC_DTYPE_F32, in, cnt, 1, 1), yv = lmc_tensor_make(LMC_DTYPE_F32, out, cnt, 1, 1);
+        xv.data = xg + (size_t)start * in;
+        yv.data = yg + (size_t)start * out;
+        lmc_cuda_matmul(be, &yv, &experts[e], &xv);
+        start += cnt;
+    }
+    lmc_cuda_scatter_rows(c->stream, y->data, yg, d_dst, S, out);
+    lmc_cuda_launched(c, "matmul_id scatter");
+}
+
+void lmc_cuda_op_moe_sum(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *weights,
+                      const lmc_tensor *shared, const lmc_tensor *shared_gate) {
+    cuda_ctx *c = CTX(be);
+    const int64_t D = y->ne[0], n = lmc_tensor_nrows(y), k = weights->ne[0];
+    LMC_ASSERT(y->type == LMC_DTYPE_F32 && x->type == LMC_DTYPE_F32 && weights->type == LMC_DTYPE_F32);
+    LMC_ASSERT(x->ne[0] == D && lmc_tensor_nrows(x) == k * n && lmc_tensor_nrows(weights) == n);
+    LMC_ASSERT(!shared || (shared->ne[0] == D && lmc_tensor_nrows(shared) == n));
+    LMC_ASSERT(!shared_gate || lmc_tensor_nelem(shared_gate) == n);
+    lmc_cuda_moe_sum(c->stream, y->data, x->data, weights->data, shared ? shared->data : NULL,
+                     shared_gate ? shared_gate->data : NULL, D, (int)k, n);
+    lmc_cuda_launched(c, "moe_sum");
+}
