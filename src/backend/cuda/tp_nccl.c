@@ -7,11 +7,15 @@
  * failure. ncclCommInitAll makes one communicator per device with NVLink
  * multicast (NVLS) disabled: NCCL_NVLS_ENABLE=0 is set before it.
  *
- * Each rank reduces in place on a stream of its own: the rank's backend is
- * synced first (its stream is private to the CUDA backend), the all-reduce
- * is enqueued and waited for. Owns the communicators and streams.
+ * A CUDA rank reduces in place on its backend's own stream (cuda_internal.h,
+ * private to src/backend/cuda/): enqueued after the ops that made the partial
+ * sums and before those that read the result, with no host wait. A rank on
+ * another backend (none today) would be synced and reduced on a stream of
+ * this file's. Owns the communicators and those streams.
  */
 #include "model/tp.h"
+
+#include "cuda_internal.h"
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -60,6 +64,12 @@ static lmc_status nccl_thread_init(lmc_tp_comm *c, int rank) {
     nccl_comm *k = c->ctx;
     cudaError_t e = cudaSetDevice(k->dev[rank]);
     if (e != cudaSuccess) return lmc_fail(LMC_ERR_IO, "rank %d: cudaSetDevice(%d): %s", rank, k->dev[rank], cudaGetErrorString(e));
+    return LMC_OK;
+}
+
+/* The stream of a rank whose backend is not cuda (created on the rank's thread). */
+static lmc_status own_stream(nccl_comm *k, int rank) {
+    cudaError_t e;
     if (!k->stream[rank]) {
         e = cudaStreamCreateWithFlags(&k->stream[rank], cudaStreamNonBlocking);
         if (e != cudaSuccess) return lmc_fail(LMC_ERR_IO, "rank %d: all-reduce stream: %s", rank, cudaGetErrorString(e));
@@ -79,11 +89,20 @@ static lmc_status nccl_all_reduce(lmc_tp_comm *c, int rank, lmc_backend *be, lmc
     nccl_comm *k = c->ctx;
     LMC_ASSERT(rank >= 0 && rank < k->n && y->type == LMC_DTYPE_F32);
     if (k->aborted) return lmc_fail(LMC_ERR_IO, "all-reduce: the tensor-parallel group was aborted");
-    if (!k->stream[rank]) LMC_TRY(nccl_thread_init(c, rank));
-    lmc_status st = be->i->sync(be); /* the partial sums are complete on the backend's stream */
+    const size_t n = (size_t)lmc_tensor_nelem(y);
+    if (strcmp(be->i->name, "cuda") == 0) {
+        /* in stream order with the backend's ops: no host wait */
+        ncclResult_t r = k->api.all_reduce(y->data, y->data, n, ncclFloat, ncclSum, k->comm[rank], CTX(be)->stream);
+        if (r != ncclSuccess) {
+            nccl_abort(c);
+            return lmc_fail(LMC_ERR_IO, "ncclAllReduce (rank %d): %s", rank, k->api.error_string(r));
+        }
+        return LMC_OK;
+    }
+    LMC_TRY(own_stream(k, rank));
+    lmc_status st = be->i->sync(be); /* the partial sums are complete */
     if (st < 0) { nccl_abort(c); return st; }
-    ncclResult_t r = k->api.all_reduce(y->data, y->data, (size_t)lmc_tensor_nelem(y), ncclFloat, ncclSum, k->comm[rank],
-                                       k->stream[rank]);
+    ncclResult_t r = k->api.all_reduce(y->data, y->data, n, ncclFloat, ncclSum, k->comm[rank], k->stream[rank]);
     if (r != ncclSuccess) {
         nccl_abort(c);
         return lmc_fail(LMC_ERR_IO, "ncclAllReduce (rank %d): %s", rank, k->api.error_string(r));
