@@ -221,10 +221,36 @@ lmc_status lmc_context_init_tp(lmc_context **out, lmc_model *full, const lmc_con
     return LMC_OK;
 }
 
+/* The batch checks lmc_forward makes, made once before the ranks start: a bad batch is the
+ * caller's error and must not break the group (a rank failing alone aborts it). */
+static lmc_status check_batch(const lmc_tp_context *t, const lmc_batch *b) {
+    const lmc_model *m = t->full;
+    const lmc_config *c = &m->cfg;
+    const int n = b->n_tokens;
+    if (n <= 0 || n > t->cp.n_batch)
+        return lmc_fail(LMC_ERR_ARG, "batch of %d tokens (at most %d per forward)", n, t->cp.n_batch);
+    for (int i = 0; i < n; i++) {
+        if (b->token[i] < 0 || b->token[i] >= c->vocab_size)
+            return lmc_fail(LMC_ERR_RANGE, "token id %d is outside the vocabulary (0..%d)", b->token[i], c->vocab_size - 1);
+        if (b->pos[i] < 0) return lmc_fail(LMC_ERR_RANGE, "negative position %d", b->pos[i]);
+        if (m->pos_embd.data && b->pos[i] >= c->max_position_embeddings)
+            return lmc_fail(LMC_ERR_RANGE, "position %d is past the model's %d learned positions", b->pos[i],
+                            c->max_position_embeddings);
+        if (b->seq[i] < 0 || b->seq[i] >= t->cp.n_seq)
+            return lmc_fail(LMC_ERR_RANGE, "sequence %d outside the cache's %d", b->seq[i], t->cp.n_seq);
+        /* dynamic rope takes each sequence's tokens as one run */
+        for (int j = 0; m->rope[0].dynamic && j + 1 < i; j++)
+            if (b->seq[j] == b->seq[i] && b->seq[j + 1] != b->seq[i])
+                return lmc_fail(LMC_ERR_UNSUPPORTED, "dynamic rope needs each sequence's tokens adjacent in a batch");
+    }
+    return LMC_OK;
+}
+
 lmc_status lmc_tp_context_forward(lmc_tp_context *t, const lmc_batch *b, float *logits_out, float *hidden_out,
                                   int *n_out) {
     *n_out = 0;
     if (t->broken) return lmc_fail(LMC_ERR_IO, "the tensor-parallel group failed in an earlier forward");
+    LMC_TRY(check_batch(t, b));
     pthread_mutex_lock(&t->mu);
     t->b = b;
     t->n_done = 0;

@@ -487,6 +487,14 @@ static void test_plan_refusals(void) {
     CHECK(lmc_context_init_tp(&ctx, m, NULL, &tp) == LMC_OK);
     CHECK(ctx->kv.k[0].ne[0] == (int64_t)m->cfg.n_kv_heads / 2 * m->cfg.head_dim);
     CHECK(ctx->fs.q.ne[0] == (int64_t)m->cfg.n_heads / 2 * m->cfg.head_dim);
+    /* a bad batch is refused before the ranks run and leaves the context usable */
+    int32_t tok = m->cfg.vocab_size, pos = 0, seq = 0;
+    lmc_batch bad = {.n_tokens = 1, .token = &tok, .pos = &pos, .seq = &seq};
+    CHECK(lmc_context_decode(ctx, &bad) == LMC_ERR_RANGE);
+    CHECK(strstr(lmc_last_error(), "outside the vocabulary") != NULL);
+    tok = 1;
+    CHECK(lmc_context_decode(ctx, &bad) == LMC_OK);
+    CHECK(ctx->n_logits == 1 && isfinite(lmc_context_logits(ctx, 0)[0]));
     lmc_context_free(ctx);
     /* a shard refuses a model that is not in host memory: only the cpu backend is */
     lmc_model_free(m);
