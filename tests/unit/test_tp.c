@@ -518,6 +518,134 @@ static void test_quantized_tp(void) {
     CHECK(system(cmd) == 0);
 }
 
+/* ---- a random model with Llama-3-8B's head layout ------------------------------------------- */
+
+/* Write a random bf16 llama checkpoint (config.json + model.safetensors) into dir. */
+static int write_llama(const char *dir, int D, int H, int KV, int hd, int I, int L, int V) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f, "{\"model_type\": \"llama\", \"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": %d, "
+               "\"intermediate_size\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
+               "\"num_hidden_layers\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 8192, "
+               "\"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0, \"tie_word_embeddings\": false, "
+               "\"hidden_act\": \"silu\", \"torch_dtype\": \"bfloat16\"}\n", D, I, H, KV, hd, L, V);
+    fclose(f);
+    struct { char name[96]; int64_t rows, cols; } t[64];
+    int n = 0;
+#define T(r, c, ...) do { snprintf(t[n].name, sizeof t[n].name, __VA_ARGS__); t[n].rows = (r); t[n].cols = (c); n++; } while (0)
+    T(V, D, "model.embed_tokens.weight");
+    for (int l = 0; l < L; l++) {
+        T(0, D, "model.layers.%d.input_layernorm.weight", l);
+        T((int64_t)H * hd, D, "model.layers.%d.self_attn.q_proj.weight", l);
+        T((int64_t)KV * hd, D, "model.layers.%d.self_attn.k_proj.weight", l);
+        T((int64_t)KV * hd, D, "model.layers.%d.self_attn.v_proj.weight", l);
+        T(D, (int64_t)H * hd, "model.layers.%d.self_attn.o_proj.weight", l);
+        T(0, D, "model.layers.%d.post_attention_layernorm.weight", l);
+        T(I, D, "model.layers.%d.mlp.gate_proj.weight", l);
+        T(I, D, "model.layers.%d.mlp.up_proj.weight", l);
+        T(D, I, "model.layers.%d.mlp.down_proj.weight", l);
+    }
+    T(0, D, "model.norm.weight");
+    T(V, D, "lm_head.weight");
+#undef T
+    char *hdr = malloc(16384);
+    size_t off = 0, hl = 0;
+    hl += (size_t)snprintf(hdr + hl, 16384 - hl, "{");
+    for (int i = 0; i < n; i++) {
+        const size_t bytes = (size_t)(t[i].rows ? t[i].rows : 1) * (size_t)t[i].cols * 2;
+        if (t[i].rows)
+            hl += (size_t)snprintf(hdr + hl, 16384 - hl, "%s\"%s\": {\"dtype\": \"BF16\", \"shape\": [%lld, %lld], "
+                                   "\"data_offsets\": [%zu, %zu]}", i ? ", " : "", t[i].name, (long long)t[i].rows,
+                                   (long long)t[i].cols, off, off + bytes);
+        else
+            hl += (size_t)snprintf(hdr + hl, 16384 - hl, "%s\"%s\": {\"dtype\": \"BF16\", \"shape\": [%lld], "
+                                   "\"data_offsets\": [%zu, %zu]}", i ? ", " : "", t[i].name, (long long)t[i].cols, off,
+                                   off + bytes);
+        off += bytes;
+    }
+    hl += (size_t)snprintf(hdr + hl, 16384 - hl, "}");
+    while (hl % 8) hdr[hl++] = ' ';
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    f = fopen(path, "wb");
+    if (!f) { free(hdr); return -1; }
+    uint64_t len = hl;
+    fwrite(&len, 8, 1, f);
+    fwrite(hdr, 1, hl, f);
+    free(hdr);
+    uint16_t *buf = malloc((size_t)1 << 20);
+    for (int i = 0; i < n; i++) {
+        const int64_t cnt = (t[i].rows ? t[i].rows : 1) * t[i].cols;
+        /* norms near 1; embeddings wide; projections ~ U(-1, 1) · sqrt(3 / fan_in) */
+        const float amp = !t[i].rows ? 0.1f : i == 0 ? 1.0f : sqrtf(3.0f / (float)t[i].cols);
+        for (int64_t done = 0; done < cnt;) {
+            const int64_t k = cnt - done < (1 << 19) ? cnt - done : (1 << 19);
+            for (int64_t j = 0; j < k; j++) buf[j] = lmc_f32_to_bf16((t[i].rows ? 0.0f : 1.0f) + amp * frand());
+            fwrite(buf, 2, (size_t)k, f);
+            done += k;
+        }
+    }
+    free(buf);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* Llama-3-8B's attention layout (32 heads, 8 KV heads, GQA 4) and MLP ratio at a small width:
+ * tp 2, 4, 8 split the KV heads, tp 16 replicates them (two ranks per KV head). LMC_TP_FULL_8B=1
+ * uses the real widths (hidden 4096, head_dim 128, intermediate 14336; 2 layers, ~1 GB). */
+static void test_llama3_8b_shape(void) {
+    char dir[] = "/tmp/lmc_test_tp8b_XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0); return; }
+    const char *full = getenv("LMC_TP_FULL_8B");
+    const int big = full && *full == '1';
+    CHECK(write_llama(dir, big ? 4096 : 1024, 32, 8, big ? 128 : 32, big ? 14336 : 3584, 2, big ? 2048 : 512) == 0);
+    const int before[5] = {n_tp_runs[1], n_tp_runs[2], n_tp_runs[4], 0, 0};
+    check_model_tp(dir, big ? "llama3-8b-shape (full width)" : "llama3-8b-shape", 1);
+    CHECK(n_tp_runs[1] == before[0] + 1 && n_tp_runs[2] == before[1] + 1 && n_tp_runs[4] == before[2] + 1);
+    /* tp 8 and 16 as well */
+    lmc_backend *host;
+    CHECK(lmc_backend_cpu_init(&host, 1, 0) == LMC_OK);
+    lmc_model *m;
+    if (lmc_model_load(dir, host, &m) == LMC_OK) {
+        lmc_tp_plan p;
+        CHECK(lmc_tp_plan_make(m, 8, &p) == LMC_OK && p.n_heads == 4 && p.n_kv_heads == 1 && !p.kv_replicated);
+        CHECK(lmc_tp_plan_make(m, 16, &p) == LMC_OK && p.n_heads == 2 && p.n_kv_heads == 1 && p.kv_replicated);
+        CHECK(lmc_tp_plan_make(m, 64, &p) == LMC_ERR_UNSUPPORTED);
+        int32_t prompt[PROMPT_LEN];
+        for (int i = 0; i < PROMPT_LEN; i++) prompt[i] = (int32_t)((i * 37 + 11) % m->cfg.vocab_size);
+        lmc_context_params cp = lmc_context_default_params();
+        cp.n_ctx = 64;
+        lmc_context *ctx;
+        run_out ref = {0};
+        CHECK(lmc_context_init(&ctx, m, &cp) == LMC_OK);
+        CHECK(run_model(ctx, prompt, &ref) == LMC_OK);
+        lmc_context_free(ctx);
+        const int V = m->cfg.vocab_size;
+        const double scale = max_abs(ref.prompt_logits, (size_t)PROMPT_LEN * V);
+        for (int N = 8; N <= 16; N *= 2) {
+            lmc_tp_params tp = lmc_tp_default_params();
+            tp.n_ranks = N;
+            CHECK_MSG(lmc_context_init_tp(&ctx, m, &cp, &tp) == LMC_OK, "tp %d: %s", N, lmc_last_error());
+            run_out got = {0};
+            CHECK(run_model(ctx, prompt, &got) == LMC_OK);
+            const double e = max_diff(got.prompt_logits, ref.prompt_logits, (size_t)PROMPT_LEN * V);
+            CHECK_MSG(e <= F2_REL * scale, "llama3-8b-shape tp %d: max|Δ| %g > %g", N, e, F2_REL * scale);
+            CHECK_MSG(memcmp(got.ids, ref.ids, sizeof got.ids) == 0, "llama3-8b-shape tp %d: greedy ids differ", N);
+            fprintf(stderr, "  llama3-8b-shape tp %d: prompt max|Δ| %.3g (scale %.3g)\n", N, e, scale);
+            free_run(&got);
+            lmc_context_free(ctx);
+        }
+        free_run(&ref);
+        lmc_model_free(m);
+    } else {
+        CHECK_MSG(0, "%s", lmc_last_error());
+    }
+    lmc_backend_free(host);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     RUN(test_host_all_reduce);
     RUN(test_host_abort);
@@ -525,5 +653,6 @@ int main(void) {
     RUN(test_plan_refusals);
     RUN(test_fixtures);
     RUN(test_quantized_tp);
+    RUN(test_llama3_8b_shape);
     return TEST_END();
 }
