@@ -78,17 +78,6 @@ static void deq_q5(const uint8_t *b, float *y, int64_t nb, int has_min) {
 
 /* ---------------------------------------------------------------- K-quants */
 
-/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K super-block's 12 packed bytes. */
-static inline void k4_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *mn) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-        *mn = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
-
 /* Q2_K: scales[16] qs[64] d dmin (84 bytes) */
 static void deq_q2_k(const uint8_t *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, b += 84) {
@@ -139,10 +128,10 @@ static void deq_q4_k(const uint8_t *b, float *y, int64_t nb) {
         const float d = h2f(b), dmin = h2f(b + 2);
         const uint8_t *s = b + 4, *q = b + 16;
         for (int c = 0; c < 4; c++, q += 32) {
-            uint8_t sc, mn;
-            k4_scale_min(2 * c, s, &sc, &mn);
+            int sc, mn;
+            lmc_q4k_scale_min(2 * c, s, &sc, &mn);
             const float d1 = d * sc, m1 = dmin * mn;
-            k4_scale_min(2 * c + 1, s, &sc, &mn);
+            lmc_q4k_scale_min(2 * c + 1, s, &sc, &mn);
             const float d2 = d * sc, m2 = dmin * mn;
             for (int l = 0; l < 32; l++) *y++ = d1 * (q[l] & 0x0F) - m1;
             for (int l = 0; l < 32; l++) *y++ = d2 * (q[l] >> 4) - m2;
@@ -156,10 +145,10 @@ static void deq_q5_k(const uint8_t *b, float *y, int64_t nb) {
         const float d = h2f(b), dmin = h2f(b + 2);
         const uint8_t *s = b + 4, *qh = b + 16, *q = b + 48;
         for (int c = 0; c < 4; c++, q += 32) {
-            uint8_t sc, mn;
-            k4_scale_min(2 * c, s, &sc, &mn);
+            int sc, mn;
+            lmc_q4k_scale_min(2 * c, s, &sc, &mn);
             const float d1 = d * sc, m1 = dmin * mn;
-            k4_scale_min(2 * c + 1, s, &sc, &mn);
+            lmc_q4k_scale_min(2 * c + 1, s, &sc, &mn);
             const float d2 = d * sc, m2 = dmin * mn;
             const uint8_t u1 = (uint8_t)(1u << (2 * c)), u2 = (uint8_t)(2u << (2 * c));
             for (int l = 0; l < 32; l++) *y++ = d1 * ((q[l] & 0x0F) + (qh[l] & u1 ? 16 : 0)) - m1;
@@ -432,8 +421,8 @@ static void quant_q4_k(const float *x, uint8_t *b, int64_t nb) {
         const float d = h2f(b), dmin = h2f(b + 2);
         uint8_t L[QKK] = {0};
         for (int j = 0; j < 8; j++) {
-            uint8_t ls, lm;
-            k4_scale_min(j, s, &ls, &lm);
+            int ls, lm;
+            lmc_q4k_scale_min(j, s, &ls, &lm);
             const float dj = d * ls, mj = dmin * lm;
             if (dj == 0) continue;
             for (int l = 0; l < 32; l++) L[32 * j + l] = (uint8_t)clampi(round_int((x[32 * j + l] + mj) / dj), 0, 15);

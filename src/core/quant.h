@@ -38,6 +38,24 @@ typedef struct lmc_mlx_row {
     void *biases;
 } lmc_mlx_row;
 
+/* 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block's 12 packed bytes. */
+static inline void lmc_q4k_scale_min(int j, const uint8_t *s, int *sc, int *mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* Element i of an MLX scales/biases row stored as f32, f16 or bf16. */
+static inline float lmc_mlx_side_at(lmc_dtype t, const void *p, int64_t i) {
+    if (t == LMC_DTYPE_BF16) return lmc_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (t == LMC_DTYPE_F16) return lmc_f16_to_f32(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
 /* Row `row` of an MLX weight's side data. */
 lmc_mlx_row lmc_quant_mlx_row(const lmc_quant_mlx *q, int64_t row);
 

@@ -123,12 +123,6 @@ static void rows4_q8(int q4, const char *const r[4], const char *xp, int64_t in,
 /* 8 unsigned bytes widened to 8 int32 lanes. */
 static inline __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const void *)p)); }
 
-static inline float sc_at(lmc_dtype t, const void *p, int64_t i) {
-    if (t == LMC_DTYPE_BF16) return lmc_bf16_to_f32(((const uint16_t *)p)[i]);
-    if (t == LMC_DTYPE_F16) return _cvtsh_ss(((const uint16_t *)p)[i]);
-    return ((const float *)p)[i];
-}
-
 /* MLX 4/8-bit: per group s·Σ x·q + b·Σ x (group sums prepared after the activations).
  * MLX4 activations are de-interleaved per 32 (byte j: low nibble = even element 2j). */
 static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *const r[4], const float *xp,
@@ -166,18 +160,12 @@ static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *c
             }
         }
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const float sc = sc_at(mr[k].scale_type, mr[k].scales, gi), b = sc_at(mr[k].scale_type, mr[k].biases, gi);
+            const float sc = lmc_mlx_side_at(mr[k].scale_type, mr[k].scales, gi), b = lmc_mlx_side_at(mr[k].scale_type, mr[k].biases, gi);
             acc[k] = _mm256_fmadd_ps(_mm256_add_ps(ga[k], gb[k]), _mm256_set1_ps(sc), acc[k]);
             bsum[k] += b * gsum[gi];
         }
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum8(acc[k]) + bsum[k];
-}
-
-/* Q4_K scale and min of sub-block j (6 bits each, packed in 12 bytes). */
-static inline void k4_sm(const uint8_t *s, int j, int *sc, int *mn) {
-    if (j < 4) { *sc = s[j] & 63; *mn = s[j + 4] & 63; }
-    else { *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4); *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4); }
 }
 
 /* Q4_K (five = 0) and Q5_K (five = 1): per 32-element sub-block (d·sc)·Σ x·q − (dmin·m)·Σ x;
@@ -212,8 +200,8 @@ static void rows4_qk45(int five, const char *const r[4], const float *xp, int64_
                     hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(uq), _mm256_loadu_ps(xc + 32 + l), hi);
                 }
                 int sc0, m0, sc1, m1;
-                k4_sm(blk + 4, 2 * c, &sc0, &m0);
-                k4_sm(blk + 4, 2 * c + 1, &sc1, &m1);
+                lmc_q4k_scale_min(2 * c, blk + 4, &sc0, &m0);
+                lmc_q4k_scale_min(2 * c + 1, blk + 4, &sc1, &m1);
                 acc[k] = _mm256_fmadd_ps(lo, _mm256_set1_ps(d * (float)sc0), acc[k]);
                 acc[k] = _mm256_fmadd_ps(hi, _mm256_set1_ps(d * (float)sc1), acc[k]);
                 msum[k] += dmin * (float)m0 * xsum[8 * b + 2 * c] + dmin * (float)m1 * xsum[8 * b + 2 * c + 1];

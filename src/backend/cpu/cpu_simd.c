@@ -234,20 +234,9 @@ static void rows4_q8(int q4, const char *const r[4], const char *xp, int64_t in,
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum256(acc[k]) - off * corr[k];
 }
 
-static inline float sc_at(lmc_dtype t, const void *p, int64_t i) {
-    if (t == LMC_DTYPE_BF16) return lmc_bf16_to_f32(((const uint16_t *)p)[i]);
-    if (t == LMC_DTYPE_F16) return _cvtsh_ss(((const uint16_t *)p)[i]);
-    return ((const float *)p)[i];
-}
-
 /* Q4_K: per 32-element sub-block (d·sc)·Σ x·q - (dmin·m)·Σ x; the low nibbles of 32 bytes are
- * sub-block 2c, the high nibbles sub-block 2c+1, both in element order. */
-static inline void k4_sm(const uint8_t *s, int j, int *sc, int *mn) {
-    if (j < 4) { *sc = s[j] & 63; *mn = s[j + 4] & 63; }
-    else { *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4); *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4); }
-}
-
-/* Q4_K (five = 0) and Q5_K (five = 1: a 5th bit per element from qh[32], bit 2c of
+ * sub-block 2c, the high nibbles sub-block 2c+1, both in element order.
+ * Q4_K (five = 0) and Q5_K (five = 1: a 5th bit per element from qh[32], bit 2c of
  * qh[l] for element l of chunk c's low half, bit 2c+1 for its high half). */
 static void rows4_qk45(int five, const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
     const float *xsum = xp + in;
@@ -286,8 +275,8 @@ static void rows4_qk45(int five, const char *const r[4], const float *xp, int64_
                 __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(u0), _mm512_loadu_ps(xc + 32));
                 hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u1), _mm512_loadu_ps(xc + 48), hi);
                 int sc0, m0, sc1, m1;
-                k4_sm(blk + 4, 2 * c, &sc0, &m0);
-                k4_sm(blk + 4, 2 * c + 1, &sc1, &m1);
+                lmc_q4k_scale_min(2 * c, blk + 4, &sc0, &m0);
+                lmc_q4k_scale_min(2 * c + 1, blk + 4, &sc1, &m1);
                 acc[k] = _mm512_fmadd_ps(lo, _mm512_set1_ps(d * (float)sc0), acc[k]);
                 acc[k] = _mm512_fmadd_ps(hi, _mm512_set1_ps(d * (float)sc1), acc[k]);
                 msum[k] += dmin * (float)m0 * xsum[8 * b + 2 * c] + dmin * (float)m1 * xsum[8 * b + 2 * c + 1];
@@ -368,7 +357,7 @@ static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *c
             }
         }
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const float s = sc_at(mr[k].scale_type, mr[k].scales, gi), b = sc_at(mr[k].scale_type, mr[k].biases, gi);
+            const float s = lmc_mlx_side_at(mr[k].scale_type, mr[k].scales, gi), b = lmc_mlx_side_at(mr[k].scale_type, mr[k].biases, gi);
             acc[k] = _mm512_fmadd_ps(_mm512_add_ps(ga[k], gb[k]), _mm512_set1_ps(s), acc[k]);
             bsum[k] += b * gsum[gi];
         }
