@@ -399,6 +399,9 @@ static lmc_status bind_moe(lmc_model *m, audit *a, int il, const char *p, int ml
     const int64_t Is = lmc_moe_shared_size(c, ar);
     lmc_moe_layer *M = &m->moe_layers[il];
     lmc_tensor unused;
+    if (!m->be->i->moe_route || !m->be->i->matmul_id || !m->be->i->moe_sum)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "the %s backend has no mixture-of-experts ops yet (moe_route, matmul_id, "
+                        "moe_sum); run %s on the cpu backend", m->be->i->name, c->model_type);
     char n[300], e0[64];
     m->layers[il].moe = M;
     const lmc_moe_names *nm = d->names[0];

@@ -68,9 +68,6 @@ lmc_status lmc_moe_check_config(const lmc_config *cfg, const lmc_arch *a) {
     if (!d->scale_key && cfg->routed_scaling_factor != 1.0)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: routed_scaling_factor is not part of this architecture",
                         cfg->model_type);
-    int b;
-    if (lmc_config_bool(cfg, "moe_use_aux_free", &b) > 0 && b && !d->names[0]->sel_bias)
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: moe_use_aux_free is not supported", cfg->model_type);
     return LMC_OK;
 }
 
