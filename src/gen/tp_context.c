@@ -172,6 +172,7 @@ lmc_status lmc_context_init_tp(lmc_context **out, lmc_model *full, const lmc_con
     if (p.n_batch <= 0) p.n_batch = 256;
     lmc_tp_plan plan;
     LMC_TRY(lmc_tp_plan_make(full, tp.n_ranks, &plan));
+    plan.pack_slices = tp.pack_slices;
     lmc_context *ctx = calloc(1, sizeof *ctx);
     lmc_tp_context *t = calloc(1, sizeof *t);
     tp_rank *ranks = calloc((size_t)tp.n_ranks, sizeof *ranks);

@@ -25,6 +25,8 @@ typedef struct lmc_tp_params {
     int n_threads;        /* cpu: threads per rank (0: one) */
     int device0;          /* cuda: rank r runs on device device0 + r */
     int host_reduce;      /* cuda: all-reduce through host memory instead of NCCL */
+    int pack_slices;      /* cpu: give the ranks packed copies of the row-parallel slices, as device
+                           * ranks get, instead of strided views (tests that path without a device) */
 } lmc_tp_params;
 
 lmc_tp_params lmc_tp_default_params(void);

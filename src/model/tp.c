@@ -196,7 +196,8 @@ static lmc_quant_mlx *new_aux(shard *s) {
 }
 
 /* A contiguous host copy of a (possibly strided) plain-or-block 2-D view, owned by the shard. */
-static lmc_status pack(shard *s, const lmc_tensor *v, lmc_tensor *out) {
+static lmc_status pack(shard *s, const lmc_tensor *view, lmc_tensor *out) {
+    const lmc_tensor vv = *view, *v = &vv; /* out may be view */
     *out = lmc_tensor_make(v->type, v->ne[0], v->ne[1], v->ne[2], v->ne[3]);
     const size_t rb = lmc_dtype_row_bytes(v->type, v->ne[0]), nrows = (size_t)lmc_tensor_nrows(v);
     char *buf = malloc(rb * nrows + 1);
@@ -385,7 +386,7 @@ lmc_status lmc_tp_shard_init(const lmc_model *full, const lmc_tp_plan *p, int ra
     s->m.cfg.shared_intermediate_size = p->shared_intermediate;
     s->full = full;
     s->rank = rank;
-    s->in_place = strcmp(be->i->name, "cpu") == 0;
+    s->in_place = strcmp(be->i->name, "cpu") == 0 && !p->pack_slices;
     s->cap_aux = aux_needed(full);
     s->aux = calloc((size_t)s->cap_aux, sizeof *s->aux);
     s->m.layers = calloc((size_t)c->n_layers, sizeof *s->m.layers);

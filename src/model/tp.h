@@ -34,6 +34,8 @@ typedef struct lmc_tp_plan {
     int n_heads, n_kv_heads;      /* per rank */
     int kv_replicated;            /* n_kv_heads < n_ranks: each rank holds the one KV head its q heads use */
     int intermediate, moe_intermediate, shared_intermediate; /* per rank (config fields divided) */
+    int pack_slices;              /* copy strided slices into contiguous host memory even for cpu ranks
+                                   * (what device ranks always get; 0 after lmc_tp_plan_make) */
 } lmc_tp_plan;
 
 /* Check that `full` can be split over n_ranks and fill the plan. LMC_ERR_UNSUPPORTED, naming

@@ -362,6 +362,7 @@ static double max_diff(const float *a, const float *b, size_t n) {
 }
 
 static int n_tp_runs[5], n_tp_refused[5];
+static int pack_slices; /* give the ranks packed slices (the device path) instead of strided views */
 
 /* Compare one model at tp 1, 2, 4 against its single-backend run. */
 static void check_model_tp(const char *dir, const char *name, int must_split2) {
@@ -389,6 +390,7 @@ static void check_model_tp(const char *dir, const char *name, int must_split2) {
     for (int N = 1; N <= 4; N *= 2) {
         lmc_tp_params tp = lmc_tp_default_params();
         tp.n_ranks = N;
+        tp.pack_slices = pack_slices;
         lmc_status st = lmc_context_init_tp(&ctx, m, &cp, &tp);
         if (st == LMC_ERR_UNSUPPORTED) {
             CHECK_MSG(strstr(lmc_last_error(), "tensor") != NULL, "%s tp %d: %s", name, N, lmc_last_error());
@@ -513,6 +515,10 @@ static void test_quantized_tp(void) {
     check_model_tp(out, "llama-mlx4", 1);
     CHECK(n_tp_runs[2] == before2 + 1);
     CHECK(n_tp_refused[4] == refused4 + 1);
+    pack_slices = 1; /* MLX slices packed with their scales and biases, as a device rank gets them */
+    check_model_tp(out, "llama-mlx4 packed", 1);
+    pack_slices = 0;
+    CHECK(n_tp_runs[2] == before2 + 2);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
     CHECK(system(cmd) == 0);
@@ -646,12 +652,28 @@ static void test_llama3_8b_shape(void) {
     CHECK(system(cmd) == 0);
 }
 
+/* Packed copies of the row-parallel slices (what CUDA ranks bind) on a few fixtures. */
+static void test_packed_slices(void) {
+    static const char *cases[] = {"llama", "llama_bf16", "qwen2_moe", "phi3", "cohere", "gpt2"};
+    const int before = n_tp_runs[2];
+    pack_slices = 1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[1100], name[64];
+        snprintf(dir, sizeof dir, "%s/%s", fixtures_dir(), cases[i]);
+        snprintf(name, sizeof name, "%s packed", cases[i]);
+        check_model_tp(dir, name, 1);
+    }
+    pack_slices = 0;
+    CHECK(n_tp_runs[2] == before + (int)(sizeof cases / sizeof cases[0]));
+}
+
 int main(void) {
     RUN(test_host_all_reduce);
     RUN(test_host_abort);
     RUN(test_strided_views);
     RUN(test_plan_refusals);
     RUN(test_fixtures);
+    RUN(test_packed_slices);
     RUN(test_quantized_tp);
     RUN(test_llama3_8b_shape);
     return TEST_END();
