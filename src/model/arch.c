@@ -342,7 +342,7 @@ static const lmc_arch moe_rows[] = {
      .notes = "granitemoe with an ungated shared MLP"},
     {.model_type = "phimoe", .norm = LMC_NORM_LAYER, .prefix = "model.", .names = &llama_names, .moe = &moe_phimoe_d,
      .lm_head_bias_key = "lm_head_bias",
-     .notes = "LayerNorms, sparsemixer top-2 routing (inference form), optional LM-head bias, longrope"},
+     .notes = "LayerNorms, sparsemixer top-2 routing (inference form), optional LM-head bias; rope short/long_mscale refused"},
     {.model_type = "dots1", .qk_norm = LMC_QK_NORM_HEAD, .window = LMC_WINDOW_QWEN2, .prefix = "model.",
      .names = &llama_names, .moe = &moe_deepseek_d,
      .notes = "qwen3 attention, sigmoid router with selection bias and grouped top-k, scaling, shared experts, first_k_dense_replace"},
@@ -444,6 +444,7 @@ void lmc_arch_supported_list(char *buf, size_t cap) {
         if (n < 0) break;
         at += (size_t)n;
     }
+    if (at < cap) snprintf(buf + at, cap - at, ", gemma4_text, gemma4 (targeted ports)");
 }
 
 const char *lmc_tier_name(lmc_tier t) {

@@ -68,6 +68,16 @@ lmc_status lmc_moe_check_config(const lmc_config *cfg, const lmc_arch *a) {
     if (!d->scale_key && cfg->routed_scaling_factor != 1.0)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: routed_scaling_factor is not part of this architecture",
                         cfg->model_type);
+    /* Phi-3.5-MoE's rope dict carries short_mscale / long_mscale, which the rope factory does not
+     * read: refuse rather than run with another attention factor */
+    const char *rope_keys[2] = {"rope_scaling", "rope_parameters"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(cfg->text, rope_keys[i]);
+        if (cJSON_IsObject(r) && (cJSON_GetObjectItemCaseSensitive(r, "short_mscale") ||
+                                  cJSON_GetObjectItemCaseSensitive(r, "long_mscale")))
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: rope short_mscale / long_mscale are not supported yet",
+                            cfg->model_type);
+    }
     return LMC_OK;
 }
 

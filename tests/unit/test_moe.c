@@ -548,6 +548,12 @@ static void test_config_rules(void) {
     CHECK(config_of("{\"model_type\": \"mixtral\", " BASE "\"num_experts_per_tok\": 2}", &c) == LMC_OK);
     CHECK(lmc_profile_resolve(&c, &p) == LMC_ERR_FORMAT); /* an MoE row without experts */
     lmc_config_free(&c);
+    CHECK(config_of("{\"model_type\": \"phimoe\", " BASE "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, "
+                    "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, 1, 1], \"long_factor\": [2, 2, 2, 2], "
+                    "\"short_mscale\": 1.2, \"long_mscale\": 1.2, \"original_max_position_embeddings\": 64}}", &c) == LMC_OK);
+    CHECK(lmc_profile_resolve(&c, &p) == LMC_ERR_UNSUPPORTED);
+    CHECK(strstr(lmc_last_error(), "mscale") != NULL);
+    lmc_config_free(&c);
     /* a type without a row is refused by name (jetmoe's mixture-of-attention block is not the generic one) */
     CHECK(config_of("{\"model_type\": \"jetmoe\", " BASE "\"num_local_experts\": 8, \"num_experts_per_tok\": 2}", &c) ==
           LMC_OK);
