@@ -275,15 +275,26 @@ static enum MHD_Result embeddings(lmc_server *s, struct MHD_Connection *c, enum 
     int n = 0, base64 = 0, dims = 0, submitted = 0;
     enum MHD_Result ret;
     if (openai_parse_embeddings(s, root, &reqs, &n, &base64, &dims, &e) < 0) { ret = reply_error(s, c, r, &e); goto done; }
-    for (; submitted < n; submitted++) {
+    int gone = 0, failed = -1, oldest = 0;
+    while (submitted < n && !gone) {
         lmc_status st = lmc_sched_submit(s->sched, reqs[submitted]);
-        if (st < 0) {
-            e.type = "server_error";
-            srv_err(&e, st == LMC_ERR_RANGE ? 400 : 503, "input", "%s", lmc_last_error());
-            break;
+        if (st >= 0) { submitted++; continue; }
+        if (st == LMC_ERR_NOMEM && oldest < submitted) {
+            /* More inputs than the queue holds: wait for one of ours to finish, then go on. */
+            for (;;) {
+                wait_news(reqs[oldest], 100);
+                int done = reqs[oldest]->done;
+                pthread_mutex_unlock(&reqs[oldest]->mu);
+                if (done) break;
+                if (peer_closed(s, c)) { gone = 1; break; }
+            }
+            oldest++;
+            continue;
         }
+        e.type = "server_error";
+        srv_err(&e, st == LMC_ERR_RANGE ? 400 : 503, "input", "%s", lmc_last_error());
+        break;
     }
-    int gone = 0, failed = -1;
     for (int i = 0; i < submitted; i++) {
         for (;;) {
             if (e.status || gone) { cancel(s, reqs[i]); break; }

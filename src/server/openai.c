@@ -27,6 +27,7 @@ static int refuse_unsupported(const cJSON *root, lmc_srv_req *r, lmc_srv_error *
                 return srv_err(e, 400, "response_format", "response_format json_schema needs json_schema.schema (an object)");
             if (lmc_jschema_compile(schema, &r->schema) < 0)
                 return srv_err(e, 400, "response_format", "json_schema: %s", lmc_last_error());
+            r->schema_doc = cJSON_Duplicate(schema, 1); /* NULL on OOM: the after-the-fact check is skipped */
             r->json_mode = 1;
         } else if (strcmp(t->valuestring, "text"))
             return srv_err(e, 400, "response_format",
@@ -355,6 +356,16 @@ static const char *finish_reason(const lmc_srv_req *r, int has_calls) {
     return lmc_finish_openai(r->finish);
 }
 
+/* response_format json_schema: the decoder enforces the schema as it goes, except that exactly one
+ * oneOf alternative matches (decoded as anyOf). The finished reply is checked against the whole
+ * schema; a violation is reported in the choice as "schema_violation" (an lmc extension). */
+static void schema_check(const lmc_srv_req *r, cJSON *choice) {
+    if (!r->schema_doc || !choice || r->finish != LMC_FINISH_STOP || !r->out) return;
+    char why[160];
+    if (!lmc_jschema_validate(r->schema_doc, r->out, r->out_len, why, sizeof why))
+        cJSON_AddStringToObject(choice, "schema_violation", why);
+}
+
 char *openai_final_body(const lmc_server *s, lmc_srv_req *r) {
     int chat = r->api == LMC_API_CHAT;
     cJSON *j = head(r, chat ? "chat.completion" : "text_completion");
@@ -379,6 +390,7 @@ char *openai_final_body(const lmc_server *s, lmc_srv_req *r) {
     if (r->logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, r, 0, r->n_lps, 0));
     else cJSON_AddNullToObject(c, "logprobs");
     cJSON_AddStringToObject(c, "finish_reason", finish_reason(r, calls != NULL));
+    schema_check(r, c);
     cJSON_AddItemToArray(choices, c);
     cJSON_AddItemToObject(j, "usage", usage_json(r));
     char *out = cJSON_PrintUnformatted(j);
@@ -515,7 +527,9 @@ void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t
         cJSON_AddNullToObject(e, "code");
         sbuf_sse(b, NULL, j);
     } else {
-        sbuf_sse(b, NULL, chunk(r, "", 0, 0, finish_reason(r, has_calls), NULL));
+        cJSON *fin = chunk(r, "", 0, 0, finish_reason(r, has_calls), NULL);
+        schema_check(r, cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(fin, "choices"), 0));
+        sbuf_sse(b, NULL, fin);
         if (r->include_usage) {
             cJSON *j = head(r, r->api == LMC_API_CHAT ? "chat.completion.chunk" : "text_completion");
             cJSON_AddArrayToObject(j, "choices");

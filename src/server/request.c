@@ -48,6 +48,7 @@ void lmc_srv_req_unref(lmc_srv_req *r) {
     free(r->lps);
     free(r->embedding);
     lmc_jschema_free(r->schema);
+    cJSON_Delete(r->schema_doc);
     lmc_sampler_free(r->sampler);
     lmc_detok_free(r->detok);
     free(r->text);

@@ -18,6 +18,7 @@
 #include "gen/sampler.h"
 #include "jschema.h"
 #include "jsonfsm.h"
+#include <cjson/cJSON.h>
 #include "tok/tokenizer.h"
 
 typedef enum lmc_srv_api { LMC_API_CHAT = 0, LMC_API_COMPLETION, LMC_API_MESSAGES, LMC_API_EMBEDDING } lmc_srv_api;
@@ -98,6 +99,7 @@ typedef struct lmc_srv_req {
     lmc_jfsm js;                  /* JSON state of the output so far (json_mode) */
     lmc_jschema *schema;          /* owned; json_mode with a schema (response_format json_schema, tool parameters) */
     lmc_jsstate jss;              /* its state */
+    cJSON *schema_doc;            /* owned: response_format's schema, checked in full at the end (oneOf) */
     int json_fed;                 /* tokens fed to the JSON state (0: the next token decodes as the first) */
 
     /* --- HTTP-side streaming state (only the connection's thread touches it) --- */

@@ -25,10 +25,12 @@ import { malformedCases } from "../oracle/server/malformed.mjs";
 const MAX_BODY = 65536;
 
 // ---- a small HTTP client on node:http without keep-alive (every request its own connection) ----
+const REQUEST_TIMEOUT_MS = 120000; // a request not answered by then is closed (the server cancels it) and counted as timed out
+
 function request(port, { method = "POST", path, body, headers = {}, abortAfterMs, abortAfterBytes, pauseMs }) {
   return new Promise((done) => {
     const t0 = performance.now();
-    const out = { status: 0, headers: {}, chunks: [], error: null, aborted: false, tFirst: 0, tEnd: 0 };
+    const out = { status: 0, headers: {}, chunks: [], error: null, aborted: false, timedOut: false, tFirst: 0, tEnd: 0 };
     const buf = body === undefined ? null : Buffer.isBuffer(body) ? body : Buffer.from(body);
     const h = { ...headers };
     if (buf) { h["content-type"] ??= "application/json"; h["content-length"] = buf.length; }
@@ -58,6 +60,7 @@ function request(port, { method = "POST", path, body, headers = {}, abortAfterMs
     });
     req.on("error", (e) => { if (!out.aborted) out.error ??= e; end(); });
     if (abortAfterMs !== undefined) timer = setTimeout(() => { out.aborted = true; req.destroy(); end(); }, abortAfterMs);
+    else timer = setTimeout(() => { out.timedOut = true; out.error ??= new Error("timed out"); req.destroy(); end(); }, REQUEST_TIMEOUT_MS);
     if (buf) req.write(buf);
     req.end();
   });
@@ -143,14 +146,49 @@ const LONG = JSON.stringify({ model: "demo", messages: [{ role: "user", content:
 
 const busy = (r) => r.status === 503 && !!r.headers["retry-after"] && !!jsonOf(r.body)?.error;
 
-export async function runSoak({ duration = 45, clients = 32, seed = 1, quietChecks = false } = {}) {
+// Regressions found by this soak, checked deterministically on a one-sequence server with a 1 s
+// idle timeout: a stream queued behind a long generation gets keep-alive comments and completes
+// (it used to be dropped by the idle timeout), and SIGTERM lets a queued waiter get its 503.
+export async function regressions() {
+  const S = await startServer(["--max-seqs", "1", "--timeout", "1", "--max-queue", "8"]);
+  // an embeddings request with more inputs than the queue holds (it used to get 503)
+  const inputs = Array.from({ length: 20 }, (_, i) => `word ${i}`);
+  const many = await request(S.port, { path: "/v1/embeddings", body: JSON.stringify({ input: inputs }) });
+  const one = jsonOf((await request(S.port, { path: "/v1/embeddings", body: JSON.stringify({ input: inputs[19] }) })).body);
+  const md = jsonOf(many.body)?.data;
+  check("regression: 20 embedding inputs through a queue of 8 — all answered, in order, each as alone",
+        many.status === 200 && md?.length === 20 && md.every((d, i) => d.index === i) &&
+        md[19].embedding.every((x, k) => Math.abs(x - one.data[0].embedding[k]) < 1e-4), `${many.status} ${many.body.toString().slice(0, 160)}`);
+  const long = request(S.port, { path: "/v1/chat/completions", body: chatBody(0, { max_tokens: 300, ignore_eos: true }) });
+  await sleep(100);
+  const queued = await request(S.port, { path: "/v1/chat/completions", body: chatBody(1, { stream: true }) });
+  const s = chatStreamResult(queued.body.toString("utf8"));
+  const waited = queued.tFirst > 0 && (await long).tEnd > 1300;
+  check("regression: a stream queued past the idle timeout completes", queued.status === 200 && !queued.error && s.done && s.finish,
+        `${queued.status} ${queued.error} ${queued.body.toString().slice(0, 200)}`);
+  check("regression: … with keep-alive comments while it waited", !waited || queued.body.toString().startsWith(": keep-alive"),
+        queued.body.toString().slice(0, 80));
+  const busyLong = request(S.port, { path: "/v1/chat/completions", body: chatBody(0, { max_tokens: 900, ignore_eos: true }) });
+  await sleep(100);
+  const waiter = request(S.port, { path: "/v1/chat/completions", body: chatBody(2, { max_tokens: 900, ignore_eos: true }) });
+  await sleep(300);
+  const ex = await S.stop("SIGTERM", 15000);
+  const [a, b] = await Promise.all([busyLong, waiter]);
+  check("regression: SIGTERM answers running and queued waiters (503 + JSON), exits 0",
+        ex.code === 0 && [a, b].every((r) => r.status === 503 && !!jsonOf(r.body)?.error),
+        JSON.stringify([ex, a.status, String(a.error || ""), b.status, String(b.error || "")]));
+}
+
+export async function runSoak({ duration = 45, clients = 32, seed = 1 } = {}) {
+  await regressions();
   const S = await startServer(["--max-seqs", "4", "--max-queue", "24", "--max-body", String(MAX_BODY), "--timeout", "3"]);
   const port = S.port, pid = S.proc.pid;
   const stats = {};   // kind → {n, ok, busy, bad, lat: [], ttft: [], fails: []}
-  const stat = (k) => (stats[k] ??= { n: 0, ok: 0, busy: 0, bad: 0, lat: [], ttft: [], fails: [] });
+  const stat = (k) => (stats[k] ??= { n: 0, ok: 0, busy: 0, bad: 0, timedOut: 0, lat: [], ttft: [], fails: [] });
   const record = (k, ok, r, detail) => {
     const s = stat(k);
     s.n++;
+    if (r?.timedOut && !ok) { s.timedOut++; return; }
     if (ok === "busy") s.busy++;
     else if (ok) { s.ok++; if (r) { s.lat.push(r.tEnd); if (r.tFirst) s.ttft.push(r.tFirst); } }
     else { s.bad++; if (s.fails.length < 5) s.fails.push(detail); }
@@ -239,6 +277,7 @@ export async function runSoak({ duration = 45, clients = 32, seed = 1, quietChec
       const r = await request(port, { method: c.method || "POST", path: c.path, body: c.body });
       const j = jsonOf(r.body);
       const shape = c.path.startsWith("/v1/messages") && r.status !== 404 ? j?.type === "error" && j?.error?.message : j?.error?.message;
+      if (r.timedOut) return record("malformed", false, r, "");
       record("malformed", (r.status === c.status || busy(r) || (c.status === 413 && r.status === 0 && !!r.error)) && (!!shape || r.status === 0) && (!c.code || j?.error?.code === c.code), null,
              `${c.name}: ${r.status} ${r.error || ""} ${r.body.toString().slice(0, 120)}`);
     }],
@@ -246,19 +285,19 @@ export async function runSoak({ duration = 45, clients = 32, seed = 1, quietChec
       const big = JSON.stringify({ messages: [{ role: "user", content: "x".repeat(MAX_BODY + 1 + Math.floor(rnd() * 200000)) }] });
       const r = await request(port, { path: "/v1/chat/completions", body: big });
       // The server may answer 413 before reading the body and close: a reset while we still write is acceptable only with no reply.
-      record("oversized", r.status === 413 ? !!jsonOf(r.body)?.error : r.status === 0 && !!r.error, null, `${r.status} ${r.error}`);
+      record("oversized", r.status === 413 ? !!jsonOf(r.body)?.error : r.status === 0 && !!r.error && !r.timedOut, r, `${r.status} ${r.error}`);
     }],
     ["cancel_stream", 8, async (rnd) => {
       const i = Math.floor(rnd() * PROMPTS.length);
       const r = await request(port, { path: "/v1/chat/completions", abortAfterBytes: 1 + Math.floor(rnd() * 400),
         body: chatBody(i, { stream: true, max_tokens: 300, ignore_eos: true }) });
-      record("cancel_stream", r.aborted || busy(r), null, `${r.status} ${r.error} ${Math.round(r.tEnd)} ms ${r.body.toString().slice(0, 160)}`);
+      record("cancel_stream", r.aborted || busy(r), r, `${r.status} ${r.error} ${Math.round(r.tEnd)} ms ${r.body.toString().slice(0, 160)}`);
     }],
     ["cancel_wait", 4, async (rnd) => {
       const i = Math.floor(rnd() * PROMPTS.length);
       const r = await request(port, { path: "/v1/messages", abortAfterMs: 20 + Math.floor(rnd() * 300),
         body: msgBody(i, { max_tokens: 300 }) });
-      record("cancel_wait", r.aborted || r.status === 200 || busy(r), null, `${r.status} ${r.error}`);
+      record("cancel_wait", r.aborted || r.status === 200 || busy(r), r, `${r.status} ${r.error}`);
     }],
     ["slow_body", 2, async (rnd) => {
       // Headers at once, then one byte of body every 250 ms: cut off within the 3 s body deadline.
@@ -300,7 +339,7 @@ export async function runSoak({ duration = 45, clients = 32, seed = 1, quietChec
     while (Date.now() < tEnd && alive) {
       let x = rnd() * total, k = 0;
       while (x >= kinds[k][1]) x -= kinds[k++][1];
-      try { await withTimeout(kinds[k][2](rnd), 60000, kinds[k][0]); }
+      try { await withTimeout(kinds[k][2](rnd), REQUEST_TIMEOUT_MS + 30000, kinds[k][0]); }
       catch (e) { record(kinds[k][0], false, null, String(e)); }
     }
   };
@@ -310,16 +349,19 @@ export async function runSoak({ duration = 45, clients = 32, seed = 1, quietChec
 
   const report = { duration_s: duration, clients, seed, kinds: {} };
   for (const [k, s] of Object.entries(stats)) {
-    report.kinds[k] = { n: s.n, ok: s.ok, busy: s.busy, bad: s.bad, p50_ms: pct(s.lat, 50), p99_ms: pct(s.lat, 99),
+    report.kinds[k] = { n: s.n, ok: s.ok, busy: s.busy, bad: s.bad, timed_out: s.timedOut, p50_ms: pct(s.lat, 50), p99_ms: pct(s.lat, 99),
                         ttft_p50_ms: pct(s.ttft, 50), ttft_p99_ms: pct(s.ttft, 99) };
-    check(`soak: ${k} — every answer as expected (${s.ok} ok, ${s.busy} busy, of ${s.n})`, s.bad === 0 && s.n > 0, s.fails.join(" | "));
+    check(`soak: ${k} — every answer as expected (${s.ok} ok, ${s.busy} busy, ${s.timedOut} timed out, of ${s.n})`, s.bad === 0 && s.n > 0,
+          s.fails.join(" | "));
+    // A loaded machine slows everything; a server that stops answering shows as many requests timing out.
+    check(`soak: ${k} — at most 10% unanswered within ${REQUEST_TIMEOUT_MS / 1000} s`, s.timedOut <= 0.1 * s.n, `${s.timedOut} of ${s.n}`);
   }
   const valid = ["chat", "chat_stream", "completion", "messages_stream"].reduce((a, k) => a + (stats[k]?.ok || 0), 0);
   check(`soak: valid requests answered (${valid})`, valid >= 20);
 
   // ---- after the load: nothing active, KV of cancelled requests freed ----
   let m = null;
-  for (let i = 0; i < 100; i++) {
+  for (let i = 0; i < 600; i++) { // up to 60 s: requests of clients that gave up are cancelled, queued ones drain
     m = await metrics(S.url);
     if (m.lmc_running_sequences === 0 && m.lmc_queue_depth === 0) break;
     await sleep(100);
@@ -364,7 +406,7 @@ export async function runSoak({ duration = 45, clients = 32, seed = 1, quietChec
 
   console.log("soak summary (ms):");
   for (const [k, v] of Object.entries(report.kinds))
-    console.log(`  ${k.padEnd(16)} n=${String(v.n).padStart(5)} ok=${String(v.ok).padStart(5)} busy=${String(v.busy).padStart(4)} bad=${v.bad}` +
+    console.log(`  ${k.padEnd(16)} n=${String(v.n).padStart(5)} ok=${String(v.ok).padStart(5)} busy=${String(v.busy).padStart(4)} bad=${v.bad} timeout=${v.timed_out}` +
                 (v.p99_ms !== null ? `  p50=${v.p50_ms.toFixed(0)} p99=${v.p99_ms.toFixed(0)}` : "") +
                 (v.ttft_p99_ms !== null && k.includes("stream") ? `  ttft p50=${v.ttft_p50_ms.toFixed(0)} p99=${v.ttft_p99_ms.toFixed(0)}` : ""));
   console.log(`  RSS KiB: warm ${rssWarm}, end ${rssEnd}, max ${report.rss_kib.max}`);
