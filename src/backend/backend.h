@@ -57,7 +57,8 @@ typedef struct lmc_attn_op {
  *                 (m - l_j) / max(|l_j|, m) > 2·jitter; the weight is the softmax over the
  *                 unmasked remaining logits at the argmax. No renormalization, no scale.
  * Then (SOFTMAX, SIGMOID) with norm: w /= max(Σw, norm_min) + norm_eps; finally w *= scale.
- * Ids come out in descending order of the choice score (ties: the lower id first). */
+ * Ids come out in descending order of the choice score (ties: the lower id first; SPARSEMIXER:
+ * round 1 then round 2), weights in the same order. Reductions may use any order (f32 result). */
 typedef enum lmc_moe_score { LMC_MOE_SOFTMAX = 0, LMC_MOE_SIGMOID, LMC_MOE_SPARSEMIXER } lmc_moe_score;
 
 typedef struct lmc_moe_route_op {
@@ -128,7 +129,8 @@ typedef struct lmc_backend_i {
     void (*moe_route)(lmc_backend *be, lmc_tensor *ids, lmc_tensor *weights, const lmc_tensor *logits,
                       const lmc_tensor *sel_bias, const lmc_moe_route_op *op);
     /* y[:, j, t] = experts[ids[j, t]] · x[:, t]   for j < k, t < n  (y f32 [out, k, n], ids I32 [k, n]).
-     * experts: n_experts weights of one shape [in, out], any weight dtype (each may live anywhere).
+     * experts: a host array of n_experts weight descriptors of one shape [in, out], any weight dtype (one per
+     * expert), each bound on this backend (bind_weight) with its own data pointer (they need not be adjacent).
      * x is f32 [in, n] (every slot of token t reads x[:, t]) or f32 [in, k, n] (slot (j, t) reads
      * x[:, j, t]; told apart by row count: n or k·n). Slots are grouped by expert so each selected
      * expert's weights are read once per call; an expert no slot selects is not touched. */
