@@ -336,14 +336,25 @@ static lmc_status parse_forward_knobs(lmc_config *cfg) {
     return LMC_OK;
 }
 
-/* The first of `keys` present as a positive integer (0 when none is; an error when one is mistyped
- * or is a list: per-layer expert counts are not supported). */
+/* The first of `keys` present as a non-negative integer (unchanged when none is). A per-layer list
+ * (hunyuan's moe_topk) is read when every entry is the same; differing entries are refused. */
 static lmc_status moe_int(const lmc_config *cfg, const char *const *keys, int *out) {
     for (int i = 0; keys[i]; i++) {
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(cfg->text, keys[i]);
         if (!it || cJSON_IsNull(it)) continue;
-        if (cJSON_IsArray(it))
-            return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: per-layer \"%s\" lists are not supported", keys[i]);
+        if (cJSON_IsArray(it)) {
+            const cJSON *e;
+            int64_t first = -1, v;
+            cJSON_ArrayForEach(e, it) {
+                if (!lmc_json_item_int(e, &v) || v < 0 || v > (1 << 24) || (first >= 0 && v != first))
+                    return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: per-layer \"%s\" lists with differing "
+                                    "values are not supported", keys[i]);
+                first = v;
+            }
+            if (first < 0) return lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" is an empty list", keys[i]);
+            *out = (int)first;
+            return LMC_OK;
+        }
         int64_t v;
         if (!lmc_json_item_int(it, &v) || v < 0 || v > (1 << 24))
             return lmc_fail(LMC_ERR_FORMAT, "config.json: \"%s\" must be a non-negative integer", keys[i]);

@@ -526,9 +526,14 @@ static void test_config_rules(void) {
     CHECK(memcmp(c.layer_dense, want3, 6) == 0);
     lmc_config_free(&c);
     /* refusals, each with a message naming the problem */
-    CHECK(config_of("{\"model_type\": \"hunyuan_v1_moe\", " BASE "\"num_experts\": 8, \"moe_topk\": [2, 2, 2, 2, 2, 2]}",
+    CHECK(config_of("{\"model_type\": \"hunyuan_v1_moe\", " BASE "\"num_experts\": 8, \"moe_topk\": [2, 2, 3, 2, 2, 2]}",
                     &c) == LMC_ERR_UNSUPPORTED);
     CHECK(strstr(lmc_last_error(), "moe_topk") != NULL);
+    lmc_config_free(&c);
+    /* the same value for every layer (Hunyuan-A13B's spelling) is read */
+    CHECK(config_of("{\"model_type\": \"hunyuan_v1_moe\", " BASE "\"num_experts\": 8, \"moe_topk\": [2, 2, 2, 2, 2, 2]}",
+                    &c) == LMC_OK);
+    CHECK_EQ_INT(c.n_experts_used, 2);
     lmc_config_free(&c);
     CHECK(config_of("{\"model_type\": \"mixtral\", " BASE "\"num_local_experts\": 4, \"num_experts_per_tok\": 5}", &c) ==
           LMC_ERR_FORMAT);
