@@ -564,6 +564,12 @@ async function main() {
   const badKeyBody = await badKey.json().catch(() => null);
   check("api key: 401 with a wrong key, Anthropic-style body", badKey.status === 401 && badKeyBody?.type === "error" && badKeyBody?.error?.type === "authentication_error");
   check("api key: /health stays open", (await fetch(B.url + "/health")).ok);
+  const near = [];
+  for (const k of ["sekri", "sekritt", "SEKRIT", "sekriu", "sekrit\u0000"]) {
+    near.push((await fetch(B.url + "/v1/models", { headers: { authorization: "Bearer " + k.replace("\u0000", "%00") } })).status);
+    near.push((await fetch(B.url + "/v1/models", { headers: { "x-api-key": k.replace("\u0000", "x") } })).status);
+  }
+  check("api key: prefixes, extensions and near misses of the key get 401 (constant-time compare)", near.every((x) => x === 401), JSON.stringify(near));
   check("api key: CORS preflight needs no key", (await fetch(B.url + "/v1/messages", { method: "OPTIONS" })).status === 204);
   const okB = new OpenAI({ baseURL: B.url + "/v1", apiKey: "sekrit", maxRetries: 0 });
   const bm = await okB.models.list();

@@ -373,7 +373,11 @@ export async function runSoak({ duration = 45, clients = 32, seed = 1 } = {}) {
   check("soak: same answer after the load", again?.choices?.[0]?.message?.content === ref.chat[0].content);
 
   // ---- RSS: no growth after warm-up ----
-  const warm = Math.max(10, duration * 0.3);
+  // Warm-up (arenas of new connection threads, first use of each path) takes tens of seconds on a
+  // loaded machine; a short run can only catch gross growth, the long run catches slow leaks (and
+  // the soak under ASan reports any leak at exit).
+  const long = duration >= 600;
+  const warm = Math.max(15, duration * (long ? 0.25 : 0.4));
   const after = rss.filter((x) => x.t >= warm);
   const win = Math.max(3, Math.floor(after.length * 0.15));
   const med = (a) => pct(a.map((x) => x.kib), 50);
@@ -381,7 +385,8 @@ export async function runSoak({ duration = 45, clients = 32, seed = 1 } = {}) {
   report.rss_kib = { warm: rssWarm, end: rssEnd, max: Math.max(...rss.map((x) => x.kib)), samples: rss.length,
                      series: rss.filter((_, k) => k % 4 === 0).map((x) => [Math.round(x.t), x.kib]) };
   check(`soak: RSS stable after warm-up (${rssWarm} KiB → ${rssEnd} KiB)`,
-        after.length >= 6 && rssEnd <= rssWarm * 1.10 + 16384, JSON.stringify(report.rss_kib));
+        after.length >= 6 && rssEnd <= (long ? rssWarm * 1.05 + 8192 : rssWarm * 1.15 + 24576),
+        JSON.stringify({ warm: rssWarm, end: rssEnd, max: report.rss_kib.max }));
 
   // ---- SIGTERM with requests in flight ----
   const inflight = [];
