@@ -6,7 +6,8 @@
  * additionalProperties (false, true or a schema; absent with properties means false,
  * as OpenAI's strict mode), items, minItems, maxItems, enum, const, minLength/maxLength
  * (code points; a \u escape counts as one), pattern (an ECMA-262 subset, see
- * jsregex.h; matched on the decoded string), format date, time, date-time, uuid, email,
+ * jsregex.h; matched on the decoded string; no \u escapes are written in such a string,
+ * and maxLength is weighed against what the pattern still needs), format date, time, date-time, uuid, email,
  * ipv4 (as patterns; a date's day is checked against its month, not leap years),
  * minimum/maximum/exclusiveMinimum/exclusiveMaximum (integers exactly, digit by digit;
  * numbers too: a number may only grow while some continuation stays in range, with no
