@@ -1,18 +1,17 @@
 /* cuda_attn.cu — attention of a batch of queries over the KV cache.
  *
- * One block per (query head, token, split): its warps take the split's
- * cached positions in turn (one position per warp step: a shuffle-reduced
- * q·k, scale, optional softcap, an online softmax, and v accumulated in f32
- * registers, head_dim ≤ 256), then combine in shared memory. With one split
- * the block writes the normalized output; with several (decode: few tokens,
- * long caches) each writes its (max, sum, acc) and k_attn_combine merges
- * them. Positions, windows and ring slots follow the CPU reference:
- * token t sees positions [max(0, pos - window + 1), pos] of sequence seq[t]
- * at slots p mod n_ctx.
+ * One block per (KV head, token, split), one warp per query head of the
+ * KV head's group (grouped-query heads share every K/V row load): each warp
+ * walks the split's cached positions two at a time (shuffle-reduced q·k,
+ * scale, optional softcap, online softmax, v accumulated in f32 registers,
+ * head_dim ≤ 256). With one split the warp writes the normalized output;
+ * with several (decode: few tokens, long caches) it writes (max, sum, acc)
+ * and k_attn_combine merges the splits. Positions, windows and ring slots
+ * follow the CPU reference: token t sees positions [max(0, pos - window + 1),
+ * pos] of sequence seq[t] at slots p mod n_ctx.
  */
 #include "cuda_common.cuh"
 
-#define ATT_WARPS 4
 #define ATT_MAXD 8 /* head_dim / 32, rounded up */
 
 static __device__ __forceinline__ void attn_range(const lmc_cuda_attn &a, int64_t t, int64_t *b, int64_t *e) {
@@ -24,13 +23,14 @@ static __device__ __forceinline__ void attn_range(const lmc_cuda_attn &a, int64_
     *e = p_end;
 }
 
-__global__ void __launch_bounds__(32 * ATT_WARPS) k_attn(lmc_cuda_attn a, int n_split, int64_t chunk, float *part) {
-    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
-    __shared__ float sm_acc[ATT_WARPS][32 * ATT_MAXD];
-    const int h = blockIdx.x, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+/* Block (kv head g, token t, split): warp j is query head g·group + j, so the group's
+ * warps read each K/V row together (one L2 read, L1 hits for the others). */
+__global__ void __launch_bounds__(1024) k_attn(lmc_cuda_attn a, int n_split, int64_t chunk, float *part) {
+    const int g = blockIdx.x, lane = threadIdx.x & 31, j = threadIdx.x >> 5;
+    const int group = a.n_head / a.n_kv_head, h = g * group + j;
     const int64_t t = blockIdx.y;
     const int sp = blockIdx.z;
-    const int hd = a.head_dim, group = a.n_head / a.n_kv_head, kvh = h / group;
+    const int hd = a.head_dim;
     const int64_t sq = a.seq[t];
     int64_t p_begin, p_end;
     attn_range(a, t, &p_begin, &p_end);
@@ -38,66 +38,84 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) k_attn(lmc_cuda_attn a, int n_
     const int64_t hi = lo + chunk - 1 < p_end ? lo + chunk - 1 : p_end;
     const int64_t kv_row = (int64_t)hd * a.n_kv_head;
     const int valid = sq >= 0 && sq < a.n_seq;
-    const float *kb = a.k + (valid ? sq : 0) * a.n_ctx * kv_row + (int64_t)kvh * hd;
-    const float *vb = a.v + (valid ? sq : 0) * a.n_ctx * kv_row + (int64_t)kvh * hd;
+    const float *kb = a.k + (valid ? sq : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
+    const float *vb = a.v + (valid ? sq : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
     const float *qp = a.q + (t * a.n_head + h) * hd;
 
     float q[ATT_MAXD], acc[ATT_MAXD];
 #pragma unroll
-    for (int j = 0; j < ATT_MAXD; j++) {
-        const int i = lane + 32 * j;
-        q[j] = i < hd ? qp[i] : 0.0f;
-        acc[j] = 0.0f;
+    for (int jj = 0; jj < ATT_MAXD; jj++) {
+        const int i = lane + 32 * jj;
+        q[jj] = i < hd ? qp[i] : 0.0f;
+        acc[jj] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    for (int64_t p = lo + wid; valid && p <= hi; p += ATT_WARPS) {
-        const int64_t slot = p % a.n_ctx;
-        const float *kr = kb + slot * kv_row, *vr = vb + slot * kv_row;
-        float s = 0.0f;
+    int64_t p = lo;
+    /* two positions per step: two independent dot products in flight */
+    for (; valid && p + 1 <= hi; p += 2) {
+        const float *k0 = kb + (p % a.n_ctx) * kv_row, *k1 = kb + ((p + 1) % a.n_ctx) * kv_row;
+        const float *v0 = vb + (p % a.n_ctx) * kv_row, *v1 = vb + ((p + 1) % a.n_ctx) * kv_row;
+        float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
-        for (int j = 0; j < ATT_MAXD; j++) {
-            const int i = lane + 32 * j;
-            if (i < hd) s += q[j] * kr[i];
+        for (int jj = 0; jj < ATT_MAXD; jj++) {
+            const int i = lane + 32 * jj;
+            if (i < hd) {
+                s0 += q[jj] * k0[i];
+                s1 += q[jj] * k1[i];
+            }
         }
-        s = warp_sum(s) * a.scale;
-        if (a.softcap > 0) s = a.softcap * tanhf(s / a.softcap);
-        const float mn = fmaxf(m, s);
-        const float corr = expf(m - mn), e = expf(s - mn);
-        l = l * corr + e;
+        s0 = warp_sum(s0) * a.scale;
+        s1 = warp_sum(s1) * a.scale;
+        if (a.softcap > 0) {
+            s0 = a.softcap * tanhf(s0 / a.softcap);
+            s1 = a.softcap * tanhf(s1 / a.softcap);
+        }
+        const float mn = fmaxf(m, fmaxf(s0, s1));
+        const float corr = expf(m - mn), e0 = expf(s0 - mn), e1 = expf(s1 - mn);
+        l = l * corr + e0 + e1;
 #pragma unroll
-        for (int j = 0; j < ATT_MAXD; j++) {
-            const int i = lane + 32 * j;
-            if (i < hd) acc[j] = acc[j] * corr + e * vr[i];
+        for (int jj = 0; jj < ATT_MAXD; jj++) {
+            const int i = lane + 32 * jj;
+            if (i < hd) acc[jj] = acc[jj] * corr + e0 * v0[i] + e1 * v1[i];
         }
         m = mn;
     }
-    if (lane == 0) { sm_m[wid] = m; sm_l[wid] = l; }
+    if (valid && p <= hi) {
+        const float *k0 = kb + (p % a.n_ctx) * kv_row, *v0 = vb + (p % a.n_ctx) * kv_row;
+        float s0 = 0.0f;
 #pragma unroll
-    for (int j = 0; j < ATT_MAXD; j++) sm_acc[wid][lane + 32 * j] = acc[j];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, sm_m[w]);
-    float L = 0.0f, f[ATT_WARPS];
-    for (int w = 0; w < ATT_WARPS; w++) {
-        f[w] = sm_m[w] == -INFINITY ? 0.0f : expf(sm_m[w] - M);
-        L += sm_l[w] * f[w];
+        for (int jj = 0; jj < ATT_MAXD; jj++) {
+            const int i = lane + 32 * jj;
+            if (i < hd) s0 += q[jj] * k0[i];
+        }
+        s0 = warp_sum(s0) * a.scale;
+        if (a.softcap > 0) s0 = a.softcap * tanhf(s0 / a.softcap);
+        const float mn = fmaxf(m, s0);
+        const float corr = expf(m - mn), e0 = expf(s0 - mn);
+        l = l * corr + e0;
+#pragma unroll
+        for (int jj = 0; jj < ATT_MAXD; jj++) {
+            const int i = lane + 32 * jj;
+            if (i < hd) acc[jj] = acc[jj] * corr + e0 * v0[i];
+        }
+        m = mn;
     }
     if (n_split == 1) {
         float *o = a.out + (t * a.n_head + h) * hd;
-        const float inv = L > 0 ? 1.0f / L : 0.0f;
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-            float v = 0.0f;
-            for (int w = 0; w < ATT_WARPS; w++) v += sm_acc[w][i] * f[w];
-            o[i] = v * inv;
+        const float inv = l > 0 ? 1.0f / l : 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < ATT_MAXD; jj++) {
+            const int i = lane + 32 * jj;
+            if (i < hd) o[i] = acc[jj] * inv;
         }
         return;
     }
     float *pp = part + ((t * a.n_head + h) * n_split + sp) * (int64_t)(hd + 2);
-    if (threadIdx.x == 0) { pp[0] = M; pp[1] = L; }
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float v = 0.0f;
-        for (int w = 0; w < ATT_WARPS; w++) v += sm_acc[w][i] * f[w];
-        pp[2 + i] = v;
+    if (lane == 0) { pp[0] = m; pp[1] = l; }
+#pragma unroll
+    for (int jj = 0; jj < ATT_MAXD; jj++) {
+        const int i = lane + 32 * jj;
+        if (i < hd) pp[2 + i] = acc[jj];
     }
 }
 
@@ -127,7 +145,7 @@ __global__ void k_attn_combine(lmc_cuda_attn a, int n_split, const float *part) 
 
 /* Splits of the cache range: enough blocks to fill the GPU when few tokens are queried. */
 static int attn_splits(const lmc_cuda_attn *a, int64_t *chunk) {
-    int64_t s = (a->n_ctx + 255) / 256;
+    int64_t s = (a->n_ctx + 63) / 64;
     const int64_t cap = 8192 / (a->n * a->n_head > 0 ? a->n * a->n_head : 1);
     if (s > cap) s = cap;
     if (s > 64) s = 64;
@@ -146,7 +164,7 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
     if (a->n <= 0) return;
     int64_t chunk;
     const int s = attn_splits(a, &chunk);
-    dim3 grid((unsigned)a->n_head, (unsigned)a->n, (unsigned)s);
-    k_attn<<<grid, 32 * ATT_WARPS, 0, st>>>(*a, s, chunk, scratch);
+    dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)s);
+    k_attn<<<grid, 32 * (a->n_head / a->n_kv_head), 0, st>>>(*a, s, chunk, scratch);
     if (s > 1) k_attn_combine<<<dim3((unsigned)a->n_head, (unsigned)a->n), 128, 0, st>>>(*a, s, scratch);
 }

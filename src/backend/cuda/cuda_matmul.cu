@@ -1,18 +1,19 @@
 /* cuda_matmul.cu — the matrix-vector kernels of decode, the repacking of
  * Q8_0/Q4_0 weights, and the dequantization feeding cuBLAS.
  *
- * Decode (≤ LMC_CUDA_GEMV_MAX_TOKENS tokens): one warp computes R output rows;
- * each lane loads 16 aligned bytes of each row per step (8 bf16/f16, 4 f32,
- * 16 Q8_0 codes, or a whole 32-element Q4_0 block), widens them to f32 once,
- * and multiplies them with every token's activations (f32, read through L1);
- * the warp reduces with shuffles. Products and sums are f32 (no activation
+ * Decode (≤ LMC_CUDA_GEMV_MAX_TOKENS tokens): one block computes R output rows;
+ * each thread loads 16 aligned bytes of each row per chunk (8 bf16/f16, 4 f32,
+ * 16 Q8_0 codes, or a whole 32-element Q4_0 block), U chunks before using any,
+ * widens them to f32 once and multiplies them with every token's activations
+ * (f32, read through L1); warps reduce with shuffles, the block in shared memory. Products and sums are f32 (no activation
  * quantization). Other weight dtypes, and prefill-sized batches, go through
  * lmc_cuda_dequant_rows + cuBLAS (cuda_backend.c).
  */
 #include "cuda_common.cuh"
 
-#define GEMV_R 2      /* output rows per warp */
-#define GEMV_WARPS 4  /* warps per block */
+#define GEMV_R 2          /* output rows per block */
+#define GEMV_U 2          /* chunks per thread loaded before use */
+#define GEMV_THREADS 256  /* most threads per block (fewer when the rows are short) */
 
 size_t lmc_cuda_repacked_bytes(int type, int64_t ne0, int64_t ne1, size_t *scale_off) {
     size_t codes = type == LMC_DTYPE_Q8_0 ? (size_t)ne0 * (size_t)ne1 : (size_t)ne0 / 2 * (size_t)ne1;
@@ -54,15 +55,27 @@ template <> struct gemv_traits<LMC_DTYPE_BF16> { enum { E = 8 }; };
 template <> struct gemv_traits<LMC_DTYPE_Q8_0> { enum { E = 16 }; };
 template <> struct gemv_traits<LMC_DTYPE_Q4_0> { enum { E = 32 }; };
 
-/* Widen one 16-byte chunk c of row r into E floats. */
+/* The 16 bytes of chunk c of row r (and its block scale for Q8_0/Q4_0). */
 template <int TYPE>
-static __device__ __forceinline__ void gemv_decode(const lmc_cuda_w &w, int64_t r, int64_t c, float *f) {
+static __device__ __forceinline__ uint4 gemv_load(const lmc_cuda_w &w, int64_t r, int64_t c, float *d) {
+    if (TYPE == LMC_DTYPE_Q8_0 || TYPE == LMC_DTYPE_Q4_0) {
+        const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
+        *d = f16_to_f(__ldg(sc + r * (w.ne0 / 32) + (TYPE == LMC_DTYPE_Q8_0 ? c / 2 : c)));
+        const size_t row = TYPE == LMC_DTYPE_Q8_0 ? (size_t)w.ne0 : (size_t)(w.ne0 / 2);
+        return __ldg((const uint4 *)((const char *)w.data + (size_t)r * row) + c);
+    }
+    *d = 1.0f;
+    return __ldg((const uint4 *)((const char *)w.data + (size_t)r * w.nb1) + c);
+}
+
+/* Widen one loaded chunk into its E floats (element order of the row). */
+template <int TYPE>
+static __device__ __forceinline__ void gemv_decode(uint4 v, float d, float *f) {
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
     if (TYPE == LMC_DTYPE_F32) {
-        const float4 v = __ldg((const float4 *)((const char *)w.data + (size_t)r * w.nb1) + c);
-        f[0] = v.x; f[1] = v.y; f[2] = v.z; f[3] = v.w;
+#pragma unroll
+        for (int k = 0; k < 4; k++) f[k] = __uint_as_float(u[k]);
     } else if (TYPE == LMC_DTYPE_BF16 || TYPE == LMC_DTYPE_F16) {
-        const uint4 v = __ldg((const uint4 *)((const char *)w.data + (size_t)r * w.nb1) + c);
-        const uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             if (TYPE == LMC_DTYPE_BF16) {
@@ -74,17 +87,9 @@ static __device__ __forceinline__ void gemv_decode(const lmc_cuda_w &w, int64_t 
             }
         }
     } else if (TYPE == LMC_DTYPE_Q8_0) {
-        const uint4 v = __ldg((const uint4 *)((const char *)w.data + (size_t)r * (size_t)w.ne0) + c);
-        const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
-        const float d = f16_to_f(__ldg(sc + r * (w.ne0 / 32) + c / 2));
-        const uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int k = 0; k < 16; k++) f[k] = d * (float)(int8_t)(u[k / 4] >> (8 * (k % 4)));
-    } else { /* Q4_0: bytes j hold elements j (low nibble) and j + 16 (high) */
-        const uint4 v = __ldg((const uint4 *)((const char *)w.data + (size_t)r * (size_t)(w.ne0 / 2)) + c);
-        const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
-        const float d = f16_to_f(__ldg(sc + r * (w.ne0 / 32) + c));
-        const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+    } else { /* Q4_0: byte j holds elements j (low nibble) and j + 16 (high) */
 #pragma unroll
         for (int k = 0; k < 16; k++) {
             const uint32_t byte = (u[k / 4] >> (8 * (k % 4))) & 0xff;
@@ -94,44 +99,71 @@ static __device__ __forceinline__ void gemv_decode(const lmc_cuda_w &w, int64_t 
     }
 }
 
+/* One block computes GEMV_R output rows for NT tokens. Its threads stride over the rows'
+ * 16-byte chunks GEMV_U at a time: the U·R loads are issued before any is used (memory
+ * parallelism even for short rows), then widened and multiplied; warps reduce with
+ * shuffles, then across the block in shared memory. */
 template <int TYPE, int NT>
-__global__ void __launch_bounds__(32 * GEMV_WARPS) k_gemv(float *y, lmc_cuda_w w, const float *x) {
+__global__ void __launch_bounds__(GEMV_THREADS) k_gemv(float *y, lmc_cuda_w w, const float *x) {
     constexpr int E = gemv_traits<TYPE>::E;
-    const int lane = threadIdx.x & 31;
-    const int64_t warp = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    const int64_t out = w.ne1, K = w.ne0;
-    const int64_t r0 = warp * GEMV_R;
-    if (r0 >= out) return;
-    const int64_t nch = K / E;
+    __shared__ float red[GEMV_THREADS / 32][GEMV_R * NT];
+    const int64_t out = w.ne1, K = w.ne0, nch = K / E;
+    const int64_t r0 = (int64_t)blockIdx.x * GEMV_R;
+    const int nth = blockDim.x;
     float acc[GEMV_R][NT];
 #pragma unroll
     for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
-    for (int64_t c = lane; c < nch; c += 32) {
-        float f[GEMV_R][E];
+    for (int64_t c0 = threadIdx.x; c0 < nch; c0 += (int64_t)GEMV_U * nth) {
+        uint4 raw[GEMV_U][GEMV_R];
+        float sc[GEMV_U][GEMV_R];
 #pragma unroll
-        for (int r = 0; r < GEMV_R; r++) gemv_decode<TYPE>(w, r0 + r < out ? r0 + r : out - 1, c, f[r]);
+        for (int u = 0; u < GEMV_U; u++)
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const float4 *xp = (const float4 *)(x + t * K + c * E);
+            for (int r = 0; r < GEMV_R; r++) {
+                const int64_t c = c0 + (int64_t)u * nth;
+                const int64_t row = r0 + r < out ? r0 + r : out - 1;
+                if (c < nch) raw[u][r] = gemv_load<TYPE>(w, row, c, &sc[u][r]);
+                else { raw[u][r] = make_uint4(0, 0, 0, 0); sc[u][r] = 0.0f; }
+            }
 #pragma unroll
-            for (int k = 0; k < E / 4; k++) {
-                const float4 xv = __ldg(xp + k);
+        for (int u = 0; u < GEMV_U; u++) {
+            const int64_t c = c0 + (int64_t)u * nth;
+            if (c >= nch) break;
 #pragma unroll
-                for (int r = 0; r < GEMV_R; r++)
-                    acc[r][t] += f[r][4 * k] * xv.x + f[r][4 * k + 1] * xv.y + f[r][4 * k + 2] * xv.z +
-                                 f[r][4 * k + 3] * xv.w;
+            for (int r = 0; r < GEMV_R; r++) {
+                float f[E];
+                gemv_decode<TYPE>(raw[u][r], sc[u][r], f);
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    const float4 *xp = (const float4 *)(x + t * K + c * E);
+                    float s = 0.0f;
+#pragma unroll
+                    for (int k = 0; k < E / 4; k++) {
+                        const float4 xv = __ldg(xp + k);
+                        s += f[4 * k] * xv.x + f[4 * k + 1] * xv.y + f[4 * k + 2] * xv.z + f[4 * k + 3] * xv.w;
+                    }
+                    acc[r][t] += s;
+                }
             }
         }
     }
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (nth + 31) >> 5;
 #pragma unroll
     for (int r = 0; r < GEMV_R; r++)
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const float v = warp_sum(acc[r][t]);
-            if (lane == 0 && r0 + r < out) y[t * out + r0 + r] = v;
+            if (lane == 0) red[wid][r * NT + t] = v;
         }
+    __syncthreads();
+    if (threadIdx.x < GEMV_R * NT) {
+        const int r = threadIdx.x / NT, t = threadIdx.x % NT;
+        float v = 0.0f;
+        for (int k = 0; k < nw; k++) v += red[k][threadIdx.x];
+        if (r0 + r < out) y[(int64_t)t * out + r0 + r] = v;
+    }
 }
 
 static int elems_per_chunk(int type) {
@@ -154,9 +186,9 @@ extern "C" int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_t
 
 template <int TYPE>
 static void gemv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n) {
-    const int64_t rows_per_block = GEMV_R * GEMV_WARPS;
-    const unsigned g = (unsigned)((w->ne1 + rows_per_block - 1) / rows_per_block);
-    const int th = 32 * GEMV_WARPS;
+    const unsigned g = (unsigned)((w->ne1 + GEMV_R - 1) / GEMV_R);
+    const int64_t nch = w->ne0 / gemv_traits<TYPE>::E, per = (nch + GEMV_U - 1) / GEMV_U;
+    const int th = per >= GEMV_THREADS ? GEMV_THREADS : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
     switch (n) {
     case 1: k_gemv<TYPE, 1><<<g, th, 0, s>>>(y, *w, x); break;
     case 2: k_gemv<TYPE, 2><<<g, th, 0, s>>>(y, *w, x); break;
