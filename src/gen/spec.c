@@ -352,7 +352,7 @@ lmc_status lmc_spec_generate(lmc_context *ctx, lmc_draft_source *ds, const int32
         lmc_kv_truncate(&ctx->kv, seq, r.n_hist - 1);
         double tc = lmc_now_s();
         stats->t_verify_s += tc - tb;
-        if (ds->i->accept) ds->i->accept(ds, n_acc, r.hist, r.n_hist);
+        if (n_max > 0 && ds->i->accept) ds->i->accept(ds, n_acc, r.hist, r.n_hist);
         stats->t_draft_s += lmc_now_s() - tc;
     }
     stats->gen.t_gen_s = lmc_now_s() - t1;

@@ -59,7 +59,7 @@ typedef struct lmc_draft_source_i {
     lmc_status (*propose)(lmc_draft_source *ds, const lmc_draft_req *req, lmc_draft_out *out);
     /* After verification: the first n_accepted tokens of the last proposal were kept, then the target
      * added one; the history is now hist[0 … n_hist) and the target's KV holds [0, n_hist - 1).
-     * Called after every propose (n_accepted = 0 for an empty proposal). May be NULL. */
+     * Called after every propose, empty ones too (n_accepted = 0). May be NULL. */
     void (*accept)(lmc_draft_source *ds, int n_accepted, const int32_t *hist, int n_hist);
     /* A new sequence starts: forget every cached state of the previous one. May be NULL. */
     void (*reset)(lmc_draft_source *ds);

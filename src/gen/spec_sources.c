@@ -72,6 +72,7 @@ typedef struct model_src {
     int32_t *bt, *bp, *bs;
     int cap_batch;
     uint64_t rng[2];     /* xorshift128+ for the draft's own draws */
+    int seeded;          /* rng seeded from the run's seed since the last reset */
 } model_src;
 
 static double src_unit(uint64_t s[2]) {
@@ -125,6 +126,16 @@ static lmc_status model_propose(lmc_draft_source *ds, const lmc_draft_req *req, 
     lmc_kv_truncate(&c->kv, 0, keep);
     LMC_TRY(src_decode(s, req->hist + keep, req->n_hist - keep, keep));
     const int sampling = req->sp->temperature > 0 && out->q;
+    if (!s->seeded) { /* draws follow the run's seed: same seed, same drafts; other seeds, independent ones */
+        uint64_t x = req->sp->seed ^ 0xd1b54a32d192ed03ull;
+        for (int i = 0; i < 2; i++) {
+            uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            s->rng[i] = (z ^ (z >> 31)) | 1;
+        }
+        s->seeded = 1;
+    }
     memcpy(s->hist, req->hist, (size_t)req->n_hist * sizeof *s->hist);
     for (int j = 0; j < req->n_max; j++) {
         const float *lg = lmc_context_logits(c, 0);
@@ -141,6 +152,14 @@ static lmc_status model_propose(lmc_draft_source *ds, const lmc_draft_req *req, 
                 if (u < acc) t = i;
             }
             if (t < 0) t = lmc_argmax(qr, Vd); /* rounding left u above the total */
+        } else if (req->sp->repetition_penalty != 1.0f) { /* the target's greedy choice is penalised too */
+            lmc_sampler_params g = *req->sp;
+            g.temperature = 1.0f;
+            g.top_k = 0;
+            g.top_p = 1.0f;
+            g.min_p = 0;
+            lmc_spec_probs(&g, s->hist, req->n_hist + j, lg, Vd, s->probs, s->scratch);
+            t = lmc_argmax(s->probs, Vd);
         } else {
             t = lmc_argmax(lg, Vd);
         }
@@ -156,8 +175,7 @@ static lmc_status model_propose(lmc_draft_source *ds, const lmc_draft_req *req, 
 static void model_reset(lmc_draft_source *ds) {
     model_src *s = (model_src *)ds;
     lmc_kv_clear(&s->ctx->kv, 0);
-    s->rng[0] = 0x9e3779b97f4a7c15ull; /* the same draws for the same run */
-    s->rng[1] = 0xd1b54a32d192ed03ull;
+    s->seeded = 0;
 }
 
 static void model_free(lmc_draft_source *ds) {
