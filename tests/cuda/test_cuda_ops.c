@@ -400,6 +400,8 @@ static void test_attention(void) {
     attn_case(128, 4, 4, 40, 3, 7, 30.0f, 3, dp, ds);
     attn_case(48, 6, 3, 40, 3, 0, 0, 3, dp, ds);
     attn_case(256, 2, 1, 40, 3, 16, 0, 3, dp, ds);
+    attn_case(512, 4, 2, 40, 3, 0, 0, 3, dp, ds);
+    attn_case(64, 32, 2, 40, 3, 0, 0, 3, dp, ds); /* 16 query heads per KV head */
     /* long cache: split-K */
     int32_t lp[2] = {1999, 1234}, ls[2] = {0, 1};
     attn_case(128, 8, 2, 2000, 2, 0, 0, 2, lp, ls);

@@ -4,7 +4,7 @@
  * KV head's group (grouped-query heads share every K/V row load): each warp
  * walks the split's cached positions two at a time (shuffle-reduced q·k,
  * scale, optional softcap, online softmax, v accumulated in f32 registers,
- * head_dim ≤ 256). With one split the warp writes the normalized output;
+ * head_dim ≤ 512). With one split the warp writes the normalized output;
  * with several (decode: few tokens, long caches) it writes (max, sum, acc)
  * and k_attn_combine merges the splits. Positions, windows and ring slots
  * follow the CPU reference: token t sees positions [max(0, pos - window + 1),
@@ -12,7 +12,6 @@
  */
 #include "cuda_common.cuh"
 
-#define ATT_MAXD 8 /* head_dim / 32, rounded up */
 
 static __device__ __forceinline__ void attn_range(const lmc_cuda_attn &a, int64_t t, int64_t *b, int64_t *e) {
     const int64_t p_end = a.pos[t];
@@ -25,6 +24,7 @@ static __device__ __forceinline__ void attn_range(const lmc_cuda_attn &a, int64_
 
 /* Block (kv head g, token t, split): warp j is query head g·group + j, so the group's
  * warps read each K/V row together (one L2 read, L1 hits for the others). */
+template <int ATT_MAXD> /* ≥ head_dim / 32: values per lane */
 __global__ void __launch_bounds__(1024) k_attn(lmc_cuda_attn a, int n_split, int64_t chunk, float *part) {
     const int g = blockIdx.x, lane = threadIdx.x & 31, j = threadIdx.x >> 5;
     const int group = a.n_head / a.n_kv_head, h = g * group + j;
@@ -165,6 +165,9 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
     int64_t chunk;
     const int s = attn_splits(a, &chunk);
     dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)s);
-    k_attn<<<grid, 32 * (a->n_head / a->n_kv_head), 0, st>>>(*a, s, chunk, scratch);
+    const int th = 32 * (a->n_head / a->n_kv_head);
+    if (a->head_dim <= 128) k_attn<4><<<grid, th, 0, st>>>(*a, s, chunk, scratch);
+    else if (a->head_dim <= 256) k_attn<8><<<grid, th, 0, st>>>(*a, s, chunk, scratch);
+    else k_attn<16><<<grid, th, 0, st>>>(*a, s, chunk, scratch);
     if (s > 1) k_attn_combine<<<dim3((unsigned)a->n_head, (unsigned)a->n), 128, 0, st>>>(*a, s, scratch);
 }

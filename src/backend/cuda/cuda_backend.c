@@ -401,7 +401,7 @@ static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q
                            const lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq,
                            const lmc_attn_op *op) {
     cuda_ctx *c = CTX(be);
-    LMC_ASSERT(op->n_kv_head > 0 && op->n_head % op->n_kv_head == 0 && op->head_dim <= 256);
+    LMC_ASSERT(op->n_kv_head > 0 && op->n_head % op->n_kv_head == 0 && op->head_dim <= 512);
     LMC_ASSERT(op->n_head / op->n_kv_head <= 32); /* one warp per query head of a group */
     LMC_ASSERT(lmc_tensor_nelem(q) == (int64_t)op->head_dim * op->n_head * lmc_tensor_nelem(pos));
     LMC_ASSERT(k_cache->ne[0] == (int64_t)op->head_dim * op->n_kv_head && k_cache->type == LMC_DTYPE_F32);
