@@ -150,6 +150,28 @@ const busy = (r) => r.status === 503 && !!r.headers["retry-after"] && !!jsonOf(r
 // idle timeout: a stream queued behind a long generation gets keep-alive comments and completes
 // (it used to be dropped by the idle timeout), and SIGTERM lets a queued waiter get its 503.
 export async function regressions() {
+  // --max-connections: connections beyond the limit are closed at once; others keep working.
+  const C = await startServer(["--max-connections", "3", "--timeout", "5"]);
+  const holders = [];
+  for (let i = 0; i < 3; i++) {
+    const h = net.connect(C.port, "127.0.0.1");
+    h.on("error", () => {});
+    await new Promise((r) => h.on("connect", r));
+    h.write("GET /health HTTP/1.1\r\nHost: x\r\n"); // headers never finish
+    holders.push(h);
+  }
+  await sleep(200);
+  const over = await request(C.port, { method: "GET", path: "/health" });
+  for (const h of holders) h.destroy();
+  await sleep(300);
+  const after = await request(C.port, { method: "GET", path: "/health" });
+  check("limits: a connection beyond --max-connections is refused, the next one after others close is served",
+        over.status === 0 && !!over.error && after.status === 200, `${over.status} ${over.error} / ${after.status}`);
+  const bigHeader = await request(C.port, { method: "GET", path: "/health", headers: { "x-big": "a".repeat(40000) } });
+  const okHeader = await request(C.port, { method: "GET", path: "/health", headers: { "x-big": "a".repeat(8000) } });
+  check("limits: headers over 32 KiB get 431, 8 KB of headers are fine", bigHeader.status === 431 && okHeader.status === 200,
+        `${bigHeader.status} ${bigHeader.error} / ${okHeader.status}`);
+  await C.stop();
   const S = await startServer(["--max-seqs", "1", "--timeout", "1", "--max-queue", "8"]);
   // an embeddings request with more inputs than the queue holds (it used to get 503)
   const inputs = Array.from({ length: 20 }, (_, i) => `word ${i}`);
