@@ -317,20 +317,25 @@ static lmc_status fold(const members *ms, cJSON *out) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(ms->m[i], "additionalProperties");
         if (!a || cJSON_IsTrue(a)) continue;
         const cJSON *own = cJSON_GetObjectItemCaseSensitive(ms->m[i], "properties");
-        cJSON *p = props ? props->child : NULL;
-        while (p) {
-            cJSON *nextp = p->next;
-            if (!cJSON_GetObjectItemCaseSensitive(own, p->string)) {
-                if (cJSON_IsFalse(a)) {
-                    const cJSON *req = cJSON_GetObjectItemCaseSensitive(out, "required"), *r;
-                    cJSON_ArrayForEach(r, req)
-                        if (cJSON_IsString(r) && !strcmp(r->valuestring, p->string))
-                            return lmc_fail(LMC_ERR_FORMAT, "allOf: property '%.48s' is required by one member and excluded by another's additionalProperties", p->string);
-                    cJSON_DeleteItemFromObjectCaseSensitive(props, p->string);
-                } else LMC_TRY(meet(props, p->string, a));
-            }
-            p = nextp;
+        /* the names first: meet() and deletion reorder the list */
+        cJSON *names = cJSON_CreateArray();
+        if (!names) return lmc_fail(LMC_ERR_NOMEM, "schema");
+        const cJSON *p, *nm;
+        cJSON_ArrayForEach(p, props) if (!cJSON_GetObjectItemCaseSensitive(own, p->string)) cJSON_AddItemToArray(names, cJSON_CreateString(p->string));
+        lmc_status st2 = LMC_OK;
+        cJSON_ArrayForEach(nm, names) {
+            if (!cJSON_IsString(nm)) { st2 = lmc_fail(LMC_ERR_NOMEM, "schema"); break; }
+            if (cJSON_IsFalse(a)) {
+                const cJSON *req = cJSON_GetObjectItemCaseSensitive(out, "required"), *r;
+                cJSON_ArrayForEach(r, req)
+                    if (cJSON_IsString(r) && !strcmp(r->valuestring, nm->valuestring))
+                        st2 = lmc_fail(LMC_ERR_FORMAT, "allOf: property '%.48s' is required by one member and excluded by another's additionalProperties", nm->valuestring);
+                if (st2 < 0) break;
+                cJSON_DeleteItemFromObjectCaseSensitive(props, nm->valuestring);
+            } else if ((st2 = meet(props, nm->valuestring, a)) < 0) break;
         }
+        cJSON_Delete(names);
+        if (st2 < 0) return st2;
         if (cJSON_IsFalse(a)) closed = 1;
         else if (!closed) {
             if (!addl) { addl = cJSON_CreateObject(); if (!addl || !cJSON_AddArrayToObject(addl, "allOf")) { cJSON_Delete(addl); return lmc_fail(LMC_ERR_NOMEM, "schema"); } }

@@ -146,8 +146,12 @@ static void test_jschema_features(void) {
         {3, "{\"a\":1}", 1, 1}, {3, "{\"b\"", 0, 0},
         /* anyOf beside other keywords: distributed */
         {4, "{\"v\":\"s\"}", 1, 1}, {4, "{\"v\":7}", 1, 1}, {4, "{\"v\":true", 0, 0}, {4, "{}", 0, 0},
+        /* allOf: a member's additionalProperties schema constrains the other member's properties */
+        {5, "{\"a\":\"x\",\"b\":1,\"c\":2}", 1, 1}, {5, "{\"b\":\"x\"", 0, 0}, {5, "{\"c\":[", 0, 0},
     };
-    const char *schemas[] = {two_objs, shapes, merged, closed, dist};
+    const char *typed = "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":{\"type\":\"integer\"}},"
+                        "{\"properties\":{\"b\":{},\"c\":{}}}]}";
+    const char *schemas[] = {two_objs, shapes, merged, closed, dist, typed};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int done;
         int rc = js(schemas[cases[i].which], cases[i].text, &done);
