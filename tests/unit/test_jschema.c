@@ -334,11 +334,60 @@ static void test_random_walks(void) {
     CHECK_MSG(completed > 300 && dead == 0 && invalid == 0, "completed %d, dead ends %d, invalid %d", completed, dead, invalid);
 }
 
+static char pick(const char *set) { return set[rnd() % strlen(set)]; }
+
+/* Mangled schemas and patterns: compile or refuse, never crash or hang (run under ASan/UBSan too). */
+static void test_mangled(void) {
+    static const char *const seeds[] = {
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"^[a-z]{2,4}(x|y)*$\"},\"b\":{\"anyOf\":[{\"type\":\"integer\",\"minimum\":3},{\"type\":\"number\",\"maximum\":1.5}]}},\"required\":[\"a\"]}",
+        "{\"allOf\":[{\"$ref\":\"#/$defs/p\"},{\"properties\":{\"q\":{\"not\":{\"enum\":[1,\"x\",null]}}}}],\"$defs\":{\"p\":{\"type\":\"object\",\"properties\":{\"q\":{}},\"additionalProperties\":false}}}",
+        "{\"oneOf\":[{\"type\":\"string\",\"format\":\"date-time\"},{\"type\":\"array\",\"items\":{\"$ref\":\"#\"},\"maxItems\":3}]}",
+    };
+    int compiled = 0, tried = 0;
+    for (int it = 0; it < 4000; it++) {
+        const char *seed = seeds[it % 3];
+        char buf[512];
+        size_t n = strlen(seed);
+        memcpy(buf, seed, n + 1);
+        for (int k = 0; k < 1 + (int)(rnd() % 3); k++) buf[rnd() % n] = pick("{}[]\":,\\^$()|*+?.-0123456789abcdefxyz");
+        cJSON *j = cJSON_Parse(buf);
+        if (!j) continue;
+        tried++;
+        lmc_jschema *sc = NULL;
+        if (lmc_jschema_compile(j, &sc) == LMC_OK) {
+            compiled++;
+            lmc_jsstate st;
+            lmc_jsstate_init(&st, sc);
+            char text[64];
+            for (size_t i = 0; i < sizeof text; i++) text[i] = pick("{}[]\":,0123456789-.aeflnrstux\\ ");
+            for (size_t i = 0; i < sizeof text && lmc_jsstate_feed(&st, text + i, 1) == 0; i++) (void)lmc_jsstate_done(&st);
+            char why[64];
+            static const char doc[] = "{\"a\":\"abx\",\"b\":2}";
+            (void)lmc_jschema_validate(j, doc, sizeof doc - 1, why, sizeof why);
+        }
+        lmc_jschema_free(sc);
+        cJSON_Delete(j);
+    }
+    CHECK_MSG(tried > 500 && compiled > 50, "tried %d, compiled %d", tried, compiled);
+    int ok = 0;
+    for (int it = 0; it < 3000; it++) {
+        char pat[24];
+        int n = 1 + (int)(rnd() % 20);
+        for (int i = 0; i < n; i++) pat[i] = pick("ab()[]{}|*+?.^$\\-,0123dws");
+        pat[n] = 0;
+        lmc_rx *rx = NULL;
+        if (lmc_rx_compile(pat, &rx) == LMC_OK) { ok++; (void)lmc_rx_match(rx, "ab12", 4); }
+        lmc_rx_free(rx);
+    }
+    CHECK(ok > 100);
+}
+
 int main(void) {
     RUN(test_regex);
     RUN(test_formats);
     RUN(test_jschema_features);
     RUN(test_validate);
     RUN(test_random_walks);
+    RUN(test_mangled);
     return TEST_END();
 }
