@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_spec.h"
 #include "gen/generate.h"
 #include "tok/tokenizer.h"
 
@@ -27,6 +28,7 @@ static const char *generate_help =
     "examples:\n"
     "  lmc generate -m ./Qwen2.5-0.5B --ids 9707,11 -n 16 --greedy --print-ids\n"
     "  lmc generate -m Qwen/Qwen2.5-0.5B -p \"The capital of France is\" --temp 0.7 --top-p 0.9\n"
+    "  lmc generate -m Qwen/Qwen2.5-7B --draft-model Qwen/Qwen2.5-0.5B -p \"def fib(n):\" --draft-n 6\n"
     "\n"
     "sampling (greedy unless --temp is given):\n";
 
@@ -70,13 +72,21 @@ int cmd_generate(int argc, char **argv) {
     long n_predict = 64;
     int print_ids = 0, ignore_eos = 0;
     lmc_sampler_params sp = lmc_sampler_default_params(); /* greedy */
+    cli_spec_opts so = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = cli_parse_model_opt(&mo, argc, argv, &i);
         if (r == 0) r = cli_parse_sampler_opt(&sp, argc, argv, &i, NULL, NULL);
+        if (r == 0) r = cli_parse_spec_opt(&so, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
         if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(generate_help, stdout); fputs(cli_sampler_help, stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(generate_help, stdout);
+            fputs(cli_sampler_help, stdout);
+            fputs("\n", stdout);
+            fputs(cli_spec_help, stdout);
+            return 0;
+        }
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = cli_value(argc, argv, &i))) return EXIT_USAGE; }
         else if (!strcmp(a, "--ids")) { if (!(ids_arg = cli_value(argc, argv, &i))) return EXIT_USAGE; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
@@ -88,11 +98,18 @@ int cmd_generate(int argc, char **argv) {
     }
     if (!mo.model) return cli_usage_error("generate", "-m MODEL is required");
     if (!prompt == !ids_arg) return cli_usage_error("generate", "give exactly one of -p TEXT or --ids LIST");
-    return cli_generate(&mo, prompt, ids_arg, (int)n_predict, &sp, ignore_eos, print_ids, logits_out, 0);
+    if (cli_spec_check(&so, &mo, "generate")) return EXIT_USAGE;
+    return cli_generate_spec(&mo, prompt, ids_arg, (int)n_predict, &sp, ignore_eos, print_ids, logits_out, 0, &so);
 }
 
-int cli_generate(const cli_model_opts *mo_in, const char *prompt, const char *ids_arg, int n_predict,
-                 const lmc_sampler_params *spp, int ignore_eos, int print_ids, const char *logits_out, int echo) {
+int cli_generate(const cli_model_opts *mo, const char *prompt, const char *ids_arg, int n_predict,
+                 const lmc_sampler_params *sp, int ignore_eos, int print_ids, const char *logits_out, int echo) {
+    return cli_generate_spec(mo, prompt, ids_arg, n_predict, sp, ignore_eos, print_ids, logits_out, echo, NULL);
+}
+
+int cli_generate_spec(const cli_model_opts *mo_in, const char *prompt, const char *ids_arg, int n_predict,
+                      const lmc_sampler_params *spp, int ignore_eos, int print_ids, const char *logits_out, int echo,
+                      const cli_spec_opts *so) {
     cli_model_opts mo = *mo_in;
     lmc_sampler_params sp = *spp;
     int32_t *ids = NULL;
@@ -122,6 +139,13 @@ int cli_generate(const cli_model_opts *mo_in, const char *prompt, const char *id
     if (mo.n_batch) cp.n_batch = mo.n_batch;
     lmc_context *ctx = NULL;
     gen_out g = {.print_ids = print_ids};
+    cli_spec spec = {0};
+    lmc_spec_stats sstats;
+    const int use_spec = cli_spec_on(so);
+    if (use_spec) {
+        if ((rc = cli_spec_open(so, &cm, cp.n_ctx, &spec)) != 0) goto done;
+        if (spec.ds->flags & LMC_DRAFT_NEEDS_HIDDEN) cp.want_hidden = 1;
+    }
     if (tok && !print_ids && lmc_detok_init(&g.detok, tok, 1) < 0) { rc = cli_error(NULL); goto done; }
     if (echo && prompt && !print_ids) {
         fputs(prompt, stdout);
@@ -137,7 +161,14 @@ int cli_generate(const cli_model_opts *mo_in, const char *prompt, const char *id
         rc = EXIT_RUNTIME;
         goto done;
     }
-    if (n_predict > 0 && lmc_generate(ctx, ids, n_ids, &gp, on_token, &g, &stats) < 0) { rc = cli_error(NULL); goto done; }
+    if (use_spec && n_predict > 0) {
+        lmc_spec_params spp_ = {.n_draft = so->n_draft};
+        if (lmc_spec_generate(ctx, spec.ds, ids, n_ids, &gp, &spp_, on_token, &g, &sstats) < 0) { rc = cli_error(NULL); goto done; }
+        stats = sstats.gen;
+    } else if (n_predict > 0 && lmc_generate(ctx, ids, n_ids, &gp, on_token, &g, &stats) < 0) {
+        rc = cli_error(NULL);
+        goto done;
+    }
     if (g.write_error) { fprintf(stderr, "lmc: write error on %s\n", logits_out); rc = EXIT_RUNTIME; goto done; }
     if (g.detok) {
         char *rest = NULL;
@@ -153,6 +184,7 @@ int cli_generate(const cli_model_opts *mo_in, const char *prompt, const char *id
                 stats.n_prompt, stats.n_prompt / (stats.t_prompt_s > 0 ? stats.t_prompt_s : 1e-9), stats.n_generated,
                 stats.n_generated > 1 ? (stats.n_generated - 1) / (stats.t_gen_s > 0 ? stats.t_gen_s : 1e-9) : 0.0,
                 stats.t_prompt_s * 1e3);
+    if (use_spec && n_predict > 0) cli_spec_print_stats(so, &sstats);
 done:
     if (g.logits_f && fclose(g.logits_f) != 0 && rc == 0) { fprintf(stderr, "lmc: write error on %s\n", logits_out); rc = EXIT_RUNTIME; }
     free(g.ids);
@@ -160,6 +192,7 @@ done:
     lmc_detok_free(g.detok);
     lmc_tokenizer_free(tok);
     lmc_context_free(ctx);
+    cli_spec_close(&spec);
     cli_free_model(&cm);
     return rc;
 }

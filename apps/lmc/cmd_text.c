@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_spec.h"
 #include "io/hfpath.h"
 #include "io/jsonfile.h"
 #include "tok/tokenizer.h"
@@ -34,13 +35,21 @@ int cmd_run(int argc, char **argv) {
     sp.temperature = 0.8f;
     sp.top_p = 0.95f;
     sp.repetition_penalty = 1.1f;
+    cli_spec_opts so = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int r = cli_parse_model_opt(&mo, argc, argv, &i);
         if (r == 0) r = cli_parse_sampler_opt(&sp, argc, argv, &i, NULL, NULL);
+        if (r == 0) r = cli_parse_spec_opt(&so, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
         if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(run_help, stdout); fputs(cli_sampler_help, stdout); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(run_help, stdout);
+            fputs(cli_sampler_help, stdout);
+            fputs("\n", stdout);
+            fputs(cli_spec_help, stdout);
+            return 0;
+        }
         else if (!strcmp(a, "-n")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "-n", 1, 1 << 20, &n_predict)) return EXIT_USAGE;
         } else if (a[0] == '-' && a[1]) return cli_usage_error("run", "unknown option '%s'", a);
@@ -58,7 +67,8 @@ int cmd_run(int argc, char **argv) {
     }
     if (!mo.model) mo.model = cli_demo_model();
     if (!prompt) prompt = "In the beginning";
-    return cli_generate(&mo, prompt, NULL, (int)n_predict, &sp, 0, 0, NULL, 1);
+    if (cli_spec_check(&so, &mo, "run")) return EXIT_USAGE;
+    return cli_generate_spec(&mo, prompt, NULL, (int)n_predict, &sp, 0, 0, NULL, 1, &so);
 }
 
 static const char *tokenize_help =

@@ -88,6 +88,10 @@ lmc_status lmc_draft_ngram_init(lmc_draft_source **out, int n_min, int n_max);
  * The model is borrowed. */
 lmc_status lmc_draft_model_init(lmc_draft_source **out, lmc_model *draft, int n_ctx);
 
+/* A Gemma 4 assistant (gemma4_assistant directory or GGUF) beside its gemma4 target: drafts from the
+ * target's hidden state (LMC_DRAFT_NEEDS_HIDDEN) and K/V; refuses a mismatched pair. */
+lmc_status lmc_draft_mtp_init(lmc_draft_source **out, const char *path, const lmc_model *target);
+
 /* ---------------------------------------------------------------- the loop */
 
 typedef struct lmc_spec_params {
