@@ -147,6 +147,10 @@ int cli_load_model(const cli_model_opts *o, cli_model *cm) {
     lmc_config cfg;
     lmc_weights *wts = NULL;
     if (lmc_checkpoint_config(cm->dir, &cfg) < 0) return cli_error(NULL);
+    /* the architecture's rules fill what the plan counts (falcon's multi-query KV heads, say);
+     * an unknown architecture is refused with its own message by the load below */
+    lmc_profile prof;
+    (void)lmc_profile_resolve(&cfg, &prof);
     lmc_status pst = lmc_weights_open(cm->dir, &wts);
     if (pst >= 0) {
         int n_ctx = o->n_ctx ? o->n_ctx : (cfg.max_position_embeddings < 4096 ? cfg.max_position_embeddings : 4096);
