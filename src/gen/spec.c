@@ -299,7 +299,7 @@ lmc_status lmc_spec_generate(lmc_context *ctx, lmc_draft_source *ds, const int32
             lmc_draft_req req = {.hist = r.hist, .n_hist = r.n_hist, .n_max = n_max, .hidden = hidden,
                                  .target = ctx, .seq = seq, .sp = &gp->sampler};
             st = ds->i->propose(ds, &req, &out);
-            if (st < 0) { lmc_fail_context(st, "%s draft", ds->i->name); break; }
+            if (st < 0) { lmc_fail_context(st, "draft source %s", ds->i->name); break; }
             if (out.n < 0 || out.n > n_max) {
                 st = lmc_fail(LMC_ERR_RANGE, "%s draft source proposed %d tokens (at most %d)", ds->i->name, out.n,
                               n_max);

@@ -122,6 +122,8 @@ static lmc_status model_propose(lmc_draft_source *ds, const lmc_draft_req *req, 
     /* keep the longest cached prefix of the history (one token at least is run for fresh logits) */
     int keep = 0, have = c->kv.len[0];
     while (keep < have && keep < req->n_hist - 1 && s->cached[keep] == req->hist[keep]) keep++;
+    for (int i = keep; i < req->n_hist; i++)
+        if (req->hist[i] < 0 || req->hist[i] >= Vd) return LMC_OK; /* a target-only id (padding rows): no drafts */
     if (!lmc_kv_can_truncate(&c->kv, 0, keep)) keep = 0;
     lmc_kv_truncate(&c->kv, 0, keep);
     LMC_TRY(src_decode(s, req->hist + keep, req->n_hist - keep, keep));
