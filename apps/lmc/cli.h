@@ -91,4 +91,7 @@ int cmd_logits(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
+/* `lmc check --oracle` (cmd_check_oracle.c): F1 at tiny size with transformers' reference. */
+int cli_check_oracle(const char *model_dir, const char *python);
+
 #endif

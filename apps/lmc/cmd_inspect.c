@@ -105,14 +105,21 @@ int cmd_inspect(int argc, char **argv) {
 }
 
 static const char *check_help =
-    "usage: lmc check MODEL_DIR\n"
+    "usage: lmc check MODEL_DIR [--oracle [--python PY]]\n"
     "\n"
     "The port verdict for a checkpoint: config.json keys lmc does not understand,\n"
     "the profile it would get, and a weight-audit dry run from the headers alone\n"
     "(no weight is read). Exit 0 when lmc would run it, 1 otherwise.\n"
     "\n"
+    "  --oracle      also build, with transformers, a tiny random model with every knob\n"
+    "                of this config (only the sizes shrink), compute float64 reference\n"
+    "                logits and run the F1 parity gate on it; prints the verdict and the\n"
+    "                fixture case to add (needs python3 with torch and transformers)\n"
+    "  --python PY   the Python to run the oracle with (default python3)\n"
+    "\n"
     "example:\n"
-    "  lmc check ~/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/*/\n";
+    "  lmc check ~/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/*/\n"
+    "  lmc check Qwen/Qwen3-30B-A3B --oracle\n";
 
 /* config.json keys lmc reads, or knows to be irrelevant to inference. */
 static const char *known_keys[] = {
@@ -145,9 +152,16 @@ static const char *known_keys[] = {
 };
 
 int cmd_check(int argc, char **argv) {
-    const char *model = NULL;
+    const char *model = NULL, *python = "python3";
+    int oracle = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(check_help, stdout); return 0; }
+        if (!strcmp(argv[i], "--oracle")) { oracle = 1; continue; }
+        if (!strcmp(argv[i], "--python")) {
+            if (i + 1 >= argc) return cli_usage_error("check", "--python needs a program");
+            python = argv[++i];
+            continue;
+        }
         if (argv[i][0] == '-') return cli_usage_error("check", "unknown option '%s'", argv[i]);
         if (model) return cli_usage_error("check", "unexpected argument '%s'", argv[i]);
         model = argv[i];
@@ -199,5 +213,6 @@ int cmd_check(int argc, char **argv) {
         printf("to port: add a descriptor row for \"%s\" (src/model/arch.c) and a fixture case (tools/oracle/cases.py, "
                "generated with transformers), then hold it to F1 with the parity test\n", cfg.model_type);
     lmc_config_free(&cfg);
+    if (rc == 0 && oracle) rc = cli_check_oracle(mp.path, python);
     return rc;
 }

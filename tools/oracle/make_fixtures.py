@@ -692,8 +692,18 @@ def main():
     ap.add_argument("--docs", default=os.path.join(REPO, "docs", "FIXTURES.md"))
     ap.add_argument("--dump-source", help="write the transformers source of the ops used here")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default min(8, cpus))")
+    ap.add_argument("--from-config", help="a real checkpoint's config.json: generate one tiny case with its "
+                    "knobs (case name 'candidate'; lmc check --oracle uses this) and print its cases.py entry")
     args = ap.parse_args()
 
+    if args.from_config:
+        import pprint
+        import shrink
+        case = shrink.load_case(args.from_config)
+        C.CASES.append(case)
+        C.CASE_NAMES.append(case["name"])
+        args.case = [case["name"]]
+        print("case entry for tools/oracle/cases.py:\n" + pprint.pformat(case, sort_dicts=False, width=100))
     names = args.case or C.CASE_NAMES
     for n in names:
         C.get_case(n)
