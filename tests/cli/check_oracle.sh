@@ -45,7 +45,7 @@ if k["rope_scaling"] != {"rope_type": "yarn", "factor": 4.0, "original_max_posit
     bad["rope_scaling"] = k["rope_scaling"]
 if k["layer_types"] != ["full_attention", "full_attention"]:
     bad["layer_types"] = k["layer_types"]
-if c["model_type"] != "qwen3_moe" or c.get("router") != {"n_expert": 8, "k": 2}:
+if c["model_type"] != "qwen3_moe" or "model_type" in k or c.get("router") != {"n_expert": 8, "k": 2}:
     bad["case"] = (c["model_type"], c.get("router"))
 print("BAD", bad) if bad else print("OK")
 PY

@@ -43,9 +43,9 @@ static void check_fixture(const char *dir) {
 }
 
 /* The gate must fail a fixture whose reference was nudged: one greedy logit moved by 10·tol. */
-static void gate_catches_a_nudge(const char *root) {
-    char src[1024], tmp[] = "/tmp/lmc-parity-XXXXXX", cmd[3200];
-    snprintf(src, sizeof src, "%s/llama", root);
+static void gate_catches_a_nudge(void) {
+    const char *src = "tests/fixtures/llama";
+    char tmp[] = "/tmp/lmc-parity-XXXXXX", cmd[3200];
     if (!mkdtemp(tmp)) { CHECK_MSG(0, "mkdtemp"); return; }
     snprintf(cmd, sizeof cmd, "cp %s/* %s/", src, tmp);
     CHECK(system(cmd) == 0);
@@ -98,7 +98,7 @@ int main(void) {
         free(names[i]);
     }
     test_cur_failed_ = 0;
-    gate_catches_a_nudge(root);
+    gate_catches_a_nudge();
     if (test_cur_failed_) { test_failed_++; fprintf(stderr, "FAIL gate_catches_a_nudge\n"); } else test_passed_++;
     if (n_fixtures == 0) { fprintf(stderr, "no fixtures found under %s\n", root); test_failed_++; }
     return TEST_END();

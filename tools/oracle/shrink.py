@@ -14,7 +14,7 @@ import json
 
 import cases as C
 
-DROP_KEYS = ("architectures", "torch_dtype", "dtype", "transformers_version", "auto_map",
+DROP_KEYS = ("model_type", "architectures", "torch_dtype", "dtype", "transformers_version", "auto_map",
              "quantization_config", "_name_or_path", "use_cache", "model_name", "name_or_path")
 # size keys -> tiny value
 SIZES = {
