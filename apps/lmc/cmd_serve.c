@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_spec.h"
 #include "server/server.h"
 #include "tok/tokenizer.h"
 
@@ -14,6 +15,7 @@ static const char *serve_help =
     "usage: lmc serve [-m MODEL] [--host ADDR] [--port N] [--api-key KEY] [--alias NAME]\n"
     "                 [--ctx-size N] [--max-seqs N] [--max-queue N] [--max-body BYTES] [--timeout S]\n"
     "                 [--max-connections N] [--max-header BYTES] [--max-tokens N] [--threads N] [--batch N]\n"
+    "                 [--spec ngram [--draft-n N] [--ngram-min N] [--ngram-max N]]\n"
     "\n"
     "Serve a model over HTTP with OpenAI- and Anthropic-compatible routes:\n"
     "  POST /v1/chat/completions, /v1/completions, /v1/messages, /tokenize, /detokenize\n"
@@ -25,16 +27,21 @@ static const char *serve_help =
     "--port 0 picks a free port (printed on stderr). --api-key requires\n"
     "'Authorization: Bearer KEY' (or 'x-api-key: KEY') on every route but /health.\n"
     "\n"
+    "--spec ngram: each step drafts up to --draft-n tokens per sequence by prompt lookup and\n"
+    "verifies them in the same batch (output and sampling distribution unchanged).\n"
+    "\n"
     "example:\n"
     "  lmc serve -m Qwen/Qwen2.5-0.5B-Instruct --port 8080 --max-seqs 8\n";
 
 int cmd_serve(int argc, char **argv) {
     cli_model_opts mo = {0};
     lmc_server_params sp = lmc_server_default_params();
+    cli_spec_opts so = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long x;
         int r = cli_parse_model_opt(&mo, argc, argv, &i);
+        if (r == 0) r = cli_parse_spec_opt(&so, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
         if (r > 0) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(serve_help, stdout); return 0; }
@@ -71,6 +78,14 @@ int cmd_serve(int argc, char **argv) {
         } else return cli_usage_error("serve", "unknown option '%s'", a);
     }
     if (!mo.model) mo.model = cli_demo_model();
+    if (cli_spec_check(&so, &mo, "serve")) return EXIT_USAGE;
+    if (cli_spec_on(&so) && strcmp(so.kind, "ngram"))
+        return cli_usage_error("serve", "the server speculates with --spec ngram only (not %s) for now", so.kind);
+    if (cli_spec_on(&so)) {
+        sp.spec_n_draft = so.n_draft;
+        sp.spec_ngram_min = so.ngram_min;
+        sp.spec_ngram_max = so.ngram_max;
+    }
     /* Signals go to sigwait below, not to whichever thread runs; a closed socket is an error, not a kill. */
     sigset_t set;
     sigemptyset(&set);

@@ -56,6 +56,12 @@ char *metrics_body(lmc_server *s) {
                 "# HELP lmc_hidden_only_rows_total Batch rows that needed hidden states only (embeddings, no LM head).\n"
                 "# TYPE lmc_hidden_only_rows_total counter\nlmc_hidden_only_rows_total %llu\n",
                 (unsigned long long)st.lm_head_rows, (unsigned long long)st.hidden_only_rows);
+    sbuf_printf(&b,
+                "# HELP lmc_spec_drafted_tokens_total Speculative (n-gram) draft tokens verified.\n"
+                "# TYPE lmc_spec_drafted_tokens_total counter\nlmc_spec_drafted_tokens_total %llu\n"
+                "# HELP lmc_spec_accepted_tokens_total Speculative draft tokens kept.\n"
+                "# TYPE lmc_spec_accepted_tokens_total counter\nlmc_spec_accepted_tokens_total %llu\n",
+                (unsigned long long)st.spec_drafted, (unsigned long long)st.spec_accepted);
     double kv_cap = (double)st.n_ctx * st.n_slots;
     sbuf_printf(&b,
                 "# HELP lmc_generation_tokens_per_second Generated tokens per busy second over the last 16 steps.\n"

@@ -6,6 +6,8 @@
  */
 #include "sched.h"
 
+#include "gen/spec.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,8 @@ typedef struct slot {
     int32_t next_tok;     /* sampled, not yet fed */
     int has_next;
     uint64_t last_used;
+    int spec_k;           /* n-gram drafts fed after next_tok in this step's batch */
+    int32_t spec_d[64];   /* [spec_k] the drafts */
 } slot;
 
 struct lmc_sched {
@@ -46,6 +50,7 @@ struct lmc_sched {
     int cap_batch;
     float *work;                      /* [n_vocab] adjusted logits */
     lmc_toktext *tt;                  /* token texts for constrained decoding, built on first use */
+    lmc_draft_source *ngram;          /* n-gram drafts (p.spec_n_draft > 0), else NULL */
     double win_t[16];                 /* recent steps: time, tokens */
     int win_n[16], win_i;
 };
@@ -385,6 +390,7 @@ static int run_batch(lmc_sched *s, int n, int n_rows, int hidden_only) {
     if (st < 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "decode failed: %s", lmc_last_error());
+        for (int i = 0; i < s->p.n_seq; i++) s->slots[i].spec_k = 0;
         for (int k = 0; k < n; k++) {
             int i = s->b_seq[k];
             if (s->slots[i].req) fail_slot(s, i, msg);
@@ -398,12 +404,32 @@ static int run_batch(lmc_sched *s, int n, int n_rows, int hidden_only) {
         if (s->b_want[k] && sl->has_next) sl->has_next = 0;
     }
     double now = now_s();
-    int n_gen = 0;
+    int n_gen = 0, n_drafted = 0, n_acc = 0;
     for (int row = 0; row < n_rows; row++) {
         int i = s->row_slot[row];
         if (!s->slots[i].req) continue;
         if (s->slots[i].req->pooling != LMC_POOL_NONE) { embed_row(s, i, row); continue; }
         LMC_ASSERT(!hidden_only);
+        slot *sl = &s->slots[i];
+        if (sl->spec_k > 0) {
+            /* rows row … row+k: sample each in order (penalties, bias, JSON state as without drafts) and
+             * keep going while the sample equals the next draft — rejection sampling for one-hot drafts */
+            const int k = sl->spec_k, base = sl->n_tokens - (k + 1);
+            sl->spec_k = 0;
+            for (int j = 0; j <= k; j++) {
+                sl->n_tokens = base + j + 1; /* next_tok and the drafts accepted so far */
+                const float *lg = lmc_context_logits(s->ctx, row + j);
+                int32_t t = sample(s, sl->req, lg);
+                n_gen++;
+                on_token(s, i, t, lg, now);
+                if (j < k && t == sl->spec_d[j]) n_acc++;
+                if (!sl->req || j == k || t != sl->spec_d[j]) break;
+            }
+            lmc_kv_truncate(&s->ctx->kv, i, sl->n_tokens); /* drop the rejected drafts' K/V */
+            n_drafted += k;
+            row += k;
+            continue;
+        }
         const float *logits = lmc_context_logits(s->ctx, row);
         int32_t t = sample(s, s->slots[i].req, logits);
         n_gen++;
@@ -412,6 +438,8 @@ static int run_batch(lmc_sched *s, int n, int n_rows, int hidden_only) {
     pthread_mutex_lock(&s->mu);
     if (hidden_only) s->st.hidden_only_rows += (uint64_t)n_rows;
     else s->st.lm_head_rows += (uint64_t)n_rows;
+    s->st.spec_drafted += (uint64_t)n_drafted;
+    s->st.spec_accepted += (uint64_t)n_acc;
     pthread_mutex_unlock(&s->mu);
     return n_gen;
 }
@@ -436,6 +464,26 @@ static int step(lmc_sched *s) {
             s->b_want[n] = 1;
             s->row_slot[n_rows++] = i;
             n++;
+            /* speculation: n-gram drafts after next_tok, verified in this batch (all rows wanted) */
+            sl->spec_k = 0;
+            int k_max = s->p.spec_n_draft < 64 ? s->p.spec_n_draft : 64;
+            if (k_max > sl->req->max_tokens - sl->req->n_gen - 1) k_max = sl->req->max_tokens - sl->req->n_gen - 1;
+            if (k_max > s->ctx->kv.n_ctx - sl->n_tokens - 1) k_max = s->ctx->kv.n_ctx - sl->n_tokens - 1;
+            if (k_max > budget - n) k_max = budget - n;
+            if (s->ngram && k_max > 0) {
+                sl->tokens[sl->n_tokens] = sl->next_tok; /* the history ends with next_tok (n_tokens < n_ctx here) */
+                lmc_draft_req dq = {.hist = sl->tokens, .n_hist = sl->n_tokens + 1, .n_max = k_max, .seq = i};
+                lmc_draft_out dout = {.tokens = sl->spec_d};
+                if (s->ngram->i->propose(s->ngram, &dq, &dout) == LMC_OK) sl->spec_k = dout.n;
+                for (int j = 0; j < sl->spec_k; j++) {
+                    s->b_tok[n] = sl->spec_d[j];
+                    s->b_pos[n] = sl->n_tokens + 1 + j;
+                    s->b_seq[n] = i;
+                    s->b_want[n] = 1;
+                    s->row_slot[n_rows++] = i;
+                    n++;
+                }
+            }
         }
         /* Prefill: chunks of the prompts still being read, in slot order, within the budget. */
         for (int i = 0; i < s->p.n_seq && n < budget; i++) {
@@ -548,6 +596,16 @@ lmc_status lmc_sched_start(lmc_sched **out, const lmc_sched_params *pp) {
     int ok = s->slots && s->queue && s->b_tok && s->b_pos && s->b_seq && s->b_want && s->row_slot && s->work;
     for (int i = 0; ok && i < s->p.n_seq; i++) ok = (s->slots[i].tokens = malloc((size_t)n_ctx * sizeof(int32_t))) != NULL;
     if (!ok) { lmc_sched_free(s); return lmc_fail(LMC_ERR_NOMEM, "scheduler buffers"); }
+    if (s->p.spec_n_draft > 0) {
+        if (s->p.spec_n_draft >= s->p.n_batch) {
+            lmc_sched_free(s);
+            return lmc_fail(LMC_ERR_ARG, "speculative drafts per step (%d) must be below the batch (%d)",
+                            s->p.spec_n_draft, s->p.n_batch);
+        }
+        st = lmc_draft_ngram_init(&s->ngram, s->p.spec_ngram_min > 0 ? s->p.spec_ngram_min : 1,
+                                  s->p.spec_ngram_max > 0 ? s->p.spec_ngram_max : 3);
+        if (st < 0) { lmc_sched_free(s); return st; }
+    }
     s->st.n_ctx = n_ctx;
     s->st.n_slots = s->p.n_seq;
     if (pthread_create(&s->thread, NULL, run, s) != 0) { lmc_sched_free(s); return lmc_fail(LMC_ERR_NOMEM, "scheduler thread"); }
@@ -619,6 +677,7 @@ void lmc_sched_free(lmc_sched *s) {
     if (!s) return;
     lmc_sched_stop(s);
     for (int i = 0; s->slots && i < s->p.n_seq; i++) free(s->slots[i].tokens);
+    lmc_draft_source_free(s->ngram);
     free(s->slots);
     free(s->queue);
     free(s->b_tok);

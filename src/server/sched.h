@@ -25,6 +25,8 @@ typedef struct lmc_sched_params {
     int n_seq;                   /* concurrent sequences (KV slots) */
     int n_batch;                 /* tokens per step (0: 256) */
     int max_queue;               /* waiting requests before submissions are refused (0: 64) */
+    int spec_n_draft;            /* > 0: n-gram speculation, up to this many drafts per sequence and step */
+    int spec_ngram_min, spec_ngram_max; /* suffix sizes the lookup tries (0: 1 and 3) */
 } lmc_sched_params;
 
 typedef struct lmc_sched_stats {
@@ -36,6 +38,7 @@ typedef struct lmc_sched_stats {
     uint64_t finished, cancelled, failed, steps;
     uint64_t lm_head_rows;       /* wanted rows run through the LM head (logits) */
     uint64_t hidden_only_rows;   /* wanted rows that needed hidden states only (embeddings: no LM head) */
+    uint64_t spec_drafted, spec_accepted; /* n-gram drafts verified / kept */
     double busy_s;               /* wall time spent in steps */
     double recent_tok_s;         /* generated tokens per second over the last busy seconds */
 } lmc_sched_stats;

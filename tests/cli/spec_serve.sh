@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# spec_serve.sh — `lmc serve --spec ngram`: completions at temperature 0 (plain, with a frequency
+# penalty, in JSON mode, two at once) are the same text as a server without speculation, drafts
+# are really verified (the server log's accepted count), and --spec draft/mtp are refused (exit 2).
+set -u
+source "$(dirname "$0")/common.bash"
+E=$(mktemp)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -f "$E" "$E".*; }
+trap cleanup EXIT
+start() { # logfile args... → sets PORT
+    local log=$1; shift
+    "$LMC" serve --port 0 -t 1 "$@" 2>"$log" &
+    pids+=($!)
+    PID=$!
+    PORT=
+    for _ in $(seq 200); do
+        PORT=$(sed -n 's/.*listening on http:\/\/.*:\([0-9]*\) .*/\1/p' "$log")
+        [ -n "$PORT" ] && return 0
+        kill -0 "$PID" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+text() { # port json → the completion's text
+    curl -sf "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' -d "$2" |
+        node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{process.stdout.write(JSON.parse(s).choices[0].text)}catch(e){process.stdout.write("<bad response>")}})'
+}
+timeout 10 "$LMC" serve --spec draft --draft-model models/demo --port 0 >/dev/null 2>"$E"; [ $? -eq 2 ] && ok || bad "serve --spec draft not refused: $(cat "$E")"
+timeout 10 "$LMC" serve --spec ngram --draft-n 0 --port 0 >/dev/null 2>"$E"; [ $? -eq 2 ] && ok || bad "serve --draft-n 0 not refused"
+
+start "$E.plain" --max-seqs 2 && P1=$PORT || bad "plain server did not start: $(cat "$E.plain")"
+start "$E.spec" --max-seqs 2 --spec ngram --draft-n 5 && P2=$PORT || bad "spec server did not start: $(cat "$E.spec")"
+if [ -n "${P1:-}" ] && [ -n "${P2:-}" ]; then
+    R1='{"prompt":"And God said, Let there be light: and there was light. And God said","max_tokens":48,"temperature":0}'
+    R2='{"prompt":"In the beginning God created the heaven and the earth. And the earth was","max_tokens":40,"temperature":0,"frequency_penalty":0.4}'
+    R3='{"prompt":"A JSON object of the tribes of Israel:","max_tokens":30,"temperature":0,"response_format":{"type":"json_object"}}'
+    for R in "$R1" "$R2" "$R3"; do
+        a=$(text "$P1" "$R"); b=$(text "$P2" "$R")
+        [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "spec server differs for $R: '$a' vs '$b'"
+    done
+    # two at once on the speculating server: each the same as alone
+    a1=$(text "$P1" "$R1"); a2=$(text "$P1" "$R2")
+    text "$P2" "$R1" > "$E.c1" & c1=$!
+    text "$P2" "$R2" > "$E.c2" & c2=$!
+    wait $c1 $c2
+    [ "$(cat "$E.c1")" = "$a1" ] && [ "$(cat "$E.c2")" = "$a2" ] && ok || bad "concurrent speculative requests differ"
+    m=$(curl -sf "http://127.0.0.1:$P2/metrics")
+    acc=$(printf '%s\n' "$m" | sed -n 's/^lmc_spec_accepted_tokens_total \([0-9]*\).*/\1/p')
+    dr=$(printf '%s\n' "$m" | sed -n 's/^lmc_spec_drafted_tokens_total \([0-9]*\).*/\1/p')
+    [ -n "$acc" ] && [ -n "$dr" ] && [ "$dr" -gt 0 ] && [ "$acc" -gt 0 ] && [ "$acc" -le "$dr" ] && ok ||
+        bad "metrics: drafted '$dr' accepted '$acc'"
+fi
+finish
