@@ -598,6 +598,63 @@ static void gguf_broken(void) {
     CHECK(lmc_gguf_assistant_verify("/nonexistent.gguf", 0, rep, sizeof rep, &n_failed) != 0);
 }
 
+/* Damaged assistant GGUF files (bytes flipped in the header, metadata and config text) are
+ * refused or read, never a crash (run under ASan/UBSan). */
+static void gguf_flips(void) {
+    char gp[128], bad[128], rep[8192];
+    snprintf(gp, sizeof gp, "/tmp/lmc-g4mtp-%d-flip.gguf", (int)getpid());
+    snprintf(bad, sizeof bad, "/tmp/lmc-g4mtp-%d-flip-bad.gguf", (int)getpid());
+    CHECK(lmc_gguf_assistant_convert(FX "/assistant_centroid", gp) == 0);
+    FILE *f = fopen(gp, "rb");
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)n);
+    CHECK(fread(buf, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    lmc_backend *be;
+    lmc_model *tm = NULL;
+    CHECK(lmc_backend_cpu_init(&be, 1, 0) == 0);
+    CHECK(lmc_model_load(FX "/target", be, &tm) == 0);
+    unsigned rng = 12345;
+    int n_ok = 0, n_refused = 0;
+    const long span = n < 6000 ? n : 6000; /* header, metadata (with lmc.hf_config), tensor infos */
+    for (int it = 0; it < 300 && tm; it++) {
+        unsigned char *m = malloc((size_t)n);
+        memcpy(m, buf, (size_t)n);
+        for (int k = 0; k < 1 + it % 3; k++) {
+            rng = rng * 1103515245u + 12345u;
+            long at = (long)((rng >> 8) % (unsigned)span);
+            rng = rng * 1103515245u + 12345u;
+            m[at] ^= (unsigned char)(1u << ((rng >> 16) % 8));
+        }
+        FILE *o = fopen(bad, "wb");
+        fwrite(m, 1, (size_t)n, o);
+        fclose(o);
+        free(m);
+        int nf = 0;
+        lmc_gguf_assistant_verify(bad, 64, rep, sizeof rep, &nf);
+        lmc_g4mtp *d = NULL;
+        if (lmc_g4mtp_load(bad, tm, &d) == 0) {
+            n_ok++;
+            float lg[256], h[64], hp[64] = {0};
+            lmc_g4mtp_kv kv = {.seq = 0, .n_kv = 0};
+            CHECK(lmc_g4mtp_step(d, &kv, 5, hp, 3, lg, h) != 0); /* no K/V: refused, not read */
+            lmc_g4mtp_free(d);
+        } else {
+            n_refused++;
+        }
+    }
+    CHECK(n_refused > 0);
+    fprintf(stderr, "  300 damaged GGUF assistants: %d loaded, %d refused\n", n_ok, n_refused);
+    lmc_model_free(tm);
+    lmc_backend_free(be);
+    free(buf);
+    remove(gp);
+    remove(bad);
+}
+
 static void gguf_dense(void) { check_gguf("dense"); }
 static void gguf_centroid(void) { check_gguf("centroid"); }
 
@@ -619,5 +676,6 @@ int main(void) {
     RUN(gguf_dense);
     RUN(gguf_centroid);
     RUN(gguf_broken);
+    RUN(gguf_flips);
     return TEST_END();
 }
