@@ -428,6 +428,119 @@ out:
     free_rounds(&r);
 }
 
+/* 3b. Accepted drafts and rollbacks: a source proposing the known greedy continuation (every
+ * other round with a wrong last token) so the loop accepts and rolls back; at every round the
+ * drafter stepping from the live target cache must equal the drafter stepping from a fresh
+ * prefill of the same history (stale slots of rejected tokens are never read). */
+typedef struct oracle_source {
+    lmc_draft_source base;
+    lmc_g4mtp *d;
+    lmc_model *tm;
+    const int32_t *ref;
+    int n_prompt, n_ref, round, n_checked;
+    double err, scale, err_h;
+    float *lg1, *lg2, *h1, *h2, *hp;
+} oracle_source;
+
+static lmc_status oracle_propose(lmc_draft_source *ds, const lmc_draft_req *req, lmc_draft_out *out) {
+    oracle_source *s = (oracle_source *)ds;
+    const int V = s->tm->cfg.vocab_size, B = s->tm->cfg.hidden_size, n = req->n_hist;
+    out->n = 0;
+    out->has_q = 0;
+    if (n < 2 || !req->hidden) return LMC_OK;
+    lmc_g4mtp_kv kv1 = lmc_g4mtp_target_kv(s->d, req->target->kv.k, req->target->kv.v, req->seq, n - 1);
+    LMC_TRY(lmc_g4mtp_step(s->d, &kv1, req->hist[n - 1], req->hidden, n - 1, s->lg1, s->h1));
+    lmc_context *c2 = NULL;
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = 64;
+    cp.want_hidden = 1;
+    LMC_TRY(lmc_context_init(&c2, s->tm, &cp));
+    int32_t pos[64], sq[64] = {0};
+    for (int i = 0; i < n - 1; i++) pos[i] = i;
+    lmc_batch b = {n - 1, req->hist, pos, sq, NULL};
+    lmc_status st = lmc_context_decode(c2, &b);
+    if (st >= 0) {
+        memcpy(s->hp, lmc_context_hidden(c2, 0), (size_t)B * 4);
+        for (int i = 0; i < B; i++) s->err_h = fmax(s->err_h, fabs(s->hp[i] - req->hidden[i]));
+        lmc_g4mtp_kv kv2 = lmc_g4mtp_target_kv(s->d, c2->kv.k, c2->kv.v, 0, n - 1);
+        st = lmc_g4mtp_step(s->d, &kv2, req->hist[n - 1], s->hp, n - 1, s->lg2, s->h2);
+    }
+    lmc_context_free(c2);
+    LMC_TRY(st);
+    for (int i = 0; i < V; i++) {
+        s->err = fmax(s->err, fabs(s->lg1[i] - s->lg2[i]));
+        s->scale = fmax(s->scale, fabs(s->lg2[i]));
+    }
+    s->n_checked++;
+    const int done = n - s->n_prompt; /* tokens generated so far; ref[done] is the next greedy token */
+    for (int i = 0; i < req->n_max && done + i < s->n_ref; i++) out->tokens[out->n++] = s->ref[done + i];
+    if (s->round++ % 2 && out->n > 1) out->tokens[out->n - 1] = (out->tokens[out->n - 1] + 1) % V;
+    return LMC_OK;
+}
+
+static void oracle_free(lmc_draft_source *ds) {
+    oracle_source *s = (oracle_source *)ds;
+    free(s->lg1); free(s->lg2); free(s->h1); free(s->h2); free(s->hp);
+    free(s);
+}
+
+static const lmc_draft_source_i oracle_i = {.name = "mtp-oracle", .propose = oracle_propose, .free = oracle_free};
+
+static void check_rollback(void) {
+    rounds r;
+    lmc_backend *be;
+    lmc_model *tm = NULL;
+    lmc_g4mtp *d = NULL;
+    lmc_context *ctx = NULL;
+    CHECK(lmc_backend_cpu_init(&be, 2, 0) == 0);
+    CHECK(load_rounds("centroid", &r) == 0);
+    CHECK(lmc_model_load(FX "/target", be, &tm) == 0);
+    if (tm) CHECK(lmc_g4mtp_load(FX "/assistant_centroid", tm, &d) == 0);
+    if (!d || !r.j) goto out;
+    int32_t prompt[64], ref[64];
+    int np = 0, nr = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(r.j, "prompt_ids")) if (np < 64) prompt[np++] = (int32_t)it->valuedouble;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(r.j, "plain_greedy_ids")) if (nr < 64) ref[nr++] = (int32_t)it->valuedouble;
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 8;
+    cp.want_hidden = 1;
+    CHECK(lmc_context_init(&ctx, tm, &cp) == 0);
+    if (!ctx) goto out;
+    oracle_source *s = calloc(1, sizeof *s);
+    s->base.i = &oracle_i;
+    s->base.flags = LMC_DRAFT_NEEDS_HIDDEN;
+    s->d = d;
+    s->tm = tm;
+    s->ref = ref;
+    s->n_prompt = np;
+    s->n_ref = nr;
+    s->lg1 = malloc(256 * 4); s->lg2 = malloc(256 * 4);
+    s->h1 = malloc(64 * 4); s->h2 = malloc(64 * 4); s->hp = malloc(64 * 4);
+    lmc_gen_params gp = {.n_predict = nr, .ignore_eos = 1, .sampler = lmc_sampler_default_params()};
+    lmc_spec_params spp = lmc_spec_default_params();
+    spp.n_draft = 2;
+    lmc_spec_stats ss;
+    ids_t got = {0};
+    lmc_status st = lmc_spec_generate(ctx, &s->base, prompt, np, &gp, &spp, collect, &got, &ss);
+    CHECK_MSG(st == 0, "%s", lmc_last_error());
+    CHECK(got.n == nr && !memcmp(got.v, ref, (size_t)nr * 4));
+    CHECK_MSG(ss.n_accepted > 0 && ss.n_accepted < ss.n_drafted, "accepted %d of %d", ss.n_accepted, ss.n_drafted);
+    CHECK_MSG(s->n_checked >= 3, "only %d rounds checked", s->n_checked);
+    CHECK_MSG(s->err <= F1_REL * s->scale, "drafter from the live cache differs by %.3g after rollbacks", s->err);
+    CHECK_MSG(s->err_h <= 1e-4, "the loop's hidden state differs by %.3g from a fresh prefill", s->err_h);
+    fprintf(stderr, "  rollback: %d rounds, %d of %d drafts accepted; drafter live vs fresh %.2e, hidden %.2e\n",
+            s->n_checked, ss.n_accepted, ss.n_drafted, s->err, s->err_h);
+    lmc_draft_source_free(&s->base);
+out:
+    lmc_context_free(ctx);
+    lmc_g4mtp_free(d);
+    lmc_model_free(tm);
+    lmc_backend_free(be);
+    free_rounds(&r);
+}
+
 /* 4. Refusals. */
 static void check_refusals(void) {
     lmc_backend *be;
@@ -672,6 +785,7 @@ int main(void) {
     RUN(handover_centroid);
     RUN(loop_dense);
     RUN(loop_centroid);
+    RUN(check_rollback);
     RUN(check_refusals);
     RUN(gguf_dense);
     RUN(gguf_centroid);
