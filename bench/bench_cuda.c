@@ -2,7 +2,7 @@
  * GPU's own measured ceilings.
  *
  *   build-cuda/bench/bench_cuda [--shape llama8b|qwen05] [--types bf16,q8_0,q4_0] [--gen N]
- *                               [--prefill 512,2048] [--batch 8,32]
+ *                               [--prefill 512,2048] [--batch 8,32] [--kernels]
  *
  * Models are synthesized in memory from a shape (random weights, no file):
  * Llama-3.1-8B (hidden 4096, 32 layers, 32/8 heads, intermediate 14336, vocab
@@ -17,7 +17,9 @@
  * against the GEMM roofline (rate / 2·matrix parameters per token; attention
  * not counted); aggregate decode tok/s of --batch sequences (one token each
  * per forward, every row's logits to the host); GPU memory in use against
- * weights + KV cache. Prints markdown tables. A benchmark, not a test.
+ * weights + KV cache. --kernels instead times the decode kernels alone: matrix-vector
+ * products of the 8B shape's matrices per type (GB/s) and decode attention over caches of
+ * 64 / 1024 / 8192 positions. Prints markdown tables. A benchmark, not a test.
  */
 #include <math.h>
 #include <stdio.h>
@@ -262,6 +264,89 @@ static void run_type(const shape *sh, const char *tname, int n_gen, const int *p
     lmc_backend_free(be);
 }
 
+/* One op alone, timed over `reps` back-to-back calls (after one warm-up), in µs per call. */
+typedef void (*op_fn)(lmc_backend *be, void *ud);
+static double time_op(lmc_backend *be, op_fn fn, void *ud, int reps) {
+    fn(be, ud);
+    if (be->i->sync(be) < 0) die("kernel");
+    double t0 = lmc_now_s();
+    for (int i = 0; i < reps; i++) fn(be, ud);
+    if (be->i->sync(be) < 0) die("kernel");
+    return (lmc_now_s() - t0) / reps * 1e6;
+}
+
+typedef struct mm_args { lmc_tensor *y, *w, *x; } mm_args;
+static void op_matmul(lmc_backend *be, void *ud) {
+    mm_args *a = ud;
+    be->i->matmul(be, a->y, a->w, a->x);
+}
+
+typedef struct at_args { lmc_tensor *out, *q, *k, *v, *pos, *seq; lmc_attn_op op; } at_args;
+static void op_attn(lmc_backend *be, void *ud) {
+    at_args *a = ud;
+    be->i->attention(be, a->out, a->q, a->k, a->v, a->pos, a->seq, &a->op);
+}
+
+/* Decode kernels alone: matrix-vector products of the 8B shape's largest matrices per type
+ * (GB/s against the copy bandwidth) and decode attention over caches of several lengths. */
+static void kernels(const char *types) {
+    lmc_backend *be;
+    if (lmc_backend_cuda_init(&be, 0) < 0) die("cuda backend");
+    printf("| kernel | type | shape | tokens | µs / call | GB/s | of copy bandwidth |\n|---|---|---|---|---|---|---|\n");
+    const int64_t shp[][2] = {{4096, 14336}, {14336, 4096}, {4096, 1024}};
+    const int toks[] = {1, 8, 32};
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", types);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        lmc_dtype type = !strcmp(t, "bf16") ? LMC_DTYPE_BF16 : !strcmp(t, "q8_0") ? LMC_DTYPE_Q8_0
+                       : !strcmp(t, "q4_0") ? LMC_DTYPE_Q4_0 : !strcmp(t, "f16") ? LMC_DTYPE_F16 : LMC_DTYPE_END;
+        if (type == LMC_DTYPE_END) continue;
+        for (int si = 0; si < 3; si++) {
+            const int64_t in = shp[si][0], out = shp[si][1];
+            void *host = host_matrix(type, in, out);
+            lmc_tensor w = lmc_tensor_make(type, in, out, 1, 1);
+            if (be->i->bind_weight(be, &w, host) < 0) die("bind");
+            for (int ti = 0; ti < 3; ti++) {
+                lmc_tensor x = lmc_tensor_make(LMC_DTYPE_F32, in, toks[ti], 1, 1);
+                lmc_tensor y = lmc_tensor_make(LMC_DTYPE_F32, out, toks[ti], 1, 1);
+                if (be->i->alloc(be, &x) < 0 || be->i->alloc(be, &y) < 0) die("alloc");
+                mm_args a = {&y, &w, &x};
+                double us = time_op(be, op_matmul, &a, 50);
+                double gb = (double)lmc_tensor_nbytes(&w) / (us * 1e-6) / 1e9;
+                printf("| matmul | %s | %lld x %lld | %d | %.1f | %.0f | %.0f%% |\n", t, (long long)in, (long long)out,
+                       toks[ti], us, gb, 100 * gb / g_bw);
+                be->i->release(be, &x);
+                be->i->release(be, &y);
+            }
+            be->i->unbind_weight(be, &w);
+            free(host);
+        }
+    }
+    /* decode attention, 8B shape: 32 query heads, 8 KV heads, head_dim 128 */
+    const int n_ctx = 8192;
+    const int lens[] = {64, 1024, 8192};
+    lmc_tensor kc = lmc_tensor_make(LMC_DTYPE_F32, 1024, n_ctx, 1, 1), vc = kc;
+    lmc_tensor q = lmc_tensor_make(LMC_DTYPE_F32, 4096, 1, 1, 1), o = q;
+    lmc_tensor pos = lmc_tensor_make(LMC_DTYPE_I32, 1, 1, 1, 1), seq = pos;
+    if (be->i->alloc(be, &kc) < 0 || be->i->alloc(be, &vc) < 0 || be->i->alloc(be, &q) < 0 ||
+        be->i->alloc(be, &o) < 0 || be->i->alloc(be, &pos) < 0 || be->i->alloc(be, &seq) < 0)
+        die("alloc");
+    for (int li = 0; li < 3; li++) {
+        int32_t p = lens[li] - 1;
+        be->i->set(be, &pos, &p, 0, 4);
+        at_args a = {&o, &q, &kc, &vc, &pos, &seq, {.n_head = 32, .n_kv_head = 8, .head_dim = 128,
+                     .scale = 0.088f, .softcap = 0, .window = 0}};
+        double us = time_op(be, op_attn, &a, 50);
+        double gb = 2.0 * lens[li] * 1024 * 4 / (us * 1e-6) / 1e9;
+        printf("| attention (32/8 heads, hd 128, cache %d) | f32 KV | %d positions | 1 | %.1f | %.0f | %.0f%% |\n",
+               n_ctx, lens[li], us, gb, 100 * gb / g_bw);
+    }
+    lmc_tensor *all[] = {&kc, &vc, &q, &o, &pos, &seq};
+    for (int i = 0; i < 6; i++) be->i->release(be, all[i]);
+    lmc_backend_free(be);
+    fflush(stdout);
+}
+
 static int parse_list(const char *s, int *out, int max) {
     int n = 0;
     while (*s && n < max) {
@@ -275,6 +360,7 @@ static int parse_list(const char *s, int *out, int max) {
 
 int main(int argc, char **argv) {
     const char *shape_name = "llama8b", *types = "bf16,q8_0,q4_0";
+    int only_kernels = 0;
     int n_gen = 64, prefill[8] = {512, 2048}, n_prefill = 2, batch[8] = {8, 32}, n_batch = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape_name = argv[++i];
@@ -282,8 +368,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) n_prefill = parse_list(argv[++i], prefill, 8);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) n_batch = parse_list(argv[++i], batch, 8);
+        else if (!strcmp(argv[i], "--kernels")) only_kernels = 1;
         else { fprintf(stderr, "usage: bench_cuda [--shape llama8b|qwen05] [--types bf16,q8_0,q4_0] [--gen N] "
-                               "[--prefill 512,2048] [--batch 8,32]\n"); return 2; }
+                               "[--prefill 512,2048] [--batch 8,32] [--kernels]\n"); return 2; }
     }
     const shape *sh = NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
@@ -297,6 +384,7 @@ int main(int argc, char **argv) {
     if (lmc_cuda_measure_gemm(0, 8192, &g_gemm) < 0) die("gemm");
     printf("device: %s, %d SMs, %.1f GB; copy bandwidth %.0f GB/s (D2D, read + write); cuBLAS bf16 GEMM %.0f TFLOP/s "
            "(8192^3)\n\n", name, n_sm, total / 1e9, g_bw, g_gemm);
+    if (only_kernels) { kernels(types); return 0; }
     printf("| shape | type | matrix GB | decode tok/s | roofline tok/s | of roofline |");
     for (int k = 0; k < n_prefill; k++) printf(" prefill %d tok/s (of GEMM roof) |", prefill[k]);
     for (int k = 0; k < n_batch; k++) printf(" %d-seq decode tok/s (x single) |", batch[k]);

@@ -5,8 +5,8 @@
 #   2. test_cuda_ops     every op vs the scalar CPU reference (F2)
 #   3. test_cuda_parity  every tests/fixtures case through the cuda backend (F2, greedy ids)
 #   4. the CLI with --backend cuda: generate/logits on fixtures, ids and logits vs --backend cpu
-#   5. compute-sanitizer (memcheck) over test_cuda_ops
-#   6. bench_cuda: Qwen2.5-0.5B shape bf16, Llama-3.1-8B shape bf16/q8_0/q4_0
+#   5. bench_cuda: Qwen2.5-0.5B shape bf16, Llama-3.1-8B shape bf16/q8_0/q4_0
+#   6. compute-sanitizer (memcheck) over test_cuda_ops
 # Logs go to $OUT (or ./cuda-logs); a summary line per stage goes to stdout.
 # Stages can be picked: run_all.sh [build] [ops] [parity] [cli] [sanitize] [bench]
 # BIN=dir runs prebuilt binaries (dir/lmc, dir/test_cuda_ops, dir/test_cuda_parity, dir/bench_cuda)
@@ -47,13 +47,13 @@ if want build; then
 fi
 
 if want ops; then
-    timeout 300 "$OPS" >"$OUT/ops.log" 2>&1
+    timeout 180 "$OPS" >"$OUT/ops.log" 2>&1
     echo "test_cuda_ops: rc $? $(result "$OUT/ops.log")"
     grep -E 'FAIL|SKIP' "$OUT/ops.log" | head -n 40
 fi
 
 if want parity; then
-    timeout 400 "$PAR" >"$OUT/parity.log" 2>&1
+    timeout 240 "$PAR" >"$OUT/parity.log" 2>&1
     echo "test_cuda_parity: rc $? $(result "$OUT/parity.log")"
     grep -E 'FAIL|SKIP' "$OUT/parity.log" | head -n 40
 fi
@@ -81,20 +81,21 @@ print('%.3g' % (abs(a-b).max()/abs(a).max()) if a.size==b.size and a.size else '
     echo "cli: $(result "$OUT/cli.log")"; grep -v RESULT "$OUT/cli.log" | head -n 12
 fi
 
+if want bench; then
+    {
+        timeout 120 "$BENCH" --kernels --types bf16,q8_0,q4_0
+        timeout 120 "$BENCH" --shape qwen05 --types bf16
+        timeout 300 "$BENCH" --shape llama8b --types bf16,q8_0,q4_0
+    } >"$OUT/bench.log" 2>&1
+    echo "bench: rc $?"; cat "$OUT/bench.log"
+fi
+
 if want sanitize; then
     if command -v compute-sanitizer >/dev/null; then
-        timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$OPS" \
+        timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$OPS" \
             >"$OUT/sanitize.log" 2>&1
         echo "compute-sanitizer memcheck test_cuda_ops: rc $? $(grep -E 'ERROR SUMMARY' "$OUT/sanitize.log" | tail -n 1)"
     else
         echo "compute-sanitizer: not installed"
     fi
-fi
-
-if want bench; then
-    {
-        timeout 200 "$BENCH" --shape qwen05 --types bf16
-        timeout 400 "$BENCH" --shape llama8b --types bf16,q8_0,q4_0
-    } >"$OUT/bench.log" 2>&1
-    echo "bench: rc $?"; cat "$OUT/bench.log"
 fi

@@ -258,6 +258,15 @@ static void test_elementwise(void) {
         ref->i->softcap(ref, &y.c, &a.c, 2.5f);
         gpu->i->softcap(gpu, &y.g, &a.g, 2.5f);
         compare(&y, 1e-5, "softcap");
+        /* xIELU with apertus-like parameters (softplus(0.8), 0.5 + softplus(0.8), 0.5, -1e-6), out of place
+         * and in place; inputs span both branches and the eps clamp */
+        const float xp[4] = {1.1711f, 1.6711f, 0.5f, -1e-6f};
+        ref->i->xielu(ref, &y.c, &a.c, xp);
+        gpu->i->xielu(gpu, &y.g, &a.g, xp);
+        compare(&y, 1e-5, "xielu");
+        ref->i->xielu(ref, &y.c, &y.c, xp);
+        gpu->i->xielu(gpu, &y.g, &y.g, xp);
+        compare(&y, 1e-5, "xielu in place");
         for (int act = LMC_ACT_SILU; act <= LMC_ACT_RELU2; act++) {
             char what[48];
             ref->i->act(ref, &y.c, &a.c, (lmc_act)act);

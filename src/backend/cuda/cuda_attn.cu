@@ -1,14 +1,15 @@
 /* cuda_attn.cu — attention of a batch of queries over the KV cache.
  *
- * One block per (KV head, token, split), one warp per query head of the
- * KV head's group (grouped-query heads share every K/V row load): each warp
- * walks the split's cached positions two at a time (shuffle-reduced q·k,
- * scale, optional softcap, online softmax, v accumulated in f32 registers,
- * head_dim ≤ 512). With one split the warp writes the normalized output;
- * with several (decode: few tokens, long caches) it writes (max, sum, acc)
- * and k_attn_combine merges the splits. Positions, windows and ring slots
- * follow the CPU reference: token t sees positions [max(0, pos - window + 1),
- * pos] of sequence seq[t] at slots p mod n_ctx.
+ * One block per (KV head, token, split), one warp per query head of the KV
+ * head's group (grouped-query heads share every K/V row load): each warp walks
+ * the split's cached positions two at a time (both K and V rows loaded first,
+ * then shuffle-reduced q·k, scale, optional softcap, online softmax, v
+ * accumulated in f32 registers; head_dim ≤ 512). With one split the warp
+ * writes the normalized output; with several (16 positions each, fewer when
+ * the partials would pass 256 MB) it writes (max, sum, acc) and
+ * k_attn_combine merges them. Positions, windows and ring slots follow the
+ * CPU reference: token t sees positions [max(0, pos - window + 1), pos] of
+ * sequence seq[t] at slots p mod n_ctx.
  */
 #include "cuda_common.cuh"
 
@@ -25,7 +26,7 @@ static __device__ __forceinline__ void attn_range(const lmc_cuda_attn &a, int64_
 /* Block (kv head g, token t, split): warp j is query head g·group + j, so the group's
  * warps read each K/V row together (one L2 read, L1 hits for the others). */
 template <int ATT_MAXD> /* ≥ head_dim / 32: values per lane */
-__global__ void __launch_bounds__(1024) k_attn(lmc_cuda_attn a, int n_split, int64_t chunk, float *part) {
+__global__ void __launch_bounds__(512) k_attn(lmc_cuda_attn a, int n_split, int64_t chunk, float *part) {
     const int g = blockIdx.x, lane = threadIdx.x & 31, j = threadIdx.x >> 5;
     const int group = a.n_head / a.n_kv_head, h = g * group + j;
     const int64_t t = blockIdx.y;
@@ -51,18 +52,24 @@ __global__ void __launch_bounds__(1024) k_attn(lmc_cuda_attn a, int n_split, int
     }
     float m = -INFINITY, l = 0.0f;
     int64_t p = lo;
-    /* two positions per step: two independent dot products in flight */
+    /* two positions per step: both K and both V rows loaded before any use */
     for (; valid && p + 1 <= hi; p += 2) {
         const float *k0 = kb + (p % a.n_ctx) * kv_row, *k1 = kb + ((p + 1) % a.n_ctx) * kv_row;
         const float *v0 = vb + (p % a.n_ctx) * kv_row, *v1 = vb + ((p + 1) % a.n_ctx) * kv_row;
-        float s0 = 0.0f, s1 = 0.0f;
+        float ka[ATT_MAXD], kc[ATT_MAXD], va[ATT_MAXD], vc[ATT_MAXD];
 #pragma unroll
         for (int jj = 0; jj < ATT_MAXD; jj++) {
             const int i = lane + 32 * jj;
-            if (i < hd) {
-                s0 += q[jj] * k0[i];
-                s1 += q[jj] * k1[i];
-            }
+            ka[jj] = i < hd ? k0[i] : 0.0f;
+            kc[jj] = i < hd ? k1[i] : 0.0f;
+            va[jj] = i < hd ? v0[i] : 0.0f;
+            vc[jj] = i < hd ? v1[i] : 0.0f;
+        }
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < ATT_MAXD; jj++) {
+            s0 += q[jj] * ka[jj];
+            s1 += q[jj] * kc[jj];
         }
         s0 = warp_sum(s0) * a.scale;
         s1 = warp_sum(s1) * a.scale;
@@ -74,10 +81,7 @@ __global__ void __launch_bounds__(1024) k_attn(lmc_cuda_attn a, int n_split, int
         const float corr = expf(m - mn), e0 = expf(s0 - mn), e1 = expf(s1 - mn);
         l = l * corr + e0 + e1;
 #pragma unroll
-        for (int jj = 0; jj < ATT_MAXD; jj++) {
-            const int i = lane + 32 * jj;
-            if (i < hd) acc[jj] = acc[jj] * corr + e0 * v0[i] + e1 * v1[i];
-        }
+        for (int jj = 0; jj < ATT_MAXD; jj++) acc[jj] = acc[jj] * corr + e0 * va[jj] + e1 * vc[jj];
         m = mn;
     }
     if (valid && p <= hi) {
@@ -143,12 +147,14 @@ __global__ void k_attn_combine(lmc_cuda_attn a, int n_split, const float *part) 
     }
 }
 
-/* Splits of the cache range: enough blocks to fill the GPU when few tokens are queried. */
+/* Splits of the cache range: 16 positions each (a short serial chain per warp), fewer when
+ * the partials (n · heads · splits · (head_dim + 2) floats) would pass 256 MB, at most 1024. */
 static int attn_splits(const lmc_cuda_attn *a, int64_t *chunk) {
-    int64_t s = (a->n_ctx + 63) / 64;
-    const int64_t cap = 8192 / (a->n * a->n_head > 0 ? a->n * a->n_head : 1);
+    int64_t s = (a->n_ctx + 15) / 16;
+    const int64_t per = a->n * a->n_head * (int64_t)(a->head_dim + 2) * 4;
+    const int64_t cap = per > 0 ? ((int64_t)256 << 20) / per : 1;
     if (s > cap) s = cap;
-    if (s > 64) s = 64;
+    if (s > 1024) s = 1024;
     if (s < 1) s = 1;
     *chunk = (a->n_ctx + s - 1) / s;
     return (int)s;

@@ -402,7 +402,7 @@ static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q
                            const lmc_attn_op *op) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(op->n_kv_head > 0 && op->n_head % op->n_kv_head == 0 && op->head_dim <= 512);
-    LMC_ASSERT(op->n_head / op->n_kv_head <= 32); /* one warp per query head of a group */
+    LMC_ASSERT(op->n_head / op->n_kv_head <= 16); /* one warp per query head of a group */
     LMC_ASSERT(lmc_tensor_nelem(q) == (int64_t)op->head_dim * op->n_head * lmc_tensor_nelem(pos));
     LMC_ASSERT(k_cache->ne[0] == (int64_t)op->head_dim * op->n_kv_head && k_cache->type == LMC_DTYPE_F32);
     LMC_ASSERT(v_cache->ne[0] == k_cache->ne[0] && v_cache->ne[1] == k_cache->ne[1]);
@@ -443,6 +443,13 @@ static void cuda_softcap(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, fl
     lmc_cuda_launched(c, "softcap");
 }
 
+static void cuda_xielu(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const float p[4]) {
+    cuda_ctx *c = CTX(be);
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32 && lmc_tensor_nelem(x) == lmc_tensor_nelem(y));
+    lmc_cuda_xielu(c->stream, y->data, x->data, lmc_tensor_nelem(y), p);
+    lmc_cuda_launched(c, "xielu");
+}
+
 static const lmc_backend_i cuda_iface = {
     .name = "cuda",
     .free = cuda_free,
@@ -469,6 +476,7 @@ static const lmc_backend_i cuda_iface = {
     .moe_route = lmc_cuda_op_moe_route,
     .matmul_id = lmc_cuda_op_matmul_id,
     .moe_sum = lmc_cuda_op_moe_sum,
+    .xielu = cuda_xielu,
 };
 
 lmc_status lmc_backend_cuda_init(lmc_backend **out, int device) {

@@ -74,6 +74,8 @@ void lmc_cuda_kv_store(cudaStream_t s, float *cache, int64_t row, int64_t n_ctx,
 void lmc_cuda_act_mul(cudaStream_t s, float *y, const float *gate, const float *up, int64_t n, int act);
 void lmc_cuda_act(cudaStream_t s, float *y, const float *x, int64_t n, int act);
 void lmc_cuda_softcap(cudaStream_t s, float *y, const float *x, int64_t n, float cap);
+/* xIELU with p = {softplus(alpha_p), beta + softplus(alpha_n), beta, eps} (backend.h xielu) */
+void lmc_cuda_xielu(cudaStream_t s, float *y, const float *x, int64_t n, const float p[4]);
 
 /* ---- mixture of experts (cuda_ops.cu) ---- */
 /* dst rows idx[j] = src rows j, rows of d floats, j < n */

@@ -222,10 +222,46 @@ __global__ void k_dequant_rows(lmc_cuda_w w, int64_t r0, int64_t nr, void *dst, 
     }
 }
 
+/* Repacked Q8_0/Q4_0 rows: one 16-byte chunk per thread, written as 16-byte stores. */
+template <int TYPE>
+__global__ void k_dequant_q(lmc_cuda_w w, int64_t r0, int64_t nr, void *dst, int to_bf16) {
+    constexpr int E = gemv_traits<TYPE>::E;
+    const int64_t nch = w.ne0 / E, total = nr * nch;
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < total; k += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = k / nch, c = k % nch;
+        float d, f[E];
+        gemv_decode<TYPE>(gemv_load<TYPE>(w, r0 + r, c, &d), d, f);
+        const int64_t o = r * w.ne0 + c * E;
+        if (to_bf16) {
+            uint4 *y = (uint4 *)((uint16_t *)dst + o);
+#pragma unroll
+            for (int q = 0; q < E / 8; q++) {
+                uint32_t u[4];
+#pragma unroll
+                for (int h = 0; h < 4; h++)
+                    u[h] = (uint32_t)f_to_bf16(f[8 * q + 2 * h]) | ((uint32_t)f_to_bf16(f[8 * q + 2 * h + 1]) << 16);
+                y[q] = make_uint4(u[0], u[1], u[2], u[3]);
+            }
+        } else {
+            float4 *y = (float4 *)((float *)dst + o);
+#pragma unroll
+            for (int q = 0; q < E / 4; q++) y[q] = make_float4(f[4 * q], f[4 * q + 1], f[4 * q + 2], f[4 * q + 3]);
+        }
+    }
+}
+
 extern "C" void lmc_cuda_dequant_rows(cudaStream_t s, const lmc_cuda_w *w, int64_t r0, int64_t nr, void *dst,
                                       int to_bf16) {
     const int64_t n = nr * w->ne0;
     if (n <= 0) return;
+    if (w->repacked) {
+        const int64_t chunks = nr * (w->ne0 / (w->type == LMC_DTYPE_Q8_0 ? 16 : 32));
+        int64_t g = (chunks + 255) / 256;
+        if (g > 132 * 32) g = 132 * 32;
+        if (w->type == LMC_DTYPE_Q8_0) k_dequant_q<LMC_DTYPE_Q8_0><<<(unsigned)g, 256, 0, s>>>(*w, r0, nr, dst, to_bf16);
+        else k_dequant_q<LMC_DTYPE_Q4_0><<<(unsigned)g, 256, 0, s>>>(*w, r0, nr, dst, to_bf16);
+        return;
+    }
     int64_t g = (n + 255) / 256;
     if (g > 132 * 64) g = 132 * 64;
     k_dequant_rows<<<(unsigned)g, 256, 0, s>>>(*w, r0, nr, dst, to_bf16);

@@ -101,6 +101,18 @@ extern "C" void lmc_cuda_softcap(cudaStream_t s, float *y, const float *x, int64
     if (n > 0) k_softcap<<<grid_for(n), LMC_CUDA_BLOCK, 0, s>>>(y, x, n, cap);
 }
 
+/* xIELU (apertus; backend.h): p = {softplus(alpha_p), beta + softplus(alpha_n), beta, eps} */
+__global__ void k_xielu(float *y, const float *x, int64_t n, float p0, float p1, float p2, float p3) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float v = x[i];
+        y[i] = v > 0 ? p0 * v * v + p2 * v : (expm1f(fminf(v, p3)) - v) * p1 + p2 * v;
+    }
+}
+
+extern "C" void lmc_cuda_xielu(cudaStream_t s, float *y, const float *x, int64_t n, const float p[4]) {
+    if (n > 0) k_xielu<<<grid_for(n), LMC_CUDA_BLOCK, 0, s>>>(y, x, n, p[0], p[1], p[2], p[3]);
+}
+
 /* ------------------------------------------------------------ norms */
 
 /* Sum of v over the block (blockDim.x a multiple of 32, ≤ 1024); every thread gets it. */
