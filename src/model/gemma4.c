@@ -510,7 +510,7 @@ lmc_status lmc_gemma4_state_init(lmc_forward_state *fs, const lmc_model *m, int 
         {&s->gate, LMC_DTYPE_F32, g->inter_max, B}, {&s->up, LMC_DTYPE_F32, g->inter_max, B},
         {&s->ple, LMC_DTYPE_F32, L * P, B}, {&s->ple_tmp, LMC_DTYPE_F32, L * P, B},
         {&s->ple_cur, LMC_DTYPE_F32, P, B}, {&s->ple_h, LMC_DTYPE_F32, P, B},
-        {&s->ple_idx, LMC_DTYPE_I32, B * L, 1},
+        {&s->ple_idx, LMC_DTYPE_I32, B, L},
         {&s->logits, LMC_DTYPE_F32, g->V, LMC_LOGITS_CHUNK},
         {&s->tok, LMC_DTYPE_I32, B, 1}, {&s->pos, LMC_DTYPE_I32, B, 1}, {&s->seq, LMC_DTYPE_I32, B, 1},
         {&s->sel, LMC_DTYPE_I32, B, 1},
@@ -649,8 +649,8 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc_all, lmc
     if (g->P) {
         lmc_tensor cur = rows(&s->ple_cur, g->P, n), ph = rows(&s->ple_h, g->P, n);
         lmc_tensor table = rows(&s->ple, g->P, (int64_t)g->n_layers * n);
-        lmc_tensor idx = lmc_tensor_make(LMC_DTYPE_I32, n, 1, 1, 1);
-        idx.data = (int32_t *)s->ple_idx.data + (size_t)il * fs->n_batch_max;
+        lmc_tensor idx = lmc_tensor_rows(&s->ple_idx, il, 1); /* row il: t · L + il for t < B */
+        idx.ne[0] = n;
         be->i->get_rows(be, &cur, &table, &idx, 1.0f);
         be->i->matmul(be, &ph, &L->ple_gate, &x);
         be->i->act_mul(be, &ph, &ph, &cur, m->act);

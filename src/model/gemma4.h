@@ -66,7 +66,7 @@ typedef struct lmc_gemma4_scratch {
     lmc_tensor gate, up;            /* f32 [I_max, B] */
     lmc_tensor ple, ple_tmp;        /* f32 [L·P, B] combined per-layer inputs, projection */
     lmc_tensor ple_cur, ple_h;      /* f32 [P, B] */
-    lmc_tensor ple_idx;             /* i32 [B·L]: segment i holds t·L + i */
+    lmc_tensor ple_idx;             /* i32 [B, L]: row i holds t·L + i */
     lmc_tensor logits;              /* f32 [V, LMC_LOGITS_CHUNK] */
     lmc_tensor tok, pos, seq, sel;  /* i32 [B] */
     lmc_tensor r_logits, r_ids, r_w;/* f32 [E, B], i32 [k, B], f32 [k, B] */
