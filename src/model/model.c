@@ -421,8 +421,10 @@ static lmc_status bind_moe(lmc_model *m, audit *a, int il, const char *p, int ml
         if (t) {
             float *f = malloc((size_t)E * sizeof *f);
             if (!f) return lmc_fail(LMC_ERR_NOMEM, "selection bias");
+            /* raw.data lives on the backend (device memory for cuda): read the file's host bytes */
             lmc_tensor_row_to_f32(&(lmc_tensor){.type = raw.type, .ne = {E, 1, 1, 1}, .nb = {raw.nb[0], raw.nb[0] * (size_t)E},
-                                                .data = raw.data}, 0, f);
+                                                .data = (void *)t->data}, 0, f);
+            m->be->i->unbind_weight(m->be, &raw);
             M->sel_bias = lmc_tensor_make(LMC_DTYPE_F32, E, 1, 1, 1);
             lmc_status st = m->be->i->alloc(m->be, &M->sel_bias);
             if (st >= 0) m->be->i->set(m->be, &M->sel_bias, f, 0, (size_t)E * 4);
