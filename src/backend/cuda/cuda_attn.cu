@@ -123,26 +123,41 @@ __global__ void __launch_bounds__(512) k_attn(lmc_cuda_attn a, int n_split, int6
     }
 }
 
+/* Merge the splits of one (token, head): the splits' weights exp(m_s - M) are computed once
+ * into shared memory (empty splits, m_s = -inf, get 0 and are skipped), then each thread sums
+ * its elements over the non-empty splits in split order (deterministic). */
 __global__ void k_attn_combine(lmc_cuda_attn a, int n_split, const float *part) {
+    __shared__ float f[1024], red[32];
     const int h = blockIdx.x;
     const int64_t t = blockIdx.y;
-    const int hd = a.head_dim;
+    const int hd = a.head_dim, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const float *pp = part + (t * a.n_head + h) * n_split * (int64_t)(hd + 2);
+    float mx = -INFINITY;
+    for (int s = threadIdx.x; s < n_split; s += blockDim.x) mx = fmaxf(mx, pp[s * (hd + 2)]);
+    mx = warp_max(mx);
+    if (lane == 0) red[wid] = mx;
+    __syncthreads();
     float M = -INFINITY;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, pp[s * (hd + 2)]);
-    float L = 0.0f;
-    for (int s = 0; s < n_split; s++) {
+    for (int w = 0; w < nw; w++) M = fmaxf(M, red[w]);
+    __syncthreads();
+    float lsum = 0.0f;
+    for (int s = threadIdx.x; s < n_split; s += blockDim.x) {
         const float ms = pp[s * (hd + 2)];
-        if (ms != -INFINITY) L += pp[s * (hd + 2) + 1] * expf(ms - M);
+        const float w = ms == -INFINITY ? 0.0f : expf(ms - M);
+        if (w != 0.0f) lsum += pp[s * (hd + 2) + 1] * w;
+        f[s] = w;
     }
+    lsum = warp_sum(lsum);
+    if (lane == 0) red[wid] = lsum;
+    __syncthreads();
+    float L = 0.0f;
+    for (int w = 0; w < nw; w++) L += red[w];
     const float inv = L > 0 ? 1.0f / L : 0.0f;
     float *o = a.out + (t * a.n_head + h) * hd;
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         float v = 0.0f;
-        for (int s = 0; s < n_split; s++) {
-            const float ms = pp[s * (hd + 2)];
-            if (ms != -INFINITY) v += pp[s * (hd + 2) + 2 + i] * expf(ms - M);
-        }
+        for (int k = 0; k < n_split; k++)
+            if (f[k] != 0.0f) v += pp[k * (int64_t)(hd + 2) + 2 + i] * f[k];
         o[i] = v * inv;
     }
 }

@@ -11,7 +11,6 @@
  */
 #include "cuda_common.cuh"
 
-#define GEMV_R 2          /* output rows per block */
 #define GEMV_U 2          /* chunks per thread loaded before use */
 #define GEMV_THREADS 256  /* most threads per block (fewer when the rows are short) */
 
@@ -99,29 +98,35 @@ static __device__ __forceinline__ void gemv_decode(uint4 v, float d, float *f) {
     }
 }
 
-/* One block computes GEMV_R output rows for NT tokens. Its threads stride over the rows'
+/* Q8_0 / Q4_0 have a block scale: the decode kernel sums codes·x per chunk and scales once. */
+template <int TYPE> struct gemv_scaled { enum { v = TYPE == LMC_DTYPE_Q8_0 || TYPE == LMC_DTYPE_Q4_0 }; };
+/* Rows per block: 4 for the quantized types at one token (each activation chunk loaded once
+ * serves 4 rows), else 2 (registers). */
+template <int TYPE, int NT> struct gemv_rows { enum { v = gemv_scaled<TYPE>::v && NT == 1 ? 4 : 2 }; };
+
+/* One block computes R output rows for NT tokens. Its threads stride over the rows'
  * 16-byte chunks GEMV_U at a time: the U·R loads are issued before any is used (memory
  * parallelism even for short rows), then widened and multiplied; warps reduce with
  * shuffles, then across the block in shared memory. */
 template <int TYPE, int NT>
 __global__ void __launch_bounds__(GEMV_THREADS) k_gemv(float *y, lmc_cuda_w w, const float *x) {
-    constexpr int E = gemv_traits<TYPE>::E;
-    __shared__ float red[GEMV_THREADS / 32][GEMV_R * NT];
+    constexpr int E = gemv_traits<TYPE>::E, R = gemv_rows<TYPE, NT>::v;
+    __shared__ float red[GEMV_THREADS / 32][R * NT];
     const int64_t out = w.ne1, K = w.ne0, nch = K / E;
-    const int64_t r0 = (int64_t)blockIdx.x * GEMV_R;
+    const int64_t r0 = (int64_t)blockIdx.x * R;
     const int nth = blockDim.x;
-    float acc[GEMV_R][NT];
+    float acc[R][NT];
 #pragma unroll
-    for (int r = 0; r < GEMV_R; r++)
+    for (int r = 0; r < R; r++)
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
     for (int64_t c0 = threadIdx.x; c0 < nch; c0 += (int64_t)GEMV_U * nth) {
-        uint4 raw[GEMV_U][GEMV_R];
-        float sc[GEMV_U][GEMV_R];
+        uint4 raw[GEMV_U][R];
+        float sc[GEMV_U][R];
 #pragma unroll
         for (int u = 0; u < GEMV_U; u++)
 #pragma unroll
-            for (int r = 0; r < GEMV_R; r++) {
+            for (int r = 0; r < R; r++) {
                 const int64_t c = c0 + (int64_t)u * nth;
                 const int64_t row = r0 + r < out ? r0 + r : out - 1;
                 if (c < nch) raw[u][r] = gemv_load<TYPE>(w, row, c, &sc[u][r]);
@@ -132,33 +137,36 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv(float *y, lmc_cuda_w w, c
             const int64_t c = c0 + (int64_t)u * nth;
             if (c >= nch) break;
 #pragma unroll
-            for (int r = 0; r < GEMV_R; r++) {
-                float f[E];
-                gemv_decode<TYPE>(raw[u][r], sc[u][r], f);
+            for (int t = 0; t < NT; t++) {
+                float xv[E];
+                const float4 *xp = (const float4 *)(x + t * K + c * E);
 #pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    const float4 *xp = (const float4 *)(x + t * K + c * E);
+                for (int k = 0; k < E / 4; k++) {
+                    const float4 v = __ldg(xp + k);
+                    xv[4 * k] = v.x; xv[4 * k + 1] = v.y; xv[4 * k + 2] = v.z; xv[4 * k + 3] = v.w;
+                }
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    float f[E];
+                    gemv_decode<TYPE>(raw[u][r], 1.0f, f); /* block scale applied to the chunk's sum */
                     float s = 0.0f;
 #pragma unroll
-                    for (int k = 0; k < E / 4; k++) {
-                        const float4 xv = __ldg(xp + k);
-                        s += f[4 * k] * xv.x + f[4 * k + 1] * xv.y + f[4 * k + 2] * xv.z + f[4 * k + 3] * xv.w;
-                    }
-                    acc[r][t] += s;
+                    for (int k = 0; k < E; k++) s += f[k] * xv[k];
+                    acc[r][t] += gemv_scaled<TYPE>::v ? sc[u][r] * s : s;
                 }
             }
         }
     }
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (nth + 31) >> 5;
 #pragma unroll
-    for (int r = 0; r < GEMV_R; r++)
+    for (int r = 0; r < R; r++)
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const float v = warp_sum(acc[r][t]);
             if (lane == 0) red[wid][r * NT + t] = v;
         }
     __syncthreads();
-    if (threadIdx.x < GEMV_R * NT) {
+    if (threadIdx.x < R * NT) {
         const int r = threadIdx.x / NT, t = threadIdx.x % NT;
         float v = 0.0f;
         for (int k = 0; k < nw; k++) v += red[k][threadIdx.x];
@@ -186,7 +194,8 @@ extern "C" int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_t
 
 template <int TYPE>
 static void gemv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n) {
-    const unsigned g = (unsigned)((w->ne1 + GEMV_R - 1) / GEMV_R);
+    const int R = n == 1 ? gemv_rows<TYPE, 1>::v : gemv_rows<TYPE, 2>::v;
+    const unsigned g = (unsigned)((w->ne1 + R - 1) / R);
     const int64_t nch = w->ne0 / gemv_traits<TYPE>::E, per = (nch + GEMV_U - 1) / GEMV_U;
     const int th = per >= GEMV_THREADS ? GEMV_THREADS : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
     switch (n) {
