@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gen/generate.h"
+#include "gen/tp_context.h"
 #include "io/jsonfile.h"
 
 typedef struct fixture {
@@ -206,7 +207,10 @@ done:
     return st;
 }
 
-lmc_status lmc_parity_check(const char *dir, lmc_backend *be, double rel_tol, lmc_parity_report *r) {
+/* The gate on `be` (tp NULL), or tensor parallel over tp->n_ranks ranks with the weights on
+ * `be` as the host copy (tp set). */
+static lmc_status check(const char *dir, lmc_backend *be, const lmc_tp_params *tp, double rel_tol,
+                        lmc_parity_report *r) {
     memset(r, 0, sizeof *r);
     fixture fx;
     lmc_status st = fixture_load(dir, &fx);
@@ -225,12 +229,24 @@ lmc_status lmc_parity_check(const char *dir, lmc_backend *be, double rel_tol, lm
                             fx.n_greedy ? max_abs(fx.greedy_logits, (size_t)fx.n_greedy * fx.vocab) : 0);
     lmc_context_params cp = lmc_context_default_params();
     cp.n_ctx = fx.n_prompt + fx.n_greedy + 1;
-    if ((st = lmc_context_init(&ctx, m, &cp)) < 0) goto out;
+    if ((st = tp ? lmc_context_init_tp(&ctx, m, &cp, tp) : lmc_context_init(&ctx, m, &cp)) < 0) goto out;
     if ((st = run_gate(ctx, m, &fx, r)) < 0) goto out;
     verdict(r);
 out:
     lmc_context_free(ctx);
     lmc_model_free(m);
     fixture_free(&fx);
+    return st;
+}
+
+lmc_status lmc_parity_check(const char *dir, lmc_backend *be, double rel_tol, lmc_parity_report *r) {
+    return check(dir, be, NULL, rel_tol, r);
+}
+
+lmc_status lmc_parity_check_tp(const char *dir, const lmc_tp_params *tp, double rel_tol, lmc_parity_report *r) {
+    lmc_backend *host;
+    LMC_TRY(lmc_backend_cpu_init(&host, 1, 0));
+    const lmc_status st = check(dir, host, tp, rel_tol, r);
+    lmc_backend_free(host);
     return st;
 }

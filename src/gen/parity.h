@@ -41,4 +41,10 @@ typedef struct lmc_parity_report {
  * disagrees is a report with pass = 0. */
 lmc_status lmc_parity_check(const char *dir, lmc_backend *be, double rel_tol, lmc_parity_report *r);
 
+/* The same gate tensor parallel (gen/tp_context.h): the checkpoint loaded on a host cpu backend,
+ * split over tp->n_ranks ranks of tp->backend. A model that does not split is LMC_ERR_UNSUPPORTED. */
+struct lmc_tp_params;
+lmc_status lmc_parity_check_tp(const char *dir, const struct lmc_tp_params *tp, double rel_tol,
+                               lmc_parity_report *r);
+
 #endif
