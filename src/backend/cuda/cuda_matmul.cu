@@ -194,7 +194,7 @@ extern "C" int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_t
 
 template <int TYPE>
 static void gemv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n) {
-    const int R = n == 1 ? gemv_rows<TYPE, 1>::v : gemv_rows<TYPE, 2>::v;
+    const int R = n == 1 ? (int)gemv_rows<TYPE, 1>::v : (int)gemv_rows<TYPE, 2>::v;
     const unsigned g = (unsigned)((w->ne1 + R - 1) / R);
     const int64_t nch = w->ne0 / gemv_traits<TYPE>::E, per = (nch + GEMV_U - 1) / GEMV_U;
     const int th = per >= GEMV_THREADS ? GEMV_THREADS : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
