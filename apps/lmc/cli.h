@@ -83,6 +83,7 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_verify_gguf(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_models(int argc, char **argv);

@@ -3,8 +3,11 @@
 #include <string.h>
 
 #include "cli.h"
+
+#include "io/gguf_assistant.h"
 #include "io/gguf_convert.h"
 #include "io/hfpath.h"
+#include "model/weights.h"
 
 static const char *convert_help =
     "usage: lmc convert MODEL OUT.gguf [--type TYPE] [--no-tokenizer]\n"
@@ -44,7 +47,16 @@ int cmd_convert(int argc, char **argv) {
     if (!in || !out) return cli_usage_error("convert", "MODEL and OUT.gguf are required");
     lmc_model_path mp;
     if (lmc_hfpath_resolve(in, &mp) < 0) return cli_error(NULL);
-    if (lmc_gguf_convert_hf(mp.path, out, &p) < 0) return cli_error("convert");
+    lmc_config cfg;
+    if (lmc_checkpoint_config(mp.path, &cfg) < 0) return cli_error(NULL);
+    const int assistant = !strcmp(cfg.outer_model_type, "gemma4_assistant");
+    lmc_config_free(&cfg);
+    if (assistant) { /* an MTP drafter: the seed's assistant layout (lmc verify-gguf checks it) */
+        if (p.quant_type) return cli_usage_error("convert", "--type is not supported for gemma4_assistant files");
+        if (lmc_gguf_assistant_convert(mp.path, out) < 0) return cli_error("convert");
+    } else if (lmc_gguf_convert_hf(mp.path, out, &p) < 0) {
+        return cli_error("convert");
+    }
     fprintf(stderr, "lmc: wrote %s\n", out);
     return 0;
 }

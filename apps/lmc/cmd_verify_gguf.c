@@ -11,8 +11,6 @@
 #include "io/gguf_assistant.h"
 #include "model/weights.h"
 
-int cmd_verify_gguf(int argc, char **argv);
-
 static const char *usage =
     "usage: lmc verify-gguf ASSISTANT.gguf [--target TARGET]\n"
     "  Check a Gemma 4 assistant GGUF (written by lmc convert from a gemma4_assistant checkpoint).\n"

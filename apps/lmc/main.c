@@ -22,6 +22,7 @@ static const char *usage =
     "  quantize   write an MLX-affine quantized copy of a checkpoint (4 or 8 bits, ...)\n"
     "  convert    write a Hugging Face checkpoint as a GGUF file\n"
     "  check      port verdict for a checkpoint: unknown config keys, profile, audit dry run\n"
+    "  verify-gguf check an assistant (MTP drafter) GGUF file, optionally against its target\n"
     "  inspect    show a checkpoint's profile, tensors and weight audit\n"
     "  serve      OpenAI/Anthropic-compatible HTTP server (no -m: the demo model)\n"
     "\n"
@@ -47,6 +48,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "ls")) return cmd_ls(argc - 1, argv + 1);
     if (!strcmp(cmd, "check")) return cmd_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
+    if (!strcmp(cmd, "verify-gguf")) return cmd_verify_gguf(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "models")) return cmd_models(argc - 1, argv + 1);
