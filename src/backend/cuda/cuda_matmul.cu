@@ -86,14 +86,19 @@ static __device__ __forceinline__ void gemv_decode(uint4 v, float d, float *f) {
             }
         }
     } else if (TYPE == LMC_DTYPE_Q8_0) {
-#pragma unroll
-        for (int k = 0; k < 16; k++) f[k] = d * (float)(int8_t)(u[k / 4] >> (8 * (k % 4)));
-    } else { /* Q4_0: byte j holds elements j (low nibble) and j + 16 (high) */
+        /* int → float without the (quarter-rate) conversion unit: 2^23 + (b ^ 0x80) has b's
+         * bits as its mantissa; subtracting 2^23 + 128 leaves the signed code exactly */
 #pragma unroll
         for (int k = 0; k < 16; k++) {
-            const uint32_t byte = (u[k / 4] >> (8 * (k % 4))) & 0xff;
-            f[k] = d * (float)((int)(byte & 0x0F) - 8);
-            f[k + 16] = d * (float)((int)(byte >> 4) - 8);
+            const uint32_t b = ((u[k / 4] >> (8 * (k % 4))) & 0xffu) ^ 0x80u;
+            f[k] = d * (__uint_as_float(0x4B000000u | b) - 8388736.0f);
+        }
+    } else { /* Q4_0: byte j holds elements j (low nibble) and j + 16 (high); same trick, code - 8 */
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+            const uint32_t byte = (u[k / 4] >> (8 * (k % 4))) & 0xffu;
+            f[k] = d * (__uint_as_float(0x4B000000u | (byte & 0x0Fu)) - 8388616.0f);
+            f[k + 16] = d * (__uint_as_float(0x4B000000u | (byte >> 4)) - 8388616.0f);
         }
     }
 }
