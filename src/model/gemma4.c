@@ -485,6 +485,11 @@ void lmc_gemma4_free(lmc_model *m) {
 
 /* ---------------------------------------------------------------- forward */
 
+int64_t lmc_gemma4_kv_row(const lmc_model *m, int il) {
+    const lmc_g4_layer *L = &m->g4->layers[il];
+    return L->kv_src == il ? (int64_t)L->n_kv * L->hd : 0;
+}
+
 lmc_tensor lmc_g4_cache_view(const lmc_tensor *cache, int row) {
     lmc_tensor t = lmc_tensor_make(LMC_DTYPE_F32, row, cache->ne[1], cache->ne[2], 1);
     LMC_ASSERT(row <= cache->ne[0]);

@@ -11,9 +11,9 @@
  * MLP, layer_scalar, final logit softcap.
  *
  * The model owns one lmc_gemma4 (m->g4); the forward state owns one
- * lmc_gemma4_scratch (fs->g4). The KV cache rows are sized for the widest layer
- * (cfg.n_kv_heads · cfg.head_dim are raised to the maxima at load); each layer
- * views its cache with its own row width. The MTP drafter (gemma4_mtp.h) reuses
+ * lmc_gemma4_scratch (fs->g4). The KV cache sizes each layer's rows for that layer
+ * (lmc_gemma4_kv_row) and gives KV-shared layers none; cfg.n_kv_heads · cfg.head_dim
+ * hold the maxima (what a config-only memory plan counts). The MTP drafter (gemma4_mtp.h) reuses
  * the layer type and the attention and MLP code below.
  */
 #ifndef LMC_MODEL_GEMMA4_H
@@ -97,6 +97,10 @@ lmc_status lmc_g4_bind(lmc_g4_binder *b, const char *name, int64_t ne0, int64_t 
 /* The stored tensor `name` (NULL when absent), marked consumed. */
 const lmc_weight *lmc_g4_take(lmc_g4_binder *b, const char *name);
 void lmc_gemma4_free(lmc_model *m);
+
+/* Row width (KV heads · head dim) of layer il's own K/V cache; 0 for a KV-shared layer,
+ * which reads another layer's cache and needs none (gen/kvcache.c sizes each layer so). */
+int64_t lmc_gemma4_kv_row(const lmc_model *m, int il);
 
 lmc_status lmc_gemma4_state_init(lmc_forward_state *fs, const lmc_model *m, int n_batch_max);
 void lmc_gemma4_state_free(lmc_forward_state *fs);
