@@ -130,7 +130,9 @@ static const char *models_help =
     "List the model_types lmc runs, from its descriptor table, with the parity\n"
     "fixtures (tests/fixtures) that prove each one. --markdown writes docs/MODELS.md's table.\n";
 
-/* Fixture names whose config.json model_type maps (through aliases) to `type`. */
+/* Fixture names whose config.json model_type maps (through aliases) to `type`; alias_only 2:
+ * any fixture whose (text) model_type is `type`, with or without a descriptor row (targeted
+ * ports); a fixture folder without config.json names its sub-folder `target` (a drafter pair). */
 static void fixtures_for(const char *root, const char *type, int alias_only, char *out, size_t cap) {
     out[0] = 0;
     DIR *d = opendir(root);
@@ -143,14 +145,18 @@ static void fixtures_for(const char *root, const char *type, int alias_only, cha
         char p[4200];
         snprintf(p, sizeof p, "%s/%s/config.json", root, e->d_name);
         cJSON *j = NULL;
-        if (lmc_json_read_file(p, 1 << 20, &j) < 0) continue;
+        if (lmc_json_read_file(p, 1 << 20, &j) < 0) {
+            if (alias_only != 2) continue;
+            snprintf(p, sizeof p, "%s/%s/target/config.json", root, e->d_name);
+            if (lmc_json_read_file(p, 1 << 20, &j) < 0) continue;
+        }
         const char *mt = NULL;
         const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "text_config");
         if (lmc_json_get_string(cJSON_IsObject(tc) ? tc : j, "model_type", &mt) > 0 && mt) {
             const char *from = NULL;
             const lmc_arch *a = lmc_arch_find(mt, &from);
-            int match = alias_only ? (from && !strcmp(mt, type)) : (!strcmp(mt, type));
-            if (a && match) names[n++] = strdup(e->d_name);
+            int match = alias_only == 1 ? (from && !strcmp(mt, type)) : (!strcmp(mt, type));
+            if ((a || alias_only == 2) && match) names[n++] = strdup(e->d_name);
         }
         cJSON_Delete(j);
     }
@@ -192,6 +198,29 @@ int cmd_models(int argc, char **argv) {
         }
         if (md) printf("| %s | generic | %s | %s |\n", a->model_type, fx[0] ? fx : "**none — not claimed**", a->notes);
         else printf("%-14s generic   %s\n", a->model_type, fx[0] ? fx : "(no fixture)");
+    }
+    /* targeted ports: their own forward (src/model/gemma4.c), outranking the table */
+    static const struct { const char *type, *tier, *notes; } targeted[] = {
+        {"gemma4_text", "targeted", "Gemma 4 port: per-layer head dims and KV heads, proportional rope, q/k/v norms, "
+                                    "k_eq_v, per-layer inputs, KV-shared layers, MoE beside the MLP, layer_scalar, "
+                                    "final softcap; the text stack of `gemma4` checkpoints"},
+        {"gemma4_assistant", "drafter (`--spec mtp --draft DIR`; never run alone)",
+         "Gemma 4 MTP assistant: dense tied head and centroid masked head, no KV of its own; assistant GGUF "
+         "(`lmc convert`, `lmc verify-gguf`)"},
+    };
+    for (size_t i = 0; i < sizeof targeted / sizeof targeted[0]; i++) {
+        char fx[2048];
+        fixtures_for(root, targeted[i].type, 2, fx, sizeof fx);
+        if (!fx[0] && !strcmp(targeted[i].type, "gemma4_assistant")) {
+            char p[4200];
+            snprintf(p, sizeof p, "%s/gemma4_mtp/assistant_dense/config.json", root);
+            FILE *f = fopen(p, "r");
+            if (f) { fclose(f); snprintf(fx, sizeof fx, "`gemma4_mtp`"); }
+        }
+        if (md) printf("| %s | %s | %s | %s |\n", targeted[i].type, targeted[i].tier, fx[0] ? fx : "**none — not claimed**",
+                       targeted[i].notes);
+        else printf("%-14s %-9s %s\n", targeted[i].type, strncmp(targeted[i].tier, "drafter", 7) ? "targeted" : "drafter",
+                    fx[0] ? fx : "(no fixture)");
     }
     for (int i = 0;; i++) {
         const char *from, *to;
