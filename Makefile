@@ -85,9 +85,17 @@ test: all
 run: $(BUILD)/lmc
 	$(BUILD)/lmc run $(MODEL) "$(or $(PROMPT),In the beginning)"
 
+# Every sanitizer report (ASan, LeakSanitizer at each process's exit, UBSan) of every process the
+# suite starts — test binaries, CLI runs, `lmc serve` — is written to build-asan/sanitizer-logs/;
+# any report fails the target even when the process's exit status was not checked.
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
-	        LDFLAGS="-fsanitize=address,undefined" test
+	@rm -rf build-asan/sanitizer-logs && mkdir -p build-asan/sanitizer-logs
+	@ASAN_OPTIONS=detect_leaks=1:log_path=$(CURDIR)/build-asan/sanitizer-logs/asan \
+	 UBSAN_OPTIONS=print_stacktrace=1:log_path=$(CURDIR)/build-asan/sanitizer-logs/ubsan \
+	 $(MAKE) BUILD=build-asan OPT="-O1 -march=native -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	        LDFLAGS="-fsanitize=address,undefined" test; rc=$$?; \
+	 if [ -n "$$(ls build-asan/sanitizer-logs)" ]; then head -n 60 build-asan/sanitizer-logs/*; \
+	     echo "sanitizer reports in build-asan/sanitizer-logs/"; exit 1; fi; exit $$rc
 
 bench: $(BENCH_BIN) $(BUILD)/lmc
 
@@ -114,7 +122,7 @@ fuzz: fuzz-build
 	    mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts/$$t; \
 	    dict=; [ -f tests/fuzz/dict/$$t.dict ] && dict=-dict=tests/fuzz/dict/$$t.dict; \
 	    echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
-	    $(FUZZ_BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2560 \
+	    $(FUZZ_BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=25 -rss_limit_mb=2560 \
 	        -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t/ $$dict $(FUZZ_FLAGS) \
 	        $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t; \
 	done
