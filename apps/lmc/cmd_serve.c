@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "cli_spec.h"
+#include "io/hfpath.h"
 #include "server/server.h"
 #include "tok/tokenizer.h"
 
@@ -15,7 +16,7 @@ static const char *serve_help =
     "usage: lmc serve [-m MODEL] [--host ADDR] [--port N] [--api-key KEY] [--alias NAME]\n"
     "                 [--ctx-size N] [--max-seqs N] [--max-queue N] [--max-body BYTES] [--timeout S]\n"
     "                 [--max-connections N] [--max-header BYTES] [--max-tokens N] [--threads N] [--batch N]\n"
-    "                 [--spec ngram [--draft-n N] [--ngram-min N] [--ngram-max N]]\n"
+    "                 [--spec ngram|draft|mtp [--draft-model P] [--draft-n N] [--ngram-min N] [--ngram-max N]]\n"
     "\n"
     "Serve a model over HTTP with OpenAI- and Anthropic-compatible routes:\n"
     "  POST /v1/chat/completions, /v1/completions, /v1/messages, /tokenize, /detokenize\n"
@@ -27,8 +28,9 @@ static const char *serve_help =
     "--port 0 picks a free port (printed on stderr). --api-key requires\n"
     "'Authorization: Bearer KEY' (or 'x-api-key: KEY') on every route but /health.\n"
     "\n"
-    "--spec ngram: each step drafts up to --draft-n tokens per sequence by prompt lookup and\n"
-    "verifies them in the same batch (output and sampling distribution unchanged).\n"
+    "--spec: each step drafts up to --draft-n tokens per sequence (ngram: prompt lookup; draft: a\n"
+    "small model with the same tokenizer, --draft-model; mtp: a Gemma 4 assistant) and verifies\n"
+    "them in the same batch (output and sampling distribution unchanged).\n"
     "\n"
     "example:\n"
     "  lmc serve -m Qwen/Qwen2.5-0.5B-Instruct --port 8080 --max-seqs 8\n";
@@ -79,8 +81,6 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!mo.model) mo.model = cli_demo_model();
     if (cli_spec_check(&so, &mo, "serve")) return EXIT_USAGE;
-    if (cli_spec_on(&so) && strcmp(so.kind, "ngram"))
-        return cli_usage_error("serve", "the server speculates with --spec ngram only (not %s) for now", so.kind);
     if (cli_spec_on(&so)) {
         sp.spec_n_draft = so.n_draft;
         sp.spec_ngram_min = so.ngram_min;
@@ -99,6 +99,26 @@ int cmd_serve(int argc, char **argv) {
     if (rc) return rc;
     lmc_tokenizer *tok = NULL;
     if ((rc = cli_load_tokenizer(cm.dir, &tok, 1)) != 0) { cli_free_model(&cm); return rc; }
+    /* --spec draft: the draft model on the target's backend; --spec mtp: the assistant's path */
+    lmc_model *draft = NULL;
+    lmc_model_path dp;
+    if (cli_spec_on(&so) && strcmp(so.kind, "ngram")) {
+        if (lmc_hfpath_resolve(so.draft, &dp) < 0) rc = cli_error("draft model");
+        else if (!strcmp(so.kind, "mtp")) sp.spec_mtp_path = dp.path;
+        else if (lmc_model_load(dp.path, cm.be, &draft) < 0) rc = cli_error("draft model");
+        else if (draft->cfg.vocab_size > cm.model->cfg.vocab_size) {
+            fprintf(stderr, "lmc: draft model %s has a larger vocabulary (%d) than the target (%d)\n", dp.path,
+                    draft->cfg.vocab_size, cm.model->cfg.vocab_size);
+            rc = EXIT_RUNTIME;
+        }
+        sp.spec_draft_model = draft;
+        if (rc) {
+            lmc_model_free(draft);
+            lmc_tokenizer_free(tok);
+            cli_free_model(&cm);
+            return rc;
+        }
+    }
     sp.model = cm.model;
     sp.tok = tok;
     sp.model_dir = cm.dir;
@@ -118,6 +138,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "lmc serve: stopped\n");
     }
     lmc_tokenizer_free(tok);
+    lmc_model_free(draft);
     cli_free_model(&cm);
     return rc;
 }

@@ -25,8 +25,11 @@ typedef struct slot {
     int32_t next_tok;     /* sampled, not yet fed */
     int has_next;
     uint64_t last_used;
-    int spec_k;           /* n-gram drafts fed after next_tok in this step's batch */
+    int spec_k;           /* drafts fed after next_tok in this step's batch */
     int32_t spec_d[64];   /* [spec_k] the drafts */
+    lmc_draft_source *ds; /* this slot's draft source (owned when ds_own) or NULL */
+    int ds_own;
+    float *hidden;        /* [hidden_size] the hidden state of the row that chose next_tok (MTP), or NULL */
 } slot;
 
 struct lmc_sched {
@@ -50,7 +53,7 @@ struct lmc_sched {
     int cap_batch;
     float *work;                      /* [n_vocab] adjusted logits */
     lmc_toktext *tt;                  /* token texts for constrained decoding, built on first use */
-    lmc_draft_source *ngram;          /* n-gram drafts (p.spec_n_draft > 0), else NULL */
+    lmc_draft_source *shared_ds;      /* the n-gram or MTP source all slots share (stateless between calls) */
     double win_t[16];                 /* recent steps: time, tokens */
     int win_n[16], win_i;
 };
@@ -426,11 +429,14 @@ static int run_batch(lmc_sched *s, int n, int n_rows, int hidden_only) {
                 if (!sl->req || j == k || t != sl->spec_d[j]) break;
             }
             lmc_kv_truncate(&s->ctx->kv, i, sl->n_tokens); /* drop the rejected drafts' K/V */
+            if (sl->hidden) memcpy(sl->hidden, lmc_context_hidden(s->ctx, row + (sl->n_tokens - base - 1)),
+                                   (size_t)s->p.model->cfg.hidden_size * sizeof(float));
             n_drafted += k;
             row += k;
             continue;
         }
         const float *logits = lmc_context_logits(s->ctx, row);
+        if (sl->hidden) memcpy(sl->hidden, lmc_context_hidden(s->ctx, row), (size_t)s->p.model->cfg.hidden_size * sizeof(float));
         int32_t t = sample(s, s->slots[i].req, logits);
         n_gen++;
         on_token(s, i, t, logits, now);
@@ -470,11 +476,17 @@ static int step(lmc_sched *s) {
             if (k_max > sl->req->max_tokens - sl->req->n_gen - 1) k_max = sl->req->max_tokens - sl->req->n_gen - 1;
             if (k_max > s->ctx->kv.n_ctx - sl->n_tokens - 1) k_max = s->ctx->kv.n_ctx - sl->n_tokens - 1;
             if (k_max > budget - n) k_max = budget - n;
-            if (s->ngram && k_max > 0) {
+            if (sl->ds && k_max > 0) {
+                /* deterministic drafts (greedy draft sources): accepting while the sample equals the draft
+                 * then keeps the request's own sampling distribution */
+                lmc_sampler_params greedy = lmc_sampler_default_params();
                 sl->tokens[sl->n_tokens] = sl->next_tok; /* the history ends with next_tok (n_tokens < n_ctx here) */
-                lmc_draft_req dq = {.hist = sl->tokens, .n_hist = sl->n_tokens + 1, .n_max = k_max, .seq = i};
+                lmc_draft_req dq = {.hist = sl->tokens, .n_hist = sl->n_tokens + 1, .n_max = k_max,
+                                    .hidden = sl->hidden, .target = s->ctx, .seq = i, .sp = &greedy};
                 lmc_draft_out dout = {.tokens = sl->spec_d};
-                if (s->ngram->i->propose(s->ngram, &dq, &dout) == LMC_OK) sl->spec_k = dout.n;
+                if (sl->ds->i->propose(sl->ds, &dq, &dout) == LMC_OK && dout.n <= k_max) sl->spec_k = dout.n;
+                for (int j = 0; j < sl->spec_k; j++)
+                    if (sl->spec_d[j] < 0 || sl->spec_d[j] >= s->n_vocab) sl->spec_k = 0;
                 for (int j = 0; j < sl->spec_k; j++) {
                     s->b_tok[n] = sl->spec_d[j];
                     s->b_pos[n] = sl->n_tokens + 1 + j;
@@ -602,8 +614,22 @@ lmc_status lmc_sched_start(lmc_sched **out, const lmc_sched_params *pp) {
             return lmc_fail(LMC_ERR_ARG, "speculative drafts per step (%d) must be below the batch (%d)",
                             s->p.spec_n_draft, s->p.n_batch);
         }
-        st = lmc_draft_ngram_init(&s->ngram, s->p.spec_ngram_min > 0 ? s->p.spec_ngram_min : 1,
-                                  s->p.spec_ngram_max > 0 ? s->p.spec_ngram_max : 3);
+        if (s->p.spec_mtp_path) st = lmc_draft_mtp_init(&s->shared_ds, s->p.spec_mtp_path, s->p.model);
+        else if (!s->p.spec_draft_model)
+            st = lmc_draft_ngram_init(&s->shared_ds, s->p.spec_ngram_min > 0 ? s->p.spec_ngram_min : 1,
+                                      s->p.spec_ngram_max > 0 ? s->p.spec_ngram_max : 3);
+        for (int i = 0; st >= 0 && i < s->p.n_seq; i++) {
+            slot *sl = &s->slots[i];
+            if (s->p.spec_draft_model) { /* a draft context per slot, cut back to the slot's history each step */
+                st = lmc_draft_model_init(&sl->ds, s->p.spec_draft_model, n_ctx + s->p.spec_n_draft);
+                sl->ds_own = st >= 0;
+            } else {
+                sl->ds = s->shared_ds;
+            }
+            if (st >= 0 && sl->ds && (sl->ds->flags & LMC_DRAFT_NEEDS_HIDDEN) &&
+                !(sl->hidden = calloc((size_t)s->p.model->cfg.hidden_size, sizeof(float))))
+                st = lmc_fail(LMC_ERR_NOMEM, "speculative hidden states");
+        }
         if (st < 0) { lmc_sched_free(s); return st; }
     }
     s->st.n_ctx = n_ctx;
@@ -676,8 +702,12 @@ void lmc_sched_stop(lmc_sched *s) {
 void lmc_sched_free(lmc_sched *s) {
     if (!s) return;
     lmc_sched_stop(s);
-    for (int i = 0; s->slots && i < s->p.n_seq; i++) free(s->slots[i].tokens);
-    lmc_draft_source_free(s->ngram);
+    for (int i = 0; s->slots && i < s->p.n_seq; i++) {
+        free(s->slots[i].tokens);
+        free(s->slots[i].hidden);
+        if (s->slots[i].ds_own) lmc_draft_source_free(s->slots[i].ds);
+    }
+    lmc_draft_source_free(s->shared_ds);
     free(s->slots);
     free(s->queue);
     free(s->b_tok);

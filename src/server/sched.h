@@ -25,8 +25,10 @@ typedef struct lmc_sched_params {
     int n_seq;                   /* concurrent sequences (KV slots) */
     int n_batch;                 /* tokens per step (0: 256) */
     int max_queue;               /* waiting requests before submissions are refused (0: 64) */
-    int spec_n_draft;            /* > 0: n-gram speculation, up to this many drafts per sequence and step */
-    int spec_ngram_min, spec_ngram_max; /* suffix sizes the lookup tries (0: 1 and 3) */
+    int spec_n_draft;            /* > 0: speculation, up to this many drafts per sequence and step */
+    int spec_ngram_min, spec_ngram_max; /* n-gram suffix sizes the lookup tries (0: 1 and 3) */
+    lmc_model *spec_draft_model; /* borrowed: a draft model (one draft context per slot) instead of n-grams */
+    const char *spec_mtp_path;   /* a Gemma 4 assistant drafting from the target's hidden state and K/V */
 } lmc_sched_params;
 
 typedef struct lmc_sched_stats {

@@ -37,8 +37,11 @@ typedef struct lmc_server_params {
     size_t max_header;           /* per-connection memory for the request line and headers (0: 32 KiB; min 4 KiB):
                                   * larger headers are answered 431 */
     int max_tokens;              /* cap on a request's max_tokens (0: the context size) */
-    int spec_n_draft;            /* > 0: n-gram speculative decoding, drafts per sequence and step */
+    int spec_n_draft;            /* > 0: speculative decoding, drafts per sequence and step (n-gram lookup
+                                  * unless one of the two below is set) */
     int spec_ngram_min, spec_ngram_max; /* (0: 1 and 3) */
+    lmc_model *spec_draft_model; /* borrowed: a draft model with the target's tokenizer */
+    const char *spec_mtp_path;   /* a Gemma 4 assistant beside a gemma4 target */
 } lmc_server_params;
 
 typedef struct lmc_server lmc_server;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# spec_serve.sh — `lmc serve --spec ngram`: completions at temperature 0 (plain, with a frequency
-# penalty, in JSON mode, two at once) are the same text as a server without speculation, drafts
-# are really verified (the server log's accepted count), and --spec draft/mtp are refused (exit 2).
+# spec_serve.sh — `lmc serve --spec ngram|draft`: completions at temperature 0 (plain, with a
+# frequency penalty, in JSON mode, two at once) are the same text as a server without speculation,
+# drafts are really verified (/metrics drafted and accepted counts; a self-draft keeps them all),
+# and bad combinations are refused (exit 2 for usage, 1 with one line for a wrong assistant).
 set -u
 source "$(dirname "$0")/common.bash"
 E=$(mktemp)
@@ -26,18 +27,28 @@ text() { # port json → the completion's text
     curl -sf "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' -d "$2" |
         node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{process.stdout.write(JSON.parse(s).choices[0].text)}catch(e){process.stdout.write("<bad response>")}})'
 }
-timeout 10 "$LMC" serve --spec draft --draft-model models/demo --port 0 >/dev/null 2>"$E"; [ $? -eq 2 ] && ok || bad "serve --spec draft not refused: $(cat "$E")"
+timeout 10 "$LMC" serve --spec draft --port 0 >/dev/null 2>"$E"; [ $? -eq 2 ] && ok || bad "serve --spec draft without a model not refused: $(cat "$E")"
+timeout 20 "$LMC" serve --spec mtp --draft-model models/demo --port 0 >/dev/null 2>"$E"; rc=$?
+[ $rc -eq 1 ] && [ "$(wc -l < "$E")" -eq 1 ] && ok || bad "serve --spec mtp with a llama assistant: exit $rc: $(cat "$E")"
 timeout 10 "$LMC" serve --spec ngram --draft-n 0 --port 0 >/dev/null 2>"$E"; [ $? -eq 2 ] && ok || bad "serve --draft-n 0 not refused"
 
 start "$E.plain" --max-seqs 2 && P1=$PORT || bad "plain server did not start: $(cat "$E.plain")"
 start "$E.spec" --max-seqs 2 --spec ngram --draft-n 5 && P2=$PORT || bad "spec server did not start: $(cat "$E.spec")"
-if [ -n "${P1:-}" ] && [ -n "${P2:-}" ]; then
+start "$E.draft" --max-seqs 2 --draft-model models/demo --draft-n 4 && P3=$PORT || bad "draft server did not start: $(cat "$E.draft")"
+if [ -n "${P1:-}" ] && [ -n "${P2:-}" ] && [ -n "${P3:-}" ]; then
     R1='{"prompt":"And God said, Let there be light: and there was light. And God said","max_tokens":48,"temperature":0}'
     R2='{"prompt":"In the beginning God created the heaven and the earth. And the earth was","max_tokens":40,"temperature":0,"frequency_penalty":0.4}'
     R3='{"prompt":"A JSON object of the tribes of Israel:","max_tokens":30,"temperature":0,"response_format":{"type":"json_object"}}'
+    # the self-draft server's first request is plain greedy: every draft is kept
+    text "$P3" "$R1" >/dev/null
+    m=$(curl -sf "http://127.0.0.1:$P3/metrics")
+    dr3=$(printf '%s\n' "$m" | sed -n 's/^lmc_spec_drafted_tokens_total \([0-9]*\).*/\1/p')
+    ac3=$(printf '%s\n' "$m" | sed -n 's/^lmc_spec_accepted_tokens_total \([0-9]*\).*/\1/p')
+    [ -n "$dr3" ] && [ "$dr3" -gt 0 ] && [ "$ac3" = "$dr3" ] && ok || bad "self-draft server: drafted '$dr3', accepted '$ac3'"
     for R in "$R1" "$R2" "$R3"; do
-        a=$(text "$P1" "$R"); b=$(text "$P2" "$R")
-        [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "spec server differs for $R: '$a' vs '$b'"
+        a=$(text "$P1" "$R"); b=$(text "$P2" "$R"); c=$(text "$P3" "$R")
+        [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "ngram server differs for $R: '$a' vs '$b'"
+        [ "$a" = "$c" ] && ok || bad "draft-model server differs for $R: '$a' vs '$c'"
     done
     # two at once on the speculating server: each the same as alone
     a1=$(text "$P1" "$R1"); a2=$(text "$P1" "$R2")
@@ -45,6 +56,10 @@ if [ -n "${P1:-}" ] && [ -n "${P2:-}" ]; then
     text "$P2" "$R2" > "$E.c2" & c2=$!
     wait $c1 $c2
     [ "$(cat "$E.c1")" = "$a1" ] && [ "$(cat "$E.c2")" = "$a2" ] && ok || bad "concurrent speculative requests differ"
+    text "$P3" "$R1" > "$E.c1" & c1=$!
+    text "$P3" "$R2" > "$E.c2" & c2=$!
+    wait $c1 $c2
+    [ "$(cat "$E.c1")" = "$a1" ] && [ "$(cat "$E.c2")" = "$a2" ] && ok || bad "concurrent draft-model requests differ"
     m=$(curl -sf "http://127.0.0.1:$P2/metrics")
     acc=$(printf '%s\n' "$m" | sed -n 's/^lmc_spec_accepted_tokens_total \([0-9]*\).*/\1/p')
     dr=$(printf '%s\n' "$m" | sed -n 's/^lmc_spec_drafted_tokens_total \([0-9]*\).*/\1/p')
