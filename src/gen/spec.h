@@ -67,6 +67,10 @@ typedef struct lmc_draft_source_i {
     void (*free)(lmc_draft_source *ds);
 } lmc_draft_source_i;
 
+/* lmc_spec_generate calls reset, then propose and accept each round. The server's scheduler
+ * (src/server/sched.c) calls propose only, with greedy parameters and no q, on histories that may
+ * change arbitrarily between calls (a slot's next request, prefix reuse): a source must work from
+ * req->hist alone (the draft-model source keeps the longest cached prefix of it). */
 #define LMC_DRAFT_NEEDS_HIDDEN 1u  /* req->hidden is wanted: the target context needs want_hidden */
 
 /* A source: an implementation embeds this as its first member (or points ctx at its state). */
