@@ -48,7 +48,9 @@ function request(port, { method = "POST", path, body, headers = {}, abortAfterMs
       out.headers = res.headers;
       if (pauseMs) { res.pause(); setTimeout(() => res.resume(), pauseMs); } // a client that stops reading for a while
       res.on("data", (d) => {
-        if (!out.tFirst) out.tFirst = performance.now() - t0;
+        // time to the first real bytes: keep-alive comments (": …") while queued do not count
+        if (!out.tFirst && (!String(res.headers["content-type"]).startsWith("text/event-stream") || /(^|\n)(data|event):/.test(d.toString())))
+          out.tFirst = performance.now() - t0;
         out.chunks.push(d);
         got += d.length;
         if (abortAfterBytes !== undefined && got >= abortAfterBytes && !out.aborted) { out.aborted = true; req.destroy(); end(); }
