@@ -2,6 +2,8 @@
 #include <string.h>
 
 #include "cli.h"
+
+#include "model/artifact.h"
 #include "io/hfpath.h"
 
 static const char *inspect_help =
@@ -57,6 +59,10 @@ int cmd_inspect(int argc, char **argv) {
         printf("profile:       unsupported\n");
         printf("reason:        %s\n", lmc_last_error());
         rc = EXIT_RUNTIME;
+    } else if (lmc_artifact_apply(mp.path, &prof) < 0) {
+        printf("profile:       refused\n");
+        printf("reason:        %s\n", lmc_last_error());
+        rc = EXIT_RUNTIME;
     } else {
         printf("profile:       %s (tier %s, graph %s%s%s)\n", prof.id, lmc_tier_name(prof.tier), prof.graph,
                prof.alias_of[0] ? ", alias of " : "", prof.alias_of[0] ? prof.alias_of : "");
@@ -105,7 +111,7 @@ int cmd_inspect(int argc, char **argv) {
 }
 
 static const char *check_help =
-    "usage: lmc check MODEL_DIR [--oracle [--python PY]]\n"
+    "usage: lmc check MODEL_DIR [--oracle [--python PY] [--record]]\n"
     "\n"
     "The port verdict for a checkpoint: config.json keys lmc does not understand,\n"
     "the profile it would get, and a weight-audit dry run from the headers alone\n"
@@ -116,6 +122,10 @@ static const char *check_help =
     "                logits and run the F1 parity gate on it; prints the verdict and the\n"
     "                fixture case to add (needs python3 with torch and transformers)\n"
     "  --python PY   the Python to run the oracle with (default python3)\n"
+    "  --record      after a passing gate, record this snapshot (ORG/NAME@REV of the HF\n"
+    "                cache) with its config.json SHA-256 as an exact-artifact profile: it then\n"
+    "                loads as tier exact, and is refused if its config.json changes\n"
+    "                (registry: $LMC_ARTIFACTS or ~/.config/lmc/artifacts.json)\n"
     "\n"
     "example:\n"
     "  lmc check ~/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/*/\n"
@@ -153,10 +163,11 @@ static const char *known_keys[] = {
 
 int cmd_check(int argc, char **argv) {
     const char *model = NULL, *python = "python3";
-    int oracle = 0;
+    int oracle = 0, record = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(check_help, stdout); return 0; }
         if (!strcmp(argv[i], "--oracle")) { oracle = 1; continue; }
+        if (!strcmp(argv[i], "--record")) { record = 1; continue; }
         if (!strcmp(argv[i], "--python")) {
             if (i + 1 >= argc) return cli_usage_error("check", "--python needs a program");
             python = argv[++i];
@@ -188,12 +199,14 @@ int cmd_check(int argc, char **argv) {
         }
     }
     if (!n_unknown) printf("config keys: all understood\n");
-    lmc_profile prof;
+    lmc_profile prof, family;
     int rc = 0;
     if (lmc_profile_resolve(&cfg, &prof) < 0) {
         printf("profile: unsupported: %s\n", lmc_last_error());
         rc = EXIT_RUNTIME;
     } else {
+        family = prof;
+        if (lmc_artifact_apply(mp.path, &prof) < 0) printf("exact-artifact profile: %s\n", lmc_last_error());
         printf("profile: %s (tier %s)\n", prof.id, lmc_tier_name(prof.tier));
         lmc_backend *be = NULL;
         lmc_model *m = NULL;
@@ -214,5 +227,16 @@ int cmd_check(int argc, char **argv) {
                "generated with transformers), then hold it to F1 with the parity test\n", cfg.model_type);
     lmc_config_free(&cfg);
     if (rc == 0 && oracle) rc = cli_check_oracle(mp.path, python);
+    if (record) {
+        if (rc != 0 || !oracle) {
+            fprintf(stderr, "lmc: --record needs --oracle and a passing F1 gate\n");
+            return rc ? rc : EXIT_USAGE;
+        }
+        char reg[4096];
+        if (lmc_artifact_record(mp.path, &family, "lmc check --oracle: F1 gate passed at tiny size") < 0 ||
+            lmc_artifact_registry_path(reg, sizeof reg) < 0)
+            return cli_error("record");
+        printf("recorded: %s now runs under an exact-artifact profile (registry %s)\n", model, reg);
+    }
     return rc;
 }

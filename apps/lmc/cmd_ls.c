@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cli.h"
+
+#include "model/artifact.h"
 #include "gen/plan.h"
 #include "io/hfpath.h"
 #include "io/jsonfile.h"
@@ -14,7 +16,8 @@ static const char *ls_help =
     "\n"
     "List the models in the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or\n"
     "~/.cache/huggingface/hub) and in the directories given: repo id, model_type,\n"
-    "tier (targeted / generic / drafter / unsupported), parameters (mixture-of-experts\n"
+    "tier (exact / targeted / generic / drafter / unsupported; changed: a verified snapshot's\n"
+    "config.json no longer has its recorded hash), parameters (mixture-of-experts\n"
     "models: total/active per token), bytes, dtype,\n"
     "and whether the weights fit in the memory available now.\n"
     "\n"
@@ -46,7 +49,8 @@ static void list_one(const char *repo_id, const char *revision, const char *dir,
     lmc_profile prof = {0};
     size_t len = strlen(cfg.model_type);
     if (len > 10 && !strcmp(cfg.model_type + len - 10, "_assistant")) tier = "drafter";
-    else if (lmc_profile_resolve(&cfg, &prof) == 0) tier = lmc_tier_name(prof.tier);
+    else if (lmc_profile_resolve(&cfg, &prof) == 0)
+        tier = lmc_artifact_apply(dir, &prof) == 0 ? lmc_tier_name(prof.tier) : "changed";
     lmc_weights *st = NULL;
     char bytes[32] = "?", params[32] = "?", fits[16] = "?";
     const char *dtype = cfg.torch_dtype[0] ? cfg.torch_dtype : "?";

@@ -449,6 +449,7 @@ void lmc_arch_supported_list(char *buf, size_t cap) {
 
 const char *lmc_tier_name(lmc_tier t) {
     switch (t) {
+    case LMC_TIER_EXACT: return "exact";
     case LMC_TIER_TARGETED: return "targeted";
     case LMC_TIER_GENERIC: return "generic";
     default: return "unsupported";

@@ -169,7 +169,8 @@ typedef struct lmc_wrapper {
     const char *drop_prefixes[6];     /* non-text towers (NULL-terminated) */
 } lmc_wrapper;
 
-typedef enum lmc_tier { LMC_TIER_UNSUPPORTED = 0, LMC_TIER_GENERIC, LMC_TIER_TARGETED } lmc_tier;
+/* exact: a verified snapshot (model/artifact.h) over its family profile */
+typedef enum lmc_tier { LMC_TIER_UNSUPPORTED = 0, LMC_TIER_GENERIC, LMC_TIER_TARGETED, LMC_TIER_EXACT } lmc_tier;
 
 /* What runs a checkpoint: resolved once per load, before weights are read. */
 struct lmc_profile {

@@ -34,7 +34,8 @@ static const lmc_arch g4_row = {
 };
 
 int lmc_gemma4_profile(const lmc_profile *p) {
-    return p->tier == LMC_TIER_TARGETED && p->graph && !strcmp(p->graph, "gemma4");
+    /* by graph: an exact-artifact profile (tier exact) of a gemma4 snapshot runs the same port */
+    return p->tier != LMC_TIER_UNSUPPORTED && p->graph && !strcmp(p->graph, "gemma4");
 }
 
 /* ---------------------------------------------------------------- config */

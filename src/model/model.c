@@ -1,6 +1,8 @@
 /* model.c — profile, weight binding and the weight audit. */
 #include "model.h"
 
+#include "model/artifact.h"
+
 #include "gemma4.h"
 
 #include "core/quant.h"
@@ -752,6 +754,7 @@ lmc_status lmc_model_load(const char *dir, lmc_backend *be, lmc_model **out) {
     m->be = be;
     lmc_status st = lmc_checkpoint_config(dir, &m->cfg);
     if (st >= 0) st = lmc_profile_resolve(&m->cfg, &m->profile);
+    if (st >= 0) st = lmc_artifact_apply(dir, &m->profile); /* a verified snapshot outranks its family */
     if (st >= 0 && lmc_gemma4_profile(&m->profile)) { /* the targeted port binds its own weights */
         st = lmc_gemma4_load(m, dir);
         if (st < 0) {
