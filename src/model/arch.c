@@ -367,6 +367,8 @@ static const lmc_wrapper wrappers[] = {
 static const struct { const char *from, *to; } aliases[] = {
     {"mistral", "llama"},
     {"ministral", "llama"},
+    {"solar_open", "glm4_moe"}, /* glm4_moe's experts under llama attention: the glm4_moe row without q/k norms
+                                 * or dense layers, which its config leaves out */
 };
 
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))

@@ -896,6 +896,25 @@ CASES += [
     },
 ]
 
+
+# ---- issue 4 leftover: solar_open (glm4_moe's MoE under llama attention) ----
+CASES += [
+    {
+        "name": "solar_open",
+        "model_type": "solar_open",
+        "config": {"vocab_size": 256, "head_dim": 16, "n_routed_experts": 8, "num_experts_per_tok": 2,
+                   "moe_intermediate_size": 32, "n_shared_experts": 1, "routed_scaling_factor": 1.5,
+                   "n_group": 2, "topk_group": 1, "norm_topk_prob": True, "tie_word_embeddings": False,
+                   "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}},
+        "base_drop": ["intermediate_size"],
+        "router": {"n_expert": 8, "k": 2, "score": "sigmoid", "n_group": 2, "topk_group": 1},
+        "dtype": "float32", "n_prompt": 32, "n_greedy": 8, "seed": 3101, "spelling": "new",
+        "knobs": ["glm4_moe routing (sigmoid + selection bias, 2 groups / 1 kept, scaling 1.5, shared expert)",
+                  "every layer sparse (no first_k_dense_replace)", "llama attention: no q/k norms, full rotary"],
+        "description": "Solar Open: glm4_moe experts under llama attention.",
+    },
+]
+
 CASE_NAMES = [c["name"] for c in CASES]
 
 

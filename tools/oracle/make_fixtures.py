@@ -540,7 +540,7 @@ def write_docs(fixtures, path):
             cfg = json.load(f)
         lines.append("| `%s` | %s | %s | %s | %d | %d | %d+%d | %.4f | %.2f | %s |" % (
             r["case"], r["model_type"], r["dtype"], r["config_spelling"], r["vocab_size"],
-            cfg.get("text_config", cfg)["num_hidden_layers"], r["n_prompt"], r["n_greedy"], r["min_top2_gap"],
+            cfg.get("text_config", cfg).get("num_hidden_layers", cfg.get("text_config", cfg).get("n_layer")), r["n_prompt"], r["n_greedy"], r["min_top2_gap"],
             r["max_abs_logit"], "; ".join(r["knobs"]).replace("|", "\\|")))
     lines += [
         "",
