@@ -790,7 +790,7 @@ lmc_status lmc_gguf_kv_arr(const lmc_gguf *g, int64_t i, lmc_gguf_array *out) {
     out->elem_type = kv->arr_type;
     out->n = kv->arr_n;
     out->data = g->base + kv->arr_off;
-    out->offsets = vtype_size(kv->arr_type) ? NULL : g->pool + kv->arr_pool;
+    out->offsets = vtype_size(kv->arr_type) || !g->pool ? NULL : g->pool + kv->arr_pool; /* no pool: only empty arrays */
     return LMC_OK;
 }
 
@@ -894,7 +894,7 @@ lmc_status lmc_gguf_arr_arr(const lmc_gguf_array *a, uint64_t i, lmc_gguf_array 
             else hi = mid;
         }
         LMC_ASSERT(lo < g->n_arrs && g->arrs[lo].data_off == off); /* registered while parsing */
-        out->offsets = g->pool + g->arrs[lo].pool_start;
+        out->offsets = g->pool ? g->pool + g->arrs[lo].pool_start : NULL; /* no pool: only empty arrays */
     }
     return LMC_OK;
 }
