@@ -1,6 +1,7 @@
 /* parity.c — the parity gate (parity.h): a fixture's float64 reference against a backend. */
 #include "parity.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,4 +250,38 @@ lmc_status lmc_parity_check_tp(const char *dir, const lmc_tp_params *tp, double 
     const lmc_status st = check(dir, host, tp, rel_tol, r);
     lmc_backend_free(host);
     return st;
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int lmc_parity_list(const char *root, char ***names) {
+    *names = NULL;
+    DIR *d = opendir(root);
+    if (!d) return lmc_fail(LMC_ERR_NOT_FOUND, "no fixture folder %s", root);
+    int n = 0, cap = 0;
+    char **v = NULL;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char ref[4200];
+        snprintf(ref, sizeof ref, "%s/%s/ref.json", root, e->d_name);
+        FILE *f = fopen(ref, "r");
+        if (!f) continue;
+        fclose(f);
+        if (n == cap) {
+            char **nv = realloc(v, (size_t)(cap = cap ? 2 * cap : 64) * sizeof *v);
+            if (!nv) break;
+            v = nv;
+        }
+        if (!(v[n] = strdup(e->d_name))) break;
+        n++;
+    }
+    closedir(d);
+    if (n) qsort(v, (size_t)n, sizeof *v, cmp_name);
+    *names = v;
+    return n;
+}
+
+void lmc_parity_list_free(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
 }

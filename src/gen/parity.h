@@ -36,6 +36,12 @@ typedef struct lmc_parity_report {
     char why[256];        /* the first failed check, "" on a pass */
 } lmc_parity_report;
 
+/* The fixture folders under root (those holding a ref.json), sorted by name: *names gets a
+ * malloc'd array of malloc'd names (free with lmc_parity_list_free). Returns the count, or a
+ * negative status when root cannot be read. */
+int lmc_parity_list(const char *root, char ***names);
+void lmc_parity_list_free(char **names, int n);
+
 /* Run the gate on the fixture folder `dir` with weights bound on `be`. Errors (an unreadable
  * fixture, a model that does not load) are returned as statuses; a model that loads but
  * disagrees is a report with pass = 0. */

@@ -6,7 +6,6 @@
  * refused (the refusal must name the reason). Needs two GPUs: with fewer it prints a
  * SKIP line and RESULT 0 0. Set LMC_FIXTURES to use another folder.
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +42,6 @@ static void check_fixture(const char *dir, const char *name) {
     }
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 int main(void) {
     lmc_backend *probe[2] = {NULL, NULL};
     for (int d = 0; d < 2; d++) {
@@ -58,30 +55,17 @@ int main(void) {
     lmc_backend_free(probe[0]);
     lmc_backend_free(probe[1]);
     const char *root = getenv("LMC_FIXTURES") ? getenv("LMC_FIXTURES") : "tests/fixtures";
-    DIR *d = opendir(root);
-    if (!d) { fprintf(stderr, "no fixture folder %s\n", root); printf("RESULT 0 1\n"); return 1; }
-    char *names[512];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 512) {
-        if (e->d_name[0] == '.') continue;
-        char ref[1024];
-        snprintf(ref, sizeof ref, "%s/%s/ref.json", root, e->d_name);
-        FILE *f = fopen(ref, "r");
-        if (!f) continue;
-        fclose(f);
-        names[n++] = strdup(e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    char **names;
+    const int n = lmc_parity_list(root, &names);
+    if (n < 0) { fprintf(stderr, "%s\n", lmc_last_error()); printf("RESULT 0 1\n"); return 1; }
     for (int i = 0; i < n; i++) {
         char dir[1100];
         snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
         test_cur_failed_ = 0;
         check_fixture(dir, names[i]);
         if (test_cur_failed_) { test_failed_++; fprintf(stderr, "FAIL %s\n", names[i]); } else test_passed_++;
-        free(names[i]);
     }
+    lmc_parity_list_free(names, n);
     fprintf(stderr, "tp 1: %d run, %d refused; tp 2 nccl: %d run, %d refused; tp 2 host: %d run, %d refused\n",
             n_run[0], n_refused[0], n_run[1], n_refused[1], n_run[2], n_refused[2]);
     CHECK_MSG(n_run[1] > 0, "no fixture ran at tp 2");

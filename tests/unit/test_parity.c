@@ -11,7 +11,6 @@
  *   - lmc_generate greedy reproduces the reference ids.
  * The gate itself is the library's (gen/parity.h), shared with the CUDA parity test and
  * `lmc check --oracle`. Set LMC_FIXTURES to use another folder. */
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,34 +68,19 @@ static void gate_catches_a_nudge(void) {
     CHECK(system(cmd) == 0);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 int main(void) {
     const char *root = getenv("LMC_FIXTURES") ? getenv("LMC_FIXTURES") : "tests/fixtures";
-    DIR *d = opendir(root);
-    if (!d) { fprintf(stderr, "no fixture folder %s\n", root); printf("RESULT 0 1\n"); return 1; }
-    char *names[512];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 512) {
-        if (e->d_name[0] == '.') continue;
-        char ref[1024];
-        snprintf(ref, sizeof ref, "%s/%s/ref.json", root, e->d_name);
-        FILE *f = fopen(ref, "r");
-        if (!f) continue;
-        fclose(f);
-        names[n++] = strdup(e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    char **names;
+    const int n = lmc_parity_list(root, &names);
+    if (n < 0) { fprintf(stderr, "%s\n", lmc_last_error()); printf("RESULT 0 1\n"); return 1; }
     for (int i = 0; i < n; i++) {
         char dir[1024];
         snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
         test_cur_failed_ = 0;
         check_fixture(dir);
         if (test_cur_failed_) { test_failed_++; fprintf(stderr, "FAIL %s\n", names[i]); } else test_passed_++;
-        free(names[i]);
     }
+    lmc_parity_list_free(names, n);
     test_cur_failed_ = 0;
     gate_catches_a_nudge();
     if (test_cur_failed_) { test_failed_++; fprintf(stderr, "FAIL gate_catches_a_nudge\n"); } else test_passed_++;
