@@ -1,0 +1,58 @@
+/* bench_bw.h — the read-bandwidth probe the CPU benchmarks put their roofline on
+ * (bench_dense, bench_moe): a 1 GiB buffer summed by n threads with 64-byte loads.
+ * Header-only: each benchmark is one translation unit. */
+#ifndef LMC_BENCH_BW_H
+#define LMC_BENCH_BW_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/threadpool.h"
+#include "gen/generate.h"
+
+typedef struct bw_arg { const float *buf; size_t n; double sum[64]; } bw_arg;
+typedef float v16f __attribute__((vector_size(64)));
+
+/* Sum the thread's share with 64-byte vector loads into 8 independent accumulators
+ * (load-bound, not add-latency-bound, so the figure is the memory's, not the core's). */
+static void bw_read(void *p, int ith, int nth) {
+    bw_arg *a = p;
+    long b, e;
+    lmc_split((long)(a->n / 128), ith, nth, &b, &e);
+    v16f s[8] = {{0}};
+    for (long i = b; i < e; i++) {
+        const float *q = a->buf + (size_t)i * 128;
+        for (int k = 0; k < 8; k++) {
+            v16f v;
+            memcpy(&v, q + 16 * k, sizeof v);
+            s[k] += v;
+        }
+    }
+    for (int k = 1; k < 8; k++) s[0] += s[k];
+    double t = 0;
+    for (int k = 0; k < 16; k++) t += s[0][k];
+    a->sum[ith] = t;
+}
+
+/* Read bandwidth in GB/s over a 1 GiB buffer, best of 5 passes. */
+static double measure_bandwidth(int n_threads) {
+    size_t n = (1u << 30) / sizeof(float);
+    float *buf = aligned_alloc(64, n * sizeof *buf);
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
+    lmc_pool *pool;
+    lmc_pool_init(&pool, n_threads);
+    bw_arg a = {buf, n, {0}};
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = lmc_now_s();
+        lmc_pool_run(pool, bw_read, &a);
+        double dt = lmc_now_s() - t0;
+        best = fmax(best, (double)(n * sizeof *buf) / dt / 1e9);
+    }
+    lmc_pool_free(pool);
+    free(buf);
+    return best;
+}
+
+#endif
