@@ -193,19 +193,9 @@ int main(int argc, char **argv) {
             /* the machine's bandwidth now, with this run's threads, from its own child (its
              * buffer must not count in the run's peak RSS): other load on a shared machine
              * moves it from minute to minute, so the roofline is measured next to its run */
-            int fd[2];
-            double bw = 0;
-            if (pipe(fd) != 0) return 1;
+            const double bw = measure_bandwidth_in_child(threads[i]);
+            if (bw < 0) return 1;
             pid_t pid = fork();
-            if (pid == 0) {
-                double b = measure_bandwidth(threads[i]);
-                _exit(write(fd[1], &b, sizeof b) == (ssize_t)sizeof b ? 0 : 1);
-            }
-            waitpid(pid, NULL, 0);
-            if (read(fd[0], &bw, sizeof bw) != (ssize_t)sizeof bw) return 1;
-            close(fd[0]);
-            close(fd[1]);
-            pid = fork();
             if (pid == 0) _exit(run_one(dir, types[k], threads[i], n_prompt, n_gen, bw));
             int status;
             waitpid(pid, &status, 0);
