@@ -148,6 +148,21 @@ typedef struct lmc_backend_i {
      * with p = {softplus(alpha_p), beta + softplus(alpha_n), beta, eps} as the model computes them
      * from the checkpoint (transformers' XIELUActivation; eps is negative, -1e-6). */
     void (*xielu)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const float p[4]);
+
+    /* ---- optional: recorded op sequences (CUDA graphs); NULL where a backend has none ----
+     * graph_begin: the ops enqueued from now on are recorded, not run (1: recording started).
+     * graph_end: stops recording and returns the recording, or NULL when it could not be made
+     * (an op needed a workspace to grow while recording, say: nothing was run, nothing is
+     * reported; the caller runs the ops the ordinary way).
+     * graph_replay: runs a recording in order with what is enqueued; 0 (nothing run) when a
+     * workspace it used has been reallocated since, so the caller runs the ops and records anew.
+     * A recording keeps the addresses and launch parameters of its ops: it stays valid only
+     * while the tensors it touched keep their data, so callers key recordings by the shapes
+     * and tensors of their step (model/forward.c). graph_free releases one (NULL is a no-op). */
+    int (*graph_begin)(lmc_backend *be);
+    void *(*graph_end)(lmc_backend *be);
+    int (*graph_replay)(lmc_backend *be, void *g);
+    void (*graph_free)(lmc_backend *be, void *g);
 } lmc_backend_i;
 
 struct lmc_backend {

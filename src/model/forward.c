@@ -70,6 +70,8 @@ void lmc_forward_state_free(lmc_forward_state *fs) {
     if (!fs->m) return;
     if (fs->g4) { lmc_gemma4_state_free(fs); return; }
     lmc_backend *be = fs->m->be;
+    for (int i = 0; i < LMC_STEP_RECS; i++)
+        if (fs->rec[i].g) be->i->graph_free(be, fs->rec[i].g);
     lmc_tensor *all[] = {&fs->x, &fs->h, &fs->q, &fs->k, &fs->v, &fs->att, &fs->gate, &fs->up,
                          &fs->out, &fs->out2, &fs->logits, &fs->tok, &fs->pos, &fs->seq, &fs->sel_idx};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -292,6 +294,89 @@ static lmc_status dynamic_prepare(lmc_forward_state *fs, const lmc_tensor *k_cac
     return LMC_OK;
 }
 
+/* Embeddings, every layer, then the wanted rows (sel_idx) gathered into h and final-normed. */
+static void step_body(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, int n, int n_sel, int use_long) {
+    const lmc_model *m = fs->m;
+    lmc_backend *be = m->be;
+    lmc_tensor x = rows(&fs->x, n), tok = lmc_tensor_rows(&fs->tok, 0, 1);
+    tok.ne[0] = n;
+    be->i->get_rows(be, &x, &m->tok_embd, &tok, m->embed_scale);
+    if (m->pos_embd.data) {
+        /* learned absolute positions (gpt2): x += wpe[pos] */
+        lmc_tensor h = rows(&fs->h, n), pos = lmc_tensor_rows(&fs->pos, 0, 1);
+        pos.ne[0] = n;
+        be->i->get_rows(be, &h, &m->pos_embd, &pos, 1.0f);
+        be->i->add(be, &x, &x, &h);
+    }
+    if (m->profile.arch->embed_norm) norm(m, &x, &x, &m->out_norm, &m->out_norm_b);
+    for (int il = 0; il < m->cfg.n_layers; il++) layer_forward(fs, il, &k_cache[il], &v_cache[il], n, use_long);
+    if (n_sel == 0) return;
+    lmc_tensor sel = rows(&fs->h, n_sel), sidx = lmc_tensor_rows(&fs->sel_idx, 0, 1);
+    sidx.ne[0] = n_sel;
+    be->i->get_rows(be, &sel, &x, &sidx, 1.0f);
+    norm(m, &sel, &sel, &m->out_norm, &m->out_norm_b);
+}
+
+/* LM head of gathered rows r0 .. r0+nr (≤ LMC_LOGITS_CHUNK) into fs->logits. */
+static void lm_head_chunk(lmc_forward_state *fs, int r0, int nr) {
+    const lmc_model *m = fs->m;
+    const lmc_config *c = &m->cfg;
+    lmc_backend *be = m->be;
+    lmc_tensor xs = lmc_tensor_rows(&fs->h, r0, nr), lg = rows(&fs->logits, nr);
+    be->i->matmul(be, &lg, &m->lm_head, &xs);
+    if (m->lm_head_b.data) be->i->add_bias(be, &lg, &m->lm_head_b);
+    if (c->logits_mult != 1.0) be->i->scale(be, &lg, &lg, (float)c->logits_mult);
+    if (c->final_softcap > 0) be->i->softcap(be, &lg, &lg, (float)c->final_softcap);
+}
+
+/* Whether this model's step is a fixed op sequence for a given shape: no host work between ops
+ * that depends on the step's values (per-token query scales, dynamic rope tables, MoE routing on
+ * the host, tensor-parallel reduces). */
+static int step_recordable(const lmc_forward_state *fs) {
+    const lmc_model *m = fs->m;
+    return m->be->i->graph_begin && !fs->q_scale && !m->rope[0].dynamic && !m->moe_layers && !lmc_tp_bound(m);
+}
+
+/* Run step_body + the LM head of the n_sel (≤ LMC_LOGITS_CHUNK) wanted rows from a recording of
+ * this step shape: the first step of a shape runs unrecorded (workspaces grow to their size),
+ * the second is recorded and replayed, later ones replay. 0: nothing was enqueued (the caller
+ * runs the ops itself). Every per-step value (ids, positions, sequences, rows wanted) was set in
+ * device tensors before, and the kernels read them there. */
+static int step_recorded(lmc_forward_state *fs, lmc_tensor *kc, lmc_tensor *vc, int n, int n_sel, int use_long) {
+    lmc_backend *be = fs->m->be;
+    struct lmc_step_rec *r = NULL, *victim = &fs->rec[0];
+    for (int i = 0; i < LMC_STEP_RECS; i++) {
+        struct lmc_step_rec *e = &fs->rec[i];
+        if (e->n == n && e->n_sel == n_sel && e->use_long == use_long && e->kc == kc[0].data && e->vc == vc[0].data &&
+            e->n_ctx == kc[0].ne[1] && e->n_seq == kc[0].ne[2]) {
+            r = e;
+            break;
+        }
+        if (e->used < victim->used) victim = e;
+    }
+    if (!r) {
+        if (victim->g) be->i->graph_free(be, victim->g);
+        *victim = (struct lmc_step_rec){n, n_sel, use_long, kc[0].data, vc[0].data, kc[0].ne[1], kc[0].ne[2], 0, 0, 0, NULL};
+        r = victim;
+    }
+    r->used = ++fs->rec_clock;
+    if (r->g) {
+        if (be->i->graph_replay(be, r->g)) return 1;
+        be->i->graph_free(be, r->g); /* a workspace moved since: record again */
+        r->g = NULL;
+    }
+    if (r->runs < 0 || r->runs++ == 0) return 0;
+    if (!be->i->graph_begin(be)) return 0;
+    step_body(fs, kc, vc, n, n_sel, use_long);
+    lm_head_chunk(fs, 0, n_sel);
+    r->g = be->i->graph_end(be);
+    if (!r->g) {
+        if (++r->fails >= 3) r->runs = -1; /* keeps failing: run this shape unrecorded */
+        return 0;
+    }
+    return be->i->graph_replay(be, r->g);
+}
+
 lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
                        float *logits_out, float *hidden_out, int *n_out) {
     if (fs->g4) return lmc_gemma4_forward(fs, k_cache, v_cache, b, logits_out, hidden_out, n_out);
@@ -315,48 +400,34 @@ lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v
         for (int i = 0; i < n; i++) fs->q_scale[i] = 1.0f + beta * logf(1.0f + floorf((float)b->pos[i] / orig));
     }
     if (m->rope[0].dynamic) LMC_TRY(dynamic_prepare(fs, k_cache, b));
-    be->i->set(be, &fs->tok, b->token, 0, (size_t)n * 4);
-    be->i->set(be, &fs->pos, b->pos, 0, (size_t)n * 4);
-    be->i->set(be, &fs->seq, b->seq, 0, (size_t)n * 4);
-
-    lmc_tensor x = rows(&fs->x, n), tok = lmc_tensor_rows(&fs->tok, 0, 1);
-    tok.ne[0] = n;
-    be->i->get_rows(be, &x, &m->tok_embd, &tok, m->embed_scale);
-    if (m->pos_embd.data) {
-        /* learned absolute positions (gpt2): x += wpe[pos] */
-        lmc_tensor h = rows(&fs->h, n), pos = lmc_tensor_rows(&fs->pos, 0, 1);
-        pos.ne[0] = n;
-        be->i->get_rows(be, &h, &m->pos_embd, &pos, 1.0f);
-        be->i->add(be, &x, &x, &h);
-    }
-    if (m->profile.arch->embed_norm) norm(m, &x, &x, &m->out_norm, &m->out_norm_b);
-    /* longrope picks its long factors for a forward reaching past the original context */
-    int max_pos = 0;
-    for (int i = 0; i < n; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
-    int use_long = m->rope[0].has_long && max_pos + 1 > m->rope[0].long_after;
-    for (int il = 0; il < c->n_layers; il++) layer_forward(fs, il, &k_cache[il], &v_cache[il], n, use_long);
-
-    /* gather wanted rows, final norm, LM head in chunks */
+    /* the rows whose logits (or hidden states) are wanted */
     int32_t idx[n];
     int n_sel = 0;
     for (int i = 0; i < n; i++)
         if (b->want_logits ? b->want_logits[i] : i == n - 1) idx[n_sel++] = i;
     *n_out = n_sel;
+    be->i->set(be, &fs->tok, b->token, 0, (size_t)n * 4);
+    be->i->set(be, &fs->pos, b->pos, 0, (size_t)n * 4);
+    be->i->set(be, &fs->seq, b->seq, 0, (size_t)n * 4);
+    if (n_sel > 0) be->i->set(be, &fs->sel_idx, idx, 0, (size_t)n_sel * 4);
+    /* longrope picks its long factors for a forward reaching past the original context */
+    int max_pos = 0;
+    for (int i = 0; i < n; i++) max_pos = b->pos[i] > max_pos ? b->pos[i] : max_pos;
+    const int use_long = m->rope[0].has_long && max_pos + 1 > m->rope[0].long_after;
+
+    if (logits_out && n_sel > 0 && n_sel <= LMC_LOGITS_CHUNK && n <= LMC_STEP_REC_MAX && step_recordable(fs) &&
+        step_recorded(fs, k_cache, v_cache, n, n_sel, use_long)) {
+        if (hidden_out) be->i->get(be, hidden_out, &fs->h, 0, (size_t)n_sel * c->hidden_size * 4);
+        be->i->get(be, logits_out, &fs->logits, 0, (size_t)n_sel * c->vocab_size * 4);
+        return be->i->sync(be);
+    }
+    step_body(fs, k_cache, v_cache, n, n_sel, use_long);
     if (n_sel == 0) return be->i->sync(be);
-    be->i->set(be, &fs->sel_idx, idx, 0, (size_t)n_sel * 4);
-    lmc_tensor sel = rows(&fs->h, n_sel), sidx = lmc_tensor_rows(&fs->sel_idx, 0, 1);
-    sidx.ne[0] = n_sel;
-    be->i->get_rows(be, &sel, &x, &sidx, 1.0f);
-    norm(m, &sel, &sel, &m->out_norm, &m->out_norm_b);
-    if (hidden_out) be->i->get(be, hidden_out, &sel, 0, (size_t)n_sel * c->hidden_size * 4);
+    if (hidden_out) be->i->get(be, hidden_out, &fs->h, 0, (size_t)n_sel * c->hidden_size * 4);
     for (int r0 = 0; logits_out && r0 < n_sel; r0 += LMC_LOGITS_CHUNK) {
-        int nr = n_sel - r0 < LMC_LOGITS_CHUNK ? n_sel - r0 : LMC_LOGITS_CHUNK;
-        lmc_tensor xs = lmc_tensor_rows(&fs->h, r0, nr), lg = rows(&fs->logits, nr);
-        be->i->matmul(be, &lg, &m->lm_head, &xs);
-        if (m->lm_head_b.data) be->i->add_bias(be, &lg, &m->lm_head_b);
-        if (c->logits_mult != 1.0) be->i->scale(be, &lg, &lg, (float)c->logits_mult);
-        if (c->final_softcap > 0) be->i->softcap(be, &lg, &lg, (float)c->final_softcap);
-        be->i->get(be, logits_out + (size_t)r0 * c->vocab_size, &lg, 0, (size_t)nr * c->vocab_size * 4);
+        const int nr = n_sel - r0 < LMC_LOGITS_CHUNK ? n_sel - r0 : LMC_LOGITS_CHUNK;
+        lm_head_chunk(fs, r0, nr);
+        be->i->get(be, logits_out + (size_t)r0 * c->vocab_size, &fs->logits, 0, (size_t)nr * c->vocab_size * 4);
     }
     return be->i->sync(be);
 }

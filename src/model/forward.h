@@ -13,6 +13,8 @@
 #include "model.h"
 
 #define LMC_LOGITS_CHUNK 16 /* lm_head rows computed per pass */
+#define LMC_STEP_RECS 8     /* recorded step shapes kept per forward state */
+#define LMC_STEP_REC_MAX 64 /* batches of at most this many tokens are recorded */
 
 typedef struct lmc_forward_state {
     const lmc_model *m;
@@ -38,6 +40,18 @@ typedef struct lmc_forward_state {
     int *dyn_len;               /* host [n_seq] (0: the unscaled table) */
     int n_dyn_seq;
     struct lmc_gemma4_scratch *g4; /* the targeted gemma4 port's scratch (owned), NULL otherwise */
+    /* recorded steps on backends with graph_* (CUDA graphs): one per step shape, least recently
+     * used replaced (forward.c, step_recorded) */
+    struct lmc_step_rec {
+        int n, n_sel, use_long;
+        const void *kc, *vc;      /* layer 0's K/V cache data, and its n_ctx and n_seq */
+        int64_t n_ctx, n_seq;
+        int runs;                 /* steps of this shape so far (the first runs unrecorded); -1: never */
+        int fails;
+        unsigned used;
+        void *g;
+    } rec[LMC_STEP_RECS];
+    unsigned rec_clock;
 } lmc_forward_state;
 
 lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int n_batch_max);

@@ -591,3 +591,5 @@ void lmc_tp_reduce(const lmc_model *m, lmc_tensor *y) {
 }
 
 lmc_status lmc_tp_thread_status(void) { return tls.st; }
+
+int lmc_tp_bound(const lmc_model *m) { return tls.shard && tls.shard == m; }

@@ -100,6 +100,8 @@ void lmc_tp_bind_thread(const lmc_model *shard, lmc_tp_comm *comm, int rank);
 /* The reduce point of the forward: y ← Σ over ranks when m is the shard bound to this thread;
  * a no-op for any other model. A failing reduce is recorded for lmc_tp_thread_status. */
 void lmc_tp_reduce(const lmc_model *m, lmc_tensor *y);
+/* Whether m is the shard bound to this thread (its forward then reduces across ranks). */
+int lmc_tp_bound(const lmc_model *m);
 /* First reduce error on this thread since lmc_tp_bind_thread (LMC_OK: none). */
 lmc_status lmc_tp_thread_status(void);
 

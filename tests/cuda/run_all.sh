@@ -79,6 +79,12 @@ print('%.3g' % (abs(a-b).max()/abs(a).max()) if a.size==b.size and a.size else '
             lok=$(awk -v r="$rel" 'BEGIN { print (r ~ /^[0-9.e+-]+$/ && r + 0 <= 2e-2) ? "ok" : "BAD" }')
             if [ "$a" = "$b" ] && [ -n "$a" ] && [ "$lok" = ok ]; then ok=$((ok + 1)); s=same; else bad=$((bad + 1)); s=DIFFER; fi
             echo "$fx: greedy ids cpu [$a] cuda [$b] $s; logits max|d|/max|ref| $rel ($lok)"
+            # recorded decode steps (CUDA graphs) replay the same kernels: sampled ids (sensitive to
+            # any logit change) equal with recordings off, over enough steps to replay many times
+            g1=$("$LMC" generate -m "$d" --ids 1,2,3 -n 40 --temp 0.9 --seed 7 --print-ids --backend cuda 2>&1 | tail -n 1)
+            g0=$(LMC_CUDA_GRAPHS=0 "$LMC" generate -m "$d" --ids 1,2,3 -n 40 --temp 0.9 --seed 7 --print-ids --backend cuda 2>&1 | tail -n 1)
+            if [ "$g1" = "$g0" ] && [ -n "$g1" ]; then ok=$((ok + 1)); s=same; else bad=$((bad + 1)); s=DIFFER; fi
+            echo "$fx: sampled ids with graphs [$g1] without [$g0] $s"
         done
         "$LMC" bench -m tests/fixtures/llama --backend cuda 2>&1 | tail -n 3
         echo "RESULT $ok $bad"

@@ -48,6 +48,11 @@ void lmc_cuda_launched(cuda_ctx *c, const char *what) { lmc_cuda_note(c, cudaGet
 /* Grow a workspace to at least n bytes (the old one is freed, which waits for the device). */
 void *lmc_cuda_ws(cuda_ctx *c, void **p, size_t *cap, size_t n) {
     if (n <= *cap) return *p;
+    if (c->capturing) { /* no allocation while recording: the recording is dropped (cuda_graph.c) */
+        c->capture_bad = 1;
+        return NULL;
+    }
+    c->ws_gen++;
     if (*p) cudaFree(*p);
     *p = NULL;
     *cap = 0;
@@ -106,6 +111,7 @@ static void cuda_free(lmc_backend *be) {
     cudaFree(c->ws_a);
     cudaFree(c->stage);
     cudaFree(c->ws_m);
+    cudaFree(c->blas_ws);
     free(c->host);
     cublasDestroy(c->blas);
     cudaStreamDestroy(c->stream);
@@ -477,6 +483,10 @@ static const lmc_backend_i cuda_iface = {
     .matmul_id = lmc_cuda_op_matmul_id,
     .moe_sum = lmc_cuda_op_moe_sum,
     .xielu = cuda_xielu,
+    .graph_begin = lmc_cuda_graph_begin,
+    .graph_end = lmc_cuda_graph_end,
+    .graph_replay = lmc_cuda_graph_replay,
+    .graph_free = lmc_cuda_graph_free,
 };
 
 lmc_status lmc_backend_cuda_init(lmc_backend **out, int device) {
@@ -504,6 +514,11 @@ lmc_status lmc_backend_cuda_init(lmc_backend **out, int device) {
     }
     cublasSetStream(c->blas, c->stream);
     cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH); /* f32 products stay f32 (no TF32) */
+    /* a workspace of cuBLAS's own that never moves, so a recorded product may keep it */
+    if (cudaMalloc(&c->blas_ws, LMC_CUDA_BLAS_WS) == cudaSuccess) cublasSetWorkspace(c->blas, c->blas_ws, LMC_CUDA_BLAS_WS);
+    else c->blas_ws = NULL;
+    const char *g = getenv("LMC_CUDA_GRAPHS");
+    c->graphs_off = g && strcmp(g, "0") == 0;
     be->i = &cuda_iface;
     be->ctx = c;
     *out = be;

@@ -34,11 +34,19 @@ typedef struct cuda_ctx {
     void *host; size_t host_bytes; /* moe: host copies of router logits, ids, weights */
     cuda_bind *binds;
     int n_binds, cap_binds;
+    /* recordings (cuda_graph.c): workspaces reallocated so far (a recording made before a
+     * reallocation is stale), a capture under way, an op that could not be recorded */
+    unsigned ws_gen;
+    int capturing, capture_bad;
+    int graphs_off;                /* LMC_CUDA_GRAPHS=0, or a capture failed: no more recordings */
+    void *blas_ws;                 /* cuBLAS's own workspace (fixed, so recordings may hold it) */
 } cuda_ctx;
 
 #define CTX(be) ((cuda_ctx *)(be)->ctx)
 /* weight rows dequantized per cuBLAS call: this many bytes of workspace at most */
 #define WS_W_BYTES ((size_t)64 << 20)
+/* cuBLAS workspace (cublasSetWorkspace) */
+#define LMC_CUDA_BLAS_WS ((size_t)32 << 20)
 
 /* Deferred errors: the first one is kept and reported by the next sync(). */
 void lmc_cuda_note(cuda_ctx *c, cudaError_t e, const char *what);
@@ -53,6 +61,12 @@ lmc_cuda_w lmc_cuda_wdesc(const lmc_tensor *t);
 
 /* y = W x (cuda_backend.c); x, y contiguous f32 */
 void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x);
+
+/* cuda_graph.c: the backend's graph_* entries (backend.h) */
+int lmc_cuda_graph_begin(lmc_backend *be);
+void *lmc_cuda_graph_end(lmc_backend *be);
+int lmc_cuda_graph_replay(lmc_backend *be, void *g);
+void lmc_cuda_graph_free(lmc_backend *be, void *g);
 
 /* cuda_moe.c */
 void lmc_cuda_op_moe_route(lmc_backend *be, lmc_tensor *ids, lmc_tensor *weights, const lmc_tensor *logits,
