@@ -1,8 +1,11 @@
-/* main.c — the lmc command-line tool: dispatch to subcommands. */
+/* main.c — the lmc command-line tool: dispatch to subcommands.
+ * Before any command runs it installs the SIGBUS guard (src/io/mapguard.h): a model file
+ * truncated while mapped then ends lmc with one line and exit status 74, not signal 7. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "io/mapguard.h"
 
 static const char *usage =
     "lmc — run Hugging Face language models directly from their checkpoints\n"
@@ -34,6 +37,9 @@ static const char *usage =
     "  lmc inspect ./my-model\n";
 
 int main(int argc, char **argv) {
+    /* Best effort: sigaction(SIGBUS) cannot fail with valid arguments; without the guard a
+     * truncated model file kills lmc by SIGBUS as before. */
+    (void)lmc_mapguard_install();
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : 0;

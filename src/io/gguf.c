@@ -10,6 +10,7 @@
  */
 #include "io/gguf.h"
 #include "io/file.h"
+#include "io/mapguard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -218,7 +219,10 @@ struct lmc_gguf {
 
 void lmc_gguf_close(lmc_gguf *g) {
     if (!g) return;
-    if (g->map) munmap(g->map, g->map_len);
+    if (g->map) {
+        lmc_mapguard_unregister(g->map);
+        munmap(g->map, g->map_len);
+    }
     for (int64_t i = 0; i < g->n_kv; i++) {
         free(g->kv[i].key);
         free(g->kv[i].str);
@@ -669,6 +673,7 @@ lmc_status lmc_gguf_open(const char *path, lmc_gguf **out) {
     }
     g->map = map;
     g->map_len = (size_t)fsize;
+    (void)lmc_mapguard_register(map, (size_t)fsize, path); /* best effort: full table = unguarded */
     g->base = map;
     g->size = (size_t)fsize;
     if ((st = parse(g)) < 0) {

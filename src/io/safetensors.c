@@ -8,6 +8,7 @@
  */
 #include "io/safetensors.h"
 #include "io/file.h"
+#include "io/mapguard.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -123,7 +124,10 @@ static int json_uint(const cJSON *item, uint64_t *out) {
 void lmc_st_close(lmc_st_set *set) {
     if (!set) return;
     for (int i = 0; i < set->n_shards; i++) {
-        if (set->shards[i].map) munmap(set->shards[i].map, set->shards[i].map_len);
+        if (set->shards[i].map) {
+            lmc_mapguard_unregister(set->shards[i].map);
+            munmap(set->shards[i].map, set->shards[i].map_len);
+        }
         free(set->shards[i].path);
     }
     free(set->shards);
@@ -306,6 +310,7 @@ static lmc_status load_shard(lmc_st_set *set, const char *path, int keep_meta) {
     if (map == MAP_FAILED) return lmc_fail(LMC_ERR_IO, "cannot mmap %s: %s", path, strerror(map_errno));
     set->shards[shard].map = map;
     set->shards[shard].map_len = (size_t)fsize;
+    (void)lmc_mapguard_register(map, (size_t)fsize, path); /* best effort: full table = unguarded */
 
     const unsigned char *bytes = map;
     uint64_t hlen = 0;

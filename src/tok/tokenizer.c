@@ -9,6 +9,7 @@
  */
 #include "tok/tokenizer.h"
 #include "tok/tok_internal.h"
+#include "io/mapguard.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -113,11 +114,16 @@ static lmc_status map_file(const char *path, char **out, size_t *len) {
     void *p = mmap(NULL, *len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fileno(f), 0);
     fclose(f);
     if (p == MAP_FAILED) return lmc_fail(LMC_ERR_IO, "cannot map %s: %s", path, strerror(errno));
+    (void)lmc_mapguard_register(p, *len, path); /* best effort: full table = unguarded */
     *out = p;
     return LMC_OK;
 }
 
-static void unmap_file(char *p, size_t len) { if (p && len) munmap(p, len); }
+static void unmap_file(char *p, size_t len) {
+    if (!p || !len) return;
+    lmc_mapguard_unregister(p);
+    munmap(p, len);
+}
 
 /* ---------------- tries ---------------- */
 

@@ -2,12 +2,16 @@
 # files_damaged.sh — the CLI on truncated, corrupted and swapped model files: each run
 # ends with exit code 1 and one clear line on stderr that names the file (or, for a
 # header whose tensor names were damaged, the directory and the tensor), never a crash
-# (signal, sanitizer report) and never output from a cut file.
+# (signal, sanitizer report) and never output from a cut file. A model truncated while
+# `lmc serve` has it mapped ends the server with exit status 74 and one line naming the file
+# (the SIGBUS guard, src/io/mapguard.h), not with signal 7.
 set -u
 source "$(dirname "$0")/common.bash"
 FX=tests/fixtures/llama
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
+trap cleanup EXIT
 
 # run_damaged DESCRIPTION NAME_IN_MESSAGE MODEL: lmc logits must fail cleanly
 run_damaged() {
@@ -69,4 +73,59 @@ head -c 5000 tests/oracle/tok/synth/bytelevel_roberta/tokenizer.json > "$T/m/tok
 "$LMC" generate -m "$T/m" -p "hello" -n 1 >"$T/stdout" 2>"$T/stderr"
 rc=$?
 [ "$rc" -eq 1 ] && grep -q tokenizer.json "$T/stderr" && ok || bad "cut tokenizer.json: exit $rc, $(head -c 300 "$T/stderr")"
+
+# ---- a model truncated while the server has it mapped ----------------------------------------
+# start_server LOG MODEL: lmc serve in the background; sets SPID and SPORT (empty on failure)
+start_server() {
+    local log=$1 model=$2
+    "$LMC" serve -m "$model" --port 0 2>"$log" &
+    SPID=$!
+    pids+=("$SPID")
+    SPORT=
+    for _ in $(seq 300); do
+        SPORT=$(sed -n 's/.*listening on http:\/\/.*:\([0-9]*\) .*/\1/p' "$log")
+        [ -n "$SPORT" ] && return 0
+        kill -0 "$SPID" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+complete() { # PORT → the reply body of a short greedy completion (curl's exit status)
+    curl -s -m 60 "http://127.0.0.1:$1/v1/completions" -H 'content-type: application/json' \
+        -d '{"prompt":"Once upon a time","max_tokens":8,"temperature":0}'
+}
+demo_copy() { # DIR: the demo model's files (not its README or training log)
+    mkdir -p "$1"
+    for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json; do
+        cp "models/demo/$f" "$1/"
+    done
+}
+demo_copy "$T/live"
+demo_copy "$T/keep"
+if start_server "$T/live.log" "$T/live" && LPID=$SPID && LPORT=$SPORT && start_server "$T/keep.log" "$T/keep"; then
+    KPORT=$SPORT
+    complete "$LPORT" | grep -q '"text"' && ok || bad "server on the live copy does not answer before the cut"
+    truncate -s 4096 "$T/live/model.safetensors"
+    complete "$LPORT" > "$T/reply"
+    for _ in $(seq 200); do kill -0 "$LPID" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$LPID" 2>/dev/null; then
+        bad "server on the truncated copy is still running after a request ($(head -c 300 "$T/reply"))"
+    else
+        wait "$LPID"; rc=$?
+        want="lmc: $T/live/model.safetensors changed on disk while in use (truncated?): cannot read its weights; replace model files by renaming a new file over them, not in place"
+        [ "$rc" -eq 74 ] && ok || bad "server on the truncated copy: exit $rc, expected 74 (128+7 = SIGBUS) ($(tail -c 300 "$T/live.log"))"
+        [ "$(tail -n 1 "$T/live.log")" = "$want" ] && ok || bad "server on the truncated copy: last stderr line is not the guard's: $(tail -c 400 "$T/live.log")"
+        [ "$(grep -c 'changed on disk' "$T/live.log")" -eq 1 ] && ok || bad "guard line not written exactly once: $(cat "$T/live.log")"
+        grep -q -E 'Sanitizer|runtime error|Bus error|core dumped' "$T/live.log" && bad "sanitizer or crash report: $(cat "$T/live.log")" || ok
+    fi
+    # the untouched copy: its server still answers, and a generation on it works
+    complete "$KPORT" | grep -q '"text"' && ok || bad "server on the untouched copy does not answer"
+    kill -0 "$SPID" 2>/dev/null && ok || bad "server on the untouched copy died"
+    kill -TERM "$SPID"; wait "$SPID"; rc=$?
+    [ "$rc" -eq 0 ] && ok || bad "server on the untouched copy: SIGTERM exit $rc"
+    "$LMC" generate -m "$T/keep" -p "Once upon a time" -n 8 --greedy >"$T/stdout" 2>"$T/stderr" && [ -s "$T/stdout" ] \
+        && ok || bad "generate on the untouched copy: $(head -c 300 "$T/stderr")"
+else
+    bad "servers did not start: $(cat "$T/live.log" "$T/keep.log" 2>/dev/null | head -c 600)"
+fi
 finish

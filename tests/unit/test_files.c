@@ -6,21 +6,29 @@
  * crash, and never a model that silently loads from a cut file. Concurrent changes: a
  * checkpoint replaced by rename while a model is loaded keeps serving the old weights
  * (the mapping holds the old inode) and a new load sees the new file; a file rewritten in
- * place or grown while loaded does not crash a forward. (A file truncated while mapped is
- * not testable here: reading the lost pages raises SIGBUS — docs/FUZZING.md.)
+ * place or grown while loaded does not crash a forward. A file truncated while mapped: in a
+ * child process with the SIGBUS guard installed (src/io/mapguard.h) touching a lost page
+ * ends the process with exit status 74 and one line naming the file, whichever thread
+ * touches it; without the guard, or for a mapping the guard does not know, it dies by SIGBUS.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
 #include "gen/context.h"
 #include "io/gguf.h"
+#include "io/mapguard.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "test.h"
@@ -333,6 +341,233 @@ static void test_modified_while_loaded(void) {
     free(b);
 }
 
+/* ---- files truncated while mapped: the SIGBUS guard ----------------------------------------- */
+
+static const char *guard_line_tail =
+    " changed on disk while in use (truncated?): cannot read its weights; replace model files by "
+    "renaming a new file over them, not in place\n";
+
+/* Loaders register their mappings and unregister them at close; lookups find the file by
+ * any address inside; the table refuses the mapping past its capacity and keeps long paths'
+ * tails. (No handler is installed in this process.) */
+static void test_mapguard_registry(void) {
+    char dir[4200], st_path[4300], gg[4300], got[LMC_MAPGUARD_PATH_MAX];
+    make_model_dir("reg", dir, sizeof dir);
+    path_in(st_path, sizeof st_path, dir, "model.safetensors");
+    int c0 = lmc_mapguard_count();
+    lmc_st_set *set = NULL;
+    CHECK(lmc_st_open(st_path, &set) == LMC_OK);
+    if (!set) return;
+    CHECK_EQ_INT(lmc_mapguard_count(), c0 + 1);
+    const lmc_st_tensor *t = lmc_st_at(set, lmc_st_count(set) - 1);
+    const char *last = (const char *)t->data + t->nbytes - 1;
+    CHECK(lmc_mapguard_lookup(last, got, sizeof got) == 1);
+    CHECK_EQ_STR(got, st_path);
+    CHECK(lmc_mapguard_lookup(got, got, sizeof got) == 0); /* a stack address */
+    lmc_st_close(set);
+    CHECK_EQ_INT(lmc_mapguard_count(), c0);
+
+    snprintf(gg, sizeof gg, "%s/tests/fuzz/corpus/gguf/llama_bpe.gguf", repo_root());
+    lmc_gguf *g = NULL;
+    CHECK(lmc_gguf_open(gg, &g) == LMC_OK);
+    if (g) {
+        CHECK_EQ_INT(lmc_mapguard_count(), c0 + 1);
+        const lmc_gguf_tensor *gt = lmc_gguf_tensor_at(g, 0);
+        CHECK(lmc_mapguard_lookup(gt->data, got, sizeof got) == 1 && strcmp(got, gg) == 0);
+        lmc_gguf_close(g);
+    }
+    CHECK_EQ_INT(lmc_mapguard_count(), c0);
+
+    /* the tokenizer maps tokenizer.json only while it parses it */
+    char tdir[4200];
+    snprintf(tdir, sizeof tdir, "%s/tests/oracle/tok/synth/bytelevel_roberta", repo_root());
+    lmc_tokenizer *tok = NULL;
+    CHECK(lmc_tokenizer_load(tdir, &tok) == LMC_OK);
+    CHECK_EQ_INT(lmc_mapguard_count(), c0);
+    lmc_tokenizer_free(tok);
+
+    /* capacity: fill the table with ranges of a static array, one more is refused */
+    static char area[LMC_MAPGUARD_MAX_MAPS + 1];
+    int n_reg = 0;
+    while (n_reg < LMC_MAPGUARD_MAX_MAPS + 1 && lmc_mapguard_register(area + n_reg, 1, "fake") == LMC_OK) n_reg++;
+    CHECK_EQ_INT(n_reg + c0, LMC_MAPGUARD_MAX_MAPS);
+    CHECK(lmc_mapguard_register(area + n_reg, 1, "fake") == LMC_ERR_RANGE);
+    CHECK(strstr(lmc_last_error(), "not guarded") != NULL);
+    CHECK(lmc_mapguard_lookup(area + n_reg, got, sizeof got) == 0);
+    for (int i = 0; i < n_reg; i++) lmc_mapguard_unregister(area + i);
+    CHECK_EQ_INT(lmc_mapguard_count(), c0);
+    CHECK(lmc_mapguard_lookup(area, got, sizeof got) == 0);
+    CHECK(lmc_mapguard_register(area, 0, "empty") == LMC_ERR_RANGE);
+
+    /* a path longer than a slot keeps its end (the file name) behind "..." */
+    char longp[1200];
+    memset(longp, 'd', sizeof longp);
+    memcpy(longp + sizeof longp - 20, "/model.safetensors", 19);
+    CHECK(lmc_mapguard_register(area, sizeof area, longp) == LMC_OK);
+    CHECK(lmc_mapguard_lookup(area + 5, got, sizeof got) == 1);
+    CHECK(strncmp(got, "...", 3) == 0 && strlen(got) == LMC_MAPGUARD_PATH_MAX - 1);
+    CHECK(strcmp(got + strlen(got) - 18, "/model.safetensors") == 0);
+    char small[8];
+    CHECK(lmc_mapguard_lookup(area, small, sizeof small) == 1 && strcmp(small, "...dddd") == 0);
+    lmc_mapguard_unregister(area);
+    CHECK_EQ_INT(lmc_mapguard_count(), c0);
+}
+
+typedef void (*child_fn)(const char *arg);
+
+/* Run fn(arg) in a child process whose stderr is captured into msg; SIGBUS starts at its
+ * default action, then guard = 1 installs the guard. Returns the wait status (-1: no child).
+ * A child whose fn returns exits 0: the touch did not fault. */
+static int run_child(child_fn fn, const char *arg, int guard, char *msg, size_t cap) {
+    int fds[2];
+    msg[0] = 0;
+    if (pipe(fds) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { close(fds[0]); close(fds[1]); return -1; }
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], STDERR_FILENO);
+        struct rlimit no_core = {0, 0}; /* the deaths by SIGBUS below are expected: no core files */
+        setrlimit(RLIMIT_CORE, &no_core);
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGBUS, &dfl, NULL);
+        if (guard && lmc_mapguard_install() != LMC_OK) _exit(3);
+        fn(arg);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    char sink[256];
+    for (;;) {
+        ssize_t r = n + 1 < cap ? read(fds[0], msg + n, cap - 1 - n) : read(fds[0], sink, sizeof sink);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        if (n + 1 < cap) n += (size_t)r;
+    }
+    msg[n] = 0;
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return status;
+}
+
+/* The child ended with exit status 74 and exactly the guard's line for `path`. */
+static int died_with_guard_line(int status, const char *msg, const char *path) {
+    char want[5000];
+    snprintf(want, sizeof want, "lmc: %s%s", path, guard_line_tail);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == LMC_MAPGUARD_EXIT_STATUS && strcmp(msg, want) == 0) return 1;
+    fprintf(stderr, "  child: %s %d, stderr: %s\n", WIFEXITED(status) ? "exit" : "signal",
+            WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? WTERMSIG(status) : -1, msg);
+    return 0;
+}
+
+static int died_by_sigbus(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS; }
+
+/* Child: load the model directory on a 2-thread CPU backend, truncate its checkpoint to half,
+ * run a forward (the backend's worker threads read the weights). */
+static void child_forward_truncated(const char *dir) {
+    lmc_backend *be = NULL;
+    lmc_model *m = NULL;
+    if (lmc_backend_cpu_init(&be, 2, 0) < 0 || lmc_model_load(dir, be, &m) < 0) _exit(4);
+    char path[4300];
+    struct stat sb;
+    path_in(path, sizeof path, dir, "model.safetensors");
+    if (stat(path, &sb) != 0 || truncate(path, sb.st_size / 2) != 0) _exit(5);
+    float l[4];
+    forward_logits(m, l, 4);
+}
+
+static void *touch_all(void *arg) {
+    const lmc_st_set *set = arg;
+    volatile unsigned char sum = 0;
+    for (int i = 0; i < lmc_st_count(set); i++) {
+        const lmc_st_tensor *t = lmc_st_at(set, i);
+        for (size_t k = 0; k < t->nbytes; k += 512) sum += ((const unsigned char *)t->data)[k];
+    }
+    return NULL;
+}
+
+/* Child: open one .safetensors file, truncate it to nothing, read its tensors on another thread. */
+static void child_thread_truncated(const char *path) {
+    lmc_st_set *set = NULL;
+    if (lmc_st_open(path, &set) < 0) _exit(4);
+    if (truncate(path, 0) != 0) _exit(5);
+    pthread_t th;
+    if (pthread_create(&th, NULL, touch_all, set) != 0) _exit(6);
+    pthread_join(th, NULL);
+}
+
+/* Child: open a GGUF file, truncate it to nothing, read its last tensor. */
+static void child_gguf_truncated(const char *path) {
+    lmc_gguf *g = NULL;
+    if (lmc_gguf_open(path, &g) < 0) _exit(4);
+    if (truncate(path, 0) != 0) _exit(5);
+    const lmc_gguf_tensor *t = lmc_gguf_tensor_at(g, lmc_gguf_n_tensors(g) - 1);
+    volatile unsigned char b = ((const unsigned char *)t->data)[t->nbytes - 1];
+    (void)b;
+}
+
+/* Child: map a file itself (no registration), truncate it, read it: not the guard's business. */
+static void child_unregistered_truncated(const char *path) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) _exit(4);
+    void *p = mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED || truncate(path, 0) != 0) _exit(5);
+    volatile unsigned char b = ((const unsigned char *)p)[4096];
+    (void)b;
+}
+
+static void child_kill_sigbus(const char *unused) {
+    (void)unused;
+    kill(getpid(), SIGBUS);
+    sleep(5);
+}
+
+static void test_truncated_while_mapped(void) {
+    char dir[4200], path[4300], msg[8192];
+    int status;
+
+    /* the model's forward on CPU worker threads */
+    make_model_dir("cut-live", dir, sizeof dir);
+    path_in(path, sizeof path, dir, "model.safetensors");
+    status = run_child(child_forward_truncated, dir, 1, msg, sizeof msg);
+    CHECK(died_with_guard_line(status, msg, path));
+
+    /* the same without the guard: killed by SIGBUS (what the guard changes) */
+    make_model_dir("cut-noguard", dir, sizeof dir);
+    status = run_child(child_forward_truncated, dir, 0, msg, sizeof msg);
+    CHECK_MSG(died_by_sigbus(status), "status 0x%x, stderr %s", status, msg);
+
+    /* a thread the program started, the file cut to 0 bytes */
+    make_model_dir("cut-thread", dir, sizeof dir);
+    path_in(path, sizeof path, dir, "model.safetensors");
+    status = run_child(child_thread_truncated, path, 1, msg, sizeof msg);
+    CHECK(died_with_guard_line(status, msg, path));
+
+    /* a GGUF file */
+    char src[4200];
+    size_t n = 0;
+    snprintf(src, sizeof src, "%s/tests/fuzz/corpus/gguf/llama_bpe.gguf", repo_root());
+    snprintf(path, sizeof path, "%s/live.gguf", tmp_);
+    unsigned char *b = read_all(src, &n);
+    CHECK(b != NULL && write_all(path, b, n) == 0);
+    free(b);
+    status = run_child(child_gguf_truncated, path, 1, msg, sizeof msg);
+    CHECK(died_with_guard_line(status, msg, path));
+
+    /* SIGBUS the guard does not own: a mapping nobody registered, and a SIGBUS sent by kill */
+    make_model_dir("cut-unreg", dir, sizeof dir);
+    path_in(path, sizeof path, dir, "model.safetensors");
+    status = run_child(child_unregistered_truncated, path, 1, msg, sizeof msg);
+    CHECK_MSG(died_by_sigbus(status) && msg[0] == 0, "status 0x%x, stderr %s", status, msg);
+    status = run_child(child_kill_sigbus, NULL, 1, msg, sizeof msg);
+    CHECK_MSG(died_by_sigbus(status) && msg[0] == 0, "status 0x%x, stderr %s", status, msg);
+}
+
 static void rm_rf(const char *path) {
     char cmd[4300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
@@ -354,6 +589,8 @@ int main(void) {
     RUN(test_truncated_gguf);
     RUN(test_truncated_tokenizer);
     RUN(test_modified_while_loaded);
+    RUN(test_mapguard_registry);
+    RUN(test_truncated_while_mapped);
     lmc_backend_free(be_);
     rm_rf(tmp_);
     return TEST_END();
