@@ -9,6 +9,7 @@
  */
 #include "io/mapguard.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -171,7 +172,15 @@ lmc_status lmc_mapguard_install(void) {
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGBUS, &sa, &prev_) != 0) {
         atomic_store(&installed_, 0);
-        return lmc_fail(LMC_ERR_IO, "mapguard: cannot install the SIGBUS handler");
+        return lmc_fail(LMC_ERR_IO, "mapguard: cannot install the SIGBUS handler: %s", strerror(errno));
+    }
+    /* Read it back: a sanitizer runtime may keep its own handler and ignore ours
+     * (ASan with ASAN_OPTIONS=allow_user_segv_handler=0). */
+    struct sigaction cur;
+    if (sigaction(SIGBUS, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_sigbus) {
+        atomic_store(&installed_, 0);
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "mapguard: the SIGBUS handler did not stay installed (a sanitizer keeps "
+                        "its own? ASAN_OPTIONS=allow_user_segv_handler=0)");
     }
     atomic_store(&installed_, 2);
     return LMC_OK;

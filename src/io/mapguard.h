@@ -44,7 +44,8 @@ void lmc_mapguard_unregister(const void *base);
 
 /* Install the SIGBUS handler (sigaction, SA_SIGINFO). Idempotent and thread-safe; the
  * handler that was installed before is kept and called for faults outside registered
- * mappings. Returns LMC_ERR_IO when sigaction fails. */
+ * mappings. Returns LMC_ERR_IO when sigaction fails and LMC_ERR_UNSUPPORTED when the handler
+ * does not stay installed (ASan with allow_user_segv_handler=0 ignores it). */
 lmc_status lmc_mapguard_install(void);
 
 /* Live registered mappings (for tests and diagnostics). */

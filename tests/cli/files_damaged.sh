@@ -78,6 +78,7 @@ rc=$?
 # start_server LOG MODEL: lmc serve in the background; sets SPID and SPORT (empty on failure)
 start_server() {
     local log=$1 model=$2
+    : > "$log" # exists before the loop below reads it (the child opens it only once it runs)
     "$LMC" serve -m "$model" --port 0 2>"$log" &
     SPID=$!
     pids+=("$SPID")
@@ -102,6 +103,13 @@ demo_copy() { # DIR: the demo model's files (not its README or training log)
 }
 demo_copy "$T/live"
 demo_copy "$T/keep"
+case ${ASAN_OPTIONS:-} in
+*allow_user_segv_handler=0*)
+    # ASan then ignores lmc's sigaction(SIGBUS) and keeps its own handler (it reports the fault
+    # and exits 1): the guard cannot work, so this part is skipped, not failed.
+    echo "skip: truncated while served: ASAN_OPTIONS has allow_user_segv_handler=0 (ASan keeps its SIGBUS handler)" >&2
+    finish ;;
+esac
 if start_server "$T/live.log" "$T/live" && LPID=$SPID && LPORT=$SPORT && start_server "$T/keep.log" "$T/keep"; then
     KPORT=$SPORT
     complete "$LPORT" | grep -q '"text"' && ok || bad "server on the live copy does not answer before the cut"

@@ -415,9 +415,16 @@ static void test_mapguard_registry(void) {
 
 typedef void (*child_fn)(const char *arg);
 
+/* A SIGBUS handler a host program had before the guard: the guard must pass it what it does not own. */
+static void host_sigbus(int sig) {
+    (void)sig;
+    _exit(42);
+}
+
 /* Run fn(arg) in a child process whose stderr is captured into msg; SIGBUS starts at its
- * default action, then guard = 1 installs the guard. Returns the wait status (-1: no child).
- * A child whose fn returns exits 0: the touch did not fault. */
+ * default action (guard 2: at host_sigbus), then guard >= 1 installs the guard (exit 3 when it
+ * cannot). Returns the wait status (-1: no child). A child whose fn returns exits 0: the touch
+ * did not fault. */
 static int run_child(child_fn fn, const char *arg, int guard, char *msg, size_t cap) {
     int fds[2];
     msg[0] = 0;
@@ -432,7 +439,7 @@ static int run_child(child_fn fn, const char *arg, int guard, char *msg, size_t 
         setrlimit(RLIMIT_CORE, &no_core);
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
+        dfl.sa_handler = guard == 2 ? host_sigbus : SIG_DFL;
         sigaction(SIGBUS, &dfl, NULL);
         if (guard && lmc_mapguard_install() != LMC_OK) _exit(3);
         fn(arg);
@@ -527,9 +534,18 @@ static void child_kill_sigbus(const char *unused) {
     sleep(5);
 }
 
+static void child_nothing(const char *unused) { (void)unused; }
+
 static void test_truncated_while_mapped(void) {
     char dir[4200], path[4300], msg[8192];
-    int status;
+    int status = run_child(child_nothing, NULL, 1, msg, sizeof msg);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+        /* only under ASan with ASAN_OPTIONS=allow_user_segv_handler=0, which keeps ASan's handler */
+        fprintf(stderr, "  skip test_truncated_while_mapped: the SIGBUS guard cannot be installed here "
+                        "(a sanitizer keeps its own handler: allow_user_segv_handler=0?)\n");
+        return;
+    }
+    CHECK_EQ_INT(status, 0);
 
     /* the model's forward on CPU worker threads */
     make_model_dir("cut-live", dir, sizeof dir);
@@ -566,6 +582,16 @@ static void test_truncated_while_mapped(void) {
     CHECK_MSG(died_by_sigbus(status) && msg[0] == 0, "status 0x%x, stderr %s", status, msg);
     status = run_child(child_kill_sigbus, NULL, 1, msg, sizeof msg);
     CHECK_MSG(died_by_sigbus(status) && msg[0] == 0, "status 0x%x, stderr %s", status, msg);
+    /* ... and with a handler installed before the guard, that handler gets them */
+    make_model_dir("cut-host", dir, sizeof dir);
+    path_in(path, sizeof path, dir, "model.safetensors");
+    status = run_child(child_unregistered_truncated, path, 2, msg, sizeof msg);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 42, "status 0x%x, stderr %s", status, msg);
+    /* while a registered mapping under the same host handler is still the guard's */
+    make_model_dir("cut-host2", dir, sizeof dir);
+    path_in(path, sizeof path, dir, "model.safetensors");
+    status = run_child(child_thread_truncated, path, 2, msg, sizeof msg);
+    CHECK(died_with_guard_line(status, msg, path));
 }
 
 static void rm_rf(const char *path) {
