@@ -149,6 +149,12 @@ typedef struct lmc_backend_i {
      * from the checkpoint (transformers' XIELUActivation; eps is negative, -1e-6). */
     void (*xielu)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const float p[4]);
 
+    /* ---- optional fused ops; NULL where a backend has none (the model then runs the plain ops) ---- */
+    /* x += r, then y = rms_norm(x) with w, eps, w_offset as rms_norm above: the residual add and the
+     * norm after it in one pass. x, r, y f32 [d, n], y distinct from x and r. */
+    void (*add_rms_norm)(lmc_backend *be, lmc_tensor *x, const lmc_tensor *r, lmc_tensor *y, const lmc_tensor *w,
+                         float eps, float w_offset);
+
     /* ---- optional: recorded op sequences (CUDA graphs); NULL where a backend has none ----
      * graph_begin: the ops enqueued from now on are recorded, not run (1: recording started).
      * graph_end: stops recording and returns the recording, or NULL when it could not be made

@@ -115,6 +115,17 @@ static void residual_add(const lmc_model *m, lmc_tensor *x, lmc_tensor *y) {
     be->i->add(be, x, x, y);
 }
 
+/* x += r; h = norm(x) with w, as one backend op when the backend has it and the norm is an
+ * RMSNorm with a unit residual multiplier (RMSNorm has no bias); 0, nothing done, otherwise. */
+static int add_norm(const lmc_model *m, lmc_tensor *x, lmc_tensor *r, lmc_tensor *h, const lmc_tensor *w) {
+    lmc_backend *be = m->be;
+    const lmc_norm_kind k = m->profile.arch->norm;
+    if (!be->i->add_rms_norm || m->cfg.resid_mult != 1.0 || (k != LMC_NORM_RMS && k != LMC_NORM_RMS_PLUS_ONE))
+        return 0;
+    be->i->add_rms_norm(be, x, r, h, w && w->data ? w : NULL, (float)m->cfg.norm_eps, k == LMC_NORM_RMS_PLUS_ONE ? 1.0f : 0.0f);
+    return 1;
+}
+
 /* q/k norms of the descriptor, on q [H·hd, n] and k [KV·hd, n]. */
 static void qk_norm(const lmc_model *m, const lmc_layer *L, lmc_tensor *q, lmc_tensor *k, int n) {
     const lmc_config *c = &m->cfg;
@@ -176,12 +187,13 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     pos.ne[0] = n;
     seq.ne[0] = n;
 
-    /* attention */
+    /* attention (h may already hold the norm, fused with the last layer's residual add) */
     const lmc_tensor *in = &x;
     if (block != LMC_BLOCK_POST) {
-        norm(m, &h, &x, &L->attn_norm, &L->attn_norm_b);
+        if (!fs->h_normed) norm(m, &h, &x, &L->attn_norm, &L->attn_norm_b);
         in = &h;
     }
+    fs->h_normed = 0;
     linear(be, &q, &L->wq, &L->bq, in);
     linear(be, &k, &L->wk, &L->bk, in);
     linear(be, &v, &L->wv, &L->bv, in);
@@ -237,18 +249,25 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     }
     lmc_tp_reduce(m, &o);
     if (block == LMC_BLOCK_SANDWICH || block == LMC_BLOCK_POST) norm(m, &o, &o, &L->attn_post_norm, &L->attn_post_norm_b);
-    residual_add(m, &x, &o);
 
-    /* MLP */
+    /* MLP: x += o, then its norm (one op where the backend fuses them) */
     in = &x;
     if (block != LMC_BLOCK_POST) {
-        norm(m, &h, &x, &L->ffn_norm, &L->ffn_norm_b);
+        if (!add_norm(m, &x, &o, &h, &L->ffn_norm)) {
+            residual_add(m, &x, &o);
+            norm(m, &h, &x, &L->ffn_norm, &L->ffn_norm_b);
+        }
         in = &h;
+    } else {
+        residual_add(m, &x, &o);
     }
     mlp(fs, L, &o, in, &gate, &up);
     lmc_tp_reduce(m, &o);
     if (block == LMC_BLOCK_SANDWICH || block == LMC_BLOCK_POST) norm(m, &o, &o, &L->ffn_post_norm, &L->ffn_post_norm_b);
-    residual_add(m, &x, &o);
+    /* x += o, fused with the next layer's input norm where possible */
+    const int next = il + 1 < c->n_layers && block != LMC_BLOCK_POST;
+    fs->h_normed = next && add_norm(m, &x, &o, &h, &m->layers[il + 1].attn_norm);
+    if (!fs->h_normed) residual_add(m, &x, &o);
 }
 
 /* Dynamic NTK rope, before the layers: transformers' dynamic_rope_update per sequence. A forward
@@ -309,6 +328,7 @@ static void step_body(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_
         be->i->add(be, &x, &x, &h);
     }
     if (m->profile.arch->embed_norm) norm(m, &x, &x, &m->out_norm, &m->out_norm_b);
+    fs->h_normed = 0;
     for (int il = 0; il < m->cfg.n_layers; il++) layer_forward(fs, il, &k_cache[il], &v_cache[il], n, use_long);
     if (n_sel == 0) return;
     lmc_tensor sel = rows(&fs->h, n_sel), sidx = lmc_tensor_rows(&fs->sel_idx, 0, 1);

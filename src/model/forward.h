@@ -27,6 +27,7 @@ typedef struct lmc_forward_state {
     lmc_tensor logits;          /* f32 [V, LMC_LOGITS_CHUNK] */
     lmc_tensor tok, pos, seq;   /* i32 [B] */
     lmc_tensor sel_idx;         /* i32 [B] */
+    int h_normed;               /* h holds the next layer's input norm (fused with the residual add) */
     lmc_moe_scratch moe;        /* router / expert scratch (allocated for MoE models only) */
     /* per-token query scale (ministral3's llama-4 scaling): host [B], computed per forward */
     float *q_scale;

@@ -417,6 +417,13 @@ static void cpu_rms_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, co
     dispatch(be, &o);
 }
 
+/* The fused add + norm as the two ops in sequence (the same arithmetic). */
+static void cpu_add_rms_norm(lmc_backend *be, lmc_tensor *x, const lmc_tensor *r, lmc_tensor *y, const lmc_tensor *w,
+                             float eps, float w_offset) {
+    cpu_add(be, x, x, r);
+    cpu_rms_norm(be, y, x, w, eps, w_offset);
+}
+
 static void cpu_layer_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w,
                            const lmc_tensor *b, float eps) {
     LMC_ASSERT(x->ne[0] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
@@ -650,6 +657,7 @@ static const lmc_backend_i cpu_iface = {
     .add = cpu_add,
     .scale = cpu_scale,
     .rms_norm = cpu_rms_norm,
+    .add_rms_norm = cpu_add_rms_norm,
     .layer_norm = cpu_layer_norm,
     .rope = cpu_rope,
     .kv_store = cpu_kv_store,

@@ -371,6 +371,18 @@ static void cuda_rms_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, c
     lmc_cuda_launched(c, "rms_norm");
 }
 
+static void cuda_add_rms_norm(lmc_backend *be, lmc_tensor *x, const lmc_tensor *r, lmc_tensor *y, const lmc_tensor *w,
+                              float eps, float w_offset) {
+    cuda_ctx *c = CTX(be);
+    const int64_t d = x->ne[0];
+    LMC_ASSERT(d == y->ne[0] && d == r->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y) &&
+               lmc_tensor_nrows(x) == lmc_tensor_nrows(r) && is_contig(x) && is_contig(r) && is_contig(y));
+    LMC_ASSERT(!w || (lmc_tensor_nelem(w) % d == 0 && lmc_tensor_nelem(w) >= d && lmc_dtype_is_float(w->type)));
+    lmc_cuda_add_rms_norm(c->stream, x->data, r->data, y->data, d, lmc_tensor_nrows(x), w ? w->data : NULL,
+                          w ? (int)w->type : 0, w ? lmc_tensor_nelem(w) / d : 1, eps, w_offset);
+    lmc_cuda_launched(c, "add_rms_norm");
+}
+
 static void cuda_layer_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w,
                             const lmc_tensor *b, float eps) {
     cuda_ctx *c = CTX(be);
@@ -386,7 +398,7 @@ static void cuda_layer_norm(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x,
 
 static void cuda_rope(lmc_backend *be, lmc_tensor *x, const lmc_tensor *pos, const lmc_rope_op *op) {
     cuda_ctx *c = CTX(be);
-    LMC_ASSERT(op->n_rot % 2 == 0 && op->n_rot <= x->ne[0] && lmc_tensor_nelem(pos) == x->ne[2]);
+    LMC_ASSERT(op->n_rot % 2 == 0 && op->n_rot <= x->ne[0] && op->n_rot <= 512 && lmc_tensor_nelem(pos) == x->ne[2]);
     LMC_ASSERT(op->inv_freq && op->inv_freq->type == LMC_DTYPE_F32 && op->inv_freq->ne[0] >= op->n_rot / 2);
     lmc_cuda_rope(c->stream, x->data, x->ne[0], x->ne[1], x->ne[2], pos->data, op->inv_freq->data, op->n_rot,
                   op->interleaved, op->attn_factor);
@@ -472,6 +484,7 @@ static const lmc_backend_i cuda_iface = {
     .add = cuda_add,
     .scale = cuda_scale,
     .rms_norm = cuda_rms_norm,
+    .add_rms_norm = cuda_add_rms_norm,
     .layer_norm = cuda_layer_norm,
     .rope = cuda_rope,
     .kv_store = cuda_kv_store,

@@ -62,6 +62,10 @@ lmc_cuda_w lmc_cuda_wdesc(const lmc_tensor *t);
 /* y = W x (cuda_backend.c); x, y contiguous f32 */
 void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x);
 
+/* cuda_ops.cu: x += r; y = rms_norm(x) (the backend's add_rms_norm) */
+void lmc_cuda_add_rms_norm(cudaStream_t s, float *x, const float *r, float *y, int64_t d, int64_t rows, const void *w,
+                           int wtype, int64_t w_rows, float eps, float w_offset);
+
 /* cuda_graph.c: the backend's graph_* entries (backend.h) */
 int lmc_cuda_graph_begin(lmc_backend *be);
 void *lmc_cuda_graph_end(lmc_backend *be);

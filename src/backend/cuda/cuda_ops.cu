@@ -126,28 +126,73 @@ static __device__ float block_sum(float v, float *sh) {
     return warp_sum(t);
 }
 
-__global__ void k_rms_norm(float *y, const float *x, int64_t d, const void *w, int wt, int64_t w_rows, float eps,
-                           float w_off) {
+/* Per row (one block): y = x / rms(x) · (w + w_off); with r, x += r first (x is then written:
+ * the residual add fused into the norm that follows it). The row stays in registers between the
+ * sum of squares and the scaling (RN_PER values per thread cover rows up to RN_PER · blockDim). */
+#define RN_PER 8
+template <int FUSED>
+__global__ void k_rms_norm(float *y, float *x, const float *r, int64_t d, const void *w, int wt, int64_t w_rows,
+                           float eps, float w_off) {
     __shared__ float sh[32];
-    const int64_t r = blockIdx.x;
-    const float *xr = x + r * d;
-    float *yr = y + r * d;
+    const int64_t row = blockIdx.x;
+    float *xr = x + row * d;
+    float *yr = y + row * d;
+    const float *rr = FUSED ? r + row * d : NULL;
+    const int cached = d <= (int64_t)RN_PER * blockDim.x;
+    float v[RN_PER];
     float ss = 0;
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
+    if (cached) {
+#pragma unroll
+        for (int j = 0; j < RN_PER; j++) {
+            const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
+            float a = 0.0f;
+            if (i < d) {
+                a = xr[i];
+                if (FUSED) { a += rr[i]; xr[i] = a; }
+            }
+            v[j] = a;
+            ss += a * a;
+        }
+    } else {
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+            float a = xr[i];
+            if (FUSED) { a += rr[i]; xr[i] = a; }
+            ss += a * a;
+        }
+    }
     ss = block_sum(ss, sh);
     const float inv = 1.0f / sqrtf(ss / (float)d + eps);
-    const int64_t wo = w ? (r % w_rows) * d : 0;
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-        const float wv = w ? ld_float(wt, w, wo + i) + w_off : 1.0f;
-        yr[i] = xr[i] * inv * wv;
+    const int64_t wo = w ? (row % w_rows) * d : 0;
+    if (cached) {
+#pragma unroll
+        for (int j = 0; j < RN_PER; j++) {
+            const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
+            if (i < d) yr[i] = v[j] * inv * (w ? ld_float(wt, w, wo + i) + w_off : 1.0f);
+        }
+    } else {
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+            const float wv = w ? ld_float(wt, w, wo + i) + w_off : 1.0f;
+            yr[i] = xr[i] * inv * wv;
+        }
     }
+}
+
+static int rn_threads(int64_t d) {
+    int th = 32;
+    while (th < 1024 && (int64_t)th * RN_PER < d) th *= 2;
+    return th;
 }
 
 extern "C" void lmc_cuda_rms_norm(cudaStream_t s, float *y, const float *x, int64_t d, int64_t rows, const void *w,
                                   int wtype, int64_t w_rows, float eps, float w_offset) {
     if (rows <= 0) return;
-    const int th = d >= 1024 ? 1024 : d >= 256 ? 256 : 64;
-    k_rms_norm<<<(unsigned)rows, th, 0, s>>>(y, x, d, w, wtype, w_rows, eps, w_offset);
+    k_rms_norm<0><<<(unsigned)rows, rn_threads(d), 0, s>>>(y, (float *)x, NULL, d, w, wtype, w_rows, eps, w_offset);
+}
+
+extern "C" void lmc_cuda_add_rms_norm(cudaStream_t s, float *x, const float *r, float *y, int64_t d, int64_t rows,
+                                      const void *w, int wtype, int64_t w_rows, float eps, float w_offset) {
+    if (rows <= 0) return;
+    k_rms_norm<1><<<(unsigned)rows, rn_threads(d), 0, s>>>(y, x, r, d, w, wtype, w_rows, eps, w_offset);
 }
 
 __global__ void k_layer_norm(float *y, const float *x, int64_t d, const void *w, int wt, int64_t w_rows, const void *b,
@@ -181,22 +226,33 @@ extern "C" void lmc_cuda_layer_norm(cudaStream_t s, float *y, const float *x, in
 
 /* ------------------------------------------------------------ rope, kv store */
 
-/* one block per token; threads over (head, pair) */
+/* Block (token t, group of heads): the first n_rot/2 threads compute the angles' cos and sin once
+ * into shared memory (as the CPU reference: angle = pos · inv_freq[i], in f32), then every thread
+ * rotates one (head, pair) of the group. */
+#define ROPE_TH 256
 __global__ void k_rope(float *x, int64_t hd, int64_t n_head, const int32_t *pos, const float *inv, int n_rot,
                        int interleaved, float af) {
+    __shared__ float cs[ROPE_TH], sn[ROPE_TH];
     const int64_t t = blockIdx.x;
     const int half = n_rot / 2;
     const float p = (float)pos[t];
-    for (int64_t j = threadIdx.x; j < n_head * half; j += blockDim.x) {
-        const int64_t h = j / half;
-        const int i = (int)(j % half);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
         const float ang = p * inv[i];
-        const float c = cosf(ang) * af, sn = sinf(ang) * af;
+        cs[i] = cosf(ang) * af;
+        sn[i] = sinf(ang) * af;
+    }
+    __syncthreads();
+    const int64_t heads_per_block = blockDim.x / half > 0 ? blockDim.x / half : 1;
+    const int64_t h0 = (int64_t)blockIdx.y * heads_per_block;
+    for (int64_t j = threadIdx.x; j < heads_per_block * half; j += blockDim.x) {
+        const int64_t h = h0 + j / half;
+        if (h >= n_head) break;
+        const int i = (int)(j % half);
         float *v = x + (t * n_head + h) * hd;
         const int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
         const float x0 = v[i0], x1 = v[i1];
-        v[i0] = x0 * c - x1 * sn;
-        v[i1] = x1 * c + x0 * sn;
+        v[i0] = x0 * cs[i] - x1 * sn[i];
+        v[i1] = x1 * cs[i] + x0 * sn[i];
     }
 }
 
@@ -204,9 +260,13 @@ extern "C" void lmc_cuda_rope(cudaStream_t s, float *x, int64_t hd, int64_t n_he
                               const int32_t *pos, const float *inv_freq, int n_rot, int interleaved,
                               float attn_factor) {
     if (n_tok <= 0 || n_rot <= 0) return;
-    k_rope<<<(unsigned)n_tok, 128, 0, s>>>(x, hd, n_head, pos, inv_freq, n_rot, interleaved, attn_factor);
+    const int half = n_rot / 2; /* ≤ ROPE_TH: cuda_rope checks n_rot ≤ 512 */
+    const int64_t hpb = ROPE_TH / half;
+    k_rope<<<dim3((unsigned)n_tok, (unsigned)((n_head + hpb - 1) / hpb)), ROPE_TH, 0, s>>>(
+        x, hd, n_head, pos, inv_freq, n_rot, interleaved, attn_factor);
 }
 
+/* Block (token, chunk of 1024 values of the row). */
 __global__ void k_kv_store(float *cache, int64_t row, int64_t n_ctx, int64_t n_seq, const float *kv,
                            const int32_t *pos, const int32_t *seq) {
     const int64_t t = blockIdx.x;
@@ -214,12 +274,13 @@ __global__ void k_kv_store(float *cache, int64_t row, int64_t n_ctx, int64_t n_s
     if (sq < 0 || sq >= n_seq || p < 0) return; /* the forward validated both; never write out of bounds */
     float *dst = cache + (sq * n_ctx + p % n_ctx) * row;
     const float *src = kv + t * row;
-    for (int64_t i = threadIdx.x; i < row; i += blockDim.x) dst[i] = src[i];
+    for (int64_t i = blockIdx.y * 1024 + threadIdx.x; i < row && i < (blockIdx.y + 1) * 1024; i += blockDim.x)
+        dst[i] = src[i];
 }
 
 extern "C" void lmc_cuda_kv_store(cudaStream_t s, float *cache, int64_t row, int64_t n_ctx, int64_t n_seq,
                                   const float *kv, int64_t n, const int32_t *pos, const int32_t *seq) {
-    if (n > 0) k_kv_store<<<(unsigned)n, 256, 0, s>>>(cache, row, n_ctx, n_seq, kv, pos, seq);
+    if (n > 0) k_kv_store<<<dim3((unsigned)n, (unsigned)((row + 1023) / 1024)), 256, 0, s>>>(cache, row, n_ctx, n_seq, kv, pos, seq);
 }
 
 /* ------------------------------------------------------------ mixture of experts */
