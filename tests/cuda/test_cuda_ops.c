@@ -299,8 +299,9 @@ static void test_elementwise(void) {
 }
 
 static void test_norms(void) {
-    const int64_t shapes[][2] = {{64, 3}, {896, 5}, {4099, 2}, {128, 24}};
-    for (size_t si = 0; si < 4; si++) {
+    /* 9000 > 8 · 1024: the row does not stay in registers */
+    const int64_t shapes[][2] = {{64, 3}, {896, 5}, {4099, 2}, {128, 24}, {9000, 2}};
+    for (size_t si = 0; si < 5; si++) {
         const int64_t d = shapes[si][0], n = shapes[si][1];
         pair x, y;
         pair_f32(&x, d, n, 1, 3.0f);
@@ -325,6 +326,17 @@ static void test_norms(void) {
         ref->i->layer_norm(ref, &y.c, &x.c, NULL, NULL, 1e-5f);
         gpu->i->layer_norm(gpu, &y.g, &x.g, NULL, NULL, 1e-5f);
         compare(&y, 1e-5, "layer_norm bare");
+        /* the residual add fused with the norm after it: x += r, y = norm(x) */
+        pair r;
+        pair_f32(&r, d, n, 1, 1.0f);
+        ref->i->add_rms_norm(ref, &x.c, &r.c, &y.c, &w4.c, 1e-5f, 1.0f);
+        gpu->i->add_rms_norm(gpu, &x.g, &r.g, &y.g, &w4.g, 1e-5f, 1.0f);
+        compare(&y, 1e-5, "add_rms_norm");
+        compare(&x, 1e-6, "add_rms_norm sum");
+        ref->i->add_rms_norm(ref, &x.c, &r.c, &y.c, NULL, 1e-6f, 0.0f);
+        gpu->i->add_rms_norm(gpu, &x.g, &r.g, &y.g, NULL, 1e-6f, 0.0f);
+        compare(&y, 1e-5, "add_rms_norm no weight");
+        pair_free(&r);
         /* in place */
         ref->i->rms_norm(ref, &x.c, &x.c, &w1.c, 1e-6f, 0.0f);
         gpu->i->rms_norm(gpu, &x.g, &x.g, &w1.g, 1e-6f, 0.0f);
@@ -339,14 +351,14 @@ static void test_norms(void) {
 
 static void test_rope(void) {
     const int cfg[][4] = {/* head_dim, n_rot, interleaved, n_head */ {64, 64, 0, 4}, {64, 32, 0, 3}, {128, 128, 1, 2},
-                          {80, 40, 1, 5}};
-    for (int ci = 0; ci < 4; ci++) {
+                          {80, 40, 1, 5}, {128, 128, 0, 32}, {256, 64, 0, 9}, {512, 512, 0, 3}};
+    for (int ci = 0; ci < 7; ci++) {
         const int hd = cfg[ci][0], nr = cfg[ci][1], nh = cfg[ci][3], n = 6;
         pair x, pos, inv;
         pair_f32(&x, hd, nh, n, 2.0f);
         int32_t p[6] = {0, 1, 7, 100, 4095, 70000};
         pair_i32(&pos, p, n);
-        float f[128];
+        float f[256];
         for (int i = 0; i < nr / 2; i++) f[i] = powf(10000.0f, -2.0f * i / nr);
         pair_alloc(&inv, LMC_DTYPE_F32, nr / 2, 1, 1);
         pair_set(&inv, f);
