@@ -1,11 +1,14 @@
 /* bench_matmul.c — speed of the CPU backend's matmul per weight type, alone.
  *
- *   build/bench/bench_matmul [--in N] [--out N] [--tokens 1,64] [--threads 1,2] [--reps N]
+ *   build/bench/bench_matmul [--in N] [--out N] [--fit BYTES] [--tokens 1,64] [--threads 1,2] [--reps N]
+ *                            [--types q8_0,q4_0,...]
  *
  * A random weight [in, out] (default 896 × 151936: Qwen2.5-0.5B's tied head,
  * 130-270 MB so it streams from memory) is quantized to each type; for each
  * token count the best of --reps runs is reported as ms, weight GB/s (decode:
  * the fraction of memory bandwidth the kernel reaches) and GFLOP/s (prefill).
+ * --fit BYTES sizes --out per type so the weight takes about BYTES (e.g. 1048576: it
+ * stays in L2 and the figure is the kernel's compute rate, not the memory's).
  * A benchmark, not a test: results go to docs/BENCHMARKS.md by hand.
  */
 #include <math.h>
@@ -26,10 +29,14 @@ static double now_s(void) {
 int main(int argc, char **argv) {
     int64_t in = 896, out = 151936;
     int toks[8] = {1, 64}, n_toks = 2, thr[8] = {1, 2}, n_thr = 2, reps = 5;
+    long long fit = 0;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--in") && i + 1 < argc) in = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--fit") && i + 1 < argc) fit = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--types") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
             n_toks = 0;
             for (char *t = strtok(argv[++i], ","); t && n_toks < 8; t = strtok(NULL, ",")) toks[n_toks++] = atoi(t);
@@ -37,7 +44,8 @@ int main(int argc, char **argv) {
             n_thr = 0;
             for (char *t = strtok(argv[++i], ","); t && n_thr < 8; t = strtok(NULL, ",")) thr[n_thr++] = atoi(t);
         } else {
-            fprintf(stderr, "usage: bench_matmul [--in N] [--out N] [--tokens 1,64] [--threads 1,2] [--reps N]\n");
+            fprintf(stderr, "usage: bench_matmul [--in N] [--out N] [--fit BYTES] [--tokens 1,64] [--threads 1,2] "
+                            "[--reps N] [--types bf16,q8_0,...]\n");
             return 2;
         }
     }
@@ -46,14 +54,27 @@ int main(int argc, char **argv) {
     float *row = malloc((size_t)in * sizeof *row);
     int maxt = 0;
     for (int k = 0; k < n_toks; k++) maxt = toks[k] > maxt ? toks[k] : maxt;
-    float *x = malloc((size_t)in * maxt * sizeof *x), *y = malloc((size_t)out * maxt * sizeof *y);
+    float *x = malloc((size_t)in * maxt * sizeof *x), *y = NULL;
     unsigned s = 1;
     for (int64_t i = 0; i < in * maxt; i++) { s = s * 1103515245u + 12345u; x[i] = (float)((s >> 9) % 2001) / 1000.0f - 1.0f; }
-    printf("weight [%lld, %lld]\n\n| type | threads | tokens | ms | weight GB/s | GFLOP/s |\n|---|---|---|---|---|---|\n",
-           (long long)in, (long long)out);
+    const int64_t out_arg = out;
+    printf("weight [%lld, out]\n\n| type | out | threads | tokens | ms | weight GB/s | GFLOP/s |\n|---|---|---|---|---|---|---|\n",
+           (long long)in);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const lmc_dtype t = types[ti];
-        if (in % lmc_dtype_block_elems(t)) { printf("| %s | - | - | (in %% %lld != 0) | | |\n", lmc_dtype_name(t), (long long)lmc_dtype_block_elems(t)); continue; }
+        if (only) { /* a comma-separated list of lower-case names */
+            char name[16];
+            snprintf(name, sizeof name, "%s", lmc_dtype_name(t));
+            for (char *c = name; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+            const char *hit = strstr(only, name);
+            const size_t nl = strlen(name);
+            if (!hit || (hit != only && hit[-1] != ',') || (hit[nl] && hit[nl] != ',')) continue;
+        }
+        out = out_arg;
+        if (fit) out = (int64_t)((double)fit / ((double)lmc_dtype_row_bytes(t, in) + 1e-9)) / 4 * 4 + 4;
+        free(y);
+        y = malloc((size_t)out * maxt * sizeof *y);
+        if (in % lmc_dtype_block_elems(t)) { printf("| %s | - | - | - | (in %% %lld != 0) | | |\n", lmc_dtype_name(t), (long long)lmc_dtype_block_elems(t)); continue; }
         lmc_tensor w = lmc_tensor_make(t, in, out, 1, 1);
         size_t wbytes = lmc_tensor_nbytes(&w);
         w.data = aligned_alloc(64, (wbytes + 63) / 64 * 64);
@@ -90,7 +111,7 @@ int main(int argc, char **argv) {
                     double dt = now_s() - t0;
                     if (r > 0 && dt < best) best = dt;
                 }
-                printf("| %s | %d | %d | %.2f | %.1f | %.1f |\n", lmc_dtype_name(t), thr[hi], toks[k], best * 1e3,
+                printf("| %s | %lld | %d | %d | %.3f | %.1f | %.1f |\n", lmc_dtype_name(t), (long long)out, thr[hi], toks[k], best * 1e3,
                        (double)wbytes / best / 1e9, 2.0 * (double)in * (double)out * toks[k] / best / 1e9);
                 fflush(stdout);
             }

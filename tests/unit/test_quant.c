@@ -483,6 +483,102 @@ static void test_matmul_all_types(void) {
     lmc_cpu_simd_enable(1);
 }
 
+/* The Q8_0 quantization of activations as ggml's quantize_row_q8_0 defines it (d = amax/127,
+ * q = roundf(x·(1/d))), written here from that definition. */
+static void q8_act_ref(const float *x, int64_t in, int8_t *q, float *d) {
+    for (int64_t b = 0; b < in / 32; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        d[b] = amax / 127;
+        const float id = d[b] ? 1.0f / d[b] : 0.0f;
+        for (int j = 0; j < 32; j++) q[32 * b + j] = (int8_t)roundf(x[32 * b + j] * id);
+    }
+}
+
+/* Code j (0..31) of a Q8_0 / Q4_0 block, offset removed, straight from the block layout. */
+static int q_code(lmc_dtype t, const uint8_t *blk, int j) {
+    if (t == LMC_DTYPE_Q8_0) return (int8_t)blk[2 + j];
+    return (j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8;
+}
+
+/* Q8_0 and Q4_0 decode kernels (each SIMD tier this CPU has) against the product they must
+ * compute exactly up to f32 rounding: Σ_b dw·dx·Σ code·q over Q8_0-quantized activations.
+ * Rows of random codes (Q8_0's full range, -128 included), weights allocated to the byte (ASan
+ * sees any read past the last row), widths with 0-3 blocks past the kernels' groups of 4, row
+ * counts that leave 1-3 rows over, 1 and 3 tokens, 1 and 2 threads (identical results), an
+ * all-zero and a huge activation block. Error relative to Σ|dw·dx·code·q| of the row. */
+static void test_matmul_q8act_exact(void) {
+    const int64_t ins[] = {32, 96, 128, 800, 864, 4864}, outs[] = {1, 13, 67};
+    const lmc_dtype types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
+    const int tiers[] = {LMC_SIMD_AVX512, LMC_SIMD_AVX2};
+    lmc_backend *be1, *be2;
+    LMC_ASSERT(lmc_backend_cpu_init(&be1, 1, 0) == LMC_OK && lmc_backend_cpu_init(&be2, 2, 0) == LMC_OK);
+    for (int ti = 0; ti < 2; ti++) {
+        if (lmc_cpu_simd_set_level(tiers[ti]) != tiers[ti]) continue;
+        for (int ty = 0; ty < 2; ty++)
+            for (size_t ii = 0; ii < sizeof ins / sizeof ins[0]; ii++)
+                for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
+                    const lmc_dtype t = types[ty];
+                    const int64_t in = ins[ii], out = outs[oi], n_tok = 1 + 2 * (int64_t)(oi % 2 == 0);
+                    lmc_tensor w = lmc_tensor_make(t, in, out, 1, 1);
+                    uint8_t *data = malloc(lmc_tensor_nbytes(&w));
+                    w.data = data;
+                    const size_t bb = lmc_dtype_block_bytes(t);
+                    for (int64_t b = 0; b < in / 32 * out; b++) {
+                        uint8_t *blk = data + (size_t)b * bb;
+                        put16(blk, rand_scale16());
+                        for (size_t j = 2; j < bb; j++) blk[j] = (uint8_t)rnd();
+                    }
+                    float *x = malloc(in * n_tok * 4), *y1 = malloc(out * n_tok * 4), *y2 = malloc(out * n_tok * 4);
+                    for (int64_t i = 0; i < in * n_tok; i++) x[i] = gauss();
+                    if (in >= 96) {
+                        for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;        /* d = 0 */
+                        for (int j = 0; j < 32; j++) x[64 + j] *= 1e4f;        /* large, still finite codes */
+                        x[64] = 3.5f * 1e4f / 127.0f * 127.0f;                   /* near a rounding tie */
+                    }
+                    run_matmul(be1, &w, x, n_tok, y1);
+                    run_matmul(be2, &w, x, n_tok, y2);
+                    int8_t *xq = malloc(in);
+                    float *xd = malloc(in / 32 * 4);
+                    double worst = 0;
+                    int same = 1;
+                    for (int64_t tk = 0; tk < n_tok; tk++) {
+                        q8_act_ref(x + tk * in, in, xq, xd);
+                        for (int64_t o = 0; o < out; o++) {
+                            double sum = 0, mag = 0;
+                            for (int64_t b = 0; b < in / 32; b++) {
+                                const uint8_t *blk = data + (size_t)(o * (in / 32) + b) * bb;
+                                long is = 0, ia = 0;
+                                for (int j = 0; j < 32; j++) {
+                                    const long p = (long)q_code(t, blk, j) * xq[32 * b + j];
+                                    is += p;
+                                    ia += p < 0 ? -p : p;
+                                }
+                                const double s = (double)f16f(blk) * xd[b];
+                                sum += s * (double)is;
+                                mag += fabs(s) * (double)ia;
+                            }
+                            const size_t k = (size_t)(tk * out + o);
+                            double e = fabs(y1[k] - sum) / (mag > 0 ? mag : 1);
+                            worst = e == e ? fmax(worst, e) : INFINITY;
+                            same &= y1[k] == y2[k];
+                        }
+                    }
+                    CHECK_MSG(worst <= 1e-5, "%s tier %d in %lld out %lld: relative error %.3g", lmc_dtype_name(t),
+                              tiers[ti], (long long)in, (long long)out, worst);
+                    CHECK_MSG(same, "%s tier %d in %lld out %lld: 1 and 2 threads differ", lmc_dtype_name(t), tiers[ti],
+                              (long long)in, (long long)out);
+                    if (in == 864 && oi == 2)
+                        printf("  %s (%s) in %lld: relative error %.2e against the Q8_0-activation product\n",
+                               lmc_dtype_name(t), ti ? "AVX2" : "AVX-512", (long long)in, worst);
+                    free(data); free(x); free(y1); free(y2); free(xq); free(xd);
+                }
+    }
+    lmc_cpu_simd_enable(1);
+    lmc_backend_free(be1);
+    lmc_backend_free(be2);
+}
+
 /* Prefill on AMX tiles (when the machine has them) for bf16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K,
  * MLX4 and MLX8 weights (Q3_K: sgemm, checked alike): 16-row
  * tiles on both threads plus an sgemm tail, token counts that fill 1..5 token tiles partly,
@@ -561,6 +657,7 @@ int main(void) {
     RUN(test_roundtrip);
     RUN(test_rejects);
     RUN(test_matmul_all_types);
+    RUN(test_matmul_q8act_exact);
     RUN(test_matmul_amx_prefill);
     RUN(test_get_rows_quant);
     return TEST_END();

@@ -35,6 +35,33 @@
 #endif
 
 static int simd_level = -1; /* -1: not probed yet, else an LMC_SIMD_* tier */
+static int n_streams = 4;     /* row stretches one thread reads side by side (1, 2 or 4) */
+static size_t pf_bytes = 1024; /* software prefetch distance in each stretch */
+
+/* Byte-gather indices for vpermt2b (two 64-byte loads → one vector of codes) and word-gather
+ * indices for the f16 block scales, filled once by lmc_cpu_simd_set_level. Byte 16j + m of a
+ * gathered vector is code byte m of block j (first halves) or 16 + m (second halves, Q8_0).
+ * Q4_0 (4 blocks of 18 bytes): loads at blk and blk + 8; scale lane l ← block l/4 from blk.
+ * Q8_0 (4 blocks of 34 bytes): first halves from (blk, blk + 64), second halves from
+ * (blk + 8, blk + 72); scale lane l ← block l/4 from (blk, blk + 64). */
+static uint8_t q4_qidx[64], q8_aidx[64], q8_bidx[64];
+static uint16_t q4_sidx[32], q8_sidx[32];
+
+static void fill_tables(void) {
+    for (int i = 0; i < 64; i++) {
+        const int j = i / 16, m = i % 16;
+        const int s4 = 18 * j + 2 + m; /* byte of the 72 */
+        q4_qidx[i] = (uint8_t)(s4 < 64 ? s4 : 64 + s4 - 8);
+        q8_aidx[i] = (uint8_t)(34 * j + 2 + m); /* < 120: (blk, blk + 64) as is */
+        const int s8 = 34 * j + 18 + m;         /* 18..135 */
+        q8_bidx[i] = (uint8_t)(s8 < 72 ? s8 - 8 : 64 + s8 - 72);
+    }
+    for (int l = 0; l < 32; l++) {
+        const int j = (l / 4) % 4;
+        q4_sidx[l] = (uint16_t)(9 * j);
+        q8_sidx[l] = (uint16_t)(17 * j); /* bytes 0, 34 of blk; 68, 102 = words 2, 19 of blk + 64 */
+    }
+}
 
 int lmc_cpu_simd_set_level(int max_level) {
     int best = LMC_SIMD_OFF;
@@ -43,10 +70,11 @@ int lmc_cpu_simd_set_level(int max_level) {
     if (lmc_cpu_avx2_supported()) best = LMC_SIMD_AVX2;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma"))
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma"))
         best = LMC_SIMD_AVX512;
 #endif
     simd_level = max_level < best ? max_level : best;
+    if (simd_level == LMC_SIMD_AVX512) fill_tables();
     return simd_level;
 }
 
@@ -57,6 +85,9 @@ void lmc_cpu_simd_enable(int on) { lmc_cpu_simd_set_level(on ? LMC_SIMD_AVX512 :
 static void simd_probe(void) {
     const char *e = getenv("LMC_SIMD");
     int cap = LMC_SIMD_AVX512;
+    const char *st = getenv("LMC_STREAMS"), *pf = getenv("LMC_PF");
+    if (st && (atoi(st) == 1 || atoi(st) == 2 || atoi(st) == 4)) n_streams = atoi(st);
+    if (pf) pf_bytes = (size_t)atol(pf);
     if (e && !strcmp(e, "off")) cap = LMC_SIMD_OFF;
     else if (e && !strcmp(e, "avx2")) cap = LMC_SIMD_AVX2;
     lmc_cpu_simd_set_level(cap);
@@ -89,10 +120,20 @@ static int64_t n_groups(const lmc_tensor *w) {
     return span ? w->ne[0] / span : 0;
 }
 
-/* f32 kinds: [in] activations then [n_groups] group sums, per token. Q8: xq[in] int8, xd[in/32], xs[in/32]. */
+/* Q8 activations, per token: xq int8[in], xd[in/32] f32 block scales, xs[in/32] = xd·Σq, then
+ * (from q8_side_off, 64-byte aligned within the token) per group of 4 whole blocks the lane
+ * vectors of the AVX-512 kernels: f32 dxv[16] (lane l: the scale of block l/4) and int32
+ * corr[16] (-8 or -128 times Σq over lane l's 8 elements: the offset of Q4_0 codes / of Q8_0
+ * codes flipped to unsigned). On the AVX-512 tier xq is permuted per group: the first halves
+ * of the 4 blocks, then their second halves (lane l of a vpdpbusd covers elements 4(l%4)..+3
+ * of block l/4 in the first, 16 + those in the second); the remainder blocks stay in order. */
+#define Q8_SIDE_BYTES 128
+static size_t q8_side_off(int64_t in) { return ((size_t)in + 8 * (size_t)(in / 32) + 63) / 64 * 64; }
+
+/* f32 kinds: [in] activations then [n_groups] group sums, per token. Q8: above. */
 static size_t token_bytes(const lmc_tensor *w) {
     const int64_t in = w->ne[0];
-    if (kind_of(w) == ACT_Q8) return (size_t)in + 8 * (size_t)(in / 32);
+    if (kind_of(w) == ACT_Q8) return q8_side_off(in) + Q8_SIDE_BYTES * (size_t)(in / 128);
     return 4 * (size_t)(in + n_groups(w));
 }
 
@@ -110,6 +151,10 @@ int lmc_cpu_simd_has(const lmc_tensor *w) {
 
 size_t lmc_cpu_simd_act_bytes(const lmc_tensor *w, int64_t n_tok) { return token_bytes(w) * (size_t)n_tok; }
 
+#ifdef LMC_HAVE_AVX512
+static void q8_prepare_avx512(int q4, const float *x, int64_t in, char *p);
+#endif
+
 void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
     const int64_t in = w->ne[0];
     const act_kind kind = kind_of(w);
@@ -117,6 +162,12 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
         const float *xt = x + (size_t)t * in;
         char *p = (char *)buf + token_bytes(w) * (size_t)t;
         if (kind == ACT_Q8) {
+#ifdef LMC_HAVE_AVX512
+            if (simd_level == LMC_SIMD_AVX512) {
+                q8_prepare_avx512(w->type == LMC_DTYPE_Q4_0, xt, in, p);
+                continue;
+            }
+#endif
             int8_t *q = (int8_t *)p;
             float *xd = (float *)(void *)(p + in), *xs = xd + in / 32;
             for (int64_t b = 0; b < in / 32; b++) {
@@ -155,13 +206,25 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
 
 /* Only the kernels below are compiled for AVX-512 (code above runs on any x86-64). */
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,f16c,fma")
 
 /* Software prefetch: each kernel reads rows o..o+3 side by side, and the next call reads
  * o+4..o+7, so the line to fetch is the same offset 4 rows on (pf = 4 · row stride bytes):
  * rows are often shorter than a useful prefetch distance (896 Q4_0 weights = 504 bytes). */
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+/* The four horizontal sums of a[0..3] at once (a transposing add tree, ~11 instructions
+ * instead of 4 × 8). */
+static inline void hsum4x512(const __m512 a[4], float out[4]) {
+    const __m512 s01 = _mm512_add_ps(_mm512_shuffle_f32x4(a[0], a[1], 0x44), _mm512_shuffle_f32x4(a[0], a[1], 0xEE));
+    const __m512 s23 = _mm512_add_ps(_mm512_shuffle_f32x4(a[2], a[3], 0x44), _mm512_shuffle_f32x4(a[2], a[3], 0xEE));
+    /* s01: lanes 0-7 a0's halves summed, 8-15 a1's; s23 likewise */
+    __m512 w = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
+    /* w: 4 lanes per input, in order */
+    w = _mm512_add_ps(w, _mm512_permute_ps(w, 0x4E));
+    w = _mm512_add_ps(w, _mm512_permute_ps(w, 0xB1));
+    _mm_storeu_ps(out, _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), w)));
+}
 static inline float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -183,7 +246,8 @@ static void rows4_bf16(const char *const r[4], const float *xp, int64_t in, size
             ao[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi_mask)), xo, ao[k]);
         }
     }
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum512(_mm512_add_ps(ae[k], ao[k]));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) ae[k] = _mm512_add_ps(ae[k], ao[k]);
+    hsum4x512(ae, out);
 }
 
 static void rows4_f16(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
@@ -201,37 +265,135 @@ static void rows4_f16(const char *const r[4], const float *xp, int64_t in, size_
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum512(_mm512_add_ps(a[k], b[k]));
 }
 
-/* Q8_0 / Q4_0 against Q8_0 activations. */
-static void rows4_q8(int q4, const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
-    const int8_t *xq = (const int8_t *)xp;
-    const float *xd = (const float *)(const void *)(xp + in), *xs = xd + in / 32;
-    __m256 acc[4];
-    float corr[4] = {0, 0, 0, 0};
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
-    const __m256i flip = _mm256_set1_epi8((char)0x80);
-    const __m128i low4 = _mm_set1_epi8(0x0F);
-    const size_t bs = q4 ? 18 : 34;
+/* Q8_0 activations for one token (layout at q8_side_off): the same xq, xd and xs as the scalar
+ * preparation, bit for bit (roundf's ties away from zero), then the lane vectors. */
+static void q8_prepare_avx512(int q4, const float *x, int64_t in, char *p) {
+    int8_t *q = (int8_t *)p;
+    float *xd = (float *)(void *)(p + in), *xs = xd + in / 32;
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
     for (int64_t b = 0; b < in / 32; b++) {
-        const __m256i xv = _mm256_loadu_si256((const void *)(xq + 32 * b));
-        const float dx = xd[b], sx = xs[b];
+        const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        const float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+        __m512i iv[2];
+        for (int h = 0; h < 2; h++) {
+            const __m512 s = _mm512_mul_ps(h ? v1 : v0, _mm512_set1_ps(id));
+            const __m512 t = _mm512_roundscale_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(s, t)), half, _CMP_GE_OQ);
+            const __m512 sg = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(s), sign), _mm512_castps_si512(one)));
+            iv[h] = _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, sg));
+            _mm_storeu_si128((void *)(q + 32 * b + 16 * h), _mm512_cvtepi32_epi8(iv[h]));
+        }
+        xd[b] = d;
+        xs[b] = d * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(iv[0], iv[1]));
+    }
+    char *side = p + q8_side_off(in);
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t g = 0; g < in / 128; g++, side += Q8_SIDE_BYTES) {
+        int8_t *xg = q + 128 * g, tmp[128];
+        memcpy(tmp, xg, 128);
+        for (int j = 0; j < 4; j++) {
+            memcpy(xg + 16 * j, tmp + 32 * j, 16);
+            memcpy(xg + 64 + 16 * j, tmp + 32 * j + 16, 16);
+        }
+        float *dxv = (float *)(void *)side;
+        for (int l = 0; l < 16; l++) dxv[l] = xd[4 * g + l / 4];
+        const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(xg)),
+                                                ones, _mm512_loadu_si512(xg + 64));
+        _mm512_storeu_si512(side + 64, _mm512_mullo_epi32(sum, _mm512_set1_epi32(q4 ? -8 : -128)));
+    }
+}
+
+/* One block (b) of Q8_0 / Q4_0 weights against element-ordered Q8_0 activations, without the offset
+ * term: returns the block's Σ x·(code) scaled, adds dw·xs to *corr (the caller removes 8 or 128 ×). */
+static inline float q8_block(int q4, const uint8_t *blk, const int8_t *xq, float dx, float sx, float *corr) {
+    const __m256i xv = _mm256_loadu_si256((const void *)xq);
+    const float dw = f16_at(blk);
+    __m256i wu;
+    if (q4) {
+        const __m128i v = _mm_loadu_si128((const void *)(blk + 2)), low4 = _mm_set1_epi8(0x0F);
+        wu = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4), _mm_and_si128(v, low4));
+    } else {
+        wu = _mm256_xor_si256(_mm256_loadu_si256((const void *)(blk + 2)), _mm256_set1_epi8((char)0x80));
+    }
+    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wu, xv);
+    *corr += dw * sx;
+    return dw * dx * (float)_mm512_reduce_add_epi32(_mm512_zextsi256_si512(p));
+}
+
+/* Q4_0 against Q8_0 activations: per group of 4 blocks (72 bytes) and row, one vpermt2b gathers
+ * the 64 code bytes, the low and high nibbles meet the activations' first and second halves in
+ * two vpdpbusd on an accumulator that starts at -8·Σx per lane, and the 16 lanes (4 per block)
+ * are scaled once in f32 by the block scales (one vpermw + vcvtph2ps) times the activations'. */
+static void rows4_q4_0(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
+    const int64_t nb = in / 32, ng = nb / 4;
+    const int8_t *xq = (const int8_t *)xp;
+    const float *xd = (const float *)(const void *)(xp + in), *xs = xd + nb;
+    const char *side = xp + q8_side_off(in);
+    const __m512i qidx = _mm512_loadu_si512(q4_qidx), sidx = _mm512_loadu_si512(q4_sidx), low4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++, side += Q8_SIDE_BYTES) {
+        const __m512i xlo = _mm512_loadu_si512(xq + 128 * g), xhi = _mm512_loadu_si512(xq + 128 * g + 64);
+        const __m512 dxv = _mm512_loadu_ps(side);
+        const __m512i corr = _mm512_loadu_si512(side + 64);
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
-            _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
-            const float dw = f16_at(blk);
-            __m256i wu;
-            if (q4) {
-                const __m128i v = _mm_loadu_si128((const void *)(blk + 2));
-                wu = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4), _mm_and_si128(v, low4));
-            } else {
-                wu = _mm256_xor_si256(_mm256_loadu_si256((const void *)(blk + 2)), flip);
-            }
-            const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wu, xv);
-            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * dx), acc[k]);
-            corr[k] += dw * sx;
+            const char *blk = r[k] + 72 * g;
+            _mm_prefetch(blk + pf, _MM_HINT_T0);
+            _mm_prefetch(blk + pf + 64, _MM_HINT_T0);
+            const __m512i l0 = _mm512_loadu_si512(blk), l1 = _mm512_loadu_si512(blk + 8);
+            const __m512i v = _mm512_permutex2var_epi8(l0, qidx, l1);
+            const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+            const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, xlo), hi, xhi);
+            const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, l0)));
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dxv), acc[k]);
         }
     }
-    const float off = q4 ? 8.0f : 128.0f;
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum256(acc[k]) - off * corr[k];
+    float tail[4] = {0, 0, 0, 0}, corr[4] = {0, 0, 0, 0};
+    for (int64_t b = 4 * ng; b < nb; b++)
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+            tail[k] += q8_block(1, (const uint8_t *)r[k] + 18 * b, xq + 32 * b, xd[b], xs[b], &corr[k]);
+    hsum4x512(acc, out);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] += tail[k] - 8.0f * corr[k];
+}
+
+/* Q8_0 against Q8_0 activations: per group of 4 blocks (136 bytes) and row, two vpermt2b gather
+ * the first and the second halves of the 4 blocks' codes (flipped to unsigned: the accumulator
+ * starts at -128·Σx per lane), then as Q4_0: 4 lanes per block, one vpermt2w for the scales. */
+static void rows4_q8_0(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
+    const int64_t nb = in / 32, ng = nb / 4;
+    const int8_t *xq = (const int8_t *)xp;
+    const float *xd = (const float *)(const void *)(xp + in), *xs = xd + nb;
+    const char *side = xp + q8_side_off(in);
+    const __m512i aidx = _mm512_loadu_si512(q8_aidx), bidx = _mm512_loadu_si512(q8_bidx);
+    const __m512i sidx = _mm512_loadu_si512(q8_sidx), flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++, side += Q8_SIDE_BYTES) {
+        const __m512i xa = _mm512_loadu_si512(xq + 128 * g), xb = _mm512_loadu_si512(xq + 128 * g + 64);
+        const __m512 dxv = _mm512_loadu_ps(side);
+        const __m512i corr = _mm512_loadu_si512(side + 64);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const char *blk = r[k] + 136 * g;
+            _mm_prefetch(blk + pf, _MM_HINT_T0);
+            _mm_prefetch(blk + pf + 64, _MM_HINT_T0);
+            _mm_prefetch(blk + pf + 128, _MM_HINT_T0);
+            const __m512i l0 = _mm512_loadu_si512(blk), l64 = _mm512_loadu_si512(blk + 64);
+            const __m512i l8 = _mm512_loadu_si512(blk + 8), l72 = _mm512_loadu_si512(blk + 72);
+            const __m512i wa = _mm512_xor_si512(_mm512_permutex2var_epi8(l0, aidx, l64), flip);
+            const __m512i wb = _mm512_xor_si512(_mm512_permutex2var_epi8(l8, bidx, l72), flip);
+            const __m512i sm = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, wa, xa), wb, xb);
+            const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(l0, sidx, l64)));
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(dw, dxv), acc[k]);
+        }
+    }
+    float tail[4] = {0, 0, 0, 0}, corr[4] = {0, 0, 0, 0};
+    for (int64_t b = 4 * ng; b < nb; b++)
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+            tail[k] += q8_block(0, (const uint8_t *)r[k] + 34 * b, xq + 32 * b, xd[b], xs[b], &corr[k]);
+    hsum4x512(acc, out);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] += tail[k] - 128.0f * corr[k];
 }
 
 /* Q4_K: per 32-element sub-block (d·sc)·Σ x·q - (dmin·m)·Σ x; the low nibbles of 32 bytes are
@@ -327,12 +489,12 @@ static void rows4_q6k(const char *const r[4], const float *xp, int64_t in, size_
 }
 
 /* MLX 4/8-bit: per group s·Σ x·q + b·Σ x. */
-static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *const r[4], const float *xp,
+static void rows4_mlx(int bits, const lmc_quant_mlx *q, const int64_t ro[4], const char *const r[4], const float *xp,
                       int64_t in, size_t pf, float out[4]) {
     const int g = q->group_size;
     const float *gsum = xp + in;
     lmc_mlx_row mr[4];
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, o + k);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, ro[k]);
     __m512 acc[4];
     float bsum[4] = {0, 0, 0, 0};
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
@@ -372,46 +534,43 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
         lmc_cpu_avx2_matvec(y, w, xp, tb, n_tok, o0, o1);
         return;
     }
-    for (int64_t o = o0; o < o1; o += 4) {
-        const size_t pf = o + 8 <= o1 ? 4 * w->nb[1] : 0; /* no prefetch past this thread's rows */
-        const int64_t nr = o1 - o < 4 ? o1 - o : 4;
+    /* The thread's rows are read as n_streams stretches side by side (rows o0 + k·per + i for
+     * k < n_streams, one row of each per kernel call): one core reads memory faster from several
+     * places at once than from one. Rows past o1 repeat a valid one (their results are dropped).
+     * The prefetch reaches pf_bytes ahead in each stretch (whole rows; 0: none at the end). */
+    const int64_t n = o1 - o0, ns = n >= 4 * n_streams ? n_streams : 1, step = 4 / ns;
+    const int64_t per = (n + 3) / 4 * step; /* rows per stretch: ≥ n / ns, a multiple of step */
+    const int64_t pf_rows = ((int64_t)pf_bytes + (int64_t)w->nb[1] - 1) / (int64_t)w->nb[1];
+    for (int64_t i = 0; i < per; i += step) {
+        int64_t ro[4];
+        int ok[4];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            ro[k] = o0 + (k % ns) * per + i + k / ns;
+            ok[k] = ro[k] < o1; /* k = 0 always is: i ≤ per - step < n */
+        }
+        const size_t pf = i + step + pf_rows < per ? (size_t)pf_rows * w->nb[1] : 0;
         const char *r[4];
-        /* a short tail repeats its last row (results of the repeats are dropped) */
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) r[k] = (const char *)w->data + (size_t)(o + (k < nr ? k : nr - 1)) * w->nb[1];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            if (!ok[k]) ro[k] = ro[0];
+            r[k] = (const char *)w->data + (size_t)ro[k] * w->nb[1];
+        }
         for (int64_t t = 0; t < n_tok; t++) {
             const char *xt = (const char *)xp + tb * (size_t)t;
             float s[4];
             switch (w->type) {
             case LMC_DTYPE_BF16: rows4_bf16(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
-            case LMC_DTYPE_Q8_0: rows4_q8(0, r, xt, in, pf, s); break;
-            case LMC_DTYPE_Q4_0: rows4_q8(1, r, xt, in, pf, s); break;
+            case LMC_DTYPE_Q8_0: rows4_q8_0(r, xt, in, pf, s); break;
+            case LMC_DTYPE_Q4_0: rows4_q4_0(r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_K: rows4_qk45(0, r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q5_K: rows4_qk45(1, r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q6_K: rows4_q6k(r, (const float *)(const void *)xt, in, pf, s); break;
-            case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8: {
-                /* the group side data of the repeated tail rows must exist: clamp like r[] */
-                const lmc_quant_mlx *q = w->aux;
-                if (nr == 4) {
-                    rows4_mlx(lmc_dtype_mlx_bits(w->type), q, o, r, (const float *)(const void *)xt, in, pf, s);
-                } else {
-                    for (int k = 0; k < nr; k++) {
-                        const char *r1[4] = {r[k], r[k], r[k], r[k]};
-                        float s1[4];
-                        /* rows o+k..: pass o+k with all four pointers on it; scales read for o+k..o+k+3 would
-                         * overrun, so use a one-row aux view */
-                        lmc_quant_mlx q1 = *q;
-                        q1.scales.data = (char *)q->scales.data + (size_t)(o + k) * q->scales.nb[1];
-                        q1.biases.data = (char *)q->biases.data + (size_t)(o + k) * q->biases.nb[1];
-                        q1.scales.nb[1] = q1.biases.nb[1] = 0;
-                        rows4_mlx(lmc_dtype_mlx_bits(w->type), &q1, 0, r1, (const float *)(const void *)xt, in, 0, s1);
-                        s[k] = s1[0];
-                    }
-                }
-            } break;
+            case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8:
+                rows4_mlx(lmc_dtype_mlx_bits(w->type), w->aux, ro, r, (const float *)(const void *)xt, in, pf, s);
+                break;
             default: LMC_ASSERT(!"no SIMD kernel for this dtype");
             }
-            for (int k = 0; k < nr; k++) y[(size_t)t * out + o + k] = s[k];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) if (ok[k]) y[(size_t)t * out + ro[k]] = s[k];
         }
     }
 }
