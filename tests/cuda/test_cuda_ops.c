@@ -374,7 +374,10 @@ static void test_rope(void) {
     }
 }
 
-/* Fill caches through kv_store, then attend with decode-like and prefill-like batches. */
+/* Fill caches through kv_store, then attend with decode-like and prefill-like batches.
+ * Batches of ≥ 64 tokens with head_dim ≤ 256 take the tensor-core kernel (bf16 operands:
+ * tol 1e-2), the others f32 (1e-4). attn_qamp scales the queries (peaked softmax when > 1). */
+static float attn_qamp = 1.0f;
 static void attn_case(int hd, int nh, int nkv, int n_ctx, int n_seq, int window, float softcap, int n,
                       const int32_t *qpos, const int32_t *qseq) {
     const int row = hd * nkv;
@@ -395,7 +398,7 @@ static void attn_case(int hd, int nh, int nkv, int n_ctx, int n_seq, int window,
     compare(&kc, 0, "kv_store");
 
     pair q, out, qp, qs;
-    pair_f32(&q, hd * nh, n, 1, 1.0f);
+    pair_f32(&q, hd * nh, n, 1, attn_qamp);
     pair_alloc(&out, LMC_DTYPE_F32, hd * nh, n, 1);
     pair_i32(&qp, qpos, n);
     pair_i32(&qs, qseq, n);
@@ -404,9 +407,9 @@ static void attn_case(int hd, int nh, int nkv, int n_ctx, int n_seq, int window,
     ref->i->attention(ref, &out.c, &q.c, &kc.c, &vc.c, &qp.c, &qs.c, &op);
     gpu->i->attention(gpu, &out.g, &q.g, &kc.g, &vc.g, &qp.g, &qs.g, &op);
     char what[128];
-    snprintf(what, sizeof what, "attention hd %d heads %d/%d ctx %d window %d softcap %g n %d", hd, nh, nkv, n_ctx,
-             window, softcap, n);
-    compare(&out, 1e-4, what);
+    snprintf(what, sizeof what, "attention hd %d heads %d/%d ctx %d window %d softcap %g n %d qamp %g", hd, nh, nkv,
+             n_ctx, window, softcap, n, attn_qamp);
+    compare(&out, n >= 64 && hd % 4 == 0 && hd <= 256 ? 1e-2 : 1e-4, what);
     pair *all[] = {&kc, &vc, &kv, &vv, &fpos, &fseq, &q, &out, &qp, &qs};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
     free(p);
@@ -433,6 +436,32 @@ static void test_attention(void) {
     attn_case(64, 8, 8, 80, 2, 9, 0, 64, pos, seq);
     for (int i = 0; i < 64; i++) { pos[i] = (i * 37) % 150; seq[i] = i % 3; }
     attn_case(96, 4, 2, 160, 3, 0, 0, 64, pos, seq);
+
+    /* tensor-core prefill: row tails, head_dim 64/80/128/256, GQA groups 1..16, windows, softcap,
+     * ring slots (positions past n_ctx), a continuation after cached positions, peaked softmax */
+    int32_t *bp = malloc(300 * sizeof *bp), *bs = malloc(300 * sizeof *bs);
+    for (int i = 0; i < 300; i++) { bp[i] = i; bs[i] = 0; }
+    attn_case(128, 32, 8, 256, 1, 0, 0, 200, bp, bs);
+    attn_case(64, 16, 1, 40, 1, 0, 0, 64, bp, bs);   /* 16 query heads per KV head; ring, n_ctx clamp */
+    attn_case(64, 8, 2, 40, 1, 16, 0, 65, bp, bs);   /* ring with a window */
+    attn_qamp = 4.0f;
+    attn_case(128, 32, 8, 300, 1, 0, 0, 300, bp, bs);
+    for (int i = 0; i < 96; i++) { bp[i] = 100 + i; bs[i] = 1; }
+    attn_case(256, 4, 2, 256, 2, 50, 30.0f, 96, bp, bs);
+    for (int i = 0; i < 70; i++) { bp[i] = 30 + i; bs[i] = 0; }
+    attn_case(80, 8, 8, 128, 1, 0, 0, 70, bp, bs);
+    attn_case(128, 8, 2, 128, 1, 20, 0, 70, bp, bs);
+    for (int i = 0; i < 150; i++) { bp[i] = i < 75 ? 200 + i : i - 75; bs[i] = i < 75 ? 2 : 0; } /* two prompts */
+    attn_case(64, 12, 4, 320, 3, 0, 0, 150, bp, bs);
+    /* decode kernel: many tokens of mixed sequences over a split cache, a ring shorter than a step */
+    for (int i = 0; i < 20; i++) { bp[i] = (i * 613) % 2000; bs[i] = i % 2; }
+    attn_case(128, 32, 8, 2000, 2, 0, 0, 20, bp, bs);
+    attn_case(256, 8, 1, 2000, 2, 700, 20.0f, 20, bp, bs);
+    int32_t rp[3] = {25, 44, 7}, rs[3] = {0, 1, 0};
+    attn_case(64, 8, 2, 20, 2, 0, 0, 3, rp, rs);
+    attn_qamp = 1.0f;
+    free(bp);
+    free(bs);
 }
 
 /* Compare an I32 tensor exactly. */

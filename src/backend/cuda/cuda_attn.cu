@@ -1,18 +1,31 @@
 /* cuda_attn.cu — attention of a batch of queries over the KV cache.
  *
- * One block per (KV head, token, split), one warp per query head of the KV
- * head's group (grouped-query heads share every K/V row load): each warp walks
- * the split's cached positions two at a time (both K and V rows loaded first,
- * then shuffle-reduced q·k, scale, optional softcap, online softmax, v
- * accumulated in f32 registers; head_dim ≤ 512). With one split the warp
- * writes the normalized output; with several (16 positions each, fewer when
- * the partials would pass 256 MB) it writes (max, sum, acc) and
- * k_attn_combine merges them. Positions, windows and ring slots follow the
- * CPU reference: token t sees positions [max(0, pos - window + 1), pos] of
- * sequence seq[t] at slots p mod n_ctx.
+ * Three kernels, picked from shapes only (n, head_dim, group; never from
+ * positions, so CUDA graphs can replay a launch):
+ *  - k_fattn (n ≥ 64, head_dim ≤ 256, a multiple of 4): FlashAttention-2 style
+ *    on tensor cores. A block owns 64 rows (token, query head) of one KV head
+ *    (the grouped query heads of a token are adjacent rows, so K/V tiles are
+ *    shared by the group), streams K/V tiles of the cache (f32, converted to
+ *    bf16 in shared memory), computes S = QKᵀ and O += PV with
+ *    mma.m16n8k16 (bf16 operands, f32 accumulators) and keeps the online
+ *    softmax in registers. Rows of several sequences in one block are served
+ *    one sequence per pass; key tiles no row of the pass can see are skipped.
+ *  - k_attn_dec (n < 64, head_dim ≤ 256): f32, one block per (KV head, token,
+ *    split) walking 32 positions per step (scores one quad of lanes per
+ *    position, softmax one warp per query head, PV one thread per dimension).
+ *    Splits are 64 positions (more when the cache passes 16k positions); a
+ *    split beyond the token's range exits at once, and a token whose range
+ *    fits in one split gets its output from split 0 directly, so
+ *    k_attn_combine only merges tokens with several non-empty splits.
+ *  - k_attn (everything else, e.g. head_dim 512): one warp per query head,
+ *    f32, splits of 16 positions merged by k_attn_combine.
+ * Positions, windows and ring slots follow the CPU reference: token t sees
+ * positions [max(0, pos - window + 1), pos] (at most n_ctx of them) of
+ * sequence seq[t] at slots p mod n_ctx; a token of no valid sequence gets 0.
  */
 #include "cuda_common.cuh"
 
+#include <limits.h>
 
 static __device__ __forceinline__ void attn_range(const lmc_cuda_attn &a, int64_t t, int64_t *b, int64_t *e) {
     const int64_t p_end = a.pos[t];
@@ -22,6 +35,374 @@ static __device__ __forceinline__ void attn_range(const lmc_cuda_attn &a, int64_
     *b = p_begin;
     *e = p_end;
 }
+
+/* Slot of position base_pos + j where base = base_pos mod n_ctx and 0 ≤ j < span. */
+static __device__ __forceinline__ int64_t ring_slot(int64_t base, int j, int64_t n_ctx, int span) {
+    int64_t s = base + j;
+    if (s >= n_ctx) s = n_ctx >= span ? s - n_ctx : s % n_ctx;
+    return s;
+}
+
+/* ------------------------------------------------------------ tensor-core prefill */
+
+#define FA_BM 64 /* rows per block: 4 warps × 16 */
+#define FA_LOG2E 1.4426950408889634f
+
+static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+static __device__ __forceinline__ void ldm_x4(uint32_t r[4], const uint16_t *p) {
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+
+static __device__ __forceinline__ void ldm_x4_t(uint32_t r[4], const uint16_t *p) {
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+
+/* c (16×8 f32) += a (16×16 bf16, row) · b (16×8 bf16, col) */
+static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int HD, int BN>
+static constexpr size_t fa_smem_bytes() {
+    return (size_t)(FA_BM + 2 * BN) * (HD + 8) * sizeof(uint16_t);
+}
+
+/* Block (row tile, kv head g): row r of the batch is token r / group, query head
+ * g·group + r % group. HD ≥ head_dim (padded dims are zero); BN keys per tile.
+ * Shared memory: Q [64][HD+8], K [BN][HD+8], V [BN][HD+8] bf16 (rows padded by
+ * 16 bytes: conflict-free ldmatrix). Warp w owns rows 16w..16w+15. */
+template <int HD, int BN>
+__global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) {
+    constexpr int ST = HD + 8;
+    extern __shared__ __align__(16) unsigned char fa_smem[];
+    uint16_t *sQ = (uint16_t *)fa_smem, *sK = sQ + FA_BM * ST, *sV = sK + BN * ST;
+    __shared__ int r_seq[FA_BM], r_pb[FA_BM], r_pe[FA_BM];
+    __shared__ int s_cur, s_lo, s_hi;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int g = blockIdx.y, group = a.n_head / a.n_kv_head, hd = a.head_dim;
+    const int64_t r0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * FA_BM; /* late (long) rows first */
+    const int64_t kv_row = (int64_t)hd * a.n_kv_head;
+
+    if (tid < FA_BM) {
+        const int64_t r = r0 + tid;
+        int sq = -1, pb = 1, pe = 0;
+        if (r < n_rows) {
+            const int64_t t = r / group, s = a.seq[t];
+            if (s >= 0 && s < a.n_seq) {
+                int64_t b, e;
+                attn_range(a, t, &b, &e);
+                if (b <= e) { sq = (int)s; pb = (int)b; pe = (int)e; }
+            }
+        }
+        r_seq[tid] = sq;
+        r_pb[tid] = pb;
+        r_pe[tid] = pe;
+    }
+    for (int i = tid; i < FA_BM * HD / 4; i += 128) {
+        const int row = i / (HD / 4), d = (i % (HD / 4)) * 4;
+        const int64_t r = r0 + row;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < n_rows && d < hd) {
+            const int64_t t = r / group;
+            const int h = g * group + (int)(r % group);
+            v = *(const float4 *)(a.q + (t * a.n_head + h) * hd + d);
+        }
+        *(uint2 *)(sQ + row * ST + d) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+    }
+    __syncthreads();
+
+    const int ra = warp * 16 + gid, rb = ra + 8;
+    const int seq_a = r_seq[ra], pb_a = r_pb[ra], pe_a = r_pe[ra];
+    const int seq_b = r_seq[rb], pb_b = r_pb[rb], pe_b = r_pe[rb];
+    const float cap = a.softcap, sc = cap > 0 ? a.scale : a.scale * FA_LOG2E;
+    float o[HD / 8][4];
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+
+    for (int prev = -1;;) { /* one pass per sequence among the block's rows, in increasing order */
+        if (tid == 0) { s_cur = INT_MAX; s_lo = INT_MAX; s_hi = INT_MIN; }
+        __syncthreads();
+        if (tid < FA_BM && r_seq[tid] > prev) atomicMin(&s_cur, r_seq[tid]);
+        __syncthreads();
+        const int cur = s_cur;
+        if (cur == INT_MAX) break;
+        if (tid < FA_BM && r_seq[tid] == cur) {
+            atomicMin(&s_lo, r_pb[tid]);
+            atomicMax(&s_hi, r_pe[tid]);
+        }
+        __syncthreads();
+        const int lo = s_lo, hi = s_hi;
+        prev = cur;
+        const bool on_a = seq_a == cur, on_b = seq_b == cur;
+        const float *kc = a.k + (int64_t)cur * a.n_ctx * kv_row + (int64_t)g * hd;
+        const float *vc = a.v + (int64_t)cur * a.n_ctx * kv_row + (int64_t)g * hd;
+
+        for (int kb = lo; kb <= hi; kb += BN) {
+            const int hit = tid < FA_BM && r_seq[tid] == cur && r_pb[tid] <= kb + BN - 1 && r_pe[tid] >= kb;
+            if (!__syncthreads_or(hit)) continue; /* no row of this pass sees these keys */
+            const int64_t base = kb % a.n_ctx;
+#pragma unroll 4
+            for (int i = tid; i < BN * HD / 4; i += 128) {
+                const int j = i / (HD / 4), d = (i % (HD / 4)) * 4;
+                float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;
+                if (kb + j <= hi && d < hd) {
+                    const int64_t off = ring_slot(base, j, a.n_ctx, BN) * kv_row + d;
+                    kv = *(const float4 *)(kc + off);
+                    vv = *(const float4 *)(vc + off);
+                }
+                *(uint2 *)(sK + j * ST + d) = make_uint2(pack_bf16(kv.x, kv.y), pack_bf16(kv.z, kv.w));
+                *(uint2 *)(sV + j * ST + d) = make_uint2(pack_bf16(vv.x, vv.y), pack_bf16(vv.z, vv.w));
+            }
+            __syncthreads();
+
+            float s[BN / 8][4];
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                if (kk * 16 >= hd) break;
+                uint32_t af[4];
+                ldm_x4(af, sQ + (warp * 16 + (lane & 15)) * ST + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+                for (int nn = 0; nn < BN / 16; nn++) {
+                    uint32_t bf[4];
+                    ldm_x4(bf, sK + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * ST + kk * 16 + ((lane >> 3) & 1) * 8);
+                    mma_bf16(s[2 * nn], af, bf[0], bf[1]);
+                    mma_bf16(s[2 * nn + 1], af, bf[2], bf[3]);
+                }
+            }
+
+            /* scale, softcap, mask; scores in log2 units */
+            float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int kp = kb + j * 8 + tig * 2 + (e & 1);
+                    const bool ok = e < 2 ? (on_a && kp >= pb_a && kp <= pe_a) : (on_b && kp >= pb_b && kp <= pe_b);
+                    float x = s[j][e] * sc;
+                    if (cap > 0) x = cap * tanhf(x / cap) * FA_LOG2E;
+                    x = ok ? x : -INFINITY;
+                    s[j][e] = x;
+                    if (e < 2) mx_a = fmaxf(mx_a, x);
+                    else mx_b = fmaxf(mx_b, x);
+                }
+            }
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+            const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+            const float mu_a = mn_a == -INFINITY ? 0.0f : mn_a, mu_b = mn_b == -INFINITY ? 0.0f : mn_b;
+            const float c_a = exp2f(m_a - mu_a), c_b = exp2f(m_b - mu_b);
+            m_a = mn_a;
+            m_b = mn_b;
+            l_a *= c_a;
+            l_b *= c_b;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+                s[j][0] = exp2f(s[j][0] - mu_a);
+                s[j][1] = exp2f(s[j][1] - mu_a);
+                s[j][2] = exp2f(s[j][2] - mu_b);
+                s[j][3] = exp2f(s[j][3] - mu_b);
+                l_a += s[j][0] + s[j][1];
+                l_b += s[j][2] + s[j][3];
+            }
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++) {
+                o[i][0] *= c_a;
+                o[i][1] *= c_a;
+                o[i][2] *= c_b;
+                o[i][3] *= c_b;
+            }
+
+            /* O += P V: the S accumulators of key tiles 2kk, 2kk+1 are the A fragment of step kk */
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                        pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                        pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+                for (int dd = 0; dd < HD / 16; dd++) {
+                    if (dd * 16 >= hd) break;
+                    uint32_t bf[4];
+                    ldm_x4_t(bf, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ST + dd * 16 + (lane >> 4) * 8);
+                    mma_bf16(o[2 * dd], pa, bf[0], bf[1]);
+                    mma_bf16(o[2 * dd + 1], pa, bf[2], bf[3]);
+                }
+            }
+        }
+    }
+
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    const float inv[2] = {l_a > 0 ? 1.0f / l_a : 0.0f, l_b > 0 ? 1.0f / l_b : 0.0f};
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int64_t r = r0 + (half ? rb : ra);
+        if (r >= n_rows) continue;
+        const int64_t t = r / group;
+        const int h = g * group + (int)(r % group);
+        float *op = a.out + (t * a.n_head + h) * hd;
+#pragma unroll
+        for (int i = 0; i < HD / 8; i++) {
+            const int d = i * 8 + tig * 2;
+            if (d < hd) *(float2 *)(op + d) = make_float2(o[i][2 * half] * inv[half], o[i][2 * half + 1] * inv[half]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ decode (few tokens), f32 */
+
+#define DEC_T 32      /* positions per step */
+#define DEC_GROUP 16  /* most query heads per KV head */
+
+/* Block (kv head g, token t, split sp) of 128 threads; head_dim ≤ 128·NC. Positions of a step:
+ * quad q of warp w scores position 8w + q against every query head of the group; warp w then
+ * updates the softmax of heads w, w+4, …; thread i accumulates dimensions i + 128c. */
+template <int NC>
+__global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, int chunk, float *part) {
+    constexpr int HP = 128 * NC;
+    __shared__ __align__(16) float sq[DEC_GROUP * HP];
+    __shared__ float sp_[DEC_GROUP][DEC_T + 1];
+    __shared__ float s_m[DEC_GROUP], s_l[DEC_GROUP], s_c[DEC_GROUP];
+    const int g = blockIdx.x, sp = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, lq = lane & 3;
+    const int64_t t = blockIdx.y;
+    const int group = a.n_head / a.n_kv_head, hd = a.head_dim;
+    const int64_t sqn = a.seq[t];
+    int64_t pb = 0, pe = -1;
+    if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
+    const int64_t len = pe >= pb ? pe - pb + 1 : 0;
+    const int ns = (int)((len + chunk - 1) / chunk);
+    if (sp > 0 && sp >= ns) return; /* beyond this token's range */
+    const int64_t lo = pb + (int64_t)sp * chunk, hi = lo + chunk - 1 < pe ? lo + chunk - 1 : pe;
+    const int64_t kv_row = (int64_t)hd * a.n_kv_head;
+    const float *kb = a.k + (len ? sqn : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
+    const float *vb = a.v + (len ? sqn : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
+
+    for (int i = tid; i < group * HP / 4; i += 128) {
+        const int hh = i / (HP / 4), d = (i % (HP / 4)) * 4;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (d < hd) v = *(const float4 *)(a.q + (t * a.n_head + g * group + hh) * hd + d);
+        *(float4 *)(sq + hh * HP + d) = v;
+    }
+    if (tid < DEC_GROUP) { s_m[tid] = -INFINITY; s_l[tid] = 0.0f; }
+    __syncthreads();
+
+    const int jw = warp * 8 + (lane >> 2);
+    float acc[DEC_GROUP][NC];
+#pragma unroll
+    for (int i = 0; i < DEC_GROUP; i++)
+#pragma unroll
+        for (int c = 0; c < NC; c++) acc[i][c] = 0.0f;
+
+    for (int64_t k0 = lo; k0 <= hi; k0 += DEC_T) {
+        const int64_t base = k0 % a.n_ctx;
+        const bool okw = k0 + jw <= hi;
+        float4 kr[HP / 16];
+        {
+            const float *kp = kb + ring_slot(base, jw, a.n_ctx, DEC_T) * kv_row;
+#pragma unroll
+            for (int c = 0; c < HP / 16; c++) {
+                const int d = (c * 4 + lq) * 4;
+                kr[c] = okw && d < hd ? *(const float4 *)(kp + d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+        }
+        float vr[DEC_T][NC];
+#pragma unroll
+        for (int j = 0; j < DEC_T; j++) {
+            const bool ok = k0 + j <= hi;
+            const float *vp = vb + ring_slot(base, j, a.n_ctx, DEC_T) * kv_row;
+#pragma unroll
+            for (int c = 0; c < NC; c++) {
+                const int d = tid + 128 * c;
+                vr[j][c] = ok && d < hd ? vp[d] : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < DEC_GROUP; i++) {
+            if (i >= group) break;
+            float d = 0.0f;
+#pragma unroll
+            for (int c = 0; c < HP / 16; c++) {
+                const float4 qv = *(const float4 *)(sq + i * HP + (c * 4 + lq) * 4);
+                d += qv.x * kr[c].x + qv.y * kr[c].y + qv.z * kr[c].z + qv.w * kr[c].w;
+            }
+            d += __shfl_xor_sync(0xffffffffu, d, 1);
+            d += __shfl_xor_sync(0xffffffffu, d, 2);
+            if (lq == 0) {
+                float x = d * a.scale;
+                if (a.softcap > 0) x = a.softcap * tanhf(x / a.softcap);
+                sp_[i][jw] = okw ? x : -INFINITY;
+            }
+        }
+        __syncthreads();
+        for (int i = warp; i < group; i += 4) {
+            const float x = sp_[i][lane], mo = s_m[i];
+            const float mn = fmaxf(mo, warp_max(x));
+            const float mu = mn == -INFINITY ? 0.0f : mn;
+            const float p = expf(x - mu);
+            const float sum = warp_sum(p);
+            sp_[i][lane] = p;
+            if (lane == 0) {
+                const float c = expf(mo - mu);
+                s_c[i] = c;
+                s_l[i] = s_l[i] * c + sum;
+                s_m[i] = mn;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < DEC_GROUP; i++) {
+            if (i >= group) break;
+            const float c = s_c[i];
+#pragma unroll
+            for (int cc = 0; cc < NC; cc++) {
+                float v = acc[i][cc] * c;
+#pragma unroll
+                for (int j = 0; j < DEC_T; j++) v += sp_[i][j] * vr[j][cc];
+                acc[i][cc] = v;
+            }
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int i = 0; i < DEC_GROUP; i++) {
+        if (i >= group) break;
+        const int h = g * group + i;
+        if (ns <= 1) { /* the whole range was this split's: final output */
+            const float l = s_l[i], inv = l > 0 ? 1.0f / l : 0.0f;
+            float *o = a.out + (t * a.n_head + h) * hd;
+#pragma unroll
+            for (int cc = 0; cc < NC; cc++)
+                if (tid + 128 * cc < hd) o[tid + 128 * cc] = acc[i][cc] * inv;
+        } else {
+            float *pp = part + ((t * a.n_head + h) * n_split + sp) * (int64_t)(hd + 2);
+            if (tid == 0) { pp[0] = s_m[i]; pp[1] = s_l[i]; }
+#pragma unroll
+            for (int cc = 0; cc < NC; cc++)
+                if (tid + 128 * cc < hd) pp[2 + tid + 128 * cc] = acc[i][cc];
+        }
+    }
+}
+
+/* ------------------------------------------------------------ generic (any head_dim ≤ 512), f32 */
 
 /* Block (kv head g, token t, split): warp j is query head g·group + j, so the group's
  * warps read each K/V row together (one L2 read, L1 hits for the others). */
@@ -125,15 +506,26 @@ __global__ void __launch_bounds__(512) k_attn(lmc_cuda_attn a, int n_split, int6
 
 /* Merge the splits of one (token, head): the splits' weights exp(m_s - M) are computed once
  * into shared memory (empty splits, m_s = -inf, get 0 and are skipped), then each thread sums
- * its elements over the non-empty splits in split order (deterministic). */
-__global__ void k_attn_combine(lmc_cuda_attn a, int n_split, const float *part) {
+ * its elements over the non-empty splits in split order (deterministic). chunk > 0 (k_attn_dec):
+ * only the token's first ceil(range / chunk) splits were written, and a token with one of them
+ * has its output already; chunk = 0 (k_attn): every split was written. */
+__global__ void k_attn_combine(lmc_cuda_attn a, int n_split, int chunk, const float *part) {
     __shared__ float f[1024], red[32];
     const int h = blockIdx.x;
     const int64_t t = blockIdx.y;
     const int hd = a.head_dim, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int ns = n_split;
+    if (chunk > 0) {
+        const int64_t sqn = a.seq[t];
+        int64_t pb = 0, pe = -1;
+        if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
+        const int64_t len = pe >= pb ? pe - pb + 1 : 0;
+        ns = (int)((len + chunk - 1) / chunk);
+        if (ns <= 1) return;
+    }
     const float *pp = part + (t * a.n_head + h) * n_split * (int64_t)(hd + 2);
     float mx = -INFINITY;
-    for (int s = threadIdx.x; s < n_split; s += blockDim.x) mx = fmaxf(mx, pp[s * (hd + 2)]);
+    for (int s = threadIdx.x; s < ns; s += blockDim.x) mx = fmaxf(mx, pp[s * (hd + 2)]);
     mx = warp_max(mx);
     if (lane == 0) red[wid] = mx;
     __syncthreads();
@@ -141,7 +533,7 @@ __global__ void k_attn_combine(lmc_cuda_attn a, int n_split, const float *part) 
     for (int w = 0; w < nw; w++) M = fmaxf(M, red[w]);
     __syncthreads();
     float lsum = 0.0f;
-    for (int s = threadIdx.x; s < n_split; s += blockDim.x) {
+    for (int s = threadIdx.x; s < ns; s += blockDim.x) {
         const float ms = pp[s * (hd + 2)];
         const float w = ms == -INFINITY ? 0.0f : expf(ms - M);
         if (w != 0.0f) lsum += pp[s * (hd + 2) + 1] * w;
@@ -156,13 +548,23 @@ __global__ void k_attn_combine(lmc_cuda_attn a, int n_split, const float *part) 
     float *o = a.out + (t * a.n_head + h) * hd;
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         float v = 0.0f;
-        for (int k = 0; k < n_split; k++)
+        for (int k = 0; k < ns; k++)
             if (f[k] != 0.0f) v += pp[k * (int64_t)(hd + 2) + 2 + i] * f[k];
         o[i] = v * inv;
     }
 }
 
-/* Splits of the cache range: 16 positions each (a short serial chain per warp), fewer when
+/* ------------------------------------------------------------ host side */
+
+enum { ATT_FLASH, ATT_DEC, ATT_GENERIC };
+
+static int attn_path(const lmc_cuda_attn *a) {
+    const int group = a->n_head / a->n_kv_head;
+    if (a->head_dim % 4 || a->head_dim > 256 || group > DEC_GROUP) return ATT_GENERIC;
+    return a->n >= LMC_CUDA_FATTN_MIN_TOKENS ? ATT_FLASH : ATT_DEC;
+}
+
+/* Splits of the generic kernel: 16 positions each (a short serial chain per warp), fewer when
  * the partials (n · heads · splits · (head_dim + 2) floats) would pass 256 MB, at most 1024. */
 static int attn_splits(const lmc_cuda_attn *a, int64_t *chunk) {
     int64_t s = (a->n_ctx + 15) / 16;
@@ -175,14 +577,65 @@ static int attn_splits(const lmc_cuda_attn *a, int64_t *chunk) {
     return (int)s;
 }
 
+/* Splits of the decode kernel: 64 positions (a multiple of DEC_T) each, at most 256 splits
+ * (longer splits past 16k positions), and partials within 256 MB. */
+static int dec_splits(const lmc_cuda_attn *a, int *chunk) {
+    const int64_t per = a->n * a->n_head * (int64_t)(a->head_dim + 2) * 4;
+    int64_t c = 64;
+    for (;;) {
+        const int64_t s = (a->n_ctx + c - 1) / c;
+        if (s <= 1 || (s <= 256 && s * per <= ((int64_t)256 << 20))) {
+            *chunk = (int)c;
+            return s < 1 ? 1 : (int)s;
+        }
+        c *= 2;
+    }
+}
+
 extern "C" size_t lmc_cuda_attn_scratch(const lmc_cuda_attn *a) {
-    int64_t chunk;
-    const int s = attn_splits(a, &chunk);
+    int s = 1;
+    switch (attn_path(a)) {
+    case ATT_FLASH: return 0;
+    case ATT_DEC: {
+        int chunk;
+        s = dec_splits(a, &chunk);
+        break;
+    }
+    default: {
+        int64_t chunk;
+        s = attn_splits(a, &chunk);
+    }
+    }
     return s == 1 ? 0 : (size_t)a->n * a->n_head * s * (size_t)(a->head_dim + 2);
+}
+
+template <int HD, int BN>
+static void launch_fattn(cudaStream_t st, const lmc_cuda_attn *a) {
+    const size_t smem = fa_smem_bytes<HD, BN>();
+    cudaFuncSetAttribute(k_fattn<HD, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const int64_t rows = a->n * (a->n_head / a->n_kv_head);
+    dim3 grid((unsigned)((rows + FA_BM - 1) / FA_BM), (unsigned)a->n_kv_head);
+    k_fattn<HD, BN><<<grid, 128, smem, st>>>(*a, rows);
 }
 
 extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, float *scratch) {
     if (a->n <= 0) return;
+    const int path = attn_path(a);
+    if (path == ATT_FLASH) {
+        if (a->head_dim <= 64) launch_fattn<64, 64>(st, a);
+        else if (a->head_dim <= 128) launch_fattn<128, 64>(st, a);
+        else launch_fattn<256, 32>(st, a);
+        return;
+    }
+    if (path == ATT_DEC) {
+        int chunk;
+        const int s = dec_splits(a, &chunk);
+        dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)s);
+        if (a->head_dim <= 128) k_attn_dec<1><<<grid, 128, 0, st>>>(*a, s, chunk, scratch);
+        else k_attn_dec<2><<<grid, 128, 0, st>>>(*a, s, chunk, scratch);
+        if (s > 1) k_attn_combine<<<dim3((unsigned)a->n_head, (unsigned)a->n), 128, 0, st>>>(*a, s, chunk, scratch);
+        return;
+    }
     int64_t chunk;
     const int s = attn_splits(a, &chunk);
     dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)s);
@@ -190,5 +643,5 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
     if (a->head_dim <= 128) k_attn<4><<<grid, th, 0, st>>>(*a, s, chunk, scratch);
     else if (a->head_dim <= 256) k_attn<8><<<grid, th, 0, st>>>(*a, s, chunk, scratch);
     else k_attn<16><<<grid, th, 0, st>>>(*a, s, chunk, scratch);
-    if (s > 1) k_attn_combine<<<dim3((unsigned)a->n_head, (unsigned)a->n), 128, 0, st>>>(*a, s, scratch);
+    if (s > 1) k_attn_combine<<<dim3((unsigned)a->n_head, (unsigned)a->n), 128, 0, st>>>(*a, s, 0, scratch);
 }

@@ -95,6 +95,9 @@ typedef struct lmc_cuda_attn {
     float scale, softcap;
     int window;
 } lmc_cuda_attn;
+/* Batches of at least this many tokens (head_dim ≤ 256, a multiple of 4) take the tensor-core
+ * kernel (bf16 operands, f32 accumulation: F2); smaller ones the f32 kernels. */
+#define LMC_CUDA_FATTN_MIN_TOKENS 64
 /* Floats of scratch the split-K path needs for n tokens (0 when it needs none). */
 size_t lmc_cuda_attn_scratch(const lmc_cuda_attn *a);
 void lmc_cuda_attention(cudaStream_t s, const lmc_cuda_attn *a, float *scratch);
