@@ -127,8 +127,10 @@ static __device__ float block_sum(float v, float *sh) {
 }
 
 /* Per row (one block): y = x / rms(x) · (w + w_off); with r, x += r first (x is then written:
- * the residual add fused into the norm that follows it). The row stays in registers between the
- * sum of squares and the scaling (RN_PER values per thread cover rows up to RN_PER · blockDim). */
+ * the residual add fused into the norm that follows it). A single block per row is bound by
+ * memory latency, not bandwidth, so every load of the row (x, r and the weights) is issued
+ * before the first use and the row stays in registers (RN_PER values per thread cover rows up
+ * to RN_PER · blockDim; longer rows loop). */
 #define RN_PER 8
 template <int FUSED>
 __global__ void k_rms_norm(float *y, float *x, const float *r, int64_t d, const void *w, int wt, int64_t w_rows,
@@ -138,42 +140,51 @@ __global__ void k_rms_norm(float *y, float *x, const float *r, int64_t d, const 
     float *xr = x + row * d;
     float *yr = y + row * d;
     const float *rr = FUSED ? r + row * d : NULL;
-    const int cached = d <= (int64_t)RN_PER * blockDim.x;
-    float v[RN_PER];
+    const int64_t wo = w ? (row % w_rows) * d : 0;
     float ss = 0;
-    if (cached) {
+    if (d <= (int64_t)RN_PER * blockDim.x) {
+        float v[RN_PER], g[RN_PER];
 #pragma unroll
         for (int j = 0; j < RN_PER; j++) {
             const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
-            float a = 0.0f;
-            if (i < d) {
-                a = xr[i];
-                if (FUSED) { a += rr[i]; xr[i] = a; }
+            v[j] = i < d ? xr[i] : 0.0f;
+            g[j] = i < d && w ? ld_float(wt, w, wo + i) + w_off : 1.0f;
+        }
+        if (FUSED) {
+            float u[RN_PER];
+#pragma unroll
+            for (int j = 0; j < RN_PER; j++) {
+                const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
+                u[j] = i < d ? rr[i] : 0.0f;
             }
-            v[j] = a;
-            ss += a * a;
+#pragma unroll
+            for (int j = 0; j < RN_PER; j++) {
+                const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
+                v[j] += u[j];
+                if (i < d) xr[i] = v[j];
+            }
         }
-    } else {
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-            float a = xr[i];
-            if (FUSED) { a += rr[i]; xr[i] = a; }
-            ss += a * a;
+#pragma unroll
+        for (int j = 0; j < RN_PER; j++) ss += v[j] * v[j];
+        ss = block_sum(ss, sh);
+        const float inv = 1.0f / sqrtf(ss / (float)d + eps);
+#pragma unroll
+        for (int j = 0; j < RN_PER; j++) {
+            const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
+            if (i < d) yr[i] = v[j] * inv * g[j];
         }
+        return;
+    }
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        float a = xr[i];
+        if (FUSED) { a += rr[i]; xr[i] = a; }
+        ss += a * a;
     }
     ss = block_sum(ss, sh);
     const float inv = 1.0f / sqrtf(ss / (float)d + eps);
-    const int64_t wo = w ? (row % w_rows) * d : 0;
-    if (cached) {
-#pragma unroll
-        for (int j = 0; j < RN_PER; j++) {
-            const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
-            if (i < d) yr[i] = v[j] * inv * (w ? ld_float(wt, w, wo + i) + w_off : 1.0f);
-        }
-    } else {
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-            const float wv = w ? ld_float(wt, w, wo + i) + w_off : 1.0f;
-            yr[i] = xr[i] * inv * wv;
-        }
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        const float wv = w ? ld_float(wt, w, wo + i) + w_off : 1.0f;
+        yr[i] = xr[i] * inv * wv;
     }
 }
 
@@ -266,21 +277,29 @@ extern "C" void lmc_cuda_rope(cudaStream_t s, float *x, int64_t hd, int64_t n_he
         x, hd, n_head, pos, inv_freq, n_rot, interleaved, attn_factor);
 }
 
-/* Block (token, chunk of 1024 values of the row). */
-__global__ void k_kv_store(float *cache, int64_t row, int64_t n_ctx, int64_t n_seq, const float *kv,
-                           const int32_t *pos, const int32_t *seq) {
+/* Block (token, chunk of 1024 values of the row); float4 copies where the row allows. */
+__global__ void k_kv_store(float *__restrict__ cache, int64_t row, int64_t n_ctx, int64_t n_seq,
+                           const float *__restrict__ kv, const int32_t *pos, const int32_t *seq, int vec) {
     const int64_t t = blockIdx.x;
     const int64_t sq = seq[t], p = pos[t];
     if (sq < 0 || sq >= n_seq || p < 0) return; /* the forward validated both; never write out of bounds */
     float *dst = cache + (sq * n_ctx + p % n_ctx) * row;
     const float *src = kv + t * row;
-    for (int64_t i = blockIdx.y * 1024 + threadIdx.x; i < row && i < (blockIdx.y + 1) * 1024; i += blockDim.x)
-        dst[i] = src[i];
+    const int64_t i0 = (int64_t)blockIdx.y * 1024;
+    if (vec) {
+        const int64_t i = i0 + 4 * (int64_t)threadIdx.x;
+        if (i < row) *(float4 *)(dst + i) = *(const float4 *)(src + i);
+        return;
+    }
+    for (int64_t i = i0 + threadIdx.x; i < row && i < i0 + 1024; i += blockDim.x) dst[i] = src[i];
 }
 
 extern "C" void lmc_cuda_kv_store(cudaStream_t s, float *cache, int64_t row, int64_t n_ctx, int64_t n_seq,
                                   const float *kv, int64_t n, const int32_t *pos, const int32_t *seq) {
-    if (n > 0) k_kv_store<<<dim3((unsigned)n, (unsigned)((row + 1023) / 1024)), 256, 0, s>>>(cache, row, n_ctx, n_seq, kv, pos, seq);
+    const int vec = row % 4 == 0 && ((uintptr_t)cache | (uintptr_t)kv) % 16 == 0;
+    if (n > 0)
+        k_kv_store<<<dim3((unsigned)n, (unsigned)((row + 1023) / 1024)), 256, 0, s>>>(cache, row, n_ctx, n_seq, kv, pos,
+                                                                                     seq, vec);
 }
 
 /* ------------------------------------------------------------ mixture of experts */
