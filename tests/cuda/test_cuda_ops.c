@@ -374,6 +374,40 @@ static void test_rope(void) {
     }
 }
 
+/* rope_store (rope of q and k, both cache stores in one op) vs the CPU's four ops: partial rotary,
+ * grouped heads, several sequences, positions past n_ctx (ring slots). */
+static void test_rope_store(void) {
+    const int cfg[][4] = {/* head_dim, n_rot, n_head, n_kv_head */ {128, 128, 32, 8}, {64, 32, 6, 2}, {256, 64, 8, 1},
+                          {80, 80, 5, 5}};
+    for (int ci = 0; ci < 4; ci++) {
+        const int hd = cfg[ci][0], nr = cfg[ci][1], hq = cfg[ci][2], hkv = cfg[ci][3], n = 5, n_ctx = 16, n_seq = 2;
+        pair q, k, v, kc, vc, pos, seq, inv;
+        pair_f32(&q, hd, hq, n, 2.0f);
+        pair_f32(&k, hd, hkv, n, 2.0f);
+        pair_f32(&v, hd * hkv, n, 1, 2.0f);
+        pair_f32(&kc, hd * hkv, n_ctx, n_seq, 1.0f);
+        pair_f32(&vc, hd * hkv, n_ctx, n_seq, 1.0f);
+        int32_t p[5] = {0, 3, 15, 17, 40}, sq[5] = {0, 1, 0, 1, 0};
+        pair_i32(&pos, p, n);
+        pair_i32(&seq, sq, n);
+        float f[256];
+        for (int i = 0; i < nr / 2; i++) f[i] = powf(10000.0f, -2.0f * i / nr);
+        pair_alloc(&inv, LMC_DTYPE_F32, nr / 2, 1, 1);
+        pair_set(&inv, f);
+        lmc_rope_op oc = {.n_rot = nr, .interleaved = ci == 3, .attn_factor = 1.0f, .inv_freq = &inv.c};
+        lmc_rope_op og = oc;
+        og.inv_freq = &inv.g;
+        ref->i->rope_store(ref, &q.c, &k.c, &v.c, &kc.c, &vc.c, &pos.c, &seq.c, &oc);
+        gpu->i->rope_store(gpu, &q.g, &k.g, &v.g, &kc.g, &vc.g, &pos.g, &seq.g, &og);
+        compare(&q, 1e-5, "rope_store q");
+        compare(&k, 1e-5, "rope_store k");
+        compare(&kc, 1e-5, "rope_store k cache");
+        compare(&vc, 0, "rope_store v cache");
+        pair *all[] = {&q, &k, &v, &kc, &vc, &pos, &seq, &inv};
+        for (int i = 0; i < 8; i++) pair_free(all[i]);
+    }
+}
+
 /* Fill caches through kv_store, then attend with decode-like and prefill-like batches.
  * Batches of ≥ 64 tokens with head_dim ≤ 256 take the tensor-core kernel (bf16 operands:
  * tol 1e-2), the others f32 (1e-4). attn_qamp scales the queries (peaked softmax when > 1). */
@@ -569,6 +603,7 @@ int main(void) {
     RUN(test_elementwise);
     RUN(test_norms);
     RUN(test_rope);
+    RUN(test_rope_store);
     RUN(test_attention);
     RUN(test_moe);
     lmc_backend_free(ref);
