@@ -155,6 +155,12 @@ typedef struct lmc_backend_i {
     void (*add_rms_norm)(lmc_backend *be, lmc_tensor *x, const lmc_tensor *r, lmc_tensor *y, const lmc_tensor *w,
                          float eps, float w_offset);
 
+    /* The attention inputs' position work in one pass: rope(q) and rope(k) in place as rope above,
+     * then kv_store of k into k_cache and of v into v_cache. q [head_dim, Hq, n], k [head_dim, Hkv, n],
+     * v [head_dim·Hkv, n]; caches as kv_store. */
+    void (*rope_store)(lmc_backend *be, lmc_tensor *q, lmc_tensor *k, const lmc_tensor *v, lmc_tensor *k_cache,
+                       lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq, const lmc_rope_op *op);
+
     /* ---- optional: recorded op sequences (CUDA graphs); NULL where a backend has none ----
      * graph_begin: the ops enqueued from now on are recorded, not run (1: recording started).
      * graph_end: stops recording and returns the recording, or NULL when it could not be made

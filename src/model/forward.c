@@ -199,13 +199,21 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     linear(be, &v, &L->wv, &L->bv, in);
     const int norm_after = m->profile.arch->qk_norm_after_rope;
     if (!norm_after) qk_norm(m, L, &q, &k, n);
+    int stored = 0; /* k and v already in the caches */
     if (L->rope >= 0) {
         const lmc_rope_table *rt = &m->rope[L->rope];
         lmc_rope_op rope = {.n_rot = rt->n_rot, .interleaved = m->profile.arch->rope_interleaved,
                             .attn_factor = rt->attn_factor, .inv_freq = &m->rope_freq[L->rope][use_long && rt->has_long]};
         /* dynamic NTK: each run of one sequence's tokens with the frequencies of its length */
         const int n_runs = rt->dynamic ? fs->n_runs : 1;
-        for (int r = 0; r < n_runs; r++) {
+        if (!rt->dynamic && !norm_after && !fs->q_scale && be->i->rope_store && rt->n_rot > 0) {
+            /* rope of q and k and both cache stores in one op */
+            lmc_tensor qh = lmc_tensor_reshape(&q, c->head_dim, c->n_heads, n, 1);
+            lmc_tensor kh = lmc_tensor_reshape(&k, c->head_dim, c->n_kv_heads, n, 1);
+            be->i->rope_store(be, &qh, &kh, &v, kc, vc, &pos, &seq, &rope);
+            stored = 1;
+        }
+        for (int r = 0; !stored && r < n_runs; r++) {
             const int t0 = rt->dynamic ? fs->run_t0[r] : 0, len = rt->dynamic ? fs->run_len[r] : n;
             lmc_tensor inv;
             if (rt->dynamic) {
@@ -230,8 +238,10 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
             if (fs->q_scale[t0] != 1.0f) be->i->scale(be, &qr, &qr, fs->q_scale[t0]);
         }
     }
-    be->i->kv_store(be, kc, &k, &pos, &seq);
-    be->i->kv_store(be, vc, &v, &pos, &seq);
+    if (!stored) {
+        be->i->kv_store(be, kc, &k, &pos, &seq);
+        be->i->kv_store(be, vc, &v, &pos, &seq);
+    }
     lmc_attn_op ao = {.n_head = c->n_heads, .n_kv_head = c->n_kv_heads, .head_dim = c->head_dim,
                       .scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)c->head_dim),
                       .softcap = (float)c->attn_softcap, .window = L->window};

@@ -447,6 +447,16 @@ static void cpu_kv_store(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *k
     dispatch(be, &o);
 }
 
+/* rope_store as the four ops in sequence. */
+static void cpu_rope_store(lmc_backend *be, lmc_tensor *q, lmc_tensor *k, const lmc_tensor *v, lmc_tensor *k_cache,
+                           lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq, const lmc_rope_op *op) {
+    cpu_rope(be, q, pos, op);
+    cpu_rope(be, k, pos, op);
+    lmc_tensor kr = lmc_tensor_reshape(k, k->ne[0] * k->ne[1], k->ne[2], 1, 1);
+    cpu_kv_store(be, k_cache, &kr, pos, seq);
+    cpu_kv_store(be, v_cache, v, pos, seq);
+}
+
 static void cpu_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q, const lmc_tensor *k_cache,
                           const lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq,
                           const lmc_attn_op *op) {
@@ -661,6 +671,7 @@ static const lmc_backend_i cpu_iface = {
     .layer_norm = cpu_layer_norm,
     .rope = cpu_rope,
     .kv_store = cpu_kv_store,
+    .rope_store = cpu_rope_store,
     .attention = cpu_attention,
     .act_mul = cpu_act_mul,
     .act = cpu_act,

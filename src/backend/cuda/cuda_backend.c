@@ -405,6 +405,22 @@ static void cuda_rope(lmc_backend *be, lmc_tensor *x, const lmc_tensor *pos, con
     lmc_cuda_launched(c, "rope");
 }
 
+static void cuda_rope_store(lmc_backend *be, lmc_tensor *q, lmc_tensor *k, const lmc_tensor *v, lmc_tensor *k_cache,
+                            lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq, const lmc_rope_op *op) {
+    cuda_ctx *c = CTX(be);
+    const int64_t hd = q->ne[0], n = q->ne[2];
+    LMC_ASSERT(k->ne[0] == hd && k->ne[2] == n && v->ne[0] == hd * k->ne[1] && lmc_tensor_nrows(v) == n);
+    LMC_ASSERT(op->n_rot % 2 == 0 && op->n_rot > 0 && op->n_rot <= hd && op->n_rot <= 512 && lmc_tensor_nelem(pos) >= n);
+    LMC_ASSERT(op->inv_freq && op->inv_freq->type == LMC_DTYPE_F32 && op->inv_freq->ne[0] >= op->n_rot / 2);
+    LMC_ASSERT(k_cache->ne[0] == v->ne[0] && v_cache->ne[0] == v->ne[0] && k_cache->type == LMC_DTYPE_F32 &&
+               v_cache->type == LMC_DTYPE_F32 && k_cache->ne[1] == v_cache->ne[1] && k_cache->ne[2] == v_cache->ne[2]);
+    LMC_ASSERT(is_contig(q) && is_contig(k) && is_contig(v) && lmc_tensor_nelem(seq) >= n);
+    lmc_cuda_rope_store(c->stream, q->data, k->data, v->data, k_cache->data, v_cache->data, hd, q->ne[1], k->ne[1], n,
+                        k_cache->ne[1], k_cache->ne[2], pos->data, seq->data, op->inv_freq->data, op->n_rot,
+                        op->interleaved, op->attn_factor);
+    lmc_cuda_launched(c, "rope_store");
+}
+
 static void cuda_kv_store(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *kv, const lmc_tensor *pos,
                           const lmc_tensor *seq) {
     cuda_ctx *c = CTX(be);
@@ -488,6 +504,7 @@ static const lmc_backend_i cuda_iface = {
     .layer_norm = cuda_layer_norm,
     .rope = cuda_rope,
     .kv_store = cuda_kv_store,
+    .rope_store = cuda_rope_store,
     .attention = cuda_attention,
     .act_mul = cuda_act_mul,
     .act = cuda_act,

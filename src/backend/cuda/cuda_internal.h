@@ -66,6 +66,11 @@ void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const 
 void lmc_cuda_add_rms_norm(cudaStream_t s, float *x, const float *r, float *y, int64_t d, int64_t rows, const void *w,
                            int wtype, int64_t w_rows, float eps, float w_offset);
 
+/* cuda_ops.cu: rope of q and k, k and v stored into the caches (the backend's rope_store) */
+void lmc_cuda_rope_store(cudaStream_t s, float *q, float *k, const float *v, float *kc, float *vc, int64_t hd,
+                         int64_t hq, int64_t hkv, int64_t n_tok, int64_t n_ctx, int64_t n_seq, const int32_t *pos,
+                         const int32_t *seq, const float *inv_freq, int n_rot, int interleaved, float attn_factor);
+
 /* cuda_graph.c: the backend's graph_* entries (backend.h) */
 int lmc_cuda_graph_begin(lmc_backend *be);
 void *lmc_cuda_graph_end(lmc_backend *be);

@@ -277,6 +277,67 @@ extern "C" void lmc_cuda_rope(cudaStream_t s, float *x, int64_t hd, int64_t n_he
         x, hd, n_head, pos, inv_freq, n_rot, interleaved, attn_factor);
 }
 
+/* rope_store: block (token t, job j). Jobs [0, qb) rotate a group of q heads, [qb, qb + kb) a group
+ * of k heads and then copy those whole heads (rotated dims and the rest) into the K cache slot, the
+ * rest copy a 1024-value chunk of v into the V cache slot. Rotation as k_rope. */
+__global__ void k_rope_store(float *q, float *k, const float *v, float *kc, float *vc, int64_t hd, int64_t hq,
+                             int64_t hkv, int64_t n_ctx, int64_t n_seq, const int32_t *pos, const int32_t *seq,
+                             const float *inv, int n_rot, int interleaved, float af, int qb, int kb) {
+    __shared__ float cs[ROPE_TH], sn[ROPE_TH];
+    const int64_t t = blockIdx.x;
+    const int j = blockIdx.y;
+    const int64_t sq = seq[t], p = pos[t];
+    const int store = sq >= 0 && sq < n_seq && p >= 0; /* validated by the forward; never write out of bounds */
+    const int64_t row = hd * hkv;
+    const int64_t slot = (sq * n_ctx + (p >= 0 ? p % n_ctx : 0)) * row;
+    if (j >= qb + kb) { /* v */
+        if (!store) return;
+        const int64_t i0 = (int64_t)(j - qb - kb) * 1024;
+        for (int64_t i = i0 + threadIdx.x; i < row && i < i0 + 1024; i += blockDim.x) vc[slot + i] = v[t * row + i];
+        return;
+    }
+    const int half = n_rot / 2;
+    const float pf = (float)p;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        const float ang = pf * inv[i];
+        cs[i] = cosf(ang) * af;
+        sn[i] = sinf(ang) * af;
+    }
+    __syncthreads();
+    const int is_k = j >= qb;
+    const int64_t nh = is_k ? hkv : hq;
+    float *x = (is_k ? k : q) + t * nh * hd;
+    const int64_t hpb = blockDim.x / half > 0 ? blockDim.x / half : 1;
+    const int64_t h0 = (int64_t)(is_k ? j - qb : j) * hpb;
+    for (int64_t e = threadIdx.x; e < hpb * half; e += blockDim.x) {
+        const int64_t h = h0 + e / half;
+        if (h >= nh) break;
+        const int i = (int)(e % half);
+        float *vv = x + h * hd;
+        const int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+        const float x0 = vv[i0], x1 = vv[i1];
+        vv[i0] = x0 * cs[i] - x1 * sn[i];
+        vv[i1] = x1 * cs[i] + x0 * sn[i];
+    }
+    if (!is_k || !store) return;
+    __syncthreads(); /* the block's rotated heads are visible to all its threads */
+    const int64_t h1 = h0 + hpb < nh ? h0 + hpb : nh;
+    for (int64_t i = h0 * hd + threadIdx.x; i < h1 * hd; i += blockDim.x) kc[slot + i] = x[i];
+}
+
+extern "C" void lmc_cuda_rope_store(cudaStream_t s, float *q, float *k, const float *v, float *kc, float *vc,
+                                    int64_t hd, int64_t hq, int64_t hkv, int64_t n_tok, int64_t n_ctx, int64_t n_seq,
+                                    const int32_t *pos, const int32_t *seq, const float *inv_freq, int n_rot,
+                                    int interleaved, float attn_factor) {
+    if (n_tok <= 0) return;
+    const int half = n_rot / 2; /* > 0 and ≤ ROPE_TH: cuda_rope_store checks */
+    const int64_t hpb = ROPE_TH / half;
+    const int qb = (int)((hq + hpb - 1) / hpb), kb = (int)((hkv + hpb - 1) / hpb);
+    const int vb = (int)((hd * hkv + 1023) / 1024);
+    k_rope_store<<<dim3((unsigned)n_tok, (unsigned)(qb + kb + vb)), ROPE_TH, 0, s>>>(
+        q, k, v, kc, vc, hd, hq, hkv, n_ctx, n_seq, pos, seq, inv_freq, n_rot, interleaved, attn_factor, qb, kb);
+}
+
 /* Block (token, chunk of 1024 values of the row); float4 copies where the row allows. */
 __global__ void k_kv_store(float *__restrict__ cache, int64_t row, int64_t n_ctx, int64_t n_seq,
                            const float *__restrict__ kv, const int32_t *pos, const int32_t *seq, int vec) {
