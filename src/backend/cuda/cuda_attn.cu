@@ -13,10 +13,10 @@
  *  - k_attn_dec (n < 64, head_dim ≤ 256): f32, one block per (KV head, token,
  *    split) walking 32 positions per step (scores one quad of lanes per
  *    position, softmax one warp per query head, PV one thread per dimension).
- *    Splits are 64 positions (more when the cache passes 16k positions); a
+ *    Splits are 64 positions (at most 64 splits: longer past 4k positions); a
  *    split beyond the token's range exits at once, and a token whose range
  *    fits in one split gets its output from split 0 directly, so
- *    k_attn_combine only merges tokens with several non-empty splits.
+ *    k_attn_dec_combine only merges tokens with several non-empty splits.
  *  - k_attn (everything else, e.g. head_dim 512): one warp per query head,
  *    f32, splits of 16 positions merged by k_attn_combine.
  * Positions, windows and ring slots follow the CPU reference: token t sees
@@ -47,6 +47,7 @@ static __device__ __forceinline__ int64_t ring_slot(int64_t base, int j, int64_t
 
 #define FA_BM 64 /* rows per block: 4 warps × 16 */
 #define FA_LOG2E 1.4426950408889634f
+#define FA_LD 4  /* K and V float4 loads in flight per thread while a tile is staged */
 
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     uint32_t r;
@@ -154,17 +155,28 @@ __global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) 
             const int hit = tid < FA_BM && r_seq[tid] == cur && r_pb[tid] <= kb + BN - 1 && r_pe[tid] >= kb;
             if (!__syncthreads_or(hit)) continue; /* no row of this pass sees these keys */
             const int64_t base = kb % a.n_ctx;
-#pragma unroll 4
-            for (int i = tid; i < BN * HD / 4; i += 128) {
-                const int j = i / (HD / 4), d = (i % (HD / 4)) * 4;
-                float4 kv = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kv;
-                if (kb + j <= hi && d < hd) {
-                    const int64_t off = ring_slot(base, j, a.n_ctx, BN) * kv_row + d;
-                    kv = *(const float4 *)(kc + off);
-                    vv = *(const float4 *)(vc + off);
+            /* FA_LD float4 of K and of V per thread in flight before any is stored */
+            constexpr int NLD = BN * HD / 4 / 128;
+            static_assert(NLD % FA_LD == 0, "tile loads");
+#pragma unroll 1
+            for (int c0 = 0; c0 < NLD; c0 += FA_LD) {
+                float4 kv[FA_LD], vv[FA_LD];
+#pragma unroll
+                for (int u = 0; u < FA_LD; u++) {
+                    const int i = tid + (c0 + u) * 128, j = i / (HD / 4), d = (i % (HD / 4)) * 4;
+                    kv[u] = vv[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    if (kb + j <= hi && d < hd) {
+                        const int64_t off = ring_slot(base, j, a.n_ctx, BN) * kv_row + d;
+                        kv[u] = __ldg((const float4 *)(kc + off));
+                        vv[u] = __ldg((const float4 *)(vc + off));
+                    }
                 }
-                *(uint2 *)(sK + j * ST + d) = make_uint2(pack_bf16(kv.x, kv.y), pack_bf16(kv.z, kv.w));
-                *(uint2 *)(sV + j * ST + d) = make_uint2(pack_bf16(vv.x, vv.y), pack_bf16(vv.z, vv.w));
+#pragma unroll
+                for (int u = 0; u < FA_LD; u++) {
+                    const int i = tid + (c0 + u) * 128, j = i / (HD / 4), d = (i % (HD / 4)) * 4;
+                    *(uint2 *)(sK + j * ST + d) = make_uint2(pack_bf16(kv[u].x, kv[u].y), pack_bf16(kv[u].z, kv[u].w));
+                    *(uint2 *)(sV + j * ST + d) = make_uint2(pack_bf16(vv[u].x, vv[u].y), pack_bf16(vv[u].z, vv[u].w));
+                }
             }
             __syncthreads();
 
@@ -271,6 +283,7 @@ __global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) 
 
 #define DEC_T 32      /* positions per step */
 #define DEC_GROUP 16  /* most query heads per KV head */
+#define DEC_MAX_SPLIT 64 /* ≤ 256 (k_attn_dec_combine's weights) */
 
 /* Block (kv head g, token t, split sp) of 128 threads; head_dim ≤ 128·NC. Positions of a step:
  * quad q of warp w scores position 8w + q against every query head of the group; warp w then
@@ -554,6 +567,70 @@ __global__ void k_attn_combine(lmc_cuda_attn a, int n_split, int chunk, const fl
     }
 }
 
+/* Merge the splits of one (token, head) of k_attn_dec: only the token's first
+ * ns = ceil(range / chunk) splits were written, and a token with one has its output already.
+ * Weights exp(m_s - M) go to shared memory; warp w sums splits w, w+4, … of two dimensions
+ * per lane (float2), the four warps' sums are added in warp order (deterministic). */
+__global__ void __launch_bounds__(128) k_attn_dec_combine(lmc_cuda_attn a, int n_split, int chunk, const float *part) {
+    __shared__ float f[256], red[4], acc_s[4][256];
+    const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const int64_t t = blockIdx.y;
+    const int hd = a.head_dim;
+    const int64_t sqn = a.seq[t];
+    int64_t pb = 0, pe = -1;
+    if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
+    const int64_t len = pe >= pb ? pe - pb + 1 : 0;
+    const int ns = (int)((len + chunk - 1) / chunk);
+    if (ns <= 1) return;
+    const int64_t st = hd + 2;
+    const float *pp = part + (t * a.n_head + h) * n_split * st;
+    float mx = -INFINITY;
+    for (int s = tid; s < ns; s += 128) mx = fmaxf(mx, pp[s * st]);
+    mx = warp_max(mx);
+    if (lane == 0) red[wid] = mx;
+    __syncthreads();
+    const float M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    __syncthreads();
+    float lsum = 0.0f;
+    for (int s = tid; s < ns; s += 128) {
+        const float ms = pp[s * st];
+        const float w = ms == -INFINITY ? 0.0f : expf(ms - M);
+        if (w != 0.0f) lsum += pp[s * st + 1] * w;
+        f[s] = w;
+    }
+    lsum = warp_sum(lsum);
+    if (lane == 0) red[wid] = lsum;
+    __syncthreads();
+    const float L = red[0] + red[1] + red[2] + red[3];
+    float2 acc[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) acc[c] = make_float2(0.0f, 0.0f);
+#pragma unroll 2
+    for (int s = wid; s < ns; s += 4) {
+        const float w = f[s];
+        if (w == 0.0f) continue;
+        const float *ps = pp + s * st + 2;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int d = lane * 2 + 64 * c;
+            if (d < hd) {
+                const float2 v = *(const float2 *)(ps + d);
+                acc[c].x += v.x * w;
+                acc[c].y += v.y * w;
+            }
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const int d = lane * 2 + 64 * c;
+        if (d < hd) { acc_s[wid][d] = acc[c].x; acc_s[wid][d + 1] = acc[c].y; }
+    }
+    __syncthreads();
+    const float inv = L > 0 ? 1.0f / L : 0.0f;
+    float *o = a.out + (t * a.n_head + h) * hd;
+    for (int d = tid; d < hd; d += 128) o[d] = (acc_s[0][d] + acc_s[1][d] + acc_s[2][d] + acc_s[3][d]) * inv;
+}
+
 /* ------------------------------------------------------------ host side */
 
 enum { ATT_FLASH, ATT_DEC, ATT_GENERIC };
@@ -577,14 +654,14 @@ static int attn_splits(const lmc_cuda_attn *a, int64_t *chunk) {
     return (int)s;
 }
 
-/* Splits of the decode kernel: 64 positions (a multiple of DEC_T) each, at most 256 splits
- * (longer splits past 16k positions), and partials within 256 MB. */
+/* Splits of the decode kernel: 64 positions (a multiple of DEC_T) each, at most 64 splits
+ * (longer splits past 4k positions: fewer idle blocks and partials), partials within 256 MB. */
 static int dec_splits(const lmc_cuda_attn *a, int *chunk) {
     const int64_t per = a->n * a->n_head * (int64_t)(a->head_dim + 2) * 4;
     int64_t c = 64;
     for (;;) {
         const int64_t s = (a->n_ctx + c - 1) / c;
-        if (s <= 1 || (s <= 256 && s * per <= ((int64_t)256 << 20))) {
+        if (s <= 1 || (s <= DEC_MAX_SPLIT && s * per <= ((int64_t)256 << 20))) {
             *chunk = (int)c;
             return s < 1 ? 1 : (int)s;
         }
@@ -633,7 +710,7 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)s);
         if (a->head_dim <= 128) k_attn_dec<1><<<grid, 128, 0, st>>>(*a, s, chunk, scratch);
         else k_attn_dec<2><<<grid, 128, 0, st>>>(*a, s, chunk, scratch);
-        if (s > 1) k_attn_combine<<<dim3((unsigned)a->n_head, (unsigned)a->n), 128, 0, st>>>(*a, s, chunk, scratch);
+        if (s > 1) k_attn_dec_combine<<<dim3((unsigned)a->n_head, (unsigned)a->n), 128, 0, st>>>(*a, s, chunk, scratch);
         return;
     }
     int64_t chunk;
