@@ -508,7 +508,7 @@ static int q_code(lmc_dtype t, const uint8_t *blk, int j) {
  * counts that leave 1-3 rows over, 1 and 3 tokens, 1 and 2 threads (identical results), an
  * all-zero and a huge activation block. Error relative to Σ|dw·dx·code·q| of the row. */
 static void test_matmul_q8act_exact(void) {
-    const int64_t ins[] = {32, 96, 128, 800, 864, 4864}, outs[] = {1, 13, 67};
+    const int64_t ins[] = {32, 96, 128, 416, 800, 864, 4864}, outs[] = {1, 13, 67};
     const lmc_dtype types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
     const int tiers[] = {LMC_SIMD_AVX512, LMC_SIMD_AVX2};
     lmc_backend *be1, *be2;
