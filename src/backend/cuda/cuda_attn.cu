@@ -13,7 +13,7 @@
  *  - k_attn_dec (n < 64, head_dim ≤ 256): f32, one block per (KV head, token,
  *    split) walking 32 positions per step (scores one quad of lanes per
  *    position, softmax one warp per query head, PV one thread per dimension).
- *    Splits are 64 positions (at most 64 splits: longer past 4k positions); a
+ *    Splits are 64 positions (at most 256 splits: longer past 16k positions); a
  *    split beyond the token's range exits at once, and a token whose range
  *    fits in one split gets its output from split 0 directly, so
  *    k_attn_dec_combine only merges tokens with several non-empty splits.
@@ -45,7 +45,6 @@ static __device__ __forceinline__ int64_t ring_slot(int64_t base, int j, int64_t
 
 /* ------------------------------------------------------------ tensor-core prefill */
 
-#define FA_BM 64 /* rows per block: 4 warps × 16 */
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LD 4  /* K and V float4 loads in flight per thread while a tile is staged */
 
@@ -75,18 +74,18 @@ static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <int HD, int BN>
+template <int HD, int BN, int NW>
 static constexpr size_t fa_smem_bytes() {
-    return (size_t)(FA_BM + 2 * BN) * (HD + 8) * sizeof(uint16_t);
+    return (size_t)(16 * NW + 2 * BN) * (HD + 8) * sizeof(uint16_t);
 }
 
 /* Block (row tile, kv head g): row r of the batch is token r / group, query head
  * g·group + r % group. HD ≥ head_dim (padded dims are zero); BN keys per tile.
  * Shared memory: Q [64][HD+8], K [BN][HD+8], V [BN][HD+8] bf16 (rows padded by
  * 16 bytes: conflict-free ldmatrix). Warp w owns rows 16w..16w+15. */
-template <int HD, int BN>
-__global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) {
-    constexpr int ST = HD + 8;
+template <int HD, int BN, int NW>
+__global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) k_fattn(lmc_cuda_attn a, int64_t n_rows) {
+    constexpr int ST = HD + 8, FA_BM = 16 * NW, NT = 32 * NW;
     extern __shared__ __align__(16) unsigned char fa_smem[];
     uint16_t *sQ = (uint16_t *)fa_smem, *sK = sQ + FA_BM * ST, *sV = sK + BN * ST;
     __shared__ int r_seq[FA_BM], r_pb[FA_BM], r_pe[FA_BM];
@@ -111,7 +110,7 @@ __global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) 
         r_pb[tid] = pb;
         r_pe[tid] = pe;
     }
-    for (int i = tid; i < FA_BM * HD / 4; i += 128) {
+    for (int i = tid; i < FA_BM * HD / 4; i += NT) {
         const int row = i / (HD / 4), d = (i % (HD / 4)) * 4;
         const int64_t r = r0 + row;
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -125,8 +124,6 @@ __global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) 
     __syncthreads();
 
     const int ra = warp * 16 + gid, rb = ra + 8;
-    const int seq_a = r_seq[ra], pb_a = r_pb[ra], pe_a = r_pe[ra];
-    const int seq_b = r_seq[rb], pb_b = r_pb[rb], pe_b = r_pe[rb];
     const float cap = a.softcap, sc = cap > 0 ? a.scale : a.scale * FA_LOG2E;
     float o[HD / 8][4];
 #pragma unroll
@@ -147,7 +144,6 @@ __global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) 
         __syncthreads();
         const int lo = s_lo, hi = s_hi;
         prev = cur;
-        const bool on_a = seq_a == cur, on_b = seq_b == cur;
         const float *kc = a.k + (int64_t)cur * a.n_ctx * kv_row + (int64_t)g * hd;
         const float *vc = a.v + (int64_t)cur * a.n_ctx * kv_row + (int64_t)g * hd;
 
@@ -156,14 +152,14 @@ __global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) 
             if (!__syncthreads_or(hit)) continue; /* no row of this pass sees these keys */
             const int64_t base = kb % a.n_ctx;
             /* FA_LD float4 of K and of V per thread in flight before any is stored */
-            constexpr int NLD = BN * HD / 4 / 128;
+            constexpr int NLD = BN * HD / 4 / NT;
             static_assert(NLD % FA_LD == 0, "tile loads");
 #pragma unroll 1
             for (int c0 = 0; c0 < NLD; c0 += FA_LD) {
                 float4 kv[FA_LD], vv[FA_LD];
 #pragma unroll
                 for (int u = 0; u < FA_LD; u++) {
-                    const int i = tid + (c0 + u) * 128, j = i / (HD / 4), d = (i % (HD / 4)) * 4;
+                    const int i = tid + (c0 + u) * NT, j = i / (HD / 4), d = (i % (HD / 4)) * 4;
                     kv[u] = vv[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                     if (kb + j <= hi && d < hd) {
                         const int64_t off = ring_slot(base, j, a.n_ctx, BN) * kv_row + d;
@@ -173,7 +169,7 @@ __global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) 
                 }
 #pragma unroll
                 for (int u = 0; u < FA_LD; u++) {
-                    const int i = tid + (c0 + u) * 128, j = i / (HD / 4), d = (i % (HD / 4)) * 4;
+                    const int i = tid + (c0 + u) * NT, j = i / (HD / 4), d = (i % (HD / 4)) * 4;
                     *(uint2 *)(sK + j * ST + d) = make_uint2(pack_bf16(kv[u].x, kv[u].y), pack_bf16(kv[u].z, kv[u].w));
                     *(uint2 *)(sV + j * ST + d) = make_uint2(pack_bf16(vv[u].x, vv[u].y), pack_bf16(vv[u].z, vv[u].w));
                 }
@@ -197,7 +193,9 @@ __global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) 
                 }
             }
 
-            /* scale, softcap, mask; scores in log2 units */
+            /* scale, softcap, mask (rows' ranges from shared memory); scores in log2 units */
+            const bool on_a = r_seq[ra] == cur, on_b = r_seq[rb] == cur;
+            const int pb_a = r_pb[ra], pe_a = r_pe[ra], pb_b = r_pb[rb], pe_b = r_pe[rb];
             float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
@@ -283,7 +281,7 @@ __global__ void __launch_bounds__(128) k_fattn(lmc_cuda_attn a, int64_t n_rows) 
 
 #define DEC_T 32      /* positions per step */
 #define DEC_GROUP 16  /* most query heads per KV head */
-#define DEC_MAX_SPLIT 64 /* ≤ 256 (k_attn_dec_combine's weights) */
+#define DEC_MAX_SPLIT 256 /* ≤ 256 (k_attn_dec_combine's weights) */
 
 /* Block (kv head g, token t, split sp) of 128 threads; head_dim ≤ 128·NC. Positions of a step:
  * quad q of warp w scores position 8w + q against every query head of the group; warp w then
@@ -654,8 +652,8 @@ static int attn_splits(const lmc_cuda_attn *a, int64_t *chunk) {
     return (int)s;
 }
 
-/* Splits of the decode kernel: 64 positions (a multiple of DEC_T) each, at most 64 splits
- * (longer splits past 4k positions: fewer idle blocks and partials), partials within 256 MB. */
+/* Splits of the decode kernel: 64 positions (a multiple of DEC_T) each, at most 256 splits
+ * (longer splits past 16k positions), partials within 256 MB. */
 static int dec_splits(const lmc_cuda_attn *a, int *chunk) {
     const int64_t per = a->n * a->n_head * (int64_t)(a->head_dim + 2) * 4;
     int64_t c = 64;
@@ -686,22 +684,22 @@ extern "C" size_t lmc_cuda_attn_scratch(const lmc_cuda_attn *a) {
     return s == 1 ? 0 : (size_t)a->n * a->n_head * s * (size_t)(a->head_dim + 2);
 }
 
-template <int HD, int BN>
+template <int HD, int BN, int NW>
 static void launch_fattn(cudaStream_t st, const lmc_cuda_attn *a) {
-    const size_t smem = fa_smem_bytes<HD, BN>();
-    cudaFuncSetAttribute(k_fattn<HD, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    const int64_t rows = a->n * (a->n_head / a->n_kv_head);
-    dim3 grid((unsigned)((rows + FA_BM - 1) / FA_BM), (unsigned)a->n_kv_head);
-    k_fattn<HD, BN><<<grid, 128, smem, st>>>(*a, rows);
+    const size_t smem = fa_smem_bytes<HD, BN, NW>();
+    cudaFuncSetAttribute(k_fattn<HD, BN, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const int64_t rows = a->n * (a->n_head / a->n_kv_head), bm = 16 * NW;
+    dim3 grid((unsigned)((rows + bm - 1) / bm), (unsigned)a->n_kv_head);
+    k_fattn<HD, BN, NW><<<grid, 32 * NW, smem, st>>>(*a, rows);
 }
 
 extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, float *scratch) {
     if (a->n <= 0) return;
     const int path = attn_path(a);
     if (path == ATT_FLASH) {
-        if (a->head_dim <= 64) launch_fattn<64, 64>(st, a);
-        else if (a->head_dim <= 128) launch_fattn<128, 64>(st, a);
-        else launch_fattn<256, 32>(st, a);
+        if (a->head_dim <= 64) launch_fattn<64, 64, 8>(st, a);
+        else if (a->head_dim <= 128) launch_fattn<128, 32, 8>(st, a);
+        else launch_fattn<256, 32, 4>(st, a);
         return;
     }
     if (path == ATT_DEC) {
