@@ -3,10 +3,11 @@
  * Three kernels, picked from shapes only (n, head_dim, group; never from
  * positions, so CUDA graphs can replay a launch):
  *  - k_fattn (n ≥ 64, head_dim ≤ 256, a multiple of 4): FlashAttention-2 style
- *    on tensor cores. A block owns 64 rows (token, query head) of one KV head
- *    (the grouped query heads of a token are adjacent rows, so K/V tiles are
- *    shared by the group), streams K/V tiles of the cache (f32, converted to
- *    bf16 in shared memory), computes S = QKᵀ and O += PV with
+ *    on tensor cores. A block owns 128 rows (8 warps; 64 rows, 4 warps, for
+ *    head_dim > 128) of (token, query head) pairs of one KV head (the grouped
+ *    query heads of a token are adjacent rows, so K/V tiles are shared by the
+ *    group), streams K/V tiles of the cache (f32 loads, 4+4 float4 in flight
+ *    per thread, converted to bf16 in shared memory), computes S = QKᵀ and O += PV with
  *    mma.m16n8k16 (bf16 operands, f32 accumulators) and keeps the online
  *    softmax in registers. Rows of several sequences in one block are served
  *    one sequence per pass; key tiles no row of the pass can see are skipped.
@@ -79,9 +80,9 @@ static constexpr size_t fa_smem_bytes() {
     return (size_t)(16 * NW + 2 * BN) * (HD + 8) * sizeof(uint16_t);
 }
 
-/* Block (row tile, kv head g): row r of the batch is token r / group, query head
+/* Block (row tile, kv head g) of NW warps: row r of the batch is token r / group, query head
  * g·group + r % group. HD ≥ head_dim (padded dims are zero); BN keys per tile.
- * Shared memory: Q [64][HD+8], K [BN][HD+8], V [BN][HD+8] bf16 (rows padded by
+ * Shared memory: Q [16·NW][HD+8], K [BN][HD+8], V [BN][HD+8] bf16 (rows padded by
  * 16 bytes: conflict-free ldmatrix). Warp w owns rows 16w..16w+15. */
 template <int HD, int BN, int NW>
 __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) k_fattn(lmc_cuda_attn a, int64_t n_rows) {
