@@ -86,6 +86,12 @@ typedef struct lmc_engine_params {
 
 lmc_engine_params lmc_engine_default_params(void);
 
+/* Process-wide, once, before opening models (optional): a model file truncated on disk while
+ * mapped then ends the process with one line naming the file on stderr and exit status 74,
+ * instead of SIGBUS (the lmc CLI does this; docs/SECURITY.md). LMC_ERR_UNSUPPORTED when another
+ * SIGBUS handler (a sanitizer's) stays in charge. */
+lmc_status lmc_guard_mapped_files(void);
+
 /* model: a Hugging Face model directory, or ORG/NAME[@REV] in the local HF cache. */
 lmc_status lmc_engine_open(const char *model, const lmc_engine_params *p, lmc_engine **out);
 void lmc_engine_close(lmc_engine *eng);

@@ -9,6 +9,7 @@
 
 #include "gen/generate.h"
 #include "io/hfpath.h"
+#include "io/mapguard.h"
 #include "tok/tokenizer.h"
 
 struct lmc_engine {
@@ -33,6 +34,8 @@ lmc_session_params lmc_session_default_params(void) {
 }
 
 void lmc_free(void *p) { free(p); }
+
+lmc_status lmc_guard_mapped_files(void) { return lmc_mapguard_install(); }
 
 lmc_status lmc_engine_open(const char *model, const lmc_engine_params *pp, lmc_engine **out) {
     lmc_engine_params p = pp ? *pp : lmc_engine_default_params();
