@@ -36,7 +36,7 @@
 
 static int simd_level = -1; /* -1: not probed yet, else an LMC_SIMD_* tier */
 static int n_streams = 4;     /* row stretches one thread reads side by side (1, 2 or 4) */
-static size_t pf_bytes = 1024; /* software prefetch distance in each stretch */
+static size_t pf_bytes = 4096; /* software prefetch distance in each stretch */
 
 /* Byte-gather indices for vpermt2b (two 64-byte loads → one vector of codes) and word-gather
  * indices for the f16 block scales, filled once by lmc_cpu_simd_set_level. Byte 16j + m of a
