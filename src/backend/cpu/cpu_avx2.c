@@ -125,12 +125,12 @@ static inline __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_l
 
 /* MLX 4/8-bit: per group s·Σ x·q + b·Σ x (group sums prepared after the activations).
  * MLX4 activations are de-interleaved per 32 (byte j: low nibble = even element 2j). */
-static void rows4_mlx(int bits, const lmc_quant_mlx *q, int64_t o, const char *const r[4], const float *xp,
+static void rows4_mlx(int bits, const lmc_quant_mlx *q, const int64_t ro[4], const char *const r[4], const float *xp,
                       int64_t in, size_t pf, float out[4]) {
     const int g = q->group_size;
     const float *gsum = xp + in;
     lmc_mlx_row mr[4];
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, o + k);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, ro[k]);
     __m256 acc[4];
     float bsum[4] = {0, 0, 0, 0};
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
@@ -254,14 +254,23 @@ static void rows4_q6k(const char *const r[4], const float *xp, int64_t in, size_
 }
 
 void lmc_cpu_avx2_matvec(float *y, const lmc_tensor *w, const void *xp, size_t token_bytes, int64_t n_tok, int64_t o0,
-                         int64_t o1) {
+                         int64_t o1, int n_streams, size_t pf_bytes) {
     const int64_t in = w->ne[0], out = w->ne[1];
-    for (int64_t o = o0; o < o1; o += 4) {
-        const size_t pf = o + 8 <= o1 ? 4 * w->nb[1] : 0; /* no prefetch past this thread's rows */
-        const int64_t nr = o1 - o < 4 ? o1 - o : 4;
+    /* rows as n_streams stretches side by side, prefetch pf_bytes ahead in each (cpu_simd.c) */
+    const int64_t n = o1 - o0, ns = n >= 4 * n_streams ? n_streams : 1, step = 4 / ns;
+    const int64_t per = (n + 3) / 4 * step;
+    const int64_t pf_rows = ((int64_t)pf_bytes + (int64_t)w->nb[1] - 1) / (int64_t)w->nb[1];
+    for (int64_t i = 0; i < per; i += step) {
+        int64_t ro[4];
+        int ok[4];
         const char *r[4];
-        /* a short tail repeats its last row (results of the repeats are dropped) */
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) r[k] = (const char *)w->data + (size_t)(o + (k < nr ? k : nr - 1)) * w->nb[1];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            ro[k] = o0 + (k % ns) * per + i + k / ns;
+            ok[k] = ro[k] < o1;
+            if (!ok[k]) ro[k] = ro[0]; /* repeats a valid row; its result is dropped */
+            r[k] = (const char *)w->data + (size_t)ro[k] * w->nb[1];
+        }
+        const size_t pf = i + step + pf_rows < per ? (size_t)pf_rows * w->nb[1] : 0;
         for (int64_t t = 0; t < n_tok; t++) {
             const char *xt = (const char *)xp + token_bytes * (size_t)t;
             float s[4];
@@ -273,26 +282,12 @@ void lmc_cpu_avx2_matvec(float *y, const lmc_tensor *w, const void *xp, size_t t
             case LMC_DTYPE_Q4_K: rows4_qk45(0, r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q5_K: rows4_qk45(1, r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q6_K: rows4_q6k(r, (const float *)(const void *)xt, in, pf, s); break;
-            case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8: {
-                const lmc_quant_mlx *q = w->aux;
-                if (nr == 4) {
-                    rows4_mlx(lmc_dtype_mlx_bits(w->type), q, o, r, (const float *)(const void *)xt, in, pf, s);
-                    break;
-                }
-                for (int k = 0; k < nr; k++) { /* a short tail: one row at a time on a one-row aux view */
-                    const char *r1[4] = {r[k], r[k], r[k], r[k]};
-                    float s1[4];
-                    lmc_quant_mlx q1 = *q;
-                    q1.scales.data = (char *)q->scales.data + (size_t)(o + k) * q->scales.nb[1];
-                    q1.biases.data = (char *)q->biases.data + (size_t)(o + k) * q->biases.nb[1];
-                    q1.scales.nb[1] = q1.biases.nb[1] = 0;
-                    rows4_mlx(lmc_dtype_mlx_bits(w->type), &q1, 0, r1, (const float *)(const void *)xt, in, 0, s1);
-                    s[k] = s1[0];
-                }
-            } break;
+            case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8:
+                rows4_mlx(lmc_dtype_mlx_bits(w->type), w->aux, ro, r, (const float *)(const void *)xt, in, pf, s);
+                break;
             default: LMC_ASSERT(!"no AVX2 kernel for this dtype");
             }
-            for (int k = 0; k < nr; k++) y[(size_t)t * out + o + k] = s[k];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) if (ok[k]) y[(size_t)t * out + ro[k]] = s[k];
         }
     }
 }
@@ -304,8 +299,8 @@ void lmc_cpu_avx2_matvec(float *y, const lmc_tensor *w, const void *xp, size_t t
 int lmc_cpu_avx2_supported(void) { return 0; }
 int lmc_cpu_avx2_has_type(lmc_dtype t) { (void)t; return 0; }
 void lmc_cpu_avx2_matvec(float *y, const lmc_tensor *w, const void *xp, size_t token_bytes, int64_t n_tok, int64_t o0,
-                         int64_t o1) {
-    (void)y; (void)w; (void)xp; (void)token_bytes; (void)n_tok; (void)o0; (void)o1;
+                         int64_t o1, int n_streams, size_t pf_bytes) {
+    (void)y; (void)w; (void)xp; (void)token_bytes; (void)n_tok; (void)o0; (void)o1; (void)n_streams; (void)pf_bytes;
     LMC_ASSERT(!"no AVX2 kernels in this build");
 }
 

@@ -21,8 +21,9 @@ int lmc_cpu_avx2_supported(void);
 /* The AVX2 tier has a kernel for weights of this dtype. */
 int lmc_cpu_avx2_has_type(lmc_dtype t);
 /* y[t, o0..o1) for n_tok tokens of activations prepared by lmc_cpu_simd_act_prepare
- * (token_bytes apart); w->ne[0] is a multiple of 32. */
+ * (token_bytes apart); w->ne[0] is a multiple of 32. The rows are read as n_streams (1, 2
+ * or 4) stretches side by side with a software prefetch pf_bytes ahead in each. */
 void lmc_cpu_avx2_matvec(float *y, const lmc_tensor *w, const void *xp, size_t token_bytes, int64_t n_tok, int64_t o0,
-                         int64_t o1);
+                         int64_t o1, int n_streams, size_t pf_bytes);
 
 #endif

@@ -561,7 +561,7 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
     const int64_t in = w->ne[0], out = w->ne[1];
     const size_t tb = token_bytes(w);
     if (simd_level == LMC_SIMD_AVX2) {
-        lmc_cpu_avx2_matvec(y, w, xp, tb, n_tok, o0, o1);
+        lmc_cpu_avx2_matvec(y, w, xp, tb, n_tok, o0, o1, n_streams, pf_bytes);
         return;
     }
     /* The thread's rows are read as n_streams stretches side by side (rows o0 + k·per + i for
