@@ -294,7 +294,7 @@ static void kernels(const char *types) {
     if (lmc_backend_cuda_init(&be, 0) < 0) die("cuda backend");
     printf("| kernel | type | shape | tokens | µs / call | GB/s | of copy bandwidth |\n|---|---|---|---|---|---|---|\n");
     const int64_t shp[][2] = {{4096, 14336}, {14336, 4096}, {4096, 1024}};
-    const int toks[] = {1, 8, 32};
+    const int toks[] = {1, 2, 4, 8, 32};
     char buf[256];
     snprintf(buf, sizeof buf, "%s", types);
     for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
@@ -306,7 +306,7 @@ static void kernels(const char *types) {
             void *host = host_matrix(type, in, out);
             lmc_tensor w = lmc_tensor_make(type, in, out, 1, 1);
             if (be->i->bind_weight(be, &w, host) < 0) die("bind");
-            for (int ti = 0; ti < 3; ti++) {
+            for (int ti = 0; ti < (int)(sizeof toks / sizeof toks[0]); ti++) {
                 lmc_tensor x = lmc_tensor_make(LMC_DTYPE_F32, in, toks[ti], 1, 1);
                 lmc_tensor y = lmc_tensor_make(LMC_DTYPE_F32, out, toks[ti], 1, 1);
                 if (be->i->alloc(be, &x) < 0 || be->i->alloc(be, &y) < 0) die("alloc");

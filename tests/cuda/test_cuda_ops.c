@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "core/quant.h"
 
 static lmc_backend *ref, *gpu;
@@ -211,10 +212,104 @@ static void test_matmul(void) {
             char what[96];
             snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld", lmc_dtype_name(t), (long long)in,
                      (long long)out, (long long)n);
-            compare(&y, n > 8 && t != LMC_DTYPE_F32 ? 1e-2 : 1e-4, what);
+            /* bf16 GEMM past 8 tokens; Q8_0/Q4_0 decode with int8 activations (test_matmul_int8) */
+            compare(&y, (n > 8 && t != LMC_DTYPE_F32) || lmc_cuda_gemv_int8(t, in, n) ? 1e-2 : 1e-4, what);
             pair_free(&x);
             pair_free(&y);
             weight_free(&w);
+        }
+    }
+}
+
+/* The int8-activation decode path repeated on the host: each token's x quantized per
+ * 32-element block as the kernel does it (float: d = amax/127, q = rint(x·127/amax)), then
+ * y = Σ_blocks d_w·d·Σ code·q in double. wb: the checkpoint bytes (ggml blocks). */
+static void int8_ref(lmc_dtype t, const uint8_t *wb, int64_t in, int64_t out, const float *x, int64_t n, float *y) {
+    const size_t row = lmc_dtype_row_bytes(t, in), bb = t == LMC_DTYPE_Q8_0 ? 34 : 18;
+    const int64_t nb = in / 32;
+    int8_t *q = malloc((size_t)in);
+    float *d = malloc((size_t)nb * sizeof *d);
+    for (int64_t k = 0; k < n; k++) {
+        const float *xk = x + k * in;
+        for (int64_t b = 0; b < nb; b++) {
+            float m = 0.0f;
+            for (int j = 0; j < 32; j++) m = fmaxf(m, fabsf(xk[b * 32 + j]));
+            const float id = m > 0.0f ? 127.0f / m : 0.0f;
+            d[b] = m / 127.0f;
+            for (int j = 0; j < 32; j++) q[b * 32 + j] = (int8_t)rintf(xk[b * 32 + j] * id);
+        }
+        for (int64_t o = 0; o < out; o++) {
+            double acc = 0.0;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = wb + (size_t)o * row + (size_t)b * bb;
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                long s = 0;
+                for (int j = 0; j < 32; j++) {
+                    const int c = t == LMC_DTYPE_Q8_0 ? (int8_t)blk[2 + j]
+                                                      : (j < 16 ? blk[2 + j] & 0x0F : blk[2 + j - 16] >> 4) - 8;
+                    s += (long)c * q[b * 32 + j];
+                }
+                acc += (double)lmc_f16_to_f32(h) * d[b] * (double)s;
+            }
+            y[k * out + o] = (float)acc;
+        }
+    }
+    free(q);
+    free(d);
+}
+
+/* Q8_0/Q4_0 products of 1..8 tokens: the int8-activation kernel against int8_ref (1e-5:
+ * only float summation order differs) and against the f32 CPU reference (1e-2). Shapes:
+ * the shortest rows, odd row counts, several row groups per warp, K of 14336 at 8 tokens
+ * (143 KB of shared memory), an all-zero activation block, and K too long for shared memory
+ * at 8 tokens (the f32-activation kernel takes it: 1e-4). */
+static void test_matmul_int8(void) {
+    static const int64_t shapes[][3] = {/* in, out, n_tokens */
+                                        {32, 5, 1}, {64, 33, 2}, {256, 96, 3}, {544, 257, 5}, {1024, 130, 8},
+                                        {64, 4500, 1}, {32, 9000, 4}, {4096, 40, 6}, {14336, 12, 8},
+                                        {128, 70, 7}, {24576, 3, 8}};
+    const lmc_dtype types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
+    for (int ti = 0; ti < 2; ti++) {
+        const lmc_dtype t = types[ti];
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t in = shapes[si][0], out = shapes[si][1], n = shapes[si][2];
+            weight w;
+            weight_make(&w, t, in, out);
+            float *xh = malloc((size_t)(in * n) * sizeof *xh), *yr = malloc((size_t)(out * n) * sizeof *yr);
+            float *yg = malloc((size_t)(out * n) * sizeof *yg);
+            for (int64_t i = 0; i < in * n; i++) /* block magnitudes 1, 4, 16; block 1 of token 0 zero */
+                xh[i] = (i / 32 == 1) ? 0.0f : frand() * (float)(1 << (2 * ((i / 32) % 3)));
+            pair x, y;
+            pair_alloc(&x, LMC_DTYPE_F32, in, n, 1);
+            pair_set(&x, xh);
+            pair_alloc(&y, LMC_DTYPE_F32, out, n, 1);
+            ref->i->matmul(ref, &y.c, &w.c, &x.c);
+            gpu->i->matmul(gpu, &y.g, &w.g, &x.g);
+            const int int8 = lmc_cuda_gemv_int8(t, in, n);
+            char what[112];
+            snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld (%s activations) vs cpu", lmc_dtype_name(t),
+                     (long long)in, (long long)out, (long long)n, int8 ? "int8" : "f32");
+            compare(&y, int8 ? 1e-2 : 1e-4, what);
+            if (int8) {
+                int8_ref(t, w.bytes, in, out, xh, n, yr);
+                gpu->i->get(gpu, yg, &y.g, 0, (size_t)(out * n) * 4);
+                double err = 0, mx = 0;
+                for (int64_t i = 0; i < out * n; i++) {
+                    err = fmax(err, fabs((double)yr[i] - yg[i]));
+                    mx = fmax(mx, fabs((double)yr[i]));
+                }
+                CHECK_MSG(err <= 1e-5 * mx && mx > 0, "%s in %lld out %lld n %lld vs int8 host reference: max|Δ| %.3g "
+                          "vs max|ref| %.3g", lmc_dtype_name(t), (long long)in, (long long)out, (long long)n, err, mx);
+            }
+            CHECK_MSG(int8 || in * n * 5 / 4 > 200 * 1024 || getenv("LMC_CUDA_QGEMV"), "%s in %lld n %lld: int8 path expected",
+                      lmc_dtype_name(t), (long long)in, (long long)n);
+            pair_free(&x);
+            pair_free(&y);
+            weight_free(&w);
+            free(xh);
+            free(yr);
+            free(yg);
         }
     }
 }
@@ -559,7 +654,8 @@ static void test_moe(void) {
             pair_f32(&x, 256, nt, 1, 1.0f);
             pair_f32(&xs, 256, k * nt, 1, 1.0f);
             pair_alloc(&y, LMC_DTYPE_F32, 48, k * nt, 1);
-            const double tol = nt > 8 && types[ti] != LMC_DTYPE_F32 ? 1e-2 : 1e-4;
+            const double tol = (nt > 8 && types[ti] != LMC_DTYPE_F32) || lmc_cuda_gemv_int8(types[ti], 256, 1) ? 1e-2
+                                                                                                            : 1e-4;
             ref->i->matmul_id(ref, &y.c, ec, E, &x.c, &ids.c);
             gpu->i->matmul_id(gpu, &y.g, eg, E, &x.g, &ids.g);
             compare(&y, tol, "matmul_id shared input");
@@ -599,6 +695,7 @@ int main(void) {
     }
     LMC_ASSERT(lmc_backend_cpu_init(&ref, 1, 1) == 0);
     RUN(test_matmul);
+    RUN(test_matmul_int8);
     RUN(test_get_rows);
     RUN(test_elementwise);
     RUN(test_norms);

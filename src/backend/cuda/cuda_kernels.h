@@ -48,8 +48,13 @@ void lmc_cuda_repack(cudaStream_t s, int type, const void *raw, size_t nb1, int6
 /* 1 when the fast matrix-vector kernels take this weight with x of n_tok tokens. */
 int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_tok);
 #define LMC_CUDA_GEMV_MAX_TOKENS 8
-/* y[t, o] = Σ_i w[o, i] x[t, i] for n_tok ≤ LMC_CUDA_GEMV_MAX_TOKENS (y rows of `out` floats). */
+/* y[t, o] = Σ_i w[o, i] x[t, i] for n_tok ≤ LMC_CUDA_GEMV_MAX_TOKENS (y rows of `out` floats).
+ * Q8_0/Q4_0 with int8 activations when lmc_cuda_gemv_int8 says so, else f32 activations. */
 void lmc_cuda_gemv(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n_tok);
+/* 1 when lmc_cuda_gemv quantizes the activations of this Q8_0/Q4_0 product to int8 per
+ * 32-element block (d = amax/127, q = rint(x·127/amax)) on the current device: the
+ * shared memory holds them; LMC_CUDA_QGEMV=off in the environment turns it off. */
+int lmc_cuda_gemv_int8(int type, int64_t ne0, int64_t n_tok);
 /* Rows [r0, r0 + nr) of w as f32 (to_bf16 = 0) or bf16 (1), densely [nr, ne0]. */
 void lmc_cuda_dequant_rows(cudaStream_t s, const lmc_cuda_w *w, int64_t r0, int64_t nr, void *dst, int to_bf16);
 /* n f32 → bf16 */

@@ -1,14 +1,24 @@
 /* cuda_matmul.cu — the matrix-vector kernels of decode, the repacking of
  * Q8_0/Q4_0 weights, and the dequantization feeding cuBLAS.
  *
- * Decode (≤ LMC_CUDA_GEMV_MAX_TOKENS tokens): one block computes R output rows;
- * each thread loads 16 aligned bytes of each row per chunk (8 bf16/f16, 4 f32,
- * 16 Q8_0 codes, or a whole 32-element Q4_0 block), U chunks before using any,
- * widens them to f32 once and multiplies them with every token's activations
- * (f32, read through L1); warps reduce with shuffles, the block in shared memory. Products and sums are f32 (no activation
- * quantization). Other weight dtypes, and prefill-sized batches, go through
- * lmc_cuda_dequant_rows + cuBLAS (cuda_backend.c).
+ * Decode (≤ LMC_CUDA_GEMV_MAX_TOKENS tokens), Q8_0/Q4_0: k_gemv_q, one block per
+ * multiprocessor. Each block first quantizes the activations of every token to int8 per
+ * 32-element block (scale amax/127, llama.cpp's mmvq idea) into shared memory while its
+ * first weight loads are in flight; then each warp streams the 16-byte code chunks of its
+ * rows (lanes side by side: coalesced; 8 or 16 loads a lane in flight) and multiplies them
+ * with __dp4a (four int8 products per instruction), the weight block scale times the
+ * activation block scale applied once per chunk. Each weight byte is read once for all
+ * tokens. Activations in int8 change the result slightly (within F2 of the f32 reference).
+ * Other dtypes (f32/f16/bf16), and Q8_0/Q4_0 when the int8 activations do not fit in
+ * shared memory: k_gemv (f32 activations read through L1, weights widened to f32).
+ * Prefill-sized batches and other dtypes go through lmc_cuda_dequant_rows + cuBLAS
+ * (cuda_backend.c).
  */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_bf16.h>
+
 #include "cuda_common.cuh"
 
 #define GEMV_U 2          /* chunks per thread loaded before use */
@@ -179,6 +189,316 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv(float *y, lmc_cuda_w w, c
     }
 }
 
+/* ------------------------------------------------ Q8_0 / Q4_0 with int8 activations */
+
+#define QV_MAX_THREADS 512 /* threads per block of k_gemv_q at most (≤ 128 registers a thread) */
+
+/* Shared memory of k_gemv_q: per token K int8 activations, then per token K/32 float2
+ * block metadata (scale d; Q4_0: -8·d·Σq, so a block is d_w·(d·Σ n·q + that)). */
+static size_t qv_smem(int64_t K, int nt) { return (size_t)nt * ((size_t)K + (size_t)K / 32 * 8); }
+
+/* Pack the low bytes of four ints. */
+static __device__ __forceinline__ int qv_pack4(int a, int b, int c, int d) {
+    return (int)__byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+
+/* All threads of the block: x [nt, K] f32 → int8 codes and block metadata in shared memory.
+ * Four lanes per 32-element block, eight elements each, QU pieces per thread loaded before
+ * any is used (fewer when the weight batch in flight takes many registers). Q8_0 keeps
+ * element order; Q4_0 stores each block's first 16 elements in a low plane and the last 16
+ * in a high plane (both K/2 bytes) so a lane's two 16-byte reads for one weight block are
+ * contiguous across the warp (no bank conflicts). d = amax/127, q = rint(x · 127/amax)
+ * (exact IEEE ops: the op test repeats them on the host bit for bit). */
+template <int TYPE, int QU>
+static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, const float *x, int64_t K, int nt) {
+    const int lane = threadIdx.x & 31, T = blockDim.x;
+    const int64_t per_tok = K / 8, pieces = per_tok * nt;
+    for (int64_t base = 0; base < pieces; base += (int64_t)T * QU) { /* block-uniform trip count */
+        float4 v[QU][2];
+#pragma unroll
+        for (int k = 0; k < QU; k++) {
+            const int64_t p = base + (int64_t)k * T + threadIdx.x;
+            if (p < pieces) {
+                const int64_t t = p / per_tok;
+                const float4 *src = (const float4 *)(x + t * K + (p - t * per_tok) * 8);
+                v[k][0] = __ldg(src);
+                v[k][1] = __ldg(src + 1);
+            } else {
+                v[k][0] = v[k][1] = make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < QU; k++) {
+            const int64_t p = base + (int64_t)k * T + threadIdx.x;
+            const float4 a = v[k][0], b = v[k][1];
+            float m = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
+                            fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+            const float id = m > 0.0f ? 127.0f / m : 0.0f, d = m / 127.0f;
+            const int w0 = qv_pack4(__float2int_rn(a.x * id), __float2int_rn(a.y * id), __float2int_rn(a.z * id),
+                                    __float2int_rn(a.w * id));
+            const int w1 = qv_pack4(__float2int_rn(b.x * id), __float2int_rn(b.y * id), __float2int_rn(b.z * id),
+                                    __float2int_rn(b.w * id));
+            int sum = __dp4a(w0, 0x01010101, __dp4a(w1, 0x01010101, 0));
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            if (p >= pieces) continue; /* the same for the four lanes of a block */
+            const int64_t t = p / per_tok, e = (p - t * per_tok) * 8, blk = e >> 5, j = e & 31;
+            int8_t *dst = xq + t * K + (TYPE == LMC_DTYPE_Q8_0 ? e : (j >> 4) * (K / 2) + blk * 16 + (j & 15));
+            *(int2 *)dst = make_int2(w0, w1);
+            if ((lane & 3) == 0)
+                meta[t * (K / 32) + blk] = make_float2(d, TYPE == LMC_DTYPE_Q8_0 ? 0.0f : -8.0f * d * (float)sum);
+        }
+    }
+}
+
+/* One batch of a warp: the U chunks (16 bytes of codes) base + lane + 32u of RW rows g·RW..,
+ * with their weight block scales. */
+template <int RW, int U> struct qv_batch {
+    uint4 q[U][RW];
+    uint16_t d[U][RW]; /* f16 */
+};
+
+template <int TYPE, int RW, int U>
+static __device__ __forceinline__ void qv_load(qv_batch<RW, U> &b, const lmc_cuda_w &w, int64_t g, int c0, int nch) {
+    const size_t rowb = TYPE == LMC_DTYPE_Q8_0 ? (size_t)w.ne0 : (size_t)(w.ne0 / 2);
+    const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
+    const int64_t nbk = w.ne0 / 32;
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        const int64_t row = g * RW + r < w.ne1 ? g * RW + r : w.ne1 - 1;
+        /* chunk c0 + 32u: constant offsets from one pointer per row */
+        const uint4 *qp = (const uint4 *)((const char *)w.data + (size_t)row * rowb) + c0;
+        const uint16_t *dp = sc + row * nbk + (TYPE == LMC_DTYPE_Q8_0 ? c0 >> 1 : c0);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (c0 + 32 * u < nch) {
+                b.q[u][r] = __ldg(qp + 32 * u);
+                b.d[u][r] = __ldg(dp + (TYPE == LMC_DTYPE_Q8_0 ? 16 * u : 32 * u));
+            } else {
+                b.q[u][r] = make_uint4(0, 0, 0, 0);
+                b.d[u][r] = 0;
+            }
+        }
+    }
+}
+
+/* acc[r][t] += the batch's chunks · token t's int8 activations. */
+template <int TYPE, int NT, int RW, int U>
+static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_batch<RW, U> &b, const int8_t *xq,
+                                              const float2 *meta, int K, int c0, int nch) {
+    const int nbk = K / 32;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int c = c0 + 32 * u;
+        if (c >= nch) break;
+        if (TYPE == LMC_DTYPE_Q8_0) {
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const int4 xv = *(const int4 *)(xq + t * K + c * 16);
+                const float xd = meta[t * nbk + (c >> 1)].x;
+#pragma unroll
+                for (int r = 0; r < RW; r++) {
+                    const uint4 q = b.q[u][r];
+                    int s = __dp4a((int)q.x, xv.x, 0);
+                    s = __dp4a((int)q.y, xv.y, s);
+                    s = __dp4a((int)q.z, xv.z, s);
+                    s = __dp4a((int)q.w, xv.w, s);
+                    acc[r][t] = fmaf(f16_to_f(b.d[u][r]) * xd, (float)s, acc[r][t]);
+                }
+            }
+        } else {
+            /* byte k of a block: element k in the low nibble, element k + 16 in the high one */
+            int lo[RW][4], hi[RW][4];
+#pragma unroll
+            for (int r = 0; r < RW; r++) {
+                const uint32_t q[4] = {b.q[u][r].x, b.q[u][r].y, b.q[u][r].z, b.q[u][r].w};
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    lo[r][k] = (int)(q[k] & 0x0F0F0F0Fu);
+                    hi[r][k] = (int)((q[k] >> 4) & 0x0F0F0F0Fu);
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const int4 xa = *(const int4 *)(xq + t * K + c * 16);
+                const int4 xb = *(const int4 *)(xq + t * K + K / 2 + c * 16);
+                const float2 m = meta[t * nbk + c];
+#pragma unroll
+                for (int r = 0; r < RW; r++) {
+                    int s = __dp4a(lo[r][0], xa.x, 0);
+                    s = __dp4a(lo[r][1], xa.y, s);
+                    s = __dp4a(lo[r][2], xa.z, s);
+                    s = __dp4a(lo[r][3], xa.w, s);
+                    s = __dp4a(hi[r][0], xb.x, s);
+                    s = __dp4a(hi[r][1], xb.y, s);
+                    s = __dp4a(hi[r][2], xb.z, s);
+                    s = __dp4a(hi[r][3], xb.w, s);
+                    acc[r][t] = fmaf(f16_to_f(b.d[u][r]), fmaf(m.x, (float)s, m.y), acc[r][t]);
+                }
+            }
+        }
+    }
+}
+
+/* The warp's sums of row group g: reduced across lanes, lane r·NT + t writes (row g·RW + r, token t). */
+template <int NT, int RW>
+static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, int64_t out, int64_t g, int lane) {
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float v = warp_sum(acc[r][t]);
+            acc[r][t] = 0.0f;
+            const int64_t row = g * RW + r;
+            if (lane == r * NT + t && row < out) y[(int64_t)t * out + row] = v;
+        }
+}
+
+/* y[t, o] = Σ_i w[o, i] x[t, i] for NT tokens, Q8_0 / Q4_0 repacked weights. Warp gw of the
+ * grid computes row groups [gw·gpw, gw·gpw + gpw) of RW rows each, over the whole row, in
+ * batches of U chunks a lane: LOADS = RW·U loads of 16 bytes a lane in flight (the first
+ * batch while the block quantizes the activations). */
+template <int TYPE, int NT, int RW, int LOADS>
+__global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(float *y, lmc_cuda_w w, const float *x, int gpw) {
+    constexpr int U = LOADS / RW, STEP = 32 * U;
+    extern __shared__ __align__(16) unsigned char qv_sm[];
+    const int K = (int)w.ne0; /* K·NT fits shared memory: int offsets */
+    const int64_t out = w.ne1;
+    const int nch = TYPE == LMC_DTYPE_Q8_0 ? K / 16 : K / 32; /* 16-byte code chunks per row */
+    const int8_t *xq = (const int8_t *)qv_sm;
+    const float2 *meta = (const float2 *)(qv_sm + (size_t)NT * K);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t ngroups = (out + RW - 1) / RW;
+    int64_t g = ((int64_t)blockIdx.x * (blockDim.x >> 5) + warp) * gpw;
+    const int64_t g_end = g + gpw < ngroups ? g + gpw : ngroups;
+
+    qv_batch<RW, U> A;
+    int base = 0; /* batch (g, base) is in A */
+    if (g < g_end) qv_load<TYPE, RW, U>(A, w, g, base + lane, nch);
+    qv_quantize<TYPE, LOADS >= 16 ? 2 : 4>((int8_t *)qv_sm, (float2 *)(qv_sm + (size_t)NT * K), x, K, NT);
+    __syncthreads();
+    float acc[RW][NT];
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    while (g < g_end) {
+        qv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch);
+        base += STEP;
+        if (base >= nch) { /* the row group is done */
+            qv_store<NT, RW>(acc, y, out, g, lane);
+            g++;
+            base = 0;
+        }
+        if (g < g_end) qv_load<TYPE, RW, U>(A, w, g, base + lane, nch);
+    }
+}
+
+/* Per device: multiprocessors and shared memory per block (opt-in), cached. */
+static int qv_device(int *dev, int *sms, size_t *smem_block) {
+    static int cache[16][2];
+    if (cudaGetDevice(dev) != cudaSuccess) return 0;
+    int v[2] = {0, 0};
+    const int d = *dev;
+    if (d >= 0 && d < 16 && cache[d][0]) {
+        v[0] = cache[d][0];
+        v[1] = cache[d][1];
+    } else {
+        if (cudaDeviceGetAttribute(&v[0], cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v[1], cudaDevAttrMaxSharedMemoryPerBlockOptin, d) != cudaSuccess)
+            return 0;
+        if (d >= 0 && d < 16) {
+            cache[d][0] = v[0];
+            cache[d][1] = v[1];
+        }
+    }
+    *sms = v[0];
+    *smem_block = (size_t)v[1];
+    return 1;
+}
+
+/* LMC_CUDA_QGEMV=off: Q8_0/Q4_0 decode through k_gemv with f32 activations (A/B comparisons). */
+static int qv_disabled(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("LMC_CUDA_QGEMV");
+        v = e && !strcmp(e, "off");
+    }
+    return v;
+}
+
+extern "C" int lmc_cuda_gemv_int8(int type, int64_t ne0, int64_t n_tok) {
+    if ((type != LMC_DTYPE_Q8_0 && type != LMC_DTYPE_Q4_0) || ne0 % 32 || n_tok < 1 ||
+        n_tok > LMC_CUDA_GEMV_MAX_TOKENS || qv_disabled())
+        return 0;
+    int dev, sms;
+    size_t smb;
+    return qv_device(&dev, &sms, &smb) && qv_smem(ne0, (int)n_tok) <= smb;
+}
+
+/* Launch shape: every warp the same number of row groups (gpw), at most 16 warps (one block)
+ * per multiprocessor, so that the activations are quantized once per multiprocessor (two
+ * blocks of 8 warps measured 3-35% slower on the H200), blocks of 4..16 warps. */
+template <int TYPE, int NT, int RW, int LOADS>
+static void qv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int dev, int sms, size_t smb) {
+    const size_t sm = qv_smem(w->ne0, NT);
+    static int opted[16]; /* dynamic shared memory limit raised, per device */
+    if (sm > 48 * 1024 && !(dev >= 0 && dev < 16 && opted[dev])) {
+        cudaFuncSetAttribute(k_gemv_q<TYPE, NT, RW, LOADS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smb);
+        if (dev >= 0 && dev < 16) opted[dev] = 1;
+    }
+    const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32), ng = (w->ne1 + RW - 1) / RW;
+    const int64_t gpw = (ng + max_w - 1) / max_w, nw = (ng + gpw - 1) / gpw;
+    int64_t wpb = (nw + sms - 1) / sms;
+    if (wpb < 4) wpb = 4;
+    if (wpb > QV_MAX_THREADS / 32) wpb = QV_MAX_THREADS / 32;
+    const unsigned blocks = (unsigned)((nw + wpb - 1) / wpb);
+    k_gemv_q<TYPE, NT, RW, LOADS><<<blocks, (unsigned)(wpb * 32), sm, s>>>(y, *w, x, (int)gpw);
+}
+
+/* Rows per warp: 4 from 3 tokens on (each activation chunk read serves more rows), 2 below,
+ * fewer when the matrix has too few rows to give half the warps of the GPU a group (Q4_0
+ * from 5 tokens on: 2 at most, or its unpacked nibbles spill registers). Loads in flight
+ * per lane: 8; 16 at one token unless the row's chunks per lane (more than 8) are not a
+ * multiple of 8 (a half-empty last batch: 8 measured faster there). */
+template <int TYPE, int NT>
+static void qv_rows(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x) {
+    int dev, sms;
+    size_t smb;
+    if (w->ne1 <= 0 || !qv_device(&dev, &sms, &smb)) return; /* lmc_cuda_gemv_int8 said yes: cached */
+    constexpr int RW_MAX = NT >= 3 && !(TYPE == LMC_DTYPE_Q4_0 && NT >= 5) ? 4 : 2;
+    const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32);
+    const int64_t cpl = (w->ne0 / (TYPE == LMC_DTYPE_Q8_0 ? 16 : 32) + 31) / 32; /* chunks per lane per row */
+    int rw = RW_MAX;
+    while (rw > 1 && (w->ne1 + rw - 1) / rw < max_w / 2) rw /= 2;
+    if constexpr (NT == 1) {
+        if (cpl <= 8 || cpl % 8 == 0) {
+            if (rw == 2) qv_launch<TYPE, NT, 2, 16>(s, y, w, x, dev, sms, smb);
+            else qv_launch<TYPE, NT, 1, 16>(s, y, w, x, dev, sms, smb);
+            return;
+        }
+    }
+    if (rw == 4) qv_launch<TYPE, NT, RW_MAX, 8>(s, y, w, x, dev, sms, smb);
+    else if (rw == 2) qv_launch<TYPE, NT, 2, 8>(s, y, w, x, dev, sms, smb);
+    else qv_launch<TYPE, NT, 1, 8>(s, y, w, x, dev, sms, smb);
+}
+
+template <int TYPE>
+static void qv_dispatch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n) {
+    switch (n) {
+    case 1: qv_rows<TYPE, 1>(s, y, w, x); break;
+    case 2: qv_rows<TYPE, 2>(s, y, w, x); break;
+    case 3: qv_rows<TYPE, 3>(s, y, w, x); break;
+    case 4: qv_rows<TYPE, 4>(s, y, w, x); break;
+    case 5: qv_rows<TYPE, 5>(s, y, w, x); break;
+    case 6: qv_rows<TYPE, 6>(s, y, w, x); break;
+    case 7: qv_rows<TYPE, 7>(s, y, w, x); break;
+    default: qv_rows<TYPE, 8>(s, y, w, x); break;
+    }
+}
+
 static int elems_per_chunk(int type) {
     switch (type) {
     case LMC_DTYPE_F32: return 4;
@@ -220,8 +540,14 @@ extern "C" void lmc_cuda_gemv(cudaStream_t s, float *y, const lmc_cuda_w *w, con
     case LMC_DTYPE_F32: gemv_launch<LMC_DTYPE_F32>(s, y, w, x, n_tok); break;
     case LMC_DTYPE_F16: gemv_launch<LMC_DTYPE_F16>(s, y, w, x, n_tok); break;
     case LMC_DTYPE_BF16: gemv_launch<LMC_DTYPE_BF16>(s, y, w, x, n_tok); break;
-    case LMC_DTYPE_Q8_0: gemv_launch<LMC_DTYPE_Q8_0>(s, y, w, x, n_tok); break;
-    case LMC_DTYPE_Q4_0: gemv_launch<LMC_DTYPE_Q4_0>(s, y, w, x, n_tok); break;
+    case LMC_DTYPE_Q8_0:
+        if (lmc_cuda_gemv_int8(w->type, w->ne0, n_tok)) qv_dispatch<LMC_DTYPE_Q8_0>(s, y, w, x, n_tok);
+        else gemv_launch<LMC_DTYPE_Q8_0>(s, y, w, x, n_tok);
+        break;
+    case LMC_DTYPE_Q4_0:
+        if (lmc_cuda_gemv_int8(w->type, w->ne0, n_tok)) qv_dispatch<LMC_DTYPE_Q4_0>(s, y, w, x, n_tok);
+        else gemv_launch<LMC_DTYPE_Q4_0>(s, y, w, x, n_tok);
+        break;
     }
 }
 
@@ -264,10 +590,65 @@ __global__ void k_dequant_q(lmc_cuda_w w, int64_t r0, int64_t nr, void *dst, int
     }
 }
 
+/* Repacked Q8_0/Q4_0 rows → bf16 (for the prefill GEMM): each thread makes two groups of 8
+ * consecutive outputs (16-byte stores, contiguous across the warp), from 8 codes (Q8_0) or 8
+ * nibbles of one half of a block (Q4_0); rows along grid y. Values are d·code in f32 rounded
+ * to bf16 (as k_dequant_q; cvt.rn.bf16x2). */
+template <int TYPE>
+__global__ void k_dequant_q_bf16(lmc_cuda_w w, int64_t r0, int64_t nr, uint16_t *dst) {
+    const int K = (int)w.ne0, ng = K / 8;
+    const size_t rowb = TYPE == LMC_DTYPE_Q8_0 ? (size_t)K : (size_t)(K / 2);
+    const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
+    for (int64_t r = blockIdx.y; r < nr; r += gridDim.y) {
+        const uint8_t *codes = (const uint8_t *)w.data + (size_t)(r0 + r) * rowb;
+        const uint16_t *srow = sc + (r0 + r) * (K / 32);
+        uint2 v[2];
+        float d[2];
+        int gi[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) { /* both loads in flight before use */
+            gi[h] = (blockIdx.x * 2 + h) * blockDim.x + threadIdx.x;
+            if (gi[h] < ng) {
+                const int b = gi[h] >> 2, part = gi[h] & 3; /* 32-element block, quarter */
+                v[h] = __ldg((const uint2 *)(codes + (TYPE == LMC_DTYPE_Q8_0 ? (size_t)gi[h] * 8
+                                                                             : (size_t)b * 16 + (part & 1) * 8)));
+                d[h] = f16_to_f(__ldg(srow + b));
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (gi[h] >= ng) continue;
+            float f[8];
+            const uint32_t u[2] = {v[h].x, v[h].y};
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const uint32_t byte = (u[k / 4] >> (8 * (k % 4))) & 0xffu;
+                if (TYPE == LMC_DTYPE_Q8_0) f[k] = d[h] * (float)(int8_t)byte;
+                else f[k] = d[h] * (float)((int)((gi[h] & 3) >= 2 ? byte >> 4 : byte & 0x0Fu) - 8);
+            }
+            uint32_t o[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const __nv_bfloat162 b2 = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+                o[k] = *(const uint32_t *)&b2;
+            }
+            *(uint4 *)(dst + (size_t)r * K + (size_t)gi[h] * 8) = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+    }
+}
+
 extern "C" void lmc_cuda_dequant_rows(cudaStream_t s, const lmc_cuda_w *w, int64_t r0, int64_t nr, void *dst,
                                       int to_bf16) {
     const int64_t n = nr * w->ne0;
     if (n <= 0) return;
+    if (w->repacked && to_bf16) {
+        const int64_t ng = w->ne0 / 8;
+        const int th = ng >= 512 ? 256 : (int)((ng / 2 + 31) / 32 * 32);
+        const dim3 grid((unsigned)((ng + 2 * th - 1) / (2 * th)), (unsigned)(nr < 65535 ? nr : 65535));
+        if (w->type == LMC_DTYPE_Q8_0) k_dequant_q_bf16<LMC_DTYPE_Q8_0><<<grid, th, 0, s>>>(*w, r0, nr, (uint16_t *)dst);
+        else k_dequant_q_bf16<LMC_DTYPE_Q4_0><<<grid, th, 0, s>>>(*w, r0, nr, (uint16_t *)dst);
+        return;
+    }
     if (w->repacked) {
         const int64_t chunks = nr * (w->ne0 / (w->type == LMC_DTYPE_Q8_0 ? 16 : 32));
         int64_t g = (chunks + 255) / 256;
