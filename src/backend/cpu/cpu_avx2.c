@@ -86,38 +86,46 @@ static void rows4_f16(const char *const r[4], const float *xp, int64_t in, size_
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum8(_mm256_add_ps(a[k], b[k]));
 }
 
-/* Q8_0 / Q4_0 weights against Q8_0 activations: xq int8[in], xd[in/32] scales, xs[in/32] = xd·Σq. */
+/* Q8_0 / Q4_0 weights against Q8_0 activations: xq int8[in], xd[in/32] scales, xs[in/32] = xd·Σq.
+ * The four rows' block scales are converted and multiplied together (one vcvtph2ps, one
+ * vmulps; the Q4_0 offset term likewise), each row takes its lane by one vpermps. */
 static void rows4_q8(int q4, const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
     const int8_t *xq = (const int8_t *)xp;
     const float *xd = (const float *)(const void *)(xp + in), *xs = xd + in / 32;
     __m256 acc[4];
-    float corr[4] = {0, 0, 0, 0};
+    __m128 corr = _mm_setzero_ps();
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
-    const __m256i ones16 = _mm256_set1_epi16(1);
-    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m256i ones16 = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
+    const __m256i shift4 = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
     const size_t bs = q4 ? 18 : 34;
     for (int64_t b = 0; b < in / 32; b++) {
         const __m256i xv = _mm256_loadu_si256((const void *)(xq + 32 * b));
-        const float dx = xd[b], sx = xs[b];
+        const uint8_t *blk[4];
+        uint16_t h[4];
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
-            _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
-            const float dw = f16_at(blk);
+            blk[k] = (const uint8_t *)r[k] + bs * (size_t)b;
+            memcpy(&h[k], blk[k], 2);
+        }
+        const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], 0, 0, 0, 0));
+        const __m256 sc = _mm256_castps128_ps256(_mm_mul_ps(dw, _mm_set1_ps(xd[b])));
+        if (q4) corr = _mm_fmadd_ps(dw, _mm_set1_ps(xs[b]), corr);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            _mm_prefetch((const char *)blk[k] + pf, _MM_HINT_T0);
             __m256i p16;
-            if (q4) {
-                const __m128i v = _mm_loadu_si128((const void *)(blk + 2));
-                const __m256i wu = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4), _mm_and_si128(v, low4));
-                p16 = _mm256_maddubs_epi16(wu, xv);
-                corr[k] += dw * sx;
+            if (q4) { /* the 16 code bytes in both halves, the upper half shifted by 4: low nibbles, then high */
+                const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)(blk[k] + 2)));
+                p16 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srlv_epi32(v, shift4), low4), xv);
             } else {
-                const __m256i wv = _mm256_loadu_si256((const void *)(blk + 2));
+                const __m256i wv = _mm256_loadu_si256((const void *)(blk[k] + 2));
                 p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
             }
             const __m256i p32 = _mm256_madd_epi16(p16, ones16);
-            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_set1_ps(dw * dx), acc[k]);
+            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_permutevar8x32_ps(sc, _mm256_set1_epi32(k)), acc[k]);
         }
     }
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum8(acc[k]) - 8.0f * corr[k];
+    float c[4];
+    _mm_storeu_ps(c, corr);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum8(acc[k]) - 8.0f * c[k];
 }
 
 /* 8 unsigned bytes widened to 8 int32 lanes. */
