@@ -161,6 +161,10 @@ typedef struct lmc_backend_i {
     void (*rope_store)(lmc_backend *be, lmc_tensor *q, lmc_tensor *k, const lmc_tensor *v, lmc_tensor *k_cache,
                        lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq, const lmc_rope_op *op);
 
+    /* y[i] = w[i] · x for i < n (n ≤ 3) as matmul, the w[i] of one dtype and input width (q, k and v
+     * of one input; gate and up): one pass over x where the backend can. */
+    void (*matmul_n)(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x);
+
     /* ---- optional: recorded op sequences (CUDA graphs); NULL where a backend has none ----
      * graph_begin: the ops enqueued from now on are recorded, not run (1: recording started).
      * graph_end: stops recording and returns the recording, or NULL when it could not be made

@@ -108,6 +108,18 @@ static void linear(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lm
     if (b && b->data) be->i->add_bias(be, y, b);
 }
 
+/* n ≤ 3 linears of one input (q, k, v; gate, up), as one backend op where it has matmul_n. */
+static void linear_n(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w,
+                     const lmc_tensor *const *b, const lmc_tensor *x) {
+    if (!be->i->matmul_n) {
+        for (int i = 0; i < n; i++) linear(be, y[i], w[i], b[i], x);
+        return;
+    }
+    be->i->matmul_n(be, n, y, w, x);
+    for (int i = 0; i < n; i++)
+        if (b[i] && b[i]->data) be->i->add_bias(be, y[i], b[i]);
+}
+
 /* x += y · mult */
 static void residual_add(const lmc_model *m, lmc_tensor *x, lmc_tensor *y) {
     lmc_backend *be = m->be;
@@ -168,8 +180,8 @@ static void mlp(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *out, cons
         linear(be, out, &L->w_down, &L->b_down, up);
         return;
     }
-    linear(be, gate, &L->w_gate, &L->b_gate, h);
-    linear(be, up, &L->w_up, &L->b_up, h);
+    linear_n(be, 2, (lmc_tensor *const[]){gate, up}, (const lmc_tensor *const[]){&L->w_gate, &L->w_up},
+             (const lmc_tensor *const[]){&L->b_gate, &L->b_up}, h);
     be->i->act_mul(be, gate, gate, up, m->act);
     linear(be, out, &L->w_down, &L->b_down, gate);
 }
@@ -194,9 +206,8 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
         in = &h;
     }
     fs->h_normed = 0;
-    linear(be, &q, &L->wq, &L->bq, in);
-    linear(be, &k, &L->wk, &L->bk, in);
-    linear(be, &v, &L->wv, &L->bv, in);
+    linear_n(be, 3, (lmc_tensor *const[]){&q, &k, &v}, (const lmc_tensor *const[]){&L->wq, &L->wk, &L->wv},
+             (const lmc_tensor *const[]){&L->bq, &L->bk, &L->bv}, in);
     const int norm_after = m->profile.arch->qk_norm_after_rope;
     if (!norm_after) qk_norm(m, L, &q, &k, n);
     int stored = 0; /* k and v already in the caches */

@@ -221,6 +221,46 @@ static void test_matmul(void) {
     }
 }
 
+/* matmul_n (q, k, v or gate, up in one launch) against the CPU's separate products: every weight
+ * dtype, 2 and 3 matrices of different heights, decode-sized and prefill-sized batches (the
+ * backend falls back to one product per matrix where it cannot fuse). */
+static void test_matmul_n(void) {
+    static const int64_t shapes[][4] = {/* in, out0, out1 (= out2), n_tokens */
+                                        {256, 96, 32, 1}, {512, 130, 66, 3}, {256, 64, 16, 8}, {1024, 72, 24, 9}};
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const lmc_dtype t = all_types[ti];
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t in = shapes[si][0], n = shapes[si][3];
+            if (lmc_dtype_row_bytes(t, in) == 0) continue;
+            for (int nm = 2; nm <= 3; nm++) {
+                weight w[3];
+                pair y[3], x;
+                pair_f32(&x, in, n, 1, 1.0f);
+                lmc_tensor *yg[3];
+                const lmc_tensor *wg[3];
+                for (int i = 0; i < nm; i++) {
+                    const int64_t out = i == 0 ? shapes[si][1] : shapes[si][2];
+                    weight_make(&w[i], t, in, out);
+                    pair_alloc(&y[i], LMC_DTYPE_F32, out, n, 1);
+                    ref->i->matmul(ref, &y[i].c, &w[i].c, &x.c);
+                    yg[i] = &y[i].g;
+                    wg[i] = &w[i].g;
+                }
+                gpu->i->matmul_n(gpu, nm, yg, wg, &x.g);
+                for (int i = 0; i < nm; i++) {
+                    char what[96];
+                    snprintf(what, sizeof what, "matmul_n %d/%d %s in %lld n %lld", i, nm, lmc_dtype_name(t),
+                             (long long)in, (long long)n);
+                    compare(&y[i], (n > 8 && t != LMC_DTYPE_F32) || lmc_cuda_gemv_int8(t, in, n) ? 1e-2 : 1e-4, what);
+                    pair_free(&y[i]);
+                    weight_free(&w[i]);
+                }
+                pair_free(&x);
+            }
+        }
+    }
+}
+
 /* The int8-activation decode path repeated on the host: each token's x quantized per
  * 32-element block as the kernel does it (float: d = amax/127, q = rint(x·127/amax)), then
  * y = Σ_blocks d_w·d·Σ code·q in double. wb: the checkpoint bytes (ggml blocks). */
@@ -696,6 +736,7 @@ int main(void) {
     LMC_ASSERT(lmc_backend_cpu_init(&ref, 1, 1) == 0);
     RUN(test_matmul);
     RUN(test_matmul_int8);
+    RUN(test_matmul_n);
     RUN(test_get_rows);
     RUN(test_elementwise);
     RUN(test_norms);

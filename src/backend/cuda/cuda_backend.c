@@ -339,6 +339,27 @@ void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const 
     matmul_blas(c, y, w, x, n);
 }
 
+static void cuda_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x) {
+    cuda_ctx *c = CTX(be);
+    const int64_t nt = lmc_tensor_nrows(x);
+    int fused = n >= 2 && n <= LMC_CUDA_GEMV_MULTI && x->type == LMC_DTYPE_F32 && is_contig(x);
+    float *yd[LMC_CUDA_GEMV_MULTI];
+    lmc_cuda_w wd[LMC_CUDA_GEMV_MULTI];
+    for (int i = 0; fused && i < n; i++) {
+        fused = y[i]->type == LMC_DTYPE_F32 && is_contig(y[i]) && w[i]->ne[0] == x->ne[0] && w[i]->ne[1] == y[i]->ne[0] &&
+                lmc_tensor_nrows(y[i]) == nt && w[i]->ne[2] == 1 && w[i]->ne[3] == 1 && !lmc_dtype_is_mlx(w[i]->type);
+        if (fused) {
+            yd[i] = y[i]->data;
+            wd[i] = lmc_cuda_wdesc(w[i]);
+        }
+    }
+    if (fused && lmc_cuda_gemv_multi(c->stream, n, yd, wd, x->data, nt)) {
+        lmc_cuda_launched(c, "gemv multi");
+        return;
+    }
+    for (int i = 0; i < n; i++) lmc_cuda_matmul(be, y[i], w[i], x);
+}
+
 static void cuda_add_bias(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(lmc_tensor_nelem(b) == y->ne[0] && lmc_dtype_is_float(b->type) && is_contig(y));
@@ -496,6 +517,7 @@ static const lmc_backend_i cuda_iface = {
     .sync = cuda_sync,
     .get_rows = cuda_get_rows,
     .matmul = lmc_cuda_matmul,
+    .matmul_n = cuda_matmul_n,
     .add_bias = cuda_add_bias,
     .add = cuda_add,
     .scale = cuda_scale,

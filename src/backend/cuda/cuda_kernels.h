@@ -48,6 +48,10 @@ void lmc_cuda_repack(cudaStream_t s, int type, const void *raw, size_t nb1, int6
 /* 1 when the fast matrix-vector kernels take this weight with x of n_tok tokens. */
 int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_tok);
 #define LMC_CUDA_GEMV_MAX_TOKENS 8
+/* Several matrices of one dtype and input width over one x in one launch (f32/f16/bf16, and
+ * Q8_0/Q4_0 where their int8 kernel is not taken): 0 when these cannot, nothing launched. */
+#define LMC_CUDA_GEMV_MULTI 3
+int lmc_cuda_gemv_multi(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x, int64_t n_tok);
 /* y[t, o] = Σ_i w[o, i] x[t, i] for n_tok ≤ LMC_CUDA_GEMV_MAX_TOKENS (y rows of `out` floats).
  * Q8_0/Q4_0 with int8 activations when lmc_cuda_gemv_int8 says so, else f32 activations. */
 void lmc_cuda_gemv(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n_tok);

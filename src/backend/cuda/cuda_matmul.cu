@@ -124,11 +124,11 @@ template <int TYPE, int NT> struct gemv_rows { enum { v = gemv_scaled<TYPE>::v &
  * parallelism even for short rows), then widened and multiplied; warps reduce with
  * shuffles, then across the block in shared memory. */
 template <int TYPE, int NT>
-__global__ void __launch_bounds__(GEMV_THREADS) k_gemv(float *y, lmc_cuda_w w, const float *x) {
+static __device__ __forceinline__ void gemv_block(float *y, const lmc_cuda_w &w, const float *x, int64_t blk) {
     constexpr int E = gemv_traits<TYPE>::E, R = gemv_rows<TYPE, NT>::v;
     __shared__ float red[GEMV_THREADS / 32][R * NT];
     const int64_t out = w.ne1, K = w.ne0, nch = K / E;
-    const int64_t r0 = (int64_t)blockIdx.x * R;
+    const int64_t r0 = blk * R;
     const int nth = blockDim.x;
     float acc[R][NT];
 #pragma unroll
@@ -187,6 +187,29 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv(float *y, lmc_cuda_w w, c
         for (int k = 0; k < nw; k++) v += red[k][threadIdx.x];
         if (r0 + r < out) y[(int64_t)t * out + r0 + r] = v;
     }
+}
+
+template <int TYPE, int NT>
+__global__ void __launch_bounds__(GEMV_THREADS) k_gemv(float *y, lmc_cuda_w w, const float *x) {
+    gemv_block<TYPE, NT>(y, w, x, blockIdx.x);
+}
+
+/* Several matrices of one dtype and input width over the same x in one launch (q, k, v; gate,
+ * up): the grid is the matrices' blocks one after the other; end[i] is the first block past
+ * matrix i. Small matrices no longer each pay a launch and a half-empty GPU. */
+typedef struct gemv_multi {
+    float *y[LMC_CUDA_GEMV_MULTI];
+    lmc_cuda_w w[LMC_CUDA_GEMV_MULTI];
+    int64_t end[LMC_CUDA_GEMV_MULTI];
+    int n;
+} gemv_multi;
+
+template <int TYPE, int NT>
+__global__ void __launch_bounds__(GEMV_THREADS) k_gemv_multi(gemv_multi m, const float *x) {
+    const int64_t b = blockIdx.x;
+    int i = 0;
+    while (i < m.n - 1 && b >= m.end[i]) i++;
+    gemv_block<TYPE, NT>(m.y[i], m.w[i], x, b - (i ? m.end[i - 1] : 0));
 }
 
 /* ------------------------------------------------ Q8_0 / Q4_0 with int8 activations */
@@ -533,6 +556,53 @@ static void gemv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const flo
     case 7: k_gemv<TYPE, 7><<<g, th, 0, s>>>(y, *w, x); break;
     default: k_gemv<TYPE, 8><<<g, th, 0, s>>>(y, *w, x); break;
     }
+}
+
+template <int TYPE>
+static void gemv_multi_launch(cudaStream_t s, gemv_multi *m, const float *x, int64_t n) {
+    const int R = n == 1 ? (int)gemv_rows<TYPE, 1>::v : (int)gemv_rows<TYPE, 2>::v;
+    int64_t blocks = 0;
+    for (int i = 0; i < m->n; i++) {
+        blocks += (m->w[i].ne1 + R - 1) / R;
+        m->end[i] = blocks;
+    }
+    const int64_t nch = m->w[0].ne0 / gemv_traits<TYPE>::E, per = (nch + GEMV_U - 1) / GEMV_U;
+    const int th = per >= GEMV_THREADS ? GEMV_THREADS : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
+    const unsigned g = (unsigned)blocks;
+    switch (n) {
+    case 1: k_gemv_multi<TYPE, 1><<<g, th, 0, s>>>(*m, x); break;
+    case 2: k_gemv_multi<TYPE, 2><<<g, th, 0, s>>>(*m, x); break;
+    case 3: k_gemv_multi<TYPE, 3><<<g, th, 0, s>>>(*m, x); break;
+    case 4: k_gemv_multi<TYPE, 4><<<g, th, 0, s>>>(*m, x); break;
+    case 5: k_gemv_multi<TYPE, 5><<<g, th, 0, s>>>(*m, x); break;
+    case 6: k_gemv_multi<TYPE, 6><<<g, th, 0, s>>>(*m, x); break;
+    case 7: k_gemv_multi<TYPE, 7><<<g, th, 0, s>>>(*m, x); break;
+    default: k_gemv_multi<TYPE, 8><<<g, th, 0, s>>>(*m, x); break;
+    }
+}
+
+extern "C" int lmc_cuda_gemv_multi(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x,
+                                   int64_t n_tok) {
+    if (n < 1 || n > LMC_CUDA_GEMV_MULTI) return 0;
+    for (int i = 0; i < n; i++)
+        if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0 || !lmc_cuda_gemv_ok(&w[i], x, n_tok)) return 0;
+    if (lmc_cuda_gemv_int8(w[0].type, w[0].ne0, n_tok)) return 0; /* Q8_0/Q4_0 take k_gemv_q, one per matrix */
+    gemv_multi m;
+    memset(&m, 0, sizeof m);
+    m.n = n;
+    for (int i = 0; i < n; i++) {
+        m.y[i] = y[i];
+        m.w[i] = w[i];
+    }
+    switch (w[0].type) {
+    case LMC_DTYPE_F32: gemv_multi_launch<LMC_DTYPE_F32>(s, &m, x, n_tok); break;
+    case LMC_DTYPE_F16: gemv_multi_launch<LMC_DTYPE_F16>(s, &m, x, n_tok); break;
+    case LMC_DTYPE_BF16: gemv_multi_launch<LMC_DTYPE_BF16>(s, &m, x, n_tok); break;
+    case LMC_DTYPE_Q8_0: gemv_multi_launch<LMC_DTYPE_Q8_0>(s, &m, x, n_tok); break;
+    case LMC_DTYPE_Q4_0: gemv_multi_launch<LMC_DTYPE_Q4_0>(s, &m, x, n_tok); break;
+    default: return 0;
+    }
+    return 1;
 }
 
 extern "C" void lmc_cuda_gemv(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n_tok) {
