@@ -342,7 +342,9 @@ void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const 
 static void cuda_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x) {
     cuda_ctx *c = CTX(be);
     const int64_t nt = lmc_tensor_nrows(x);
-    int fused = n >= 2 && n <= LMC_CUDA_GEMV_MULTI && x->type == LMC_DTYPE_F32 && is_contig(x);
+    static int off = -1; /* LMC_CUDA_MATMUL_N=0: one product per matrix (A/B comparisons) */
+    if (off < 0) off = getenv("LMC_CUDA_MATMUL_N") && !strcmp(getenv("LMC_CUDA_MATMUL_N"), "0");
+    int fused = !off && n >= 2 && n <= LMC_CUDA_GEMV_MULTI && x->type == LMC_DTYPE_F32 && is_contig(x);
     float *yd[LMC_CUDA_GEMV_MULTI];
     lmc_cuda_w wd[LMC_CUDA_GEMV_MULTI];
     for (int i = 0; fused && i < n; i++) {
