@@ -416,7 +416,8 @@ static void run_matmul(lmc_backend *be, const lmc_tensor *w, const float *x, int
 /* Every weight type, decode (1, 2, 3 tokens) and prefill (8, 9) batches, odd output rows,
  * fast backend at 1 and 2 threads against the scalar reference. The error is relative to
  * Σ|w·x| of the row; kernels on f32 activations must agree to f32 rounding, those that
- * quantize the activations to Q8_0 (Q8_0 and Q4_0 decode, as ggml) within 1e-2. */
+ * quantize the activations to Q8_0 (Q8_0 and Q4_0 decode, as ggml; MLX4 decode on the
+ * AVX-512 tier) within 1e-2. simd: the tier in use (LMC_SIMD_*). */
 static void matmul_all_types(int simd) {
     const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
                                LMC_DTYPE_Q4_1, LMC_DTYPE_Q5_0, LMC_DTYPE_Q5_1, LMC_DTYPE_Q2_K, LMC_DTYPE_Q3_K,
@@ -455,7 +456,7 @@ static void matmul_all_types(int simd) {
                 }
             }
         }
-        const int q8act = simd && (t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0);
+        const int q8act = (simd && (t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0)) || (simd == LMC_SIMD_AVX512 && t == LMC_DTYPE_MLX4);
         CHECK_MSG(worst[0] <= (q8act ? 1e-2 : 2e-6), "%s decode: relative error %.3g", lmc_dtype_name(t), worst[0]);
         CHECK_MSG(worst[1] <= 2e-6, "%s prefill: relative error %.3g", lmc_dtype_name(t), worst[1]);
         printf("  matmul %-5s decode err %.2e  prefill err %.2e (relative to sum|w*x|)\n", lmc_dtype_name(t),
@@ -472,10 +473,10 @@ static void matmul_all_types(int simd) {
 /* Every type with the SIMD decode kernels (where this CPU has them), then with the
  * generic path (rows dequantized to f32 scratch) that CPUs without AVX-512 take. */
 static void test_matmul_all_types(void) {
-    matmul_all_types(1);
+    matmul_all_types(lmc_cpu_simd_set_level(LMC_SIMD_AVX512));
     if (lmc_cpu_simd_set_level(LMC_SIMD_AVX2) == LMC_SIMD_AVX2) {
         printf("  (AVX2 decode kernels)\n");
-        matmul_all_types(1);
+        matmul_all_types(LMC_SIMD_AVX2);
     }
     lmc_cpu_simd_enable(0);
     printf("  (generic decode path)\n");
@@ -579,6 +580,95 @@ static void test_matmul_q8act_exact(void) {
     lmc_backend_free(be2);
 }
 
+/* MLX4 decode on the AVX-512 tier (Q8_0 activations, VNNI) against Σ (s·q + b)·(dx·xq) in
+ * double, q from the packing definition (element i: bits 4(i%8).. of 32-bit word i/8, little
+ * endian), for group sizes 32, 64, 128, scales/biases in bf16, f16 and f32, widths with and
+ * without a remainder past the kernel's 128-element steps, 1 and 13 and 67 rows, 1 and 2
+ * threads (identical). Weight bytes and side data allocated exactly (ASan sees overreads). */
+static void test_matmul_mlx4_q8act(void) {
+    if (lmc_cpu_simd_set_level(LMC_SIMD_AVX512) != LMC_SIMD_AVX512) {
+        printf("  (no AVX-512 VNNI: MLX4 decode stays on f32 activations, checked above)\n");
+        lmc_cpu_simd_enable(1);
+        return;
+    }
+    const int groups[] = {32, 64, 128};
+    const lmc_dtype sts[] = {LMC_DTYPE_BF16, LMC_DTYPE_F16, LMC_DTYPE_F32};
+    const int64_t ins[] = {128, 416, 896, 4864}, outs[] = {1, 13, 67};
+    lmc_backend *be1, *be2;
+    LMC_ASSERT(lmc_backend_cpu_init(&be1, 1, 0) == LMC_OK && lmc_backend_cpu_init(&be2, 2, 0) == LMC_OK);
+    double worst_all = 0;
+    for (int gi = 0; gi < 3; gi++)
+        for (int si = 0; si < 3; si++)
+            for (size_t ii = 0; ii < sizeof ins / sizeof ins[0]; ii++)
+                for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
+                    const int gs = groups[gi];
+                    const int64_t in = ins[ii], out = outs[oi], n_tok = oi == 1 ? 2 : 1;
+                    if (in % gs) continue;
+                    lmc_tensor w = lmc_tensor_make(LMC_DTYPE_MLX4, in, out, 1, 1);
+                    uint8_t *data = malloc(lmc_tensor_nbytes(&w));
+                    for (size_t i = 0; i < lmc_tensor_nbytes(&w); i++) data[i] = (uint8_t)rnd();
+                    w.data = data;
+                    lmc_quant_mlx aux = {.group_size = gs};
+                    aux.scales = lmc_tensor_make(sts[si], in / gs, out, 1, 1);
+                    aux.biases = aux.scales;
+                    const size_t nside = (size_t)(in / gs * out);
+                    float *sv = malloc(nside * 4), *bv = malloc(nside * 4);
+                    void *sc = malloc(lmc_tensor_nbytes(&aux.scales)), *bi = malloc(lmc_tensor_nbytes(&aux.biases));
+                    for (size_t i = 0; i < nside; i++) {
+                        float a = frand() * 0.02f, b = frand() * 0.1f;
+                        if (sts[si] == LMC_DTYPE_F32) { ((float *)sc)[i] = a; ((float *)bi)[i] = b; }
+                        else if (sts[si] == LMC_DTYPE_F16) {
+                            ((uint16_t *)sc)[i] = lmc_f32_to_f16(a); ((uint16_t *)bi)[i] = lmc_f32_to_f16(b);
+                            a = lmc_f16_to_f32(((uint16_t *)sc)[i]); b = lmc_f16_to_f32(((uint16_t *)bi)[i]);
+                        } else {
+                            ((uint16_t *)sc)[i] = lmc_f32_to_bf16(a); ((uint16_t *)bi)[i] = lmc_f32_to_bf16(b);
+                            a = lmc_bf16_to_f32(((uint16_t *)sc)[i]); b = lmc_bf16_to_f32(((uint16_t *)bi)[i]);
+                        }
+                        sv[i] = a;
+                        bv[i] = b;
+                    }
+                    aux.scales.data = sc;
+                    aux.biases.data = bi;
+                    w.aux = &aux;
+                    float *x = malloc(in * n_tok * 4), *y1 = malloc(out * n_tok * 4), *y2 = malloc(out * n_tok * 4);
+                    for (int64_t i = 0; i < in * n_tok; i++) x[i] = gauss();
+                    run_matmul(be1, &w, x, n_tok, y1);
+                    run_matmul(be2, &w, x, n_tok, y2);
+                    int8_t *xq = malloc(in);
+                    float *xd = malloc(in / 32 * 4);
+                    double worst = 0;
+                    int same = 1;
+                    for (int64_t tk = 0; tk < n_tok; tk++) {
+                        q8_act_ref(x + tk * in, in, xq, xd);
+                        for (int64_t o = 0; o < out; o++) {
+                            const uint8_t *row = data + (size_t)o * w.nb[1];
+                            double sum = 0, mag = 0;
+                            for (int64_t i = 0; i < in; i++) {
+                                const uint32_t word = (uint32_t)row[4 * (i / 8)] | (uint32_t)row[4 * (i / 8) + 1] << 8 |
+                                                      (uint32_t)row[4 * (i / 8) + 2] << 16 | (uint32_t)row[4 * (i / 8) + 3] << 24;
+                                const int qv = (int)(word >> (4 * (i % 8))) & 15;
+                                const size_t g = (size_t)(o * (in / gs) + i / gs); /* side data [in/gs, out]: row o */
+                                const double p = ((double)sv[g] * qv + bv[g]) * ((double)xd[i / 32] * xq[i]);
+                                sum += p;
+                                mag += fabs(p);
+                            }
+                            const size_t k = (size_t)(tk * out + o);
+                            double e = fabs(y1[k] - sum) / (mag > 0 ? mag : 1);
+                            worst = e == e ? fmax(worst, e) : INFINITY;
+                            same &= y1[k] == y2[k];
+                        }
+                    }
+                    CHECK_MSG(worst <= 1e-5, "MLX4 g%d %s in %lld out %lld: relative error %.3g", gs, lmc_dtype_name(sts[si]),
+                              (long long)in, (long long)out, worst);
+                    CHECK_MSG(same, "MLX4 g%d in %lld out %lld: 1 and 2 threads differ", gs, (long long)in, (long long)out);
+                    worst_all = fmax(worst_all, worst);
+                    free(data); free(sv); free(bv); free(sc); free(bi); free(x); free(y1); free(y2); free(xq); free(xd);
+                }
+    printf("  MLX4 (AVX-512, Q8_0 activations): worst relative error %.2e against the dequantized product\n", worst_all);
+    lmc_backend_free(be1);
+    lmc_backend_free(be2);
+}
+
 /* Prefill on AMX tiles (when the machine has them) for bf16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K,
  * MLX4 and MLX8 weights (Q3_K: sgemm, checked alike): 16-row
  * tiles on both threads plus an sgemm tail, token counts that fill 1..5 token tiles partly,
@@ -658,6 +748,7 @@ int main(void) {
     RUN(test_rejects);
     RUN(test_matmul_all_types);
     RUN(test_matmul_q8act_exact);
+    RUN(test_matmul_mlx4_q8act);
     RUN(test_matmul_amx_prefill);
     RUN(test_get_rows_quant);
     return TEST_END();

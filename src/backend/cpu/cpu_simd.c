@@ -101,7 +101,7 @@ static act_kind kind_of(const lmc_tensor *w) {
     case LMC_DTYPE_BF16: return ACT_F32_PERM;
     case LMC_DTYPE_F16: return ACT_F32;
     case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: return ACT_Q8;
-    case LMC_DTYPE_MLX4: return ACT_F32_PERM;
+    case LMC_DTYPE_MLX4: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32_PERM; /* VNNI kernel: Q8 */
     case LMC_DTYPE_MLX8: case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q5_K: case LMC_DTYPE_Q6_K: return ACT_F32;
     default: return ACT_NONE;
     }
@@ -124,9 +124,11 @@ static int64_t n_groups(const lmc_tensor *w) {
  * (from q8_side_off, 64-byte aligned within the token) per group of 4 whole blocks the lane
  * vectors of the AVX-512 kernels: f32 dxv[16] (lane l: the scale of block l/4) and int32
  * corr[16] (-8 or -128 times Σq over lane l's 8 elements: the offset of Q4_0 codes / of Q8_0
- * codes flipped to unsigned). On the AVX-512 tier xq is permuted per group: the first halves
- * of the 4 blocks, then their second halves (lane l of a vpdpbusd covers elements 4(l%4)..+3
- * of block l/4 in the first, 16 + those in the second); the remainder blocks stay in order. */
+ * codes flipped to unsigned; 0 for MLX4). On the AVX-512 tier xq is permuted per group: for
+ * Q8_0 / Q4_0 the first halves of the 4 blocks, then their second halves (lane l of a
+ * vpdpbusd covers elements 4(l%4)..+3 of block l/4 in the first, 16 + those in the second);
+ * for MLX4 the even elements, then the odd ones (lane l: elements 8l..8l+7, block l/4); the
+ * remainder blocks stay in order. */
 #define Q8_SIDE_BYTES 128
 static size_t q8_side_off(int64_t in) { return ((size_t)in + 8 * (size_t)(in / 32) + 63) / 64 * 64; }
 
@@ -152,7 +154,7 @@ int lmc_cpu_simd_has(const lmc_tensor *w) {
 size_t lmc_cpu_simd_act_bytes(const lmc_tensor *w, int64_t n_tok) { return token_bytes(w) * (size_t)n_tok; }
 
 #ifdef LMC_HAVE_AVX512
-static void q8_prepare_avx512(int q4, const float *x, int64_t in, char *p);
+static void q8_prepare_avx512(lmc_dtype t, const float *x, int64_t in, char *p);
 #endif
 
 void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
@@ -164,7 +166,7 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
         if (kind == ACT_Q8) {
 #ifdef LMC_HAVE_AVX512
             if (simd_level == LMC_SIMD_AVX512) {
-                q8_prepare_avx512(w->type == LMC_DTYPE_Q4_0, xt, in, p);
+                q8_prepare_avx512(w->type, xt, in, p);
                 continue;
             }
 #endif
@@ -267,7 +269,7 @@ static void rows4_f16(const char *const r[4], const float *xp, int64_t in, size_
 
 /* Q8_0 activations for one token (layout at q8_side_off): the same xq, xd and xs as the scalar
  * preparation, bit for bit (roundf's ties away from zero), then the lane vectors. */
-static void q8_prepare_avx512(int q4, const float *x, int64_t in, char *p) {
+static void q8_prepare_avx512(lmc_dtype t, const float *x, int64_t in, char *p) {
     int8_t *q = (int8_t *)p;
     float *xd = (float *)(void *)(p + in), *xs = xd + in / 32;
     const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
@@ -279,10 +281,10 @@ static void q8_prepare_avx512(int q4, const float *x, int64_t in, char *p) {
         __m512i iv[2];
         for (int h = 0; h < 2; h++) {
             const __m512 s = _mm512_mul_ps(h ? v1 : v0, _mm512_set1_ps(id));
-            const __m512 t = _mm512_roundscale_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-            const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(s, t)), half, _CMP_GE_OQ);
+            const __m512 tr = _mm512_roundscale_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(s, tr)), half, _CMP_GE_OQ);
             const __m512 sg = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(s), sign), _mm512_castps_si512(one)));
-            iv[h] = _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, sg));
+            iv[h] = _mm512_cvttps_epi32(_mm512_mask_add_ps(tr, up, tr, sg));
             _mm_storeu_si128((void *)(q + 32 * b + 16 * h), _mm512_cvtepi32_epi8(iv[h]));
         }
         xd[b] = d;
@@ -290,18 +292,25 @@ static void q8_prepare_avx512(int q4, const float *x, int64_t in, char *p) {
     }
     char *side = p + q8_side_off(in);
     const __m512i ones = _mm512_set1_epi8(1);
+    /* Q8_0 / Q4_0: the first halves of the 4 blocks, then the second halves; MLX4: the even
+     * elements of the 128, then the odd ones (low / high nibbles of 64 code bytes) */
+    const int mlx = t == LMC_DTYPE_MLX4, off = t == LMC_DTYPE_Q4_0 ? -8 : t == LMC_DTYPE_Q8_0 ? -128 : 0;
+    uint8_t ilo[64], ihi[64];
+    for (int i = 0; i < 64; i++) {
+        ilo[i] = (uint8_t)(mlx ? 2 * i : 32 * (i / 16) + i % 16);
+        ihi[i] = (uint8_t)(mlx ? 2 * i + 1 : 32 * (i / 16) + i % 16 + 16);
+    }
+    const __m512i perm_lo = _mm512_loadu_si512(ilo), perm_hi = _mm512_loadu_si512(ihi);
     for (int64_t g = 0; g < in / 128; g++, side += Q8_SIDE_BYTES) {
-        int8_t *xg = q + 128 * g, tmp[128];
-        memcpy(tmp, xg, 128);
-        for (int j = 0; j < 4; j++) {
-            memcpy(xg + 16 * j, tmp + 32 * j, 16);
-            memcpy(xg + 64 + 16 * j, tmp + 32 * j + 16, 16);
-        }
+        int8_t *xg = q + 128 * g;
+        const __m512i a = _mm512_loadu_si512(xg), b = _mm512_loadu_si512(xg + 64);
+        _mm512_storeu_si512(xg, _mm512_permutex2var_epi8(a, perm_lo, b));
+        _mm512_storeu_si512(xg + 64, _mm512_permutex2var_epi8(a, perm_hi, b));
         float *dxv = (float *)(void *)side;
         for (int l = 0; l < 16; l++) dxv[l] = xd[4 * g + l / 4];
         const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(xg)),
                                                 ones, _mm512_loadu_si512(xg + 64));
-        _mm512_storeu_si512(side + 64, _mm512_mullo_epi32(sum, _mm512_set1_epi32(q4 ? -8 : -128)));
+        _mm512_storeu_si512(side + 64, _mm512_mullo_epi32(sum, _mm512_set1_epi32(off)));
     }
 }
 
@@ -424,6 +433,69 @@ static void rows4_q8_0(const char *const r[4], const char *xp, int64_t in, size_
             tail[k] += q8_block(0, (const uint8_t *)r[k] + 34 * b, xq + 32 * b, xd[b], xs[b], &corr[k]);
     hsum4x512(acc, out);
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] += tail[k] - 128.0f * corr[k];
+}
+
+/* Four MLX side values (scales or biases) of groups i.. (n ≤ 4 of them, the rest 0) as f32. */
+static inline __m128 mlx_side4(lmc_dtype t, const void *p, int64_t i, __mmask8 m) {
+    if (t == LMC_DTYPE_F32) return _mm_maskz_loadu_ps(m, (const float *)p + i);
+    const __m128i h = _mm_maskz_loadu_epi16(m, (const uint16_t *)p + i);
+    if (t == LMC_DTYPE_F16) return _mm_cvtph_ps(h);
+    return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)); /* bf16 */
+}
+
+/* MLX4 against Q8_0 activations (AVX-512 tier): per 128 elements (64 code bytes, one load)
+ * and row, the low and high nibbles (even and odd elements) meet the de-interleaved
+ * activations in two vpdpbusd; lane l (elements 8l..8l+7) is scaled by its group's scale
+ * times its block's activation scale; the biases add b·Σx per group (Σx of the quantized
+ * activations, xs): the result is the product of the dequantized weights and activations. */
+static void rows4_mlx4q(const lmc_quant_mlx *q, const int64_t ro[4], const char *const r[4], const char *xp, int64_t in,
+                        size_t pf, float out[4]) {
+    const int64_t nb = in / 32, nc = in / 128;
+    const int gs = q->group_size, npc = 128 / gs; /* groups per 128 elements: 1, 2 or 4 */
+    const int8_t *xq = (const int8_t *)xp;
+    const float *xd = (const float *)(const void *)(xp + in), *xs = xd + nb;
+    const char *side = xp + q8_side_off(in);
+    lmc_mlx_row mr[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, ro[k]);
+    const lmc_dtype st = mr[0].scale_type;
+    const __mmask8 gm = (__mmask8)((1u << npc) - 1);
+    const __m512i gidx = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           gs == 32 ? 2 : gs == 64 ? 3 : 4); /* lane → group in the 128 */
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[4];
+    __m128 bacc[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { acc[k] = _mm512_setzero_ps(); bacc[k] = _mm_setzero_ps(); }
+    for (int64_t c = 0; c < nc; c++, side += Q8_SIDE_BYTES) {
+        const __m512i xlo = _mm512_loadu_si512(xq + 128 * c), xhi = _mm512_loadu_si512(xq + 128 * c + 64);
+        const __m512 dxv = _mm512_loadu_ps(side);
+        __m128 gsum = _mm_loadu_ps(xs + 4 * c); /* Σx per group of this 128 */
+        if (npc < 4) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
+        if (npc < 2) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const char *blk = r[k] + 64 * c;
+            _mm_prefetch(blk + pf, _MM_HINT_T0);
+            const __m512i v = _mm512_loadu_si512(blk);
+            const __m512i sm = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, low4), xlo),
+                                                   _mm512_and_si512(_mm512_srli_epi16(v, 4), low4), xhi);
+            const __m512 sv = _mm512_permutexvar_ps(gidx, _mm512_castps128_ps512(mlx_side4(st, mr[k].scales, c * npc, gm)));
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(sv, dxv), acc[k]);
+            bacc[k] = _mm_fmadd_ps(mlx_side4(st, mr[k].biases, c * npc, gm), gsum, bacc[k]);
+        }
+    }
+    float tail[4] = {0, 0, 0, 0};
+    for (int64_t b = 4 * nc; b < nb; b++) /* the last < 128 elements, in element order */
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const uint8_t *codes = (const uint8_t *)r[k] + 16 * b;
+            int isum = 0;
+            for (int j = 0; j < 16; j++) isum += (codes[j] & 15) * xq[32 * b + 2 * j] + (codes[j] >> 4) * xq[32 * b + 2 * j + 1];
+            const int64_t g = 32 * b / gs;
+            tail[k] += lmc_mlx_side_at(st, mr[k].scales, g) * xd[b] * (float)isum + lmc_mlx_side_at(st, mr[k].biases, g) * xs[b];
+        }
+    hsum4x512(acc, out);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        __m128 b = _mm_hadd_ps(bacc[k], bacc[k]);
+        out[k] += _mm_cvtss_f32(_mm_hadd_ps(b, b)) + tail[k];
+    }
 }
 
 /* Q4_K: per 32-element sub-block (d·sc)·Σ x·q - (dmin·m)·Σ x; the low nibbles of 32 bytes are
@@ -595,8 +667,9 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             case LMC_DTYPE_Q4_K: rows4_qk45(0, r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q5_K: rows4_qk45(1, r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q6_K: rows4_q6k(r, (const float *)(const void *)xt, in, pf, s); break;
-            case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8:
-                rows4_mlx(lmc_dtype_mlx_bits(w->type), w->aux, ro, r, (const float *)(const void *)xt, in, pf, s);
+            case LMC_DTYPE_MLX4: rows4_mlx4q(w->aux, ro, r, xt, in, pf, s); break;
+            case LMC_DTYPE_MLX8:
+                rows4_mlx(8, w->aux, ro, r, (const float *)(const void *)xt, in, pf, s);
                 break;
             default: LMC_ASSERT(!"no SIMD kernel for this dtype");
             }
