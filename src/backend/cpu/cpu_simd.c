@@ -102,7 +102,8 @@ static act_kind kind_of(const lmc_tensor *w) {
     case LMC_DTYPE_F16: return ACT_F32;
     case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: return ACT_Q8;
     case LMC_DTYPE_MLX4: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32_PERM; /* VNNI kernel: Q8 */
-    case LMC_DTYPE_MLX8: case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q5_K: case LMC_DTYPE_Q6_K: return ACT_F32;
+    case LMC_DTYPE_Q4_K: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
+    case LMC_DTYPE_MLX8: case LMC_DTYPE_Q5_K: case LMC_DTYPE_Q6_K: return ACT_F32;
     default: return ACT_NONE;
     }
 }
@@ -294,11 +295,12 @@ static void q8_prepare_avx512(lmc_dtype t, const float *x, int64_t in, char *p) 
     const __m512i ones = _mm512_set1_epi8(1);
     /* Q8_0 / Q4_0: the first halves of the 4 blocks, then the second halves; MLX4: the even
      * elements of the 128, then the odd ones (low / high nibbles of 64 code bytes) */
-    const int mlx = t == LMC_DTYPE_MLX4, off = t == LMC_DTYPE_Q4_0 ? -8 : t == LMC_DTYPE_Q8_0 ? -128 : 0;
+    const int mlx = t == LMC_DTYPE_MLX4, qk = t == LMC_DTYPE_Q4_K;
+    const int off = t == LMC_DTYPE_Q4_0 ? -8 : t == LMC_DTYPE_Q8_0 ? -128 : 0;
     uint8_t ilo[64], ihi[64];
-    for (int i = 0; i < 64; i++) {
-        ilo[i] = (uint8_t)(mlx ? 2 * i : 32 * (i / 16) + i % 16);
-        ihi[i] = (uint8_t)(mlx ? 2 * i + 1 : 32 * (i / 16) + i % 16 + 16);
+    for (int i = 0; i < 64; i++) { /* Q4_K: blocks 0, 2 then 1, 3 (a 64-byte code chunk's low / high nibbles) */
+        ilo[i] = (uint8_t)(mlx ? 2 * i : qk ? i + 32 * (i / 32) : 32 * (i / 16) + i % 16);
+        ihi[i] = (uint8_t)(mlx ? 2 * i + 1 : qk ? i + 32 * (i / 32) + 32 : 32 * (i / 16) + i % 16 + 16);
     }
     const __m512i perm_lo = _mm512_loadu_si512(ilo), perm_hi = _mm512_loadu_si512(ihi);
     for (int64_t g = 0; g < in / 128; g++, side += Q8_SIDE_BYTES) {
@@ -498,6 +500,63 @@ static void rows4_mlx4q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
     }
 }
 
+/* Q4_K against Q8_0 activations (AVX-512 tier): per 256-element super-block (144 bytes) and
+ * row, two loads hold the 4 code chunks; the low / high nibbles of chunks (0, 1) and (2, 3)
+ * meet the activations (prepared per 128 as blocks 0, 2, 1, 3) in four vpdpbusd (8 lanes per
+ * sub-block), two permute-add steps leave 2 lanes per sub-block in order, and one f32 step
+ * scales them by d·sc·dx; the 6-bit scales and mins are unpacked for all 8 sub-blocks at once
+ * with 32-bit masks; the mins take dmin·m·Σx (Σx of the quantized activations, xs). */
+static void rows4_q4kq(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
+    const int64_t nsb = in / 256;
+    const int8_t *xq = (const int8_t *)xp;
+    const float *xd = (const float *)(const void *)(xp + in), *xs = xd + in / 32;
+    const __m512i ie0 = _mm512_setr_epi32(0, 2, 4, 6, 16, 18, 20, 22, 8, 10, 12, 14, 24, 26, 28, 30);
+    const __m512i ie1 = _mm512_add_epi32(ie0, _mm512_set1_epi32(1));
+    const __m512i pe0 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i pe1 = _mm512_add_epi32(pe0, _mm512_set1_epi32(1));
+    const __m512i dxi = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m128i scsh = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7); /* lane o ← sub-block o/2 */
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[4];
+    __m256 macc[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { acc[k] = _mm512_setzero_ps(); macc[k] = _mm256_setzero_ps(); }
+    for (int64_t b = 0; b < nsb; b++) {
+        const int8_t *x = xq + 256 * b;
+        const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);
+        const __m512i x2 = _mm512_loadu_si512(x + 128), x3 = _mm512_loadu_si512(x + 192);
+        const __m512 dxv = _mm512_permutexvar_ps(dxi, _mm512_castps256_ps512(_mm256_loadu_ps(xd + 8 * b)));
+        const __m256 xs8 = _mm256_loadu_ps(xs + 8 * b);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const uint8_t *blk = (const uint8_t *)r[k] + 144 * (size_t)b;
+            _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + pf + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)blk + pf + 128, _MM_HINT_T0);
+            const __m512i v0 = _mm512_loadu_si512(blk + 16), v1 = _mm512_loadu_si512(blk + 80);
+            const __m512i z = _mm512_setzero_si512();
+            const __m512i sa = _mm512_dpbusd_epi32(z, _mm512_and_si512(v0, low4), x0);                          /* sb 0 | 2 */
+            const __m512i sb = _mm512_dpbusd_epi32(z, _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4), x1);   /* sb 1 | 3 */
+            const __m512i sc = _mm512_dpbusd_epi32(z, _mm512_and_si512(v1, low4), x2);                          /* sb 4 | 6 */
+            const __m512i sd = _mm512_dpbusd_epi32(z, _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4), x3);   /* sb 5 | 7 */
+            const __m512i tab = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, ie0, sb), _mm512_permutex2var_epi32(sa, ie1, sb));
+            const __m512i tcd = _mm512_add_epi32(_mm512_permutex2var_epi32(sc, ie0, sd), _mm512_permutex2var_epi32(sc, ie1, sd));
+            const __m512i u = _mm512_add_epi32(_mm512_permutex2var_epi32(tab, pe0, tcd), _mm512_permutex2var_epi32(tab, pe1, tcd));
+            /* scales and mins of the 8 sub-blocks: bytes sc[0..7], m[0..7] */
+            uint32_t w0, w1, w2;
+            memcpy(&w0, blk + 4, 4); memcpy(&w1, blk + 8, 4); memcpy(&w2, blk + 12, 4);
+            const uint32_t sc_lo = w0 & 0x3F3F3F3Fu, m_lo = w1 & 0x3F3F3F3Fu;
+            const uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | ((w0 >> 2) & 0x30303030u);
+            const uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | ((w1 >> 2) & 0x30303030u);
+            const __m128i scb = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)((uint64_t)sc_hi << 32 | sc_lo)), scsh);
+            const __m512 scv = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scb)), _mm512_set1_ps(f16_at(blk)));
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), _mm512_mul_ps(scv, dxv), acc[k]);
+            const __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)((uint64_t)m_hi << 32 | m_lo))));
+            macc[k] = _mm256_fmadd_ps(_mm256_mul_ps(mv, _mm256_set1_ps(f16_at(blk + 2))), xs8, macc[k]);
+        }
+    }
+    hsum4x512(acc, out);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] -= hsum256(macc[k]);
+}
+
 /* Q4_K: per 32-element sub-block (d·sc)·Σ x·q - (dmin·m)·Σ x; the low nibbles of 32 bytes are
  * sub-block 2c, the high nibbles sub-block 2c+1, both in element order.
  * Q4_K (five = 0) and Q5_K (five = 1: a 5th bit per element from qh[32], bit 2c of
@@ -664,7 +723,7 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q8_0: rows4_q8_0(r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_0: rows4_q4_0(r, xt, in, pf, s); break;
-            case LMC_DTYPE_Q4_K: rows4_qk45(0, r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_Q4_K: rows4_q4kq(r, xt, in, pf, s); break;
             case LMC_DTYPE_Q5_K: rows4_qk45(1, r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q6_K: rows4_q6k(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_MLX4: rows4_mlx4q(w->aux, ro, r, xt, in, pf, s); break;
