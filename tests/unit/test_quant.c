@@ -416,8 +416,8 @@ static void run_matmul(lmc_backend *be, const lmc_tensor *w, const float *x, int
 /* Every weight type, decode (1, 2, 3 tokens) and prefill (8, 9) batches, odd output rows,
  * fast backend at 1 and 2 threads against the scalar reference. The error is relative to
  * Σ|w·x| of the row; kernels on f32 activations must agree to f32 rounding, those that
- * quantize the activations to Q8_0 (Q8_0 and Q4_0 decode, as ggml; MLX4 and Q4_K decode on
- * the AVX-512 tier) within 1e-2. simd: the tier in use (LMC_SIMD_*). */
+ * quantize the activations to Q8_0 (Q8_0 and Q4_0 decode, as ggml; MLX4, Q4_K and Q6_K decode
+ * on the AVX-512 tier) within 1e-2. simd: the tier in use (LMC_SIMD_*). */
 static void matmul_all_types(int simd) {
     const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
                                LMC_DTYPE_Q4_1, LMC_DTYPE_Q5_0, LMC_DTYPE_Q5_1, LMC_DTYPE_Q2_K, LMC_DTYPE_Q3_K,
@@ -457,7 +457,7 @@ static void matmul_all_types(int simd) {
             }
         }
         const int q8act = (simd && (t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0)) ||
-                          (simd == LMC_SIMD_AVX512 && (t == LMC_DTYPE_MLX4 || t == LMC_DTYPE_Q4_K));
+                          (simd == LMC_SIMD_AVX512 && (t == LMC_DTYPE_MLX4 || t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q6_K));
         CHECK_MSG(worst[0] <= (q8act ? 1e-2 : 2e-6), "%s decode: relative error %.3g", lmc_dtype_name(t), worst[0]);
         CHECK_MSG(worst[1] <= 2e-6, "%s prefill: relative error %.3g", lmc_dtype_name(t), worst[1]);
         printf("  matmul %-5s decode err %.2e  prefill err %.2e (relative to sum|w*x|)\n", lmc_dtype_name(t),
@@ -670,26 +670,29 @@ static void test_matmul_mlx4_q8act(void) {
     lmc_backend_free(be2);
 }
 
-/* Q4_K decode on the AVX-512 tier (Q8_0 activations, VNNI) against Σ w·(dx·xq) in double, w the
+/* Q4_K and Q6_K decode on the AVX-512 tier (Q8_0 activations, VNNI) against Σ w·(dx·xq) in double, w the
  * dequantized weights (bit-exact to the format: test_dequant_gguf), on random blocks with
  * finite scales (all 6-bit scale and min codes reachable), 1-19 super-blocks, row tails,
  * 1 and 2 tokens, 1 and 2 threads (identical); error relative to Σ|w·dx·xq|. */
-static void test_matmul_q4k_q8act(void) {
+static void test_matmul_qk_q8act(void) {
     if (lmc_cpu_simd_set_level(LMC_SIMD_AVX512) != LMC_SIMD_AVX512) {
-        printf("  (no AVX-512 VNNI: Q4_K decode stays on f32 activations, checked above)\n");
+        printf("  (no AVX-512 VNNI: Q4_K / Q6_K decode stays on f32 activations, checked above)\n");
         lmc_cpu_simd_enable(1);
         return;
     }
     const int64_t ins[] = {256, 768, 4864}, outs[] = {1, 13, 67};
     lmc_backend *be1, *be2;
     LMC_ASSERT(lmc_backend_cpu_init(&be1, 1, 0) == LMC_OK && lmc_backend_cpu_init(&be2, 2, 0) == LMC_OK);
+    const lmc_dtype types[] = {LMC_DTYPE_Q4_K, LMC_DTYPE_Q6_K};
+    for (int ti = 0; ti < 2; ti++) {
+    const lmc_dtype t = types[ti];
     double worst_all = 0;
     for (size_t ii = 0; ii < sizeof ins / sizeof ins[0]; ii++)
         for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
             const int64_t in = ins[ii], out = outs[oi], n_tok = oi == 1 ? 2 : 1;
-            lmc_tensor w = lmc_tensor_make(LMC_DTYPE_Q4_K, in, out, 1, 1);
+            lmc_tensor w = lmc_tensor_make(t, in, out, 1, 1);
             uint8_t *data = malloc(lmc_tensor_nbytes(&w));
-            for (int64_t b = 0; b < in / 256 * out; b++) rand_block(LMC_DTYPE_Q4_K, data + 144 * b);
+            for (int64_t b = 0; b < in / 256 * out; b++) rand_block(t, data + lmc_dtype_block_bytes(t) * b);
             w.data = data;
             float *x = malloc(in * n_tok * 4), *y1 = malloc(out * n_tok * 4), *y2 = malloc(out * n_tok * 4);
             float *wrow = malloc(in * 4);
@@ -716,12 +719,15 @@ static void test_matmul_q4k_q8act(void) {
                     same &= y1[k] == y2[k];
                 }
             }
-            CHECK_MSG(worst <= 1e-5, "Q4_K in %lld out %lld: relative error %.3g", (long long)in, (long long)out, worst);
-            CHECK_MSG(same, "Q4_K in %lld out %lld: 1 and 2 threads differ", (long long)in, (long long)out);
+            CHECK_MSG(worst <= 1e-5, "%s in %lld out %lld: relative error %.3g", lmc_dtype_name(t), (long long)in,
+                      (long long)out, worst);
+            CHECK_MSG(same, "%s in %lld out %lld: 1 and 2 threads differ", lmc_dtype_name(t), (long long)in, (long long)out);
             worst_all = fmax(worst_all, worst);
             free(data); free(x); free(y1); free(y2); free(wrow); free(xq); free(xd);
         }
-    printf("  Q4_K (AVX-512, Q8_0 activations): worst relative error %.2e against the dequantized product\n", worst_all);
+    printf("  %s (AVX-512, Q8_0 activations): worst relative error %.2e against the dequantized product\n",
+           lmc_dtype_name(t), worst_all);
+    }
     lmc_backend_free(be1);
     lmc_backend_free(be2);
 }
@@ -806,7 +812,7 @@ int main(void) {
     RUN(test_matmul_all_types);
     RUN(test_matmul_q8act_exact);
     RUN(test_matmul_mlx4_q8act);
-    RUN(test_matmul_q4k_q8act);
+    RUN(test_matmul_qk_q8act);
     RUN(test_matmul_amx_prefill);
     RUN(test_get_rows_quant);
     return TEST_END();
