@@ -30,7 +30,7 @@ struct lmc_g4mtp {
     /* step scratch */
     lmc_tensor x2, x, h, o, q, att, gate, up, hout, logits, cl, sel_emb;
     lmc_tensor tok, pos, pos_att, seq, sel_ids;
-    float *h_cl, *h_emb, *h_hn;  /* host: [nc], [H · ctk · vpc], [H] */
+    float *h_cl, *h_emb;         /* host: [nc] centroid scores, [ctk · vpc] selected logits */
     int32_t *h_ids;              /* [ctk · vpc] */
     lmc_gguf_assistant *gguf;    /* a GGUF assistant's mapping (owned), NULL for safetensors */
     lmc_weight *tab;             /* its tensors under HF names (owned) */
@@ -129,10 +129,9 @@ static lmc_status alloc_scratch(lmc_g4mtp *d) {
     d->sel_emb = lmc_tensor_make(LMC_DTYPE_F32, d->H, n_sel, 1, 1);
     LMC_TRY(d->be->i->alloc(d->be, &d->sel_emb));
     d->h_cl = malloc((size_t)(d->ordered ? d->nc : 1) * sizeof(float));
-    d->h_emb = malloc((size_t)n_sel * d->H * sizeof(float));
-    d->h_hn = malloc((size_t)d->H * sizeof(float));
+    d->h_emb = malloc((size_t)n_sel * sizeof(float));
     d->h_ids = malloc((size_t)n_sel * sizeof(int32_t));
-    if (!d->h_cl || !d->h_emb || !d->h_hn || !d->h_ids) return lmc_fail(LMC_ERR_NOMEM, "drafter scratch");
+    if (!d->h_cl || !d->h_emb || !d->h_ids) return lmc_fail(LMC_ERR_NOMEM, "drafter scratch");
     return LMC_OK;
 }
 
@@ -199,7 +198,6 @@ void lmc_g4mtp_free(lmc_g4mtp *d) {
         if (all[i]->data) d->be->i->release(d->be, all[i]);
     free(d->h_cl);
     free(d->h_emb);
-    free(d->h_hn);
     free(d->h_ids);
     free(d->ordering);
     lmc_model_free(d->am);
@@ -314,19 +312,19 @@ static lmc_status run(lmc_g4mtp *d, const lmc_g4mtp_kv *kv, int pos, float *logi
     top_k(d->h_cl, d->nc, d->ctk < 4096 ? d->ctk : 4096, top);
     for (int j = 0; j < d->ctk; j++)
         for (int i = 0; i < d->vpc; i++) d->h_ids[j * d->vpc + i] = d->ordering[(size_t)top[j] * d->vpc + i];
+    if (!logits) return LMC_OK;
+    /* the selected tokens' head rows gathered on the backend, then one product with hn there:
+     * only their n_sel logits come back (the head rows themselves never leave the backend) */
     be->i->set(be, &d->sel_ids, d->h_ids, 0, (size_t)n_sel * 4);
     be->i->get_rows(be, &d->sel_emb, &d->am->lm_head, &d->sel_ids, 1.0f);
-    be->i->get(be, d->h_emb, &d->sel_emb, 0, (size_t)n_sel * d->H * 4);
-    be->i->get(be, d->h_hn, &d->h, 0, (size_t)d->H * 4);
+    lmc_tensor sel_lg = lmc_tensor_make(LMC_DTYPE_F32, n_sel, 1, 1, 1);
+    sel_lg.data = d->logits.data; /* the dense head's [V] logits are unused by this head */
+    be->i->matmul(be, &sel_lg, &d->sel_emb, &d->h);
+    be->i->get(be, d->h_emb, &sel_lg, 0, (size_t)n_sel * 4);
     LMC_TRY(be->i->sync(be));
-    if (!logits) return LMC_OK;
     float mn = INFINITY;
-    for (int s = 0; s < n_sel; s++) {
-        double acc = 0;
-        for (int i = 0; i < d->H; i++) acc += (double)d->h_hn[i] * d->h_emb[(size_t)s * d->H + i];
-        d->h_emb[s] = (float)acc; /* row s is consumed: reuse its first slot for the logit */
-        if ((float)acc < mn) mn = (float)acc;
-    }
+    for (int s = 0; s < n_sel; s++)
+        if (d->h_emb[s] < mn) mn = d->h_emb[s];
     for (int i = 0; i < d->V; i++) logits[i] = mn - 1.0f;
     for (int s = 0; s < n_sel; s++) logits[d->h_ids[s]] = d->h_emb[s];
     return LMC_OK;
