@@ -378,6 +378,13 @@ async function main() {
 
   // ---- embeddings ----
   const texts = ["In the beginning God created the heaven and the earth.", "And God said, Let there be light.", "Jesus wept."];
+  // an earlier request (a stream the client cut, say) may still be finishing its last step:
+  // count from an idle server, or its LM-head rows land between the two readings
+  for (let i = 0; i < 100; i++) {
+    const m = await metrics(A.url);
+    if (!m.lmc_running_sequences && !m.lmc_queue_depth) break;
+    await sleep(100);
+  }
   const mEmb0 = await metrics(A.url);
   const emb = await openai.embeddings.create({ model: MODEL, input: texts });   // the SDK asks for base64 and decodes it
   const mEmb1 = await metrics(A.url);
