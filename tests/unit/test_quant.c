@@ -416,8 +416,8 @@ static void run_matmul(lmc_backend *be, const lmc_tensor *w, const float *x, int
 /* Every weight type, decode (1, 2, 3 tokens) and prefill (8, 9) batches, odd output rows,
  * fast backend at 1 and 2 threads against the scalar reference. The error is relative to
  * Σ|w·x| of the row; kernels on f32 activations must agree to f32 rounding, those that
- * quantize the activations to Q8_0 (Q8_0 and Q4_0 decode, as ggml; MLX4, Q4_K and Q6_K decode
- * on the AVX-512 tier) within 1e-2. simd: the tier in use (LMC_SIMD_*). */
+ * quantize the activations to Q8_0 (Q8_0 and Q4_0 decode, as ggml; MLX4, MLX8, Q4_K and Q6_K
+ * decode on the AVX-512 tier) within 1e-2. simd: the tier in use (LMC_SIMD_*). */
 static void matmul_all_types(int simd) {
     const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
                                LMC_DTYPE_Q4_1, LMC_DTYPE_Q5_0, LMC_DTYPE_Q5_1, LMC_DTYPE_Q2_K, LMC_DTYPE_Q3_K,
@@ -457,7 +457,8 @@ static void matmul_all_types(int simd) {
             }
         }
         const int q8act = (simd && (t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0)) ||
-                          (simd == LMC_SIMD_AVX512 && (t == LMC_DTYPE_MLX4 || t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q6_K));
+                          (simd == LMC_SIMD_AVX512 && (t == LMC_DTYPE_MLX4 || t == LMC_DTYPE_MLX8 || t == LMC_DTYPE_Q4_K ||
+                                                       t == LMC_DTYPE_Q6_K));
         CHECK_MSG(worst[0] <= (q8act ? 1e-2 : 2e-6), "%s decode: relative error %.3g", lmc_dtype_name(t), worst[0]);
         CHECK_MSG(worst[1] <= 2e-6, "%s prefill: relative error %.3g", lmc_dtype_name(t), worst[1]);
         printf("  matmul %-5s decode err %.2e  prefill err %.2e (relative to sum|w*x|)\n", lmc_dtype_name(t),
@@ -581,14 +582,14 @@ static void test_matmul_q8act_exact(void) {
     lmc_backend_free(be2);
 }
 
-/* MLX4 decode on the AVX-512 tier (Q8_0 activations, VNNI) against Σ (s·q + b)·(dx·xq) in
- * double, q from the packing definition (element i: bits 4(i%8).. of 32-bit word i/8, little
- * endian), for group sizes 32, 64, 128, scales/biases in bf16, f16 and f32, widths with and
+/* MLX4 and MLX8 decode on the AVX-512 tier (Q8_0 activations, VNNI) against Σ (s·q + b)·(dx·xq)
+ * in double, q from the packing definition (element i: bits b(i % (32/b)).. of 32-bit word
+ * i / (32/b), little endian), for group sizes 32, 64, 128, scales/biases in bf16, f16 and f32, widths with and
  * without a remainder past the kernel's 128-element steps, 1 and 13 and 67 rows, 1 and 2
  * threads (identical). Weight bytes and side data allocated exactly (ASan sees overreads). */
 static void test_matmul_mlx4_q8act(void) {
     if (lmc_cpu_simd_set_level(LMC_SIMD_AVX512) != LMC_SIMD_AVX512) {
-        printf("  (no AVX-512 VNNI: MLX4 decode stays on f32 activations, checked above)\n");
+        printf("  (no AVX-512 VNNI: MLX4 / MLX8 decode stays on f32 activations, checked above)\n");
         lmc_cpu_simd_enable(1);
         return;
     }
@@ -597,6 +598,9 @@ static void test_matmul_mlx4_q8act(void) {
     const int64_t ins[] = {128, 416, 896, 4864}, outs[] = {1, 13, 67};
     lmc_backend *be1, *be2;
     LMC_ASSERT(lmc_backend_cpu_init(&be1, 1, 0) == LMC_OK && lmc_backend_cpu_init(&be2, 2, 0) == LMC_OK);
+    for (int bits = 4; bits <= 8; bits += 4) {
+    const lmc_dtype wt = bits == 4 ? LMC_DTYPE_MLX4 : LMC_DTYPE_MLX8;
+    const int per = 32 / bits; /* elements per 32-bit word */
     double worst_all = 0;
     for (int gi = 0; gi < 3; gi++)
         for (int si = 0; si < 3; si++)
@@ -605,7 +609,7 @@ static void test_matmul_mlx4_q8act(void) {
                     const int gs = groups[gi];
                     const int64_t in = ins[ii], out = outs[oi], n_tok = oi == 1 ? 2 : 1;
                     if (in % gs) continue;
-                    lmc_tensor w = lmc_tensor_make(LMC_DTYPE_MLX4, in, out, 1, 1);
+                    lmc_tensor w = lmc_tensor_make(wt, in, out, 1, 1);
                     uint8_t *data = malloc(lmc_tensor_nbytes(&w));
                     for (size_t i = 0; i < lmc_tensor_nbytes(&w); i++) data[i] = (uint8_t)rnd();
                     w.data = data;
@@ -645,9 +649,9 @@ static void test_matmul_mlx4_q8act(void) {
                             const uint8_t *row = data + (size_t)o * w.nb[1];
                             double sum = 0, mag = 0;
                             for (int64_t i = 0; i < in; i++) {
-                                const uint32_t word = (uint32_t)row[4 * (i / 8)] | (uint32_t)row[4 * (i / 8) + 1] << 8 |
-                                                      (uint32_t)row[4 * (i / 8) + 2] << 16 | (uint32_t)row[4 * (i / 8) + 3] << 24;
-                                const int qv = (int)(word >> (4 * (i % 8))) & 15;
+                                const uint8_t *wp = row + 4 * (i / per);
+                                const uint32_t word = (uint32_t)wp[0] | (uint32_t)wp[1] << 8 | (uint32_t)wp[2] << 16 | (uint32_t)wp[3] << 24;
+                                const int qv = (int)(word >> (bits * (i % per))) & ((1 << bits) - 1);
                                 const size_t g = (size_t)(o * (in / gs) + i / gs); /* side data [in/gs, out]: row o */
                                 const double p = ((double)sv[g] * qv + bv[g]) * ((double)xd[i / 32] * xq[i]);
                                 sum += p;
@@ -659,13 +663,16 @@ static void test_matmul_mlx4_q8act(void) {
                             same &= y1[k] == y2[k];
                         }
                     }
-                    CHECK_MSG(worst <= 1e-5, "MLX4 g%d %s in %lld out %lld: relative error %.3g", gs, lmc_dtype_name(sts[si]),
-                              (long long)in, (long long)out, worst);
-                    CHECK_MSG(same, "MLX4 g%d in %lld out %lld: 1 and 2 threads differ", gs, (long long)in, (long long)out);
+                    CHECK_MSG(worst <= 1e-5, "%s g%d %s in %lld out %lld: relative error %.3g", lmc_dtype_name(wt), gs,
+                              lmc_dtype_name(sts[si]), (long long)in, (long long)out, worst);
+                    CHECK_MSG(same, "%s g%d in %lld out %lld: 1 and 2 threads differ", lmc_dtype_name(wt), gs, (long long)in,
+                              (long long)out);
                     worst_all = fmax(worst_all, worst);
                     free(data); free(sv); free(bv); free(sc); free(bi); free(x); free(y1); free(y2); free(xq); free(xd);
                 }
-    printf("  MLX4 (AVX-512, Q8_0 activations): worst relative error %.2e against the dequantized product\n", worst_all);
+    printf("  %s (AVX-512, Q8_0 activations): worst relative error %.2e against the dequantized product\n",
+           lmc_dtype_name(wt), worst_all);
+    }
     lmc_backend_free(be1);
     lmc_backend_free(be2);
 }

@@ -8,7 +8,7 @@
  *         activations are prepared de-interleaved per 32 (exact: f32 products of
  *         exact bf16→f32 values, f32 accumulation, as the reference asks).
  *   F16   f32 activations; vcvtph2ps.
- *   Q8_0, Q4_0, MLX4, Q4_K, Q6_K  activations quantized to Q8_0 blocks once per matmul
+ *   Q8_0, Q4_0, MLX4, MLX8, Q4_K, Q6_K  activations quantized to Q8_0 blocks once per matmul
  *         (as ggml does for its integer dot products): AVX512-VNNI vpdpbusd of unsigned
  *         codes (Q8_0: flipped by +128) against the int8 activations, laid out per 128
  *         elements so that whole 64-byte code vectors meet them (vpermt2b gathers the
@@ -17,8 +17,8 @@
  *         scale); MLX biases and K-quant mins through the quantized block sums. Each
  *         kernel equals the product of the dequantized weights and the dequantized
  *         activations up to f32 rounding (test_quant: ≤ 1e-7 of Σ|w·x|); against the
- *         exact activations the error is ~1e-3 of Σ|w·x|.
- *   MLX8  f32 activations: Σ x(s·q + b) = s·Σ x·q + b·Σ x with the group sums prepared.
+ *         exact activations the error is ~1e-3 of Σ|w·x|. MLX8's codes go into vpdpbusd
+ *         as they are.
  *   Q5_K  f32 activations, codes widened to f32 per sub-block, mins through sums of x.
  * CPUs without AVX-512 VNNI+VBMI but with AVX2 take cpu_avx2.c's kernels (Q8_0 activations
  * in element order for Q8_0 / Q4_0, f32 for the others); other types use cpu_matmul.c's
@@ -110,7 +110,8 @@ static act_kind kind_of(const lmc_tensor *w) {
     case LMC_DTYPE_MLX4: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32_PERM; /* VNNI kernel: Q8 */
     case LMC_DTYPE_Q4_K: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
     case LMC_DTYPE_Q6_K: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
-    case LMC_DTYPE_MLX8: case LMC_DTYPE_Q5_K: return ACT_F32;
+    case LMC_DTYPE_MLX8: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
+    case LMC_DTYPE_Q5_K: return ACT_F32;
     default: return ACT_NONE;
     }
 }
@@ -310,7 +311,7 @@ static void q8_prepare_avx512(lmc_dtype t, const float *x, int64_t in, char *p) 
         ihi[i] = (uint8_t)(mlx ? 2 * i + 1 : qk ? i + 32 * (i / 32) + 32 : 32 * (i / 16) + i % 16 + 16);
     }
     const __m512i perm_lo = _mm512_loadu_si512(ilo), perm_hi = _mm512_loadu_si512(ihi);
-    if (t == LMC_DTYPE_Q6_K) return; /* element order, no lane vectors */
+    if (t == LMC_DTYPE_Q6_K || t == LMC_DTYPE_MLX8) return; /* element order, no lane vectors */
     for (int64_t g = 0; g < in / 128; g++, side += Q8_SIDE_BYTES) {
         int8_t *xg = q + 128 * g;
         const __m512i a = _mm512_loadu_si512(xg), b = _mm512_loadu_si512(xg + 64);
@@ -508,6 +509,61 @@ static void rows4_mlx4q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
     }
 }
 
+/* MLX8 against Q8_0 activations (AVX-512 tier; activations in element order): the unsigned
+ * 8-bit codes go straight into vpdpbusd, two per 128 elements (8 lanes per block), each lane
+ * scaled by its group's scale × its block's activation scale; biases as MLX4. */
+static void rows4_mlx8q(const lmc_quant_mlx *q, const int64_t ro[4], const char *const r[4], const char *xp, int64_t in,
+                        size_t pf, float out[4]) {
+    const int64_t nb = in / 32, nc = in / 128;
+    const int gs = q->group_size, npc = 128 / gs;
+    const int8_t *xq = (const int8_t *)xp;
+    const float *xd = (const float *)(const void *)(xp + in), *xs = xd + nb;
+    lmc_mlx_row mr[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, ro[k]);
+    const lmc_dtype st = mr[0].scale_type;
+    const __mmask8 gm = (__mmask8)((1u << npc) - 1);
+    const int sh = gs == 32 ? 3 : gs == 64 ? 4 : 5; /* lane → group: (4·lane) / gs */
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i gia = _mm512_srli_epi32(lane, sh), gib = _mm512_srli_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(16)), sh);
+    const __m512i dxi = _mm512_srli_epi32(lane, 3);
+    __m512 acc[4];
+    __m128 bacc[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { acc[k] = _mm512_setzero_ps(); bacc[k] = _mm_setzero_ps(); }
+    for (int64_t c = 0; c < nc; c++) {
+        const __m512i xa = _mm512_loadu_si512(xq + 128 * c), xb = _mm512_loadu_si512(xq + 128 * c + 64);
+        const __m512 dxa = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd + 4 * c)));
+        const __m512 dxb = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd + 4 * c + 2)));
+        __m128 gsum = _mm_loadu_ps(xs + 4 * c);
+        if (npc < 4) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
+        if (npc < 2) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const char *blk = r[k] + 128 * c;
+            _mm_prefetch(blk + pf, _MM_HINT_T0);
+            _mm_prefetch(blk + pf + 64, _MM_HINT_T0);
+            const __m512i sa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(blk), xa);
+            const __m512i sb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(blk + 64), xb);
+            const __m512 s4 = _mm512_castps128_ps512(mlx_side4(st, mr[k].scales, c * npc, gm));
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sa), _mm512_mul_ps(_mm512_permutexvar_ps(gia, s4), dxa), acc[k]);
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sb), _mm512_mul_ps(_mm512_permutexvar_ps(gib, s4), dxb), acc[k]);
+            bacc[k] = _mm_fmadd_ps(mlx_side4(st, mr[k].biases, c * npc, gm), gsum, bacc[k]);
+        }
+    }
+    float tail[4] = {0, 0, 0, 0};
+    for (int64_t b = 4 * nc; b < nb; b++)
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const uint8_t *codes = (const uint8_t *)r[k] + 32 * b;
+            int isum = 0;
+            for (int j = 0; j < 32; j++) isum += codes[j] * xq[32 * b + j];
+            const int64_t g = 32 * b / gs;
+            tail[k] += lmc_mlx_side_at(st, mr[k].scales, g) * xd[b] * (float)isum + lmc_mlx_side_at(st, mr[k].biases, g) * xs[b];
+        }
+    hsum4x512(acc, out);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        __m128 b = _mm_hadd_ps(bacc[k], bacc[k]);
+        out[k] += _mm_cvtss_f32(_mm_hadd_ps(b, b)) + tail[k];
+    }
+}
+
 /* Q4_K against Q8_0 activations (AVX-512 tier): per 256-element super-block (144 bytes) and
  * row, two loads hold the 4 code chunks; the low / high nibbles of chunks (0, 1) and (2, 3)
  * meet the activations (prepared per 128 as blocks 0, 2, 1, 3) in four vpdpbusd (8 lanes per
@@ -672,44 +728,6 @@ static void rows4_qk45(int five, const char *const r[4], const float *xp, int64_
 }
 
 
-/* MLX 4/8-bit: per group s·Σ x·q + b·Σ x. */
-static void rows4_mlx(int bits, const lmc_quant_mlx *q, const int64_t ro[4], const char *const r[4], const float *xp,
-                      int64_t in, size_t pf, float out[4]) {
-    const int g = q->group_size;
-    const float *gsum = xp + in;
-    lmc_mlx_row mr[4];
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) mr[k] = lmc_quant_mlx_row(q, ro[k]);
-    __m512 acc[4];
-    float bsum[4] = {0, 0, 0, 0};
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
-    const __m512i low4 = _mm512_set1_epi32(0x0F);
-    for (int64_t gi = 0; gi < in / g; gi++) {
-        __m512 ga[4], gb[4];
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { ga[k] = _mm512_setzero_ps(); gb[k] = _mm512_setzero_ps(); }
-        for (int64_t i = gi * g; i < (gi + 1) * g; i += 32) {
-            const __m512 x0 = _mm512_loadu_ps(xp + i), x1 = _mm512_loadu_ps(xp + i + 16);
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-                _mm_prefetch(r[k] + i * bits / 8 + pf, _MM_HINT_T0);
-                if (bits == 4) {
-                    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(r[k] + i / 2)));
-                    ga[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, low4)), x0, ga[k]);
-                    gb[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), x1, gb[k]);
-                } else {
-                    const __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(r[k] + i)));
-                    const __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(r[k] + i + 16)));
-                    ga[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v0), x0, ga[k]);
-                    gb[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v1), x1, gb[k]);
-                }
-            }
-        }
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const float s = lmc_mlx_side_at(mr[k].scale_type, mr[k].scales, gi), b = lmc_mlx_side_at(mr[k].scale_type, mr[k].biases, gi);
-            acc[k] = _mm512_fmadd_ps(_mm512_add_ps(ga[k], gb[k]), _mm512_set1_ps(s), acc[k]);
-            bsum[k] += b * gsum[gi];
-        }
-    }
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) + bsum[k];
-}
 
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
     const int64_t in = w->ne[0], out = w->ne[1];
@@ -750,9 +768,7 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             case LMC_DTYPE_Q5_K: rows4_qk45(1, r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q6_K: rows4_q6kq(r, xt, in, pf, s); break;
             case LMC_DTYPE_MLX4: rows4_mlx4q(w->aux, ro, r, xt, in, pf, s); break;
-            case LMC_DTYPE_MLX8:
-                rows4_mlx(8, w->aux, ro, r, (const float *)(const void *)xt, in, pf, s);
-                break;
+            case LMC_DTYPE_MLX8: rows4_mlx8q(w->aux, ro, r, xt, in, pf, s); break;
             default: LMC_ASSERT(!"no SIMD kernel for this dtype");
             }
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) if (ok[k]) y[(size_t)t * out + ro[k]] = s[k];
