@@ -1,16 +1,19 @@
 /* cmd_convert.c — `lmc convert MODEL OUT.gguf`: a Hugging Face checkpoint
  * written as GGUF, laid out as llama.cpp's converter lays it out. */
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
+#include "io/gguf.h"
 #include "io/gguf_assistant.h"
 #include "io/gguf_convert.h"
 #include "io/hfpath.h"
 #include "model/weights.h"
 
 static const char *convert_help =
-    "usage: lmc convert MODEL OUT.gguf [--type TYPE] [--no-tokenizer]\n"
+    "usage: lmc convert MODEL OUT.gguf [--type TYPE] [--no-tokenizer] [--split-max-tensors N]\n"
     "\n"
     "Write MODEL (a Hugging Face directory or ORG/NAME in the cache) as a GGUF file\n"
     "with llama.cpp's tensor names and metadata keys. Tensors keep their storage type\n"
@@ -19,6 +22,8 @@ static const char *convert_help =
     "tokenizer.json and the chat template are embedded unless\n"
     "--no-tokenizer. Architectures: llama, mistral, qwen2, qwen3, gemma, gemma2,\n"
     "gemma3_text, phi3. lmc reads the file back with -m OUT.gguf.\n"
+    "--split-max-tensors N writes OUT-00001-of-0000K.gguf ... of at most N tensors each\n"
+    "(llama.cpp's gguf-split layout); -m OUT-00001-of-0000K.gguf reads them all.\n"
     "\n"
     "example:\n"
     "  lmc convert Qwen/Qwen2.5-0.5B qwen2.5-0.5b.gguf\n";
@@ -29,6 +34,13 @@ int cmd_convert(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(convert_help, stdout); return 0; }
         if (!strcmp(argv[i], "--no-tokenizer")) p.skip_tokenizer = 1;
+        else if (!strcmp(argv[i], "--split-max-tensors") && i + 1 < argc) {
+            char *end;
+            long long v = strtoll(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 1000000)
+                return cli_usage_error("convert", "--split-max-tensors must be an integer in [1, 1000000], got '%s'", argv[i]);
+            p.split_max_tensors = v;
+        }
         else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
             static const struct { const char *name; lmc_dtype t; } types[] = {
                 {"q8_0", LMC_DTYPE_Q8_0}, {"q4_0", LMC_DTYPE_Q4_0}, {"q4_k", LMC_DTYPE_Q4_K}, {"q6_k", LMC_DTYPE_Q6_K},
@@ -53,10 +65,22 @@ int cmd_convert(int argc, char **argv) {
     lmc_config_free(&cfg);
     if (assistant) { /* an MTP drafter: the seed's assistant layout (lmc verify-gguf checks it) */
         if (p.quant_type) return cli_usage_error("convert", "--type is not supported for gemma4_assistant files");
+        if (p.split_max_tensors) return cli_usage_error("convert", "--split-max-tensors is not supported for gemma4_assistant files");
         if (lmc_gguf_assistant_convert(mp.path, out) < 0) return cli_error("convert");
     } else if (lmc_gguf_convert_hf(mp.path, out, &p) < 0) {
         return cli_error("convert");
     }
-    fprintf(stderr, "lmc: wrote %s\n", out);
+    if (p.split_max_tensors) { /* name the first file: that is what -m takes */
+        const size_t n = strlen(out);
+        char prefix[4096], first[4200];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(n - 5), out); /* ends in .gguf: the convert checked */
+        for (int k = 1; k <= LMC_GGUF_MAX_SPLITS; k++)
+            if (lmc_gguf_split_path(prefix, 1, k, first, sizeof first) == LMC_OK && access(first, F_OK) == 0) {
+                fprintf(stderr, "lmc: wrote %d split files, the first %s\n", k, first);
+                break;
+            }
+    } else {
+        fprintf(stderr, "lmc: wrote %s\n", out);
+    }
     return 0;
 }

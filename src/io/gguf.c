@@ -215,10 +215,14 @@ struct lmc_gguf {
     arr_ref *arrs;             /* variable-size arrays by increasing data offset */
     size_t n_arrs, cap_arrs;
     size_t total_bytes;
+    struct lmc_gguf **parts;   /* a split GGUF's files 2..N (owned; their tensors are listed here too) */
+    int64_t n_parts;
 };
 
 void lmc_gguf_close(lmc_gguf *g) {
     if (!g) return;
+    for (int64_t i = 0; i < g->n_parts; i++) lmc_gguf_close(g->parts[i]);
+    free(g->parts);
     if (g->map) {
         lmc_mapguard_unregister(g->map);
         munmap(g->map, g->map_len);
@@ -649,7 +653,10 @@ lmc_status lmc_gguf_open_buffer(const void *buf, size_t len, const char *label, 
     return LMC_OK;
 }
 
-lmc_status lmc_gguf_open(const char *path, lmc_gguf **out) {
+static lmc_status open_split(lmc_gguf *g, const char *path);
+
+/* as_part: a later file of a split GGUF, opened by its first file's open_split */
+static lmc_status open_file(const char *path, int as_part, lmc_gguf **out) {
     int fd;
     uint64_t fsize;
     LMC_TRY(lmc_file_open_regular(path, &fd, &fsize));
@@ -676,11 +683,95 @@ lmc_status lmc_gguf_open(const char *path, lmc_gguf **out) {
     (void)lmc_mapguard_register(map, (size_t)fsize, path); /* best effort: full table = unguarded */
     g->base = map;
     g->size = (size_t)fsize;
-    if ((st = parse(g)) < 0) {
+    if ((st = parse(g)) < 0 || (!as_part && (st = open_split(g, path)) < 0)) {
         lmc_gguf_close(g);
         return st;
     }
     *out = g;
+    return LMC_OK;
+}
+
+lmc_status lmc_gguf_open(const char *path, lmc_gguf **out) { return open_file(path, 0, out); }
+
+/* ---- split files (llama.cpp's gguf-split: PREFIX-00001-of-0000N.gguf, ...) ------------------ */
+
+/* split.no (0-based) and split.count of a file; a file without them is 0 of 1. */
+static lmc_status split_keys(const lmc_gguf *g, int64_t *no, int64_t *count) {
+    *no = 0;
+    *count = 1;
+    if (lmc_gguf_find_key(g, "split.count") < 0) return LMC_OK;
+    LMC_TRY(lmc_gguf_get_int(g, "split.count", count));
+    if (lmc_gguf_find_key(g, "split.no") < 0) return lmc_fail(LMC_ERR_FORMAT, "%s: split.count without split.no", g->label);
+    LMC_TRY(lmc_gguf_get_int(g, "split.no", no));
+    if (*count < 1 || *count > LMC_GGUF_MAX_SPLITS || *no < 0 || *no >= *count)
+        return lmc_fail(LMC_ERR_FORMAT, "%s: split.no %lld of split.count %lld", g->label, (long long)*no,
+                        (long long)*count);
+    return LMC_OK;
+}
+
+/* The first file of a split GGUF opens the others beside it (same prefix) and lists their tensors
+ * with its own: every later lookup sees one model. Each file is validated as any GGUF; the files
+ * must agree on the count, number themselves in order, and hold split.tensors.count tensors with
+ * no name twice. */
+static lmc_status open_split(lmc_gguf *g, const char *path) {
+    int64_t no, count;
+    LMC_TRY(split_keys(g, &no, &count));
+    if (count == 1) return LMC_OK;
+    char suffix[64], name[4096];
+    snprintf(suffix, sizeof suffix, "-%05lld-of-%05lld.gguf", (long long)no + 1, (long long)count);
+    if (no != 0)
+        return lmc_fail(LMC_ERR_ARG, "%s is file %lld of %lld of a split GGUF: open the first one (...-00001-of-%05lld.gguf)",
+                        path, (long long)no + 1, (long long)count, (long long)count);
+    const size_t n = strlen(path), sl = strlen(suffix);
+    if (n <= sl || strcmp(path + n - sl, suffix) != 0 || n - sl >= sizeof name)
+        return lmc_fail(LMC_ERR_FORMAT, "%s: file 1 of a split GGUF of %lld files must be named PREFIX%s (its other files are "
+                        "found by that name)", path, (long long)count, suffix);
+    char prefix[4096];
+    memcpy(prefix, path, n - sl);
+    prefix[n - sl] = 0;
+    g->parts = calloc((size_t)count - 1, sizeof *g->parts);
+    if (!g->parts) return lmc_fail(LMC_ERR_NOMEM, "%s: out of memory", path);
+    int64_t total = g->n_tensors;
+    for (int64_t i = 1; i < count; i++) {
+        LMC_TRY(lmc_gguf_split_path(prefix, (int)i + 1, (int)count, name, sizeof name));
+        lmc_gguf *p;
+        lmc_status st = open_file(name, 1, &p);
+        if (st < 0) return lmc_fail_context(st, "file %lld of the split GGUF %s", (long long)i + 1, path);
+        g->parts[g->n_parts++] = p;
+        int64_t pno, pcount;
+        LMC_TRY(split_keys(p, &pno, &pcount));
+        if (pcount != count || pno != i)
+            return lmc_fail(LMC_ERR_FORMAT, "%s: split.no %lld of %lld where file %lld of %lld of %s was expected", name,
+                            (long long)pno, (long long)pcount, (long long)i + 1, (long long)count, path);
+        total += p->n_tensors;
+    }
+    int64_t declared = total;
+    if (lmc_gguf_find_key(g, "split.tensors.count") >= 0) LMC_TRY(lmc_gguf_get_int(g, "split.tensors.count", &declared));
+    if (declared != total)
+        return lmc_fail(LMC_ERR_FORMAT, "%s: split.tensors.count is %lld but its %lld files hold %lld tensors", path,
+                        (long long)declared, (long long)count, (long long)total);
+    lmc_gguf_tensor *t = realloc(g->tensors, (size_t)(total ? total : 1) * sizeof *t);
+    if (!t) return lmc_fail(LMC_ERR_NOMEM, "%s: out of memory", path);
+    g->tensors = t;
+    int64_t *ts = realloc(g->t_sorted, (size_t)(total ? total : 1) * sizeof *ts);
+    if (!ts) return lmc_fail(LMC_ERR_NOMEM, "%s: out of memory", path);
+    g->t_sorted = ts;
+    for (int64_t i = 0; i < g->n_parts; i++) {
+        const lmc_gguf *p = g->parts[i];
+        for (int64_t j = 0; j < p->n_tensors; j++) {
+            lmc_gguf_tensor c = p->tensors[j]; /* offset stays relative to its own file's data section */
+            if (!(c.name = dup_bytes((const uint8_t *)p->tensors[j].name, strlen(p->tensors[j].name))))
+                return lmc_fail(LMC_ERR_NOMEM, "%s: out of memory", path);
+            g->tensors[g->n_tensors++] = c;
+        }
+        g->total_bytes += p->total_bytes;
+    }
+    for (int64_t i = 0; i < g->n_tensors; i++) g->t_sorted[i] = i;
+    qsort_r(g->t_sorted, (size_t)g->n_tensors, sizeof *g->t_sorted, cmp_tensor_name, g);
+    for (int64_t i = 1; i < g->n_tensors; i++)
+        if (strcmp(g->tensors[g->t_sorted[i - 1]].name, g->tensors[g->t_sorted[i]].name) == 0)
+            return lmc_fail(LMC_ERR_FORMAT, "%s: tensor %s is in two files of the split", path,
+                            g->tensors[g->t_sorted[i]].name);
     return LMC_OK;
 }
 
@@ -690,6 +781,7 @@ uint32_t lmc_gguf_version(const lmc_gguf *g) { return g->version; }
 uint32_t lmc_gguf_alignment(const lmc_gguf *g) { return g->alignment; }
 uint64_t lmc_gguf_data_offset(const lmc_gguf *g) { return g->data_off; }
 size_t lmc_gguf_file_size(const lmc_gguf *g) { return g->size; }
+int64_t lmc_gguf_n_files(const lmc_gguf *g) { return 1 + g->n_parts; }
 int64_t lmc_gguf_n_kv(const lmc_gguf *g) { return g->n_kv; }
 
 const char *lmc_gguf_kv_key(const lmc_gguf *g, int64_t i) {

@@ -157,6 +157,7 @@ uint32_t lmc_gguf_version(const lmc_gguf *g);
 uint32_t lmc_gguf_alignment(const lmc_gguf *g);
 uint64_t lmc_gguf_data_offset(const lmc_gguf *g); /* file offset of the data section */
 size_t lmc_gguf_file_size(const lmc_gguf *g);
+int64_t lmc_gguf_n_files(const lmc_gguf *g); /* 1, or a split GGUF's file count (its tensors are all listed) */
 
 /* Metadata, in file order: i in [0, n_kv). */
 int64_t lmc_gguf_n_kv(const lmc_gguf *g);
@@ -243,5 +244,14 @@ lmc_status lmc_gguf_writer_add_tensor(lmc_gguf_writer *w, const char *name, uint
 /* Write the file: to a temporary file beside `path`, then rename over it
  * (an existing file is replaced only once the new one is complete). */
 lmc_status lmc_gguf_writer_write(lmc_gguf_writer *w, const char *path);
+
+/* Split files (llama.cpp's gguf-split layout): PREFIX-00001-of-0000N.gguf ... each with the keys
+ * split.no (u16, from 0), split.count (u16) and split.tensors.count (i32, all files' tensors); the
+ * first file also holds all the metadata; tensors in call order, max_tensors per file. The reader
+ * opens the first file and finds the others beside it (lmc_gguf_open). */
+#define LMC_GGUF_MAX_SPLITS 9999
+lmc_status lmc_gguf_writer_write_split(lmc_gguf_writer *w, const char *prefix, int64_t max_tensors, int *n_files);
+/* PREFIX-%05d-of-%05d.gguf for file no (1-based) of count. */
+lmc_status lmc_gguf_split_path(const char *prefix, int no, int count, char *out, size_t cap);
 
 #endif

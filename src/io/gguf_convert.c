@@ -512,6 +512,16 @@ static lmc_status convert(conv *c, const char *out_path, const lmc_gguf_convert_
         LMC_TRY(add_tensor(c, lmc_st_at(set, i)));
         if (p && p->progress) p->progress(i + 1, lmc_st_count(set), p->progress_ud);
     }
+    if (p && p->split_max_tensors > 0) {
+        const size_t n = strlen(out_path);
+        char prefix[4096];
+        if (n <= 5 || strcmp(out_path + n - 5, ".gguf") != 0 || n - 5 >= sizeof prefix)
+            return lmc_fail(LMC_ERR_ARG, "%s: a split output is named PREFIX.gguf (files PREFIX-00001-of-0000N.gguf ...)",
+                            out_path);
+        memcpy(prefix, out_path, n - 5);
+        prefix[n - 5] = 0;
+        return lmc_gguf_writer_write_split(c->w, prefix, p->split_max_tensors, NULL);
+    }
     return lmc_gguf_writer_write(c->w, out_path);
 }
 

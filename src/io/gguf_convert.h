@@ -38,6 +38,9 @@ typedef struct lmc_gguf_convert_params {
     void *progress_ud;
     int quant_type;         /* an lmc_dtype: 0 keeps storage types; else 2-D weight matrices whose rows
                                fit its blocks are quantized to it (Q8_0, Q4_0, Q4_K, Q6_K; others stay) */
+    int64_t split_max_tensors; /* > 0: split files of at most this many tensors (llama.cpp's gguf-split
+                                  layout, lmc_gguf_writer_write_split): out_path must end in .gguf and
+                                  names PREFIX.gguf, written as PREFIX-00001-of-0000N.gguf ... */
 } lmc_gguf_convert_params;
 
 /* dir: an HF model directory (config.json + safetensors). out_path: the GGUF

@@ -295,11 +295,14 @@ static int write_zeros(FILE *f, size_t n) {
 
 static size_t pad_to(uint64_t pos, uint32_t a) { return (size_t)((a - pos % a) % a); }
 
-lmc_status lmc_gguf_writer_write(lmc_gguf_writer *w, const char *path) {
+/* One file: the metadata of `meta` (NULL: none) then the pairs already encoded in extra
+ * (n_extra of them), and tensors [t0, t1) of w. */
+static lmc_status write_file(lmc_gguf_writer *w, const char *path, const lmc_gguf_writer *meta,
+                             const lmc_gguf_writer *extra, size_t t0, size_t t1) {
     uint32_t a = w->alignment;
     /* tensor offsets within the data section */
     uint64_t off = 0;
-    for (size_t i = 0; i < w->n_t; i++) {
+    for (size_t i = t0; i < t1; i++) {
         off += pad_to(off, a);
         w->t[i].offset = off;
         off += w->t[i].nbytes;
@@ -330,8 +333,8 @@ lmc_status lmc_gguf_writer_write(lmc_gguf_writer *w, const char *path) {
     /* header */
     st32(b, LMC_GGUF_MAGIC); ok = ok && write_all(f, b, 4);
     st32(b, LMC_GGUF_VERSION); ok = ok && write_all(f, b, 4);
-    st64(b, w->n_t); ok = ok && write_all(f, b, 8);
-    st64(b, w->n_kv + (with_align ? 1 : 0)); ok = ok && write_all(f, b, 8);
+    st64(b, t1 - t0); ok = ok && write_all(f, b, 8);
+    st64(b, (meta ? meta->n_kv : 0) + (extra ? extra->n_kv : 0) + (with_align ? 1 : 0)); ok = ok && write_all(f, b, 8);
     pos += 24;
     if (with_align) {
         static const char k[] = "general.alignment";
@@ -341,10 +344,16 @@ lmc_status lmc_gguf_writer_write(lmc_gguf_writer *w, const char *path) {
         st32(b, a); ok = ok && write_all(f, b, 4);
         pos += 8 + sizeof k - 1 + 4 + 4;
     }
-    ok = ok && write_all(f, w->kv, w->kv_len);
-    pos += w->kv_len;
+    if (meta) {
+        ok = ok && write_all(f, meta->kv, meta->kv_len);
+        pos += meta->kv_len;
+    }
+    if (extra) {
+        ok = ok && write_all(f, extra->kv, extra->kv_len);
+        pos += extra->kv_len;
+    }
     /* tensor infos */
-    for (size_t i = 0; i < w->n_t && ok; i++) {
+    for (size_t i = t0; i < t1 && ok; i++) {
         const wtensor *t = &w->t[i];
         size_t n = strlen(t->name);
         st64(b, n); ok = ok && write_all(f, b, 8);
@@ -358,13 +367,13 @@ lmc_status lmc_gguf_writer_write(lmc_gguf_writer *w, const char *path) {
     /* data */
     ok = ok && write_zeros(f, pad_to(pos, a));
     uint64_t doff = 0;
-    for (size_t i = 0; i < w->n_t && ok; i++) {
+    for (size_t i = t0; i < t1 && ok; i++) {
         const wtensor *t = &w->t[i];
         ok = ok && write_zeros(f, (size_t)(t->offset - doff));
         ok = ok && write_all(f, t->data, t->nbytes);
         doff = t->offset + t->nbytes;
     }
-    if (w->n_t) ok = ok && write_zeros(f, pad_to(doff, a));
+    if (t1 > t0) ok = ok && write_zeros(f, pad_to(doff, a));
     int e = errno;
     if (ok && fflush(f) != 0) ok = 0, e = errno;
     if (ok && fsync(fileno(f)) != 0) ok = 0, e = errno;
@@ -377,4 +386,39 @@ lmc_status lmc_gguf_writer_write(lmc_gguf_writer *w, const char *path) {
     }
     free(tmp);
     return st;
+}
+
+lmc_status lmc_gguf_writer_write(lmc_gguf_writer *w, const char *path) { return write_file(w, path, w, NULL, 0, w->n_t); }
+
+lmc_status lmc_gguf_split_path(const char *prefix, int no, int count, char *out, size_t cap) {
+    if (count < 1 || count > LMC_GGUF_MAX_SPLITS || no < 1 || no > count)
+        return lmc_fail(LMC_ERR_ARG, "split %d of %d (1..%d shards)", no, count, LMC_GGUF_MAX_SPLITS);
+    int n = snprintf(out, cap, "%s-%05d-of-%05d.gguf", prefix, no, count);
+    if (n < 0 || (size_t)n >= cap) return lmc_fail(LMC_ERR_ARG, "split file name too long: %s", prefix);
+    return LMC_OK;
+}
+
+lmc_status lmc_gguf_writer_write_split(lmc_gguf_writer *w, const char *prefix, int64_t max_tensors, int *n_files) {
+    if (max_tensors < 1) return lmc_fail(LMC_ERR_ARG, "a split needs at least one tensor per file");
+    int64_t count = w->n_t ? ((int64_t)w->n_t + max_tensors - 1) / max_tensors : 1;
+    if (count > LMC_GGUF_MAX_SPLITS)
+        return lmc_fail(LMC_ERR_ARG, "%zu tensors at %lld per file make %lld files (at most %d)", w->n_t,
+                        (long long)max_tensors, (long long)count, LMC_GGUF_MAX_SPLITS);
+    char path[4096];
+    for (int64_t i = 0; i < count; i++) {
+        /* the split keys as llama.cpp's gguf-split writes them: every shard has them, the first
+         * one also carries all the metadata */
+        lmc_gguf_writer *sk;
+        LMC_TRY(lmc_gguf_writer_init(&sk));
+        lmc_status st = lmc_gguf_writer_add_u16(sk, "split.no", (uint16_t)i);
+        if (st >= 0) st = lmc_gguf_writer_add_u16(sk, "split.count", (uint16_t)count);
+        if (st >= 0) st = lmc_gguf_writer_add_i32(sk, "split.tensors.count", (int32_t)w->n_t);
+        if (st >= 0) st = lmc_gguf_split_path(prefix, (int)i + 1, (int)count, path, sizeof path);
+        const size_t t0 = (size_t)(i * max_tensors), t1 = t0 + (size_t)max_tensors < w->n_t ? t0 + (size_t)max_tensors : w->n_t;
+        if (st >= 0) st = write_file(w, path, i == 0 ? w : NULL, sk, t0, t1);
+        lmc_gguf_writer_free(sk);
+        if (st < 0) return st;
+    }
+    if (n_files) *n_files = (int)count;
+    return LMC_OK;
 }

@@ -89,7 +89,7 @@ int lmc_weights_count(const lmc_weights *w) { return w->n; }
 const lmc_weight *lmc_weights_at(const lmc_weights *w, int i) { return i >= 0 && i < w->n ? &w->items[i] : NULL; }
 size_t lmc_weights_total_bytes(const lmc_weights *w) { return w->total; }
 const char *lmc_weights_format(const lmc_weights *w) { return w->gguf ? "gguf" : "safetensors"; }
-int lmc_weights_n_files(const lmc_weights *w) { return w->st ? lmc_st_shard_count(w->st) : 1; }
+int lmc_weights_n_files(const lmc_weights *w) { return w->st ? lmc_st_shard_count(w->st) : (int)lmc_gguf_n_files(w->gguf); }
 
 int64_t lmc_weight_nelem(const lmc_weight *t) {
     int64_t n = 1;
