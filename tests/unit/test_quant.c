@@ -416,8 +416,8 @@ static void run_matmul(lmc_backend *be, const lmc_tensor *w, const float *x, int
 /* Every weight type, decode (1, 2, 3 tokens) and prefill (8, 9) batches, odd output rows,
  * fast backend at 1 and 2 threads against the scalar reference. The error is relative to
  * Σ|w·x| of the row; kernels on f32 activations must agree to f32 rounding, those that
- * quantize the activations to Q8_0 (Q8_0 and Q4_0 decode, as ggml; MLX4, MLX8, Q4_K and Q6_K
- * decode on the AVX-512 tier) within 1e-2. simd: the tier in use (LMC_SIMD_*). */
+ * quantize the activations to Q8_0 (Q8_0 and Q4_0 decode, as ggml; MLX4, MLX8, Q4_K, Q5_K and
+ * Q6_K decode on the AVX-512 tier) within 1e-2. simd: the tier in use (LMC_SIMD_*). */
 static void matmul_all_types(int simd) {
     const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
                                LMC_DTYPE_Q4_1, LMC_DTYPE_Q5_0, LMC_DTYPE_Q5_1, LMC_DTYPE_Q2_K, LMC_DTYPE_Q3_K,
@@ -458,7 +458,7 @@ static void matmul_all_types(int simd) {
         }
         const int q8act = (simd && (t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0)) ||
                           (simd == LMC_SIMD_AVX512 && (t == LMC_DTYPE_MLX4 || t == LMC_DTYPE_MLX8 || t == LMC_DTYPE_Q4_K ||
-                                                       t == LMC_DTYPE_Q6_K));
+                                                       t == LMC_DTYPE_Q5_K || t == LMC_DTYPE_Q6_K));
         CHECK_MSG(worst[0] <= (q8act ? 1e-2 : 2e-6), "%s decode: relative error %.3g", lmc_dtype_name(t), worst[0]);
         CHECK_MSG(worst[1] <= 2e-6, "%s prefill: relative error %.3g", lmc_dtype_name(t), worst[1]);
         printf("  matmul %-5s decode err %.2e  prefill err %.2e (relative to sum|w*x|)\n", lmc_dtype_name(t),
@@ -677,21 +677,21 @@ static void test_matmul_mlx4_q8act(void) {
     lmc_backend_free(be2);
 }
 
-/* Q4_K and Q6_K decode on the AVX-512 tier (Q8_0 activations, VNNI) against Σ w·(dx·xq) in double, w the
+/* Q4_K, Q5_K and Q6_K decode on the AVX-512 tier (Q8_0 activations, VNNI) against Σ w·(dx·xq) in double, w the
  * dequantized weights (bit-exact to the format: test_dequant_gguf), on random blocks with
  * finite scales (all 6-bit scale and min codes reachable), 1-19 super-blocks, row tails,
  * 1 and 2 tokens, 1 and 2 threads (identical); error relative to Σ|w·dx·xq|. */
 static void test_matmul_qk_q8act(void) {
     if (lmc_cpu_simd_set_level(LMC_SIMD_AVX512) != LMC_SIMD_AVX512) {
-        printf("  (no AVX-512 VNNI: Q4_K / Q6_K decode stays on f32 activations, checked above)\n");
+        printf("  (no AVX-512 VNNI: Q4_K / Q5_K / Q6_K decode stays on f32 activations, checked above)\n");
         lmc_cpu_simd_enable(1);
         return;
     }
     const int64_t ins[] = {256, 768, 4864}, outs[] = {1, 13, 67};
     lmc_backend *be1, *be2;
     LMC_ASSERT(lmc_backend_cpu_init(&be1, 1, 0) == LMC_OK && lmc_backend_cpu_init(&be2, 2, 0) == LMC_OK);
-    const lmc_dtype types[] = {LMC_DTYPE_Q4_K, LMC_DTYPE_Q6_K};
-    for (int ti = 0; ti < 2; ti++) {
+    const lmc_dtype types[] = {LMC_DTYPE_Q4_K, LMC_DTYPE_Q5_K, LMC_DTYPE_Q6_K};
+    for (int ti = 0; ti < 3; ti++) {
     const lmc_dtype t = types[ti];
     double worst_all = 0;
     for (size_t ii = 0; ii < sizeof ins / sizeof ins[0]; ii++)

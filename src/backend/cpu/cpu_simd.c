@@ -8,7 +8,7 @@
  *         activations are prepared de-interleaved per 32 (exact: f32 products of
  *         exact bf16→f32 values, f32 accumulation, as the reference asks).
  *   F16   f32 activations; vcvtph2ps.
- *   Q8_0, Q4_0, MLX4, MLX8, Q4_K, Q6_K  activations quantized to Q8_0 blocks once per matmul
+ *   Q8_0, Q4_0, MLX4, MLX8, Q4_K, Q5_K, Q6_K  activations quantized to Q8_0 blocks once per matmul
  *         (as ggml does for its integer dot products): AVX512-VNNI vpdpbusd of unsigned
  *         codes (Q8_0: flipped by +128) against the int8 activations, laid out per 128
  *         elements so that whole 64-byte code vectors meet them (vpermt2b gathers the
@@ -19,7 +19,6 @@
  *         activations up to f32 rounding (test_quant: ≤ 1e-7 of Σ|w·x|); against the
  *         exact activations the error is ~1e-3 of Σ|w·x|. MLX8's codes go into vpdpbusd
  *         as they are.
- *   Q5_K  f32 activations, codes widened to f32 per sub-block, mins through sums of x.
  * CPUs without AVX-512 VNNI+VBMI but with AVX2 take cpu_avx2.c's kernels (Q8_0 activations
  * in element order for Q8_0 / Q4_0, f32 for the others); other types use cpu_matmul.c's
  * generic path.
@@ -108,10 +107,9 @@ static act_kind kind_of(const lmc_tensor *w) {
     case LMC_DTYPE_F16: return ACT_F32;
     case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: return ACT_Q8;
     case LMC_DTYPE_MLX4: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32_PERM; /* VNNI kernel: Q8 */
-    case LMC_DTYPE_Q4_K: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
+    case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q5_K: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
     case LMC_DTYPE_Q6_K: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
     case LMC_DTYPE_MLX8: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
-    case LMC_DTYPE_Q5_K: return ACT_F32;
     default: return ACT_NONE;
     }
 }
@@ -303,7 +301,7 @@ static void q8_prepare_avx512(lmc_dtype t, const float *x, int64_t in, char *p) 
     const __m512i ones = _mm512_set1_epi8(1);
     /* Q8_0 / Q4_0: the first halves of the 4 blocks, then the second halves; MLX4: the even
      * elements of the 128, then the odd ones (low / high nibbles of 64 code bytes) */
-    const int mlx = t == LMC_DTYPE_MLX4, qk = t == LMC_DTYPE_Q4_K;
+    const int mlx = t == LMC_DTYPE_MLX4, qk = t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q5_K;
     const int off = t == LMC_DTYPE_Q4_0 ? -8 : t == LMC_DTYPE_Q8_0 ? -128 : 0;
     uint8_t ilo[64], ihi[64];
     for (int i = 0; i < 64; i++) { /* Q4_K: blocks 0, 2 then 1, 3 (a 64-byte code chunk's low / high nibbles) */
@@ -564,14 +562,18 @@ static void rows4_mlx8q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
     }
 }
 
-/* Q4_K against Q8_0 activations (AVX-512 tier): per 256-element super-block (144 bytes) and
+/* Q4_K (and Q5_K: five = 1, the 5th bits from qh[32] or-ed in with one vpternlogd per vector)
+ * against Q8_0 activations (AVX-512 tier): per 256-element super-block (144 bytes) and
  * row, two loads hold the 4 code chunks; the low / high nibbles of chunks (0, 1) and (2, 3)
  * meet the activations (prepared per 128 as blocks 0, 2, 1, 3) in four vpdpbusd (8 lanes per
  * sub-block), two permute-add steps leave 2 lanes per sub-block in order, and one f32 step
  * scales them by d·sc·dx; the 6-bit scales and mins are unpacked for all 8 sub-blocks at once
  * with 32-bit masks; the mins take dmin·m·Σx (Σx of the quantized activations, xs). */
-static void rows4_q4kq(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
+static void rows4_q4kq(int five, const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
     const int64_t nsb = in / 256;
+    const size_t bs = five ? 176 : 144, qo = five ? 48 : 16;
+    const __m512i h0sh = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), h1sh = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    const __m512i b4 = _mm512_set1_epi8(0x10);
     const int8_t *xq = (const int8_t *)xp;
     const float *xd = (const float *)(const void *)(xp + in), *xs = xd + in / 32;
     const __m512i ie0 = _mm512_setr_epi32(0, 2, 4, 6, 16, 18, 20, 22, 8, 10, 12, 14, 24, 26, 28, 30);
@@ -591,16 +593,27 @@ static void rows4_q4kq(const char *const r[4], const char *xp, int64_t in, size_
         const __m512 dxv = _mm512_permutexvar_ps(dxi, _mm512_castps256_ps512(_mm256_loadu_ps(xd + 8 * b)));
         const __m256 xs8 = _mm256_loadu_ps(xs + 8 * b);
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const uint8_t *blk = (const uint8_t *)r[k] + 144 * (size_t)b;
+            const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
             _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
             _mm_prefetch((const char *)blk + pf + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)blk + pf + 128, _MM_HINT_T0);
-            const __m512i v0 = _mm512_loadu_si512(blk + 16), v1 = _mm512_loadu_si512(blk + 80);
+            if (five) _mm_prefetch((const char *)blk + pf + 175, _MM_HINT_T0);
+            const __m512i v0 = _mm512_loadu_si512(blk + qo), v1 = _mm512_loadu_si512(blk + qo + 64);
+            __m512i ua = _mm512_and_si512(v0, low4), ub = _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4);
+            __m512i uc = _mm512_and_si512(v1, low4), ud = _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4);
+            if (five) { /* Q5_K: bit 2c (low nibbles) / 2c+1 (high) of qh[l] is bit 4 of chunk c's element l */
+                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(blk + 16)));
+                const __m512i h0 = _mm512_srlv_epi64(qh, h0sh), h1 = _mm512_srlv_epi64(qh, h1sh);
+                ua = _mm512_ternarylogic_epi32(ua, _mm512_slli_epi16(h0, 4), b4, 0xF8); /* a | (b & c) */
+                ub = _mm512_ternarylogic_epi32(ub, _mm512_slli_epi16(h0, 3), b4, 0xF8);
+                uc = _mm512_ternarylogic_epi32(uc, _mm512_slli_epi16(h1, 4), b4, 0xF8);
+                ud = _mm512_ternarylogic_epi32(ud, _mm512_slli_epi16(h1, 3), b4, 0xF8);
+            }
             const __m512i z = _mm512_setzero_si512();
-            const __m512i sa = _mm512_dpbusd_epi32(z, _mm512_and_si512(v0, low4), x0);                          /* sb 0 | 2 */
-            const __m512i sb = _mm512_dpbusd_epi32(z, _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4), x1);   /* sb 1 | 3 */
-            const __m512i sc = _mm512_dpbusd_epi32(z, _mm512_and_si512(v1, low4), x2);                          /* sb 4 | 6 */
-            const __m512i sd = _mm512_dpbusd_epi32(z, _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4), x3);   /* sb 5 | 7 */
+            const __m512i sa = _mm512_dpbusd_epi32(z, ua, x0); /* sb 0 | 2 */
+            const __m512i sb = _mm512_dpbusd_epi32(z, ub, x1); /* sb 1 | 3 */
+            const __m512i sc = _mm512_dpbusd_epi32(z, uc, x2); /* sb 4 | 6 */
+            const __m512i sd = _mm512_dpbusd_epi32(z, ud, x3); /* sb 5 | 7 */
             const __m512i tab = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, ie0, sb), _mm512_permutex2var_epi32(sa, ie1, sb));
             const __m512i tcd = _mm512_add_epi32(_mm512_permutex2var_epi32(sc, ie0, sd), _mm512_permutex2var_epi32(sc, ie1, sd));
             const __m512i u = _mm512_add_epi32(_mm512_permutex2var_epi32(tab, pe0, tcd), _mm512_permutex2var_epi32(tab, pe1, tcd));
@@ -675,57 +688,6 @@ static void rows4_q6kq(const char *const r[4], const char *xp, int64_t in, size_
     hsum4x512(acc, out);
 }
 
-/* Q4_K: per 32-element sub-block (d·sc)·Σ x·q - (dmin·m)·Σ x; the low nibbles of 32 bytes are
- * sub-block 2c, the high nibbles sub-block 2c+1, both in element order.
- * Q4_K (five = 0) and Q5_K (five = 1: a 5th bit per element from qh[32], bit 2c of
- * qh[l] for element l of chunk c's low half, bit 2c+1 for its high half). */
-static void rows4_qk45(int five, const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
-    const float *xsum = xp + in;
-    const size_t bs = five ? 176 : 144, qo = five ? 48 : 16;
-    __m512 acc[4];
-    float msum[4] = {0, 0, 0, 0};
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
-    const __m512i low4 = _mm512_set1_epi32(0x0F), sixteen = _mm512_set1_epi32(16);
-    for (int64_t b = 0; b < in / 256; b++) {
-        const float *x = xp + 256 * b;
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
-            _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
-            const float d = f16_at(blk), dmin = f16_at(blk + 2);
-            const uint8_t *q = blk + qo;
-            __m512i h0 = _mm512_setzero_si512(), h1 = _mm512_setzero_si512();
-            if (five) {
-                h0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(blk + 16)));
-                h1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(blk + 32)));
-            }
-            for (int c = 0; c < 4; c++, q += 32) {
-                __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)q));
-                __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const void *)(q + 16)));
-                __m512i l0 = _mm512_and_si512(v0, low4), l1 = _mm512_and_si512(v1, low4);
-                __m512i u0 = _mm512_srli_epi32(v0, 4), u1 = _mm512_srli_epi32(v1, 4);
-                if (five) {
-                    const __m512i bl = _mm512_set1_epi32(1 << (2 * c)), bh = _mm512_set1_epi32(2 << (2 * c));
-                    l0 = _mm512_mask_add_epi32(l0, _mm512_test_epi32_mask(h0, bl), l0, sixteen);
-                    l1 = _mm512_mask_add_epi32(l1, _mm512_test_epi32_mask(h1, bl), l1, sixteen);
-                    u0 = _mm512_mask_add_epi32(u0, _mm512_test_epi32_mask(h0, bh), u0, sixteen);
-                    u1 = _mm512_mask_add_epi32(u1, _mm512_test_epi32_mask(h1, bh), u1, sixteen);
-                }
-                const float *xc = x + 64 * c;
-                __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(l0), _mm512_loadu_ps(xc));
-                lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l1), _mm512_loadu_ps(xc + 16), lo);
-                __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(u0), _mm512_loadu_ps(xc + 32));
-                hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u1), _mm512_loadu_ps(xc + 48), hi);
-                int sc0, m0, sc1, m1;
-                lmc_q4k_scale_min(2 * c, blk + 4, &sc0, &m0);
-                lmc_q4k_scale_min(2 * c + 1, blk + 4, &sc1, &m1);
-                acc[k] = _mm512_fmadd_ps(lo, _mm512_set1_ps(d * (float)sc0), acc[k]);
-                acc[k] = _mm512_fmadd_ps(hi, _mm512_set1_ps(d * (float)sc1), acc[k]);
-                msum[k] += dmin * (float)m0 * xsum[8 * b + 2 * c] + dmin * (float)m1 * xsum[8 * b + 2 * c + 1];
-            }
-        }
-    }
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum512(acc[k]) - msum[k];
-}
 
 
 
@@ -764,8 +726,8 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q8_0: rows4_q8_0(r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_0: rows4_q4_0(r, xt, in, pf, s); break;
-            case LMC_DTYPE_Q4_K: rows4_q4kq(r, xt, in, pf, s); break;
-            case LMC_DTYPE_Q5_K: rows4_qk45(1, r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_Q4_K: rows4_q4kq(0, r, xt, in, pf, s); break;
+            case LMC_DTYPE_Q5_K: rows4_q4kq(1, r, xt, in, pf, s); break;
             case LMC_DTYPE_Q6_K: rows4_q6kq(r, xt, in, pf, s); break;
             case LMC_DTYPE_MLX4: rows4_mlx4q(w->aux, ro, r, xt, in, pf, s); break;
             case LMC_DTYPE_MLX8: rows4_mlx8q(w->aux, ro, r, xt, in, pf, s); break;
