@@ -54,7 +54,7 @@ $(BUILD)/tests/test_cuda_%: tests/cuda/test_cuda_%.c tests/test.h $(BUILD)/liblm
 endif
 # ---- CUDA backend ---- end -------------------------------------------------------------------------
 
-.PHONY: all test run asan bench clean
+.PHONY: all test run asan bench clean cuda-check
 all: $(BUILD)/liblmc.a $(BUILD)/liblmc.so $(BUILD)/lmc $(TEST_BIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -96,6 +96,18 @@ asan:
 	        LDFLAGS="-fsanitize=address,undefined" test; rc=$$?; \
 	 if [ -n "$$(ls build-asan/sanitizer-logs)" ]; then head -n 60 build-asan/sanitizer-logs/*; \
 	     echo "sanitizer reports in build-asan/sanitizer-logs/"; exit 1; fi; exit $$rc
+
+# Without a GPU (CI): the CUDA backend, its tests, bench and the CLI are compiled and linked when
+# nvcc is installed, and the CUDA tests run (they print a SKIP line and RESULT 0 0 without a
+# device); without nvcc it says so. Its own build folder (objects with -DLMC_CUDA).
+CUDA_CHECK_NVCC ?= /usr/local/cuda/bin/nvcc
+cuda-check:
+	@if [ -x "$(CUDA_CHECK_NVCC)" ]; then \
+	    $(MAKE) CUDA=1 NVCC=$(CUDA_CHECK_NVCC) BUILD=build-cuda-check build-cuda-check/lmc build-cuda-check/bench/bench_cuda \
+	        $(patsubst tests/cuda/%.c,build-cuda-check/tests/%,$(sort $(wildcard tests/cuda/test_*.c))) || exit 1; \
+	    for t in build-cuda-check/tests/test_cuda_*; do echo "== $$t"; $$t || exit 1; done; \
+	    echo "cuda-check: the CUDA backend compiled and linked; its tests ran (a GPU runs them for real)"; \
+	else echo "cuda-check: SKIP: no nvcc at $(CUDA_CHECK_NVCC): the CUDA backend was not compiled"; fi
 
 bench: $(BENCH_BIN) $(BUILD)/lmc
 
