@@ -264,6 +264,8 @@ static void run_kv_store(op_args *o, int ith, int nth) {
     }
 }
 
+typedef float attn_v16 __attribute__((vector_size(64)));
+
 static void run_attention(op_args *o, int ith, int nth) {
     const lmc_attn_op *p = o->attn;
     const int64_t hd = p->head_dim, nh = p->n_head, group = p->n_head / p->n_kv_head;
@@ -284,8 +286,10 @@ static void run_attention(op_args *o, int ith, int nth) {
         const float *kbase = (const float *)o->k->data + (size_t)seq[t] * n_ctx * kv_row + (size_t)kvh * hd;
         const float *vbase = (const float *)o->v->data + (size_t)seq[t] * n_ctx * kv_row + (size_t)kvh * hd;
         float mx = -INFINITY;
-        for (int64_t pp = p_begin; pp <= p_end; pp++) {
-            const float *k = kbase + (size_t)(pp % n_ctx) * kv_row;
+        /* ring slots pp mod n_ctx, advanced without a division per position */
+        const int64_t slot0 = p_begin % n_ctx;
+        for (int64_t pp = p_begin, sl = slot0; pp <= p_end; pp++, sl = sl + 1 == n_ctx ? 0 : sl + 1) {
+            const float *k = kbase + (size_t)sl * kv_row;
             float s = (o->c->reference ? 0 : lmc_cpu_dot_f32(q, k, hd));
             if (o->c->reference) { double d = 0; for (int64_t i = 0; i < hd; i++) d += (double)q[i] * k[i]; s = (float)d; }
             s *= p->scale;
@@ -300,11 +304,21 @@ static void run_attention(op_args *o, int ith, int nth) {
             sum += e;
         }
         float inv = (float)(1.0 / sum);
+        /* 16 lanes at a time (each out[i] still sums its positions in order, a multiply then an
+         * add: the same result as the scalar loop) */
         for (int64_t i = 0; i < hd; i++) out[i] = 0;
-        for (int64_t pp = p_begin; pp <= p_end; pp++) {
-            const float *v = vbase + (size_t)(pp % n_ctx) * kv_row;
-            float wgt = scores[pp - p_begin] * inv;
-            for (int64_t i = 0; i < hd; i++) out[i] += wgt * v[i];
+        for (int64_t pp = p_begin, sl = slot0; pp <= p_end; pp++, sl = sl + 1 == n_ctx ? 0 : sl + 1) {
+            const float *v = vbase + (size_t)sl * kv_row;
+            const float wgt = scores[pp - p_begin] * inv;
+            int64_t i = 0;
+            for (; i + 16 <= hd; i += 16) {
+                attn_v16 a, b;
+                memcpy(&a, out + i, sizeof a);
+                memcpy(&b, v + i, sizeof b);
+                a += wgt * b;
+                memcpy(out + i, &a, sizeof a);
+            }
+            for (; i < hd; i++) out[i] += wgt * v[i];
         }
     }
 }
