@@ -83,24 +83,50 @@ static inline size_t tile_off(int64_t kb, int64_t nt, int p, int64_t n_nt) {
     return ((size_t)(kb * n_nt + nt) * 3 + (size_t)p) * TILE_BYTES;
 }
 
+#ifdef LMC_HAVE_AMX
+static void pack_block_avx512(const float *x32, uint16_t *t0, uint16_t *t1, uint16_t *t2, int64_t n);
+#endif
+
+/* One 32-input block of one token (tile column n) as three exact bf16 parts x = b1 + b2 + b3,
+ * each written as 16 input pairs down its tile's rows (AMX's pair layout). */
+static void pack_block_scalar(const float *x32, uint16_t *t0, uint16_t *t1, uint16_t *t2, int64_t n) {
+    for (int i = 0; i < 32; i++) {
+        const float v = x32[i];
+        const uint16_t b1 = lmc_f32_to_bf16(v);
+        const float r1 = v - lmc_bf16_to_f32(b1);
+        const uint16_t b2 = lmc_f32_to_bf16(r1);
+        const uint16_t b3 = lmc_f32_to_bf16(r1 - lmc_bf16_to_f32(b2));
+        const size_t at = (size_t)(i / 2) * 32 + (size_t)n * 2 + (size_t)(i % 2); /* u16 index inside a tile */
+        t0[at] = b1;
+        t1[at] = b2;
+        t2[at] = b3;
+    }
+}
+
 void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
     const int64_t in = w->ne[0], n_nt = (n_tok + 15) / 16;
     uint16_t *pk = buf;
     memset(buf, 0, lmc_cpu_amx_act_bytes(w, n_tok)); /* padding tokens stay zero */
+#ifdef LMC_HAVE_AMX /* only reached where AMX (hence AVX-512) is usable; LMC_CPU_AMX_PACK=scalar for A/B */
+    static int scalar = -1;
+    if (scalar < 0) scalar = getenv("LMC_CPU_AMX_PACK") && !strcmp(getenv("LMC_CPU_AMX_PACK"), "scalar");
+#else
+    const int scalar = 1;
+    (void)scalar;
+#endif
     for (int64_t t = 0; t < n_tok; t++) {
         const float *xt = x + (size_t)t * in;
         const int64_t nt = t / 16, n = t % 16;
-        for (int64_t i = 0; i < in; i++) {
-            const float v = xt[i];
-            const uint16_t b1 = lmc_f32_to_bf16(v);
-            const float r1 = v - lmc_bf16_to_f32(b1);
-            const uint16_t b2 = lmc_f32_to_bf16(r1);
-            const uint16_t b3 = lmc_f32_to_bf16(r1 - lmc_bf16_to_f32(b2));
-            const int64_t kb = i / 32, r = (i % 32) / 2;
-            const size_t at = (size_t)r * 32 + (size_t)n * 2 + (size_t)(i % 2); /* u16 index inside a tile */
-            pk[tile_off(kb, nt, 0, n_nt) / 2 + at] = b1;
-            pk[tile_off(kb, nt, 1, n_nt) / 2 + at] = b2;
-            pk[tile_off(kb, nt, 2, n_nt) / 2 + at] = b3;
+        for (int64_t kb = 0; kb < in / 32; kb++) {
+            uint16_t *t0 = pk + tile_off(kb, nt, 0, n_nt) / 2, *t1 = pk + tile_off(kb, nt, 1, n_nt) / 2,
+                     *t2 = pk + tile_off(kb, nt, 2, n_nt) / 2;
+#ifdef LMC_HAVE_AMX
+            if (!scalar) {
+                pack_block_avx512(xt + 32 * kb, t0, t1, t2, n);
+                continue;
+            }
+#endif
+            pack_block_scalar(xt + 32 * kb, t0, t1, t2, n);
         }
         float *xs = (float *)(void *)((char *)buf + tiles_bytes(w, n_tok));
         for (int64_t kb = 0; kb < in / 32; kb++) {
@@ -116,6 +142,39 @@ void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok,
 /* Only the tile kernel below is compiled for AMX (code above runs on any x86-64). */
 #pragma GCC push_options
 #pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16,f16c")
+
+/* lmc_f32_to_bf16 on 16 lanes, bit for bit (round to nearest even, NaN quieted): the bf16 in
+ * each lane's low 16 bits. */
+static inline __m512i bf16_rne16(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+    const __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+}
+
+static inline __m512 bf16_f32_16(__m512i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)); }
+
+/* One 32-input block of one token (tile column n): the three exact bf16 parts as the scalar loop
+ * of lmc_cpu_amx_act_prepare makes them, each written as 16 input pairs down the tile's rows. */
+static void pack_block_avx512(const float *x32, uint16_t *t0, uint16_t *t1, uint16_t *t2, int64_t n) {
+    const __m512 lo = _mm512_loadu_ps(x32), hi = _mm512_loadu_ps(x32 + 16);
+    const __m512i b1l = bf16_rne16(lo), b1h = bf16_rne16(hi);
+    const __m512 r1l = _mm512_sub_ps(lo, bf16_f32_16(b1l)), r1h = _mm512_sub_ps(hi, bf16_f32_16(b1h));
+    const __m512i b2l = bf16_rne16(r1l), b2h = bf16_rne16(r1h);
+    const __m512i b3l = bf16_rne16(_mm512_sub_ps(r1l, bf16_f32_16(b2l)));
+    const __m512i b3h = bf16_rne16(_mm512_sub_ps(r1h, bf16_f32_16(b2h)));
+    /* 32 bf16 in input order = 16 dwords, pair r = inputs (2r, 2r + 1) */
+    static const uint16_t idx16[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
+                                       32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
+    const __m512i idx = _mm512_loadu_si512(idx16);
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(16));
+    _mm512_i32scatter_epi32((int *)(void *)t0 + n, rows, _mm512_permutex2var_epi16(b1l, idx, b1h), 4);
+    _mm512_i32scatter_epi32((int *)(void *)t1 + n, rows, _mm512_permutex2var_epi16(b2l, idx, b2h), 4);
+    _mm512_i32scatter_epi32((int *)(void *)t2 + n, rows, _mm512_permutex2var_epi16(b3l, idx, b3h), 4);
+}
 
 typedef struct __attribute__((packed)) tilecfg {
     uint8_t palette, start_row;
