@@ -6,7 +6,8 @@
  * storage format (bf16, Q8_0, Q4_0, MLX 4/8-bit have SIMD kernels in
  * cpu_simd.c; other types dequantize one row at a time into scratch);
  * activations are prepared once per matmul (lmc_cpu_act_prepare) into a
- * layout the kernel of the weight type wants.
+ * layout the kernel of the weight type wants (Q8_0 blocks for the integer
+ * kernels: Q8_0, Q4_0, MLX4/8 and Q4_K/Q5_K/Q6_K on AVX-512 VNNI).
  */
 #ifndef LMC_CPU_KERNELS_H
 #define LMC_CPU_KERNELS_H
@@ -42,7 +43,9 @@ void lmc_cpu_simd_enable(int on);
 /* Bytes / preparation of activations for that kernel (per token: see cpu_simd.c). */
 size_t lmc_cpu_simd_act_bytes(const lmc_tensor *w, int64_t n_tok);
 void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
-/* y[t·out + o] for o in [o0, o1) (o1 - o0 a multiple of 4 except at the end), all t. */
+/* y[t·out + o] for o in [o0, o1) (any range), all t. The rows are read as 4 stretches side by
+ * side with a software prefetch 4 KB ahead (LMC_STREAMS=1|2|4 and LMC_PF=<bytes> in the
+ * environment override both, for measurements). */
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 
 /* ---- AMX prefill for bf16, Q8_0 and Q4_0 weights (cpu_amx.c) ---- */
