@@ -32,7 +32,12 @@ tmux kill-session -t "$S" 2>/dev/null
 tmux new-session -d -s "$S" -x 160 -y 60 "$LMC chat -n 100000 --ignore-eos --threads 1; echo CHAT-EXITED-\$?; sleep 30"
 wait_for '^>( |$)' 100 && ok || bad "no prompt (second session)"
 tmux send-keys -t "$S" "Tell me of the kings of Israel" Enter
-sleep 1.5
+# Ctrl-C as soon as the reply is streaming: the demo fills its 1024-token context in about a
+# second, so a fixed wait could miss the reply altogether
+for _ in $(seq 1 100); do
+    [ "$(screen | sed -n '/^> Tell me of the kings/,$p' | sed '1d' | tr -d ' \n' | wc -c)" -gt 20 ] && break
+    sleep 0.05
+done
 tmux send-keys -t "$S" C-c
 wait_for "\(stopped\)" 50 && ok || bad "Ctrl-C did not stop the reply: $(screen | tail -3)"
 for _ in $(seq 1 50); do [ "$(prompts)" -ge 2 ] && break; sleep 0.1; done
