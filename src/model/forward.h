@@ -13,7 +13,7 @@
 #include "model.h"
 
 #define LMC_LOGITS_CHUNK 16 /* lm_head rows computed per pass */
-#define LMC_STEP_RECS 8     /* recorded step shapes kept per forward state */
+#define LMC_STEP_RECS 32    /* recorded step shapes kept per forward state (a server batches 1..n sequences) */
 #define LMC_STEP_REC_MAX 64 /* batches of at most this many tokens are recorded */
 
 typedef struct lmc_forward_state {
