@@ -162,7 +162,9 @@ static int lex_tag(lexer *L, size_t *pos, int kind, int *line_starting) {
                 m++;
             }
             if (m + 1 < left && s[m] == '.' && isdigit((unsigned char)s[m + 1])) {
-                is_float = 1; buf[bn++] = '.'; m++;
+                is_float = 1; m++;
+                if (bn < sizeof buf - 1) buf[bn++] = '.';
+                else bn = sizeof buf - 1; /* too long: refused below (the '.' never overruns buf) */
                 while (m < left && (isdigit((unsigned char)s[m]) || (s[m] == '_' && m + 1 < left && isdigit((unsigned char)s[m + 1])))) {
                     if (s[m] != '_' && bn < sizeof buf - 1) buf[bn++] = s[m];
                     m++;
