@@ -117,7 +117,7 @@ static jv sorted(jctx *c, const jnode *at, jv list, jv *keys, int reverse) {
     size_t n = list.u.l->n;
     jv out = jv_list_new(c, n);
     jv *vals = jz_alloc(c, (n + 1) * sizeof(jv)), *tk = jz_alloc(c, (n + 1) * sizeof(jv)), *tv = jz_alloc(c, (n + 1) * sizeof(jv));
-    memcpy(vals, list.u.l->v, n * sizeof(jv));
+    if (n) memcpy(vals, list.u.l->v, n * sizeof(jv)); /* an empty list may have no storage */
     sortctx s = { c, at, 0, reverse };
     merge_sort(&s, keys, vals, n, tk, tv);
     for (size_t i = 0; i < n; i++) jv_list_push(c, out, vals[i]);
