@@ -73,6 +73,27 @@ typedef struct lmc_moe_route_op {
     float jitter;          /* SPARSEMIXER router_jitter_noise */
 } lmc_moe_route_op;
 
+/* How a fused decode product (matmul_fused below) forms its input u from x and what it does with
+ * the products w[i] · u. */
+typedef enum lmc_fuse_in {
+    LMC_FUSE_IN_X = 0, /* u = x */
+    LMC_FUSE_IN_RMS,   /* u = rms_norm(x) with norm_w, eps, w_offset (as rms_norm; u is never stored) */
+    LMC_FUSE_IN_GLU,   /* u = act(x) · x2 (as act_mul; x2 f32 of x's shape) */
+} lmc_fuse_in;
+typedef enum lmc_fuse_out {
+    LMC_FUSE_OUT_SET = 0, /* y[i] = w[i] · u */
+    LMC_FUSE_OUT_ACC,     /* y[i] += w[i] · u  (the residual add) */
+    LMC_FUSE_OUT_GLU,     /* n = 2, w[0] and w[1] of one shape: y[0] = act(w[0] · u) · (w[1] · u); y[1] unused */
+} lmc_fuse_out;
+typedef struct lmc_fuse_op {
+    lmc_fuse_in in;
+    lmc_fuse_out out;
+    const lmc_tensor *norm_w; /* IN_RMS: f32/f16/bf16 [ne0 of x], or NULL (no scale) */
+    float eps, w_offset;      /* IN_RMS */
+    const lmc_tensor *x2;     /* IN_GLU */
+    lmc_act act;              /* IN_GLU, OUT_GLU */
+} lmc_fuse_op;
+
 typedef struct lmc_backend_i {
     const char *name;
     void (*free)(lmc_backend *be);
@@ -164,6 +185,16 @@ typedef struct lmc_backend_i {
     /* y[i] = w[i] · x for i < n (n ≤ 3) as matmul, the w[i] of one dtype and input width (q, k and v
      * of one input; gate and up): one pass over x where the backend can. */
     void (*matmul_n)(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x);
+
+    /* The small ops around a decode product folded into it. 1: done; 0: this backend does not take
+     * this case and enqueued nothing (the caller runs the plain ops: rms_norm / act_mul, matmul_n,
+     * add, act_mul). Whether it takes a case depends on shapes, dtypes and alignment only, never
+     * on values (recorded steps). The products are matmul's: n ≤ 3 weights of one dtype and input
+     * width over u (op->in) of x f32 [in, t], outputs y[i] f32 [out_i, t] per op->out; y never
+     * aliases x, x2 or norm_w. Results equal the plain sequence within F2 (the norm's scale may be
+     * applied to the products' sums instead of to u, the reductions may be ordered differently). */
+    int (*matmul_fused)(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w,
+                        const lmc_tensor *x, const lmc_fuse_op *op);
 
     /* ---- optional: recorded op sequences (CUDA graphs); NULL where a backend has none ----
      * graph_begin: the ops enqueued from now on are recorded, not run (1: recording started).
