@@ -58,7 +58,10 @@ lmc_status tok_decoder_parse(const cJSON *j, tok_decoder **out) {
         const char *r = tok_json_str(j, "replacement");
         if (!r) r = "\xE2\x96\x81";
         size_t rl = strlen(r);
-        if (rl == 0 || rl > 4) st = lmc_fail(LMC_ERR_FORMAT, "decoder Metaspace: bad replacement");
+        uint32_t cp;
+        /* one whole character: a partial one would be replaced inside other characters */
+        if (rl == 0 || rl > 4 || !tok_utf8_valid(r, rl) || tok_utf8_next(r, rl, &cp) != (int)rl)
+            st = lmc_fail(LMC_ERR_FORMAT, "decoder Metaspace: replacement must be one character");
         else { memcpy(d->repl, r, rl); d->repl_len = rl; }
         const char *ps = tok_json_str(j, "prepend_scheme");
         d->prepend = ps ? strcmp(ps, "never") != 0 : tok_json_bool(j, "add_prefix_space", 1);
@@ -77,6 +80,7 @@ lmc_status tok_decoder_parse(const cJSON *j, tok_decoder **out) {
         d->kind = D_REPLACE;
         const char *c = tok_json_str(j, "content");
         if (!c) st = lmc_fail(LMC_ERR_FORMAT, "decoder Replace: missing string \"content\"");
+        else if (!tok_utf8_valid(c, strlen(c))) st = lmc_fail(LMC_ERR_FORMAT, "decoder Replace: \"content\" is not UTF-8");
         else {
             d->str = strdup(c);
             d->str_len = strlen(c);
@@ -109,6 +113,9 @@ lmc_status tok_decoder_parse(const cJSON *j, tok_decoder **out) {
         }
     } else st = lmc_fail(LMC_ERR_UNSUPPORTED, "decoder type \"%s\" is not supported", type);
     if (st >= 0 && (d->kind == D_WORDPIECE || d->kind == D_BPE) && !d->str) st = lmc_fail(LMC_ERR_NOMEM, "out of memory");
+    /* a prefix/suffix that is part of a character would be cut out of other characters */
+    if (st >= 0 && (d->kind == D_WORDPIECE || d->kind == D_BPE) && !tok_utf8_valid(d->str, d->str_len))
+        st = lmc_fail(LMC_ERR_FORMAT, "decoder %s: \"%s\" is not UTF-8", type, d->kind == D_BPE ? "suffix" : "prefix");
     if (st < 0) { tok_decoder_free(d); return st; }
     *out = d;
     return LMC_OK;

@@ -53,12 +53,15 @@ lmc_status tok_normalizer_parse(const cJSON *j, tok_normalizer **out) {
         n->kind = N_PREPEND;
         const char *p = tok_json_str(j, "prepend");
         if (!p) st = lmc_fail(LMC_ERR_FORMAT, "normalizer Prepend: missing string \"prepend\"");
+        /* the text is inserted into normalized text, which the regexes match as valid UTF-8 */
+        else if (!tok_utf8_valid(p, strlen(p))) st = lmc_fail(LMC_ERR_FORMAT, "normalizer Prepend: \"prepend\" is not UTF-8");
         else if (!(n->str = strdup(p))) st = lmc_fail(LMC_ERR_NOMEM, "out of memory");
         else n->str_len = strlen(p);
     } else if (!strcmp(type, "Replace")) {
         n->kind = N_REPLACE;
         const char *c = tok_json_str(j, "content");
         if (!c) st = lmc_fail(LMC_ERR_FORMAT, "normalizer Replace: missing string \"content\"");
+        else if (!tok_utf8_valid(c, strlen(c))) st = lmc_fail(LMC_ERR_FORMAT, "normalizer Replace: \"content\" is not UTF-8");
         else if (!(n->str = strdup(c))) st = lmc_fail(LMC_ERR_NOMEM, "out of memory");
         else { n->str_len = strlen(c); st = tok_pattern_parse(&n->pat, cJSON_GetObjectItemCaseSensitive(j, "pattern"), "normalizer Replace"); }
     } else if (!strcmp(type, "Strip")) {

@@ -70,7 +70,10 @@ lmc_status tok_pattern_compile_regex(tok_pattern *p, const char *src) {
     tok_buf tr = {0};
     lmc_status st = translate_onig(src, &tr);
     if (st < 0) { tok_buf_free(&tr); return st; }
-    p->re = pcre2_compile((PCRE2_SPTR)tr.data, tr.len, PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &err, &eoff, NULL);
+    /* \C (one code unit) could end a match inside a character; every subject and every match
+     * boundary must stay valid UTF-8, since tok_pattern_find matches with PCRE2_NO_UTF_CHECK */
+    p->re = pcre2_compile((PCRE2_SPTR)tr.data, tr.len, PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C,
+                          &err, &eoff, NULL);
     tok_buf_free(&tr);
     if (!p->re) {
         PCRE2_UCHAR msg[256];
@@ -115,6 +118,9 @@ int tok_pattern_find(const tok_pattern *p, const char *s, size_t n, size_t from,
         return 1;
     }
     if (!p->re) return 0;
+    /* NO_UTF_CHECK: s is valid UTF-8 and `from` a character boundary, by construction (input
+     * text is sanitized, tokenizer.json strings inserted into text are checked at load, and
+     * patterns cannot use \C); on invalid text PCRE2's JIT may read past the subject's end */
     int rc = p->jit ? pcre2_jit_match(p->re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, md, NULL)
                     : pcre2_match(p->re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, md, NULL);
     if (rc < 0) return 0;

@@ -545,6 +545,51 @@ static void test_invalid_utf8_input(void) {
     lmc_tokenizer_free(t);
 }
 
+/* Every text a regex runs on must be valid UTF-8 (tok_pattern_find matches with
+ * PCRE2_NO_UTF_CHECK; on invalid text PCRE2's JIT can read past the subject's end: fuzz
+ * finding 8, a Prepend of 0xFF bytes before a Whitespace pre-tokenizer). So every string of
+ * tokenizer.json that is inserted into text is refused unless it is UTF-8 (whole characters
+ * where it is matched inside text), and a regex cannot use \C (one byte: a match ending
+ * inside a character). Raw bytes >= 0x80 in a JSON string are not checked by the parser. */
+static void test_inserted_strings_utf8(void) {
+#define WL "{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"\xe2\x96\x81\":0,\"a\":1,\"b\":2,\"[UNK]\":3},\"unk_token\":\"[UNK]\"}"
+    const char *bad[] = {
+        /* finding 8's shape: the normalized text starts with invalid bytes, then a regex splits it */
+        WL ",\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Lowercase\"},"
+           "{\"type\":\"Prepend\",\"prepend\":\"_\xff\xff\xff\xff\"}]},\"pre_tokenizer\":{\"type\":\"Whitespace\"}}",
+        WL ",\"normalizer\":{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\"}}",
+        WL ",\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":\"a\"},\"content\":\"\xc3\"}}",
+        WL ",\"decoder\":{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"a\"},\"content\":\"\xff\"}}",
+        WL ",\"decoder\":{\"type\":\"Metaspace\",\"replacement\":\"\x81\"}}",
+        WL ",\"decoder\":{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\xe2\"}}",
+        WL ",\"decoder\":{\"type\":\"WordPiece\",\"prefix\":\"\xe2\x96\"}}",
+        WL ",\"decoder\":{\"type\":\"BPEDecoder\",\"suffix\":\"\x96\x81\"}}",
+        WL ",\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\C\"},\"behavior\":\"Isolated\"}}",
+    };
+    int n = (int)(sizeof bad / sizeof bad[0]);
+    for (int i = 0; i < n; i++) {
+        lmc_tokenizer *t = NULL;
+        lmc_status st = lmc_tokenizer_load_json(bad[i], strlen(bad[i]), NULL, 0, &t);
+        CHECK_MSG(st < 0 && t == NULL, "case %d accepted", i);
+        CHECK_MSG(lmc_last_error()[0] != 0, "case %d: no error message", i);
+        lmc_tokenizer_free(t);
+    }
+    /* the same shapes with whole characters load and work */
+    lmc_tokenizer *t = load_str(WL ",\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Lowercase\"},"
+                                   "{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"}]},"
+                                   "\"pre_tokenizer\":{\"type\":\"Whitespace\"},"
+                                   "\"decoder\":{\"type\":\"Sequence\",\"decoders\":["
+                                   "{\"type\":\"Replace\",\"pattern\":{\"String\":\"b\"},\"content\":\"\xc3\xa9\"},"
+                                   "{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\",\"prepend_scheme\":\"never\"}]}}");
+    CHECK(t != NULL);
+    if (!t) return;
+    CHECK_EQ_STR(enc_str(t, "A b", 0), "0 1 2");
+    int32_t ids[] = {0, 1, 2};
+    CHECK_EQ_STR(dec_str(t, ids, 3, 0), " a\xc3\xa9");
+    lmc_tokenizer_free(t);
+#undef WL
+}
+
 /* ---------------- JSON escapes in the fast vocab / merges scanner ---------------- */
 
 static void test_json_escapes(void) {
@@ -957,6 +1002,7 @@ int main(int argc, char **argv) {
     RUN(test_prefix_space_and_metaspace_first);
     RUN(test_config_and_dir);
     RUN(test_invalid_utf8_input);
+    RUN(test_inserted_strings_utf8);
     RUN(test_json_escapes);
     RUN(test_hf_python_synth_goldens);
     RUN(test_malformed);
