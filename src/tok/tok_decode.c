@@ -394,6 +394,13 @@ static lmc_status detok_step(lmc_detok *d, int final, char **piece, size_t *len)
 
 lmc_status lmc_detok_push(lmc_detok *d, int32_t id, char **piece, size_t *len) {
     if (!d || !piece || !len) return lmc_fail(LMC_ERR_ARG, "lmc_detok_push: NULL argument");
+    /* an id that decode drops (no token, or a skipped special) changes no text: it is not kept,
+     * so a long run of them cannot make every later step decode an ever longer window */
+    if (!lmc_tokenizer_id_to_token(d->tok, id) || (d->skip_special && lmc_tokenizer_is_special(d->tok, id))) {
+        *piece = calloc(1, 1);
+        *len = 0;
+        return *piece ? LMC_OK : lmc_fail(LMC_ERR_NOMEM, "out of memory");
+    }
     LMC_TRY(tok_ids_push(&d->ids, id));
     return detok_step(d, 0, piece, len);
 }
