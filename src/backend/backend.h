@@ -196,6 +196,28 @@ typedef struct lmc_backend_i {
     int (*matmul_fused)(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w,
                         const lmc_tensor *x, const lmc_fuse_op *op);
 
+    /* ---- optional sampling reductions (gen/sampler.c, gen/context.c); NULL where a backend has none ----
+     * x is f32 [V, n] (contiguous rows of V logits). Both only enqueue (no host sync, no allocation
+     * once their workspace has grown; launch shapes depend on V, n and k only), so they may be
+     * recorded. The caller reads the results with get(), which waits. */
+    /* ids I32 [n]: per row, lmc_argmax's answer exactly (gen/sampler.h): the index of the largest
+     * value, the lowest index among equal ones (-0 equals +0); NaN at index > 0 is never chosen;
+     * a NaN at index 0 gives 0 (lmc_argmax compares everything against it and nothing is larger);
+     * a row of -inf (and NaN) gives 0. */
+    void (*argmax)(lmc_backend *be, lmc_tensor *ids, const lmc_tensor *x);
+    /* Per row t, with w_i = x[i, t] · scale (one f32 product, as the sampler's temperature), 1 ≤ k ≤ 256:
+     *   ids I32 [k, n], vals f32 [k, n]: the k largest w sorted descending, equal w by lower index
+     *     (-0 equals +0), NaN never chosen; vals are the w themselves (sign of zero kept). Slots
+     *     past the row's count of non-NaN values: id -1, value -inf.
+     *   stats f32 [4, n]: {m, s_hi, s_lo, 0} with m = max of the non-NaN w (-inf when none) and
+     *     s = Σ_i exp((double)w_i − m) over the whole row summed in double in any order, handed
+     *     back as s_hi = (float)s, s_lo = (float)(s − s_hi) (so s_hi + s_lo in double is s to
+     *     ~2⁻⁴⁸ relative); s is NaN when a w is NaN or m is not finite.
+     * The ids/vals are exactly the first k candidates of the host sampler's sorted list; s is
+     * its normaliser up to summation order (a relative 1e-10 bounds the difference for V ≤ 2²⁰). */
+    void (*topk)(lmc_backend *be, lmc_tensor *ids, lmc_tensor *vals, lmc_tensor *stats, const lmc_tensor *x, int k,
+                 float scale);
+
     /* ---- optional: recorded op sequences (CUDA graphs); NULL where a backend has none ----
      * graph_begin: the ops enqueued from now on are recorded, not run (1: recording started).
      * graph_end: stops recording and returns the recording, or NULL when it could not be made

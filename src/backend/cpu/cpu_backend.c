@@ -665,6 +665,69 @@ static void cpu_xielu(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const
     }
 }
 
+/* ------------------------------------------------------------------ sampling reductions */
+
+/* Per row: lmc_argmax exactly (first index of the largest; NaN never beats anything). */
+static void cpu_argmax(lmc_backend *be, lmc_tensor *ids, const lmc_tensor *x) {
+    (void)be;
+    const int64_t V = x->ne[0], n = lmc_tensor_nrows(x);
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && is_contig(x) && V >= 1);
+    LMC_ASSERT(ids->type == LMC_DTYPE_I32 && lmc_tensor_nelem(ids) == n);
+    for (int64_t t = 0; t < n; t++) {
+        const float *r = (const float *)x->data + t * V;
+        int64_t best = 0;
+        for (int64_t i = 1; i < V; i++)
+            if (r[i] > r[best]) best = i;
+        ((int32_t *)ids->data)[t] = (int32_t)best;
+    }
+}
+
+/* a before b in the sampler's candidate order: larger value, then lower index */
+static int topk_before(float va, int32_t ia, float vb, int32_t ib) { return va > vb || (va == vb && ia < ib); }
+
+static void cpu_topk(lmc_backend *be, lmc_tensor *ids, lmc_tensor *vals, lmc_tensor *stats, const lmc_tensor *x, int k,
+                     float scale) {
+    (void)be;
+    const int64_t V = x->ne[0], n = lmc_tensor_nrows(x);
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && is_contig(x) && V >= 1 && k >= 1 && k <= 256);
+    LMC_ASSERT(ids->type == LMC_DTYPE_I32 && ids->ne[0] == k && lmc_tensor_nrows(ids) == n);
+    LMC_ASSERT(vals->type == LMC_DTYPE_F32 && vals->ne[0] == k && lmc_tensor_nrows(vals) == n);
+    LMC_ASSERT(stats->type == LMC_DTYPE_F32 && stats->ne[0] == 4 && lmc_tensor_nrows(stats) == n);
+    for (int64_t t = 0; t < n; t++) {
+        const float *r = (const float *)x->data + t * V;
+        int32_t *id = (int32_t *)ids->data + t * k;
+        float *v = (float *)vals->data + t * k;
+        int have = 0;
+        float m = -INFINITY;
+        for (int64_t i = 0; i < V; i++) {
+            const float w = r[i] * scale;
+            if (w != w) continue;
+            if (w > m) m = w;
+            if (have == k && !topk_before(w, (int32_t)i, v[k - 1], id[k - 1])) continue;
+            int j = have < k ? have++ : k - 1; /* insertion into the sorted list */
+            while (j > 0 && topk_before(w, (int32_t)i, v[j - 1], id[j - 1])) {
+                v[j] = v[j - 1];
+                id[j] = id[j - 1];
+                j--;
+            }
+            v[j] = w;
+            id[j] = (int32_t)i;
+        }
+        for (int j = have; j < k; j++) {
+            v[j] = -INFINITY;
+            id[j] = -1;
+        }
+        double s = 0;
+        for (int64_t i = 0; i < V; i++) s += exp((double)(r[i] * scale) - m);
+        if (!isfinite(m)) s = NAN;
+        float *st = (float *)stats->data + t * 4;
+        st[0] = m;
+        st[1] = (float)s;
+        st[2] = (float)(s - (double)st[1]);
+        st[3] = 0;
+    }
+}
+
 static const lmc_backend_i cpu_iface = {
     .name = "cpu",
     .free = cpu_free,
@@ -694,6 +757,8 @@ static const lmc_backend_i cpu_iface = {
     .matmul_id = cpu_matmul_id,
     .moe_sum = cpu_moe_sum,
     .xielu = cpu_xielu,
+    .argmax = cpu_argmax,
+    .topk = cpu_topk,
 };
 
 lmc_status lmc_backend_cpu_init(lmc_backend **out, int n_threads, int reference) {

@@ -507,6 +507,33 @@ static void cuda_xielu(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, cons
     lmc_cuda_launched(c, "xielu");
 }
 
+/* Sampling reductions (cuda_sample.cu). Their workspace is the attention partials' (ws_a): both
+ * are transient within one op on the one stream. */
+static void cuda_argmax(lmc_backend *be, lmc_tensor *ids, const lmc_tensor *x) {
+    cuda_ctx *c = CTX(be);
+    const int64_t V = x->ne[0], n = lmc_tensor_nrows(x);
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && V >= 1 && x->nb[1] == (size_t)V * 4);
+    LMC_ASSERT(ids->type == LMC_DTYPE_I32 && lmc_tensor_nelem(ids) == n);
+    void *ws = lmc_cuda_ws(c, &c->ws_a, &c->ws_a_bytes, lmc_cuda_argmax_ws(V, n));
+    if (!ws) return;
+    lmc_cuda_argmax(c->stream, ids->data, x->data, V, n, ws);
+    lmc_cuda_launched(c, "argmax");
+}
+
+static void cuda_topk(lmc_backend *be, lmc_tensor *ids, lmc_tensor *vals, lmc_tensor *stats, const lmc_tensor *x, int k,
+                      float scale) {
+    cuda_ctx *c = CTX(be);
+    const int64_t V = x->ne[0], n = lmc_tensor_nrows(x);
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && V >= 1 && x->nb[1] == (size_t)V * 4 && k >= 1 && k <= 256);
+    LMC_ASSERT(ids->type == LMC_DTYPE_I32 && ids->ne[0] == k && lmc_tensor_nrows(ids) == n);
+    LMC_ASSERT(vals->type == LMC_DTYPE_F32 && vals->ne[0] == k && lmc_tensor_nrows(vals) == n);
+    LMC_ASSERT(stats->type == LMC_DTYPE_F32 && stats->ne[0] == 4 && lmc_tensor_nrows(stats) == n);
+    void *ws = lmc_cuda_ws(c, &c->ws_a, &c->ws_a_bytes, lmc_cuda_topk_ws(V, n, k));
+    if (!ws) return;
+    lmc_cuda_topk(c->stream, ids->data, vals->data, stats->data, x->data, V, n, k, scale, ws);
+    lmc_cuda_launched(c, "topk");
+}
+
 static const lmc_backend_i cuda_iface = {
     .name = "cuda",
     .free = cuda_free,
@@ -537,6 +564,8 @@ static const lmc_backend_i cuda_iface = {
     .matmul_id = lmc_cuda_op_matmul_id,
     .moe_sum = lmc_cuda_op_moe_sum,
     .xielu = cuda_xielu,
+    .argmax = cuda_argmax,
+    .topk = cuda_topk,
     .graph_begin = lmc_cuda_graph_begin,
     .graph_end = lmc_cuda_graph_end,
     .graph_replay = lmc_cuda_graph_replay,

@@ -111,6 +111,16 @@ typedef struct lmc_cuda_attn {
 size_t lmc_cuda_attn_scratch(const lmc_cuda_attn *a);
 void lmc_cuda_attention(cudaStream_t s, const lmc_cuda_attn *a, float *scratch);
 
+/* ---- sampling reductions (cuda_sample.cu): x f32 [V, n] device rows; ws device workspace ---- */
+/* Bytes of workspace each needs for n rows of V (k candidates). */
+size_t lmc_cuda_argmax_ws(int64_t V, int64_t n);
+size_t lmc_cuda_topk_ws(int64_t V, int64_t n, int k);
+/* ids[t] = lmc_argmax of row t (backend.h argmax) */
+void lmc_cuda_argmax(cudaStream_t s, int32_t *ids, const float *x, int64_t V, int64_t n, void *ws);
+/* ids/vals [n, k], stats [n, 4] as backend.h topk, 1 ≤ k ≤ 256 */
+void lmc_cuda_topk(cudaStream_t s, int32_t *ids, float *vals, float *stats, const float *x, int64_t V, int64_t n, int k,
+                   float scale, void *ws);
+
 #ifdef __cplusplus
 }
 #endif
