@@ -1,8 +1,10 @@
 /* cpu_matmul.c — matrix products with weights in any storage dtype on the CPU.
  *
  * y = x · wᵀ with w [in, out] in its storage dtype (f32/f16/bf16, GGUF blocks,
- * MLX affine). Prefill-sized batches with bf16 weights use AMX tiles where the
- * machine has them (cpu_amx.c, exact f32 activations); other prefill batches
+ * MLX affine). Batches of 2+ tokens with block-quantized weights use AMX int8 tiles
+ * where the machine has them (cpu_amx_int8.c, activations quantized to 8-bit blocks as in
+ * decode); prefill-sized batches with bf16 weights (and quantized ones with
+ * LMC_CPU_AMX_INT8=0) use AMX bf16 tiles (cpu_amx.c, exact f32 activations); other prefill batches
  * (≥ LMC_CPU_GEMM_MIN_TOKENS) dequantize
  * blocks of LMC_CPU_GEMM_BLOCK weight rows into f32 scratch once and call
  * OpenBLAS sgemm. Smaller batches (decode) use the SIMD kernels of cpu_simd.c
@@ -76,13 +78,15 @@ static const float *row_f32(const lmc_tensor *w, int64_t o, float *dst) {
 }
 
 size_t lmc_cpu_act_bytes(const lmc_tensor *w, int64_t n_tok) {
+    if (lmc_cpu_amx_int8_wants(w, n_tok)) return lmc_cpu_amx_int8_act_bytes(w, n_tok);
     if (lmc_cpu_amx_wants(w, n_tok)) return lmc_cpu_amx_act_bytes(w, n_tok);
     if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS || !lmc_cpu_simd_has(w)) return 0;
     return lmc_cpu_simd_act_bytes(w, n_tok);
 }
 
 void lmc_cpu_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
-    if (lmc_cpu_amx_wants(w, n_tok)) lmc_cpu_amx_act_prepare(w, x, n_tok, buf);
+    if (lmc_cpu_amx_int8_wants(w, n_tok)) lmc_cpu_amx_int8_act_prepare(w, x, n_tok, buf);
+    else if (lmc_cpu_amx_wants(w, n_tok)) lmc_cpu_amx_act_prepare(w, x, n_tok, buf);
     else if (lmc_cpu_act_bytes(w, n_tok)) lmc_cpu_simd_act_prepare(w, x, n_tok, buf);
 }
 
@@ -90,6 +94,11 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const vo
                          int64_t o1, float *tmp) {
     const int64_t in = w->ne[0], out = w->ne[1];
     int64_t o = o0;
+    if (xp && lmc_cpu_amx_int8_wants(w, n_tok)) { /* tmp holds LMC_CPU_GEMM_BLOCK·in floats: always enough */
+        o = lmc_cpu_amx_int8_rows(y, w, xp, n_tok, o, o1, tmp, (size_t)LMC_CPU_GEMM_BLOCK * (size_t)in);
+        LMC_ASSERT(o == o1);
+        return;
+    }
     if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS) {
         if (xp) /* prepared only when AMX is used; tmp holds LMC_CPU_GEMM_BLOCK·in floats */
             o = lmc_cpu_amx_rows(y, w, xp, n_tok, o, o1, tmp, (size_t)LMC_CPU_GEMM_BLOCK * (size_t)in);
