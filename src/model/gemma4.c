@@ -7,7 +7,10 @@
  *   m = mlp(rms(x)·w_pre_ffn); MoE: m = rms(m)·w1 + rms(moe(rms(x)·w_pre2))·w2
  *   x += rms(m)·w_post_ffn;  per-layer input: x += rms(proj(gelu(gate(x)) · ple_i))·w
  *   x *= layer_scalar
- * then rms(x)·w_norm, tied LM head, tanh softcap. Owns m->g4 and fs->g4.
+ * then rms(x)·w_norm, tied LM head, tanh softcap. On backends with recorded op sequences a step
+ * of ≤ LMC_G4_REC_MAX tokens (decode, verification) replays a recording of its shape (steprec.h);
+ * the MoE variant runs unrecorded (its per_expert_scale reads the routing back to the host).
+ * Owns m->g4 and fs->g4.
  */
 #include "gemma4.h"
 
@@ -549,6 +552,7 @@ void lmc_gemma4_state_free(lmc_forward_state *fs) {
                          &s->sel, &s->r_logits, &s->r_ids, &s->r_w, &s->e_gate, &s->e_up, &s->e_out};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->data) be->i->release(be, all[i]);
+    for (int i = 0; i < LMC_G4_RECS; i++) lmc_steprec_free(be, &s->rec[i].r);
     free(s->h_ids);
     free(s->h_w);
     free(s);
@@ -564,6 +568,17 @@ static lmc_tensor rows(const lmc_tensor *t, int64_t ne0, int64_t n) {
 
 static void rms(const lmc_gemma4 *g, lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *w) {
     be->i->rms_norm(be, y, x, w && w->data ? w : NULL, g->eps, 0.0f);
+}
+
+/* y0 = w0·x and y1 = w1·x, as one backend op where it has matmul_n (gate and up of one input). */
+void lmc_g4_matmul2(lmc_backend *be, lmc_tensor *y0, const lmc_tensor *w0, lmc_tensor *y1, const lmc_tensor *w1,
+                const lmc_tensor *x) {
+    if (be->i->matmul_n && w0->type == w1->type) {
+        be->i->matmul_n(be, 2, (lmc_tensor *const[]){y0, y1}, (const lmc_tensor *const[]){w0, w1}, x);
+        return;
+    }
+    be->i->matmul(be, y0, w0, x);
+    be->i->matmul(be, y1, w1, x);
 }
 
 /* The MoE block: out = Σ_j w_j · down_e(gelu(gate_e(h)) · up_e(h)) over the routed experts of
@@ -610,16 +625,25 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc_all, lmc
 
     /* attention */
     rms(g, be, &h, &x, &L->attn_norm);
-    be->i->matmul(be, &q, &L->wq, &h);
+    lmc_tensor k = rows(&s->k, (int64_t)KV * hd, n), v = rows(&s->v, (int64_t)KV * hd, n);
+    const int own_kv = L->kv_src == il;
+    if (own_kv && !L->k_eq_v && be->i->matmul_n && L->wq.type == L->wk.type && L->wk.type == L->wv.type) {
+        /* q, k and v of one input in one backend op (the same products) */
+        be->i->matmul_n(be, 3, (lmc_tensor *const[]){&q, &k, &v}, (const lmc_tensor *const[]){&L->wq, &L->wk, &L->wv},
+                        &h);
+    } else {
+        be->i->matmul(be, &q, &L->wq, &h);
+        if (own_kv) {
+            be->i->matmul(be, &k, &L->wk, &h);
+            if (L->k_eq_v) be->i->scale(be, &v, &k, 1.0f); /* V is the raw k_proj output */
+            else be->i->matmul(be, &v, &L->wv, &h);
+        }
+    }
     lmc_tensor qh = lmc_tensor_reshape(&q, hd, H, n, 1);
     rms(g, be, &qh, &qh, &L->q_norm);
     be->i->rope(be, &qh, &pos, &rope);
     lmc_tensor kc = lmc_g4_cache_view(&kc_all[L->kv_src], KV * hd), vc = lmc_g4_cache_view(&vc_all[L->kv_src], KV * hd);
-    if (L->kv_src == il) {
-        lmc_tensor k = rows(&s->k, (int64_t)KV * hd, n), v = rows(&s->v, (int64_t)KV * hd, n);
-        be->i->matmul(be, &k, &L->wk, &h);
-        if (L->k_eq_v) be->i->scale(be, &v, &k, 1.0f); /* V is the raw k_proj output */
-        else be->i->matmul(be, &v, &L->wv, &h);
+    if (own_kv) {
         lmc_tensor kh = lmc_tensor_reshape(&k, hd, KV, n, 1), vh = lmc_tensor_reshape(&v, hd, KV, n, 1);
         rms(g, be, &kh, &kh, &L->k_norm);
         be->i->rope(be, &kh, &pos, &rope);
@@ -637,8 +661,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc_all, lmc
     /* feed-forward: dense MLP, plus the MoE block beside it */
     lmc_tensor gate = rows(&s->gate, L->inter, n), up = rows(&s->up, L->inter, n);
     rms(g, be, &h, &x, &L->ffn_norm);
-    be->i->matmul(be, &gate, &L->w_gate, &h);
-    be->i->matmul(be, &up, &L->w_up, &h);
+    lmc_g4_matmul2(be, &gate, &L->w_gate, &up, &L->w_up, &h);
     be->i->act_mul(be, &gate, &gate, &up, m->act);
     be->i->matmul(be, &o, &L->w_down, &gate);
     if (g->moe) {
@@ -667,6 +690,93 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc_all, lmc
     if (L->scalar != 1.0f) be->i->scale(be, &x, &x, L->scalar);
 }
 
+static void lm_head_chunk(lmc_forward_state *fs, int r0, int nr);
+
+/* One step's ops: embeddings (and per-layer inputs), every layer, then the n_sel wanted rows
+ * (indices already in s->sel) gathered into s->h and final-normed; with head, the LM head of
+ * those rows (n_sel ≤ LMC_LOGITS_CHUNK) into s->logits. Every per-step value is read from the
+ * backend tensors tok, pos, seq, sel, so the sequence can be recorded. */
+typedef struct g4_step {
+    lmc_forward_state *fs;
+    lmc_tensor *kc, *vc;
+    int n, n_sel, head;
+} g4_step;
+
+static void step_body(void *ud) {
+    const g4_step *st = ud;
+    lmc_forward_state *fs = st->fs;
+    const lmc_model *m = fs->m;
+    const lmc_gemma4 *g = m->g4;
+    lmc_gemma4_scratch *s = fs->g4;
+    lmc_backend *be = m->be;
+    const int n = st->n, n_sel = st->n_sel;
+    lmc_tensor x = rows(&s->x, g->D, n), tok = rows(&s->tok, n, 1);
+    be->i->get_rows(be, &x, &m->tok_embd, &tok, g->embed_scale);
+    if (g->P) {
+        /* per-layer inputs: (rms(proj(x)·D^-0.5)·w + embed_ple[tok]·sqrt(P)) · 2^-0.5, [P, L, n] */
+        const int64_t LP = (int64_t)g->n_layers * g->P;
+        lmc_tensor ple = rows(&s->ple, LP, n), tmp = rows(&s->ple_tmp, LP, n);
+        be->i->get_rows(be, &ple, &g->embed_ple, &tok, g->ple_scale);
+        be->i->matmul(be, &tmp, &g->ple_model_proj, &x);
+        be->i->scale(be, &tmp, &tmp, 1.0f / sqrtf((float)g->D));
+        lmc_tensor tv = rows(&s->ple_tmp, g->P, (int64_t)g->n_layers * n);
+        rms(g, be, &tv, &tv, &g->ple_proj_norm);
+        be->i->add(be, &ple, &ple, &tmp);
+        be->i->scale(be, &ple, &ple, 1.0f / sqrtf(2.0f));
+    }
+    for (int il = 0; il < g->n_layers; il++) layer_forward(fs, il, st->kc, st->vc, n);
+    if (n_sel == 0) return;
+    lmc_tensor sel = rows(&s->h, g->D, n_sel), sidx = rows(&s->sel, n_sel, 1);
+    be->i->get_rows(be, &sel, &x, &sidx, 1.0f);
+    rms(g, be, &sel, &sel, &m->out_norm);
+    if (st->head) lm_head_chunk(fs, 0, n_sel);
+}
+
+/* LM head of the gathered rows r0 .. r0+nr (≤ LMC_LOGITS_CHUNK) into s->logits. */
+static void lm_head_chunk(lmc_forward_state *fs, int r0, int nr) {
+    const lmc_model *m = fs->m;
+    const lmc_gemma4 *g = m->g4;
+    lmc_backend *be = m->be;
+    lmc_tensor sel = rows(&fs->g4->h, g->D, r0 + nr);
+    lmc_tensor xs = lmc_tensor_rows(&sel, r0, nr), lg = rows(&fs->g4->logits, g->V, nr);
+    be->i->matmul(be, &lg, &m->lm_head, &xs);
+    if (g->final_softcap > 0) be->i->softcap(be, &lg, &lg, g->final_softcap);
+}
+
+static uintptr_t fold_caches(const lmc_tensor *c, int n) {
+    uintptr_t h = 0;
+    for (int i = 0; i < n; i++) h = h * 1000003u ^ (uintptr_t)c[i].data;
+    return h;
+}
+
+/* step_body from a recording of this step shape (steprec.h): 1 when enqueued, 0 when the caller
+ * runs it itself. Not for MoE models (their routing reads back to the host mid-step). */
+static int step_recorded(g4_step *st) {
+    lmc_forward_state *fs = st->fs;
+    lmc_gemma4_scratch *s = fs->g4;
+    lmc_backend *be = fs->m->be;
+    const int L = fs->m->g4->n_layers;
+    const uintptr_t kc = fold_caches(st->kc, L), vc = fold_caches(st->vc, L);
+    struct lmc_g4_rec *r = NULL, *victim = &s->rec[0];
+    for (int i = 0; i < LMC_G4_RECS; i++) {
+        struct lmc_g4_rec *e = &s->rec[i];
+        if (e->n == st->n && e->n_sel == st->n_sel && e->head == st->head && e->kc == kc && e->vc == vc &&
+            e->n_ctx == st->kc[0].ne[1] && e->n_seq == st->kc[0].ne[2]) {
+            r = e;
+            break;
+        }
+        if (e->used < victim->used) victim = e;
+    }
+    if (!r) {
+        lmc_steprec_free(be, &victim->r);
+        *victim = (struct lmc_g4_rec){.n = st->n, .n_sel = st->n_sel, .head = st->head, .kc = kc, .vc = vc,
+                                      .n_ctx = st->kc[0].ne[1], .n_seq = st->kc[0].ne[2]};
+        r = victim;
+    }
+    r->used = ++s->rec_clock;
+    return lmc_steprec_play(be, &r->r, step_body, st);
+}
+
 lmc_status lmc_gemma4_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
                               float *logits_out, float *hidden_out, int *n_out) {
     const lmc_model *m = fs->m;
@@ -682,42 +792,29 @@ lmc_status lmc_gemma4_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_te
                             (g->P && g->Vp < g->V ? g->Vp : g->V) - 1);
         if (b->pos[i] < 0) return lmc_fail(LMC_ERR_RANGE, "negative position %d", b->pos[i]);
     }
-    be->i->set(be, &s->tok, b->token, 0, (size_t)n * 4);
-    be->i->set(be, &s->pos, b->pos, 0, (size_t)n * 4);
-    be->i->set(be, &s->seq, b->seq, 0, (size_t)n * 4);
-    lmc_tensor x = rows(&s->x, g->D, n), tok = rows(&s->tok, n, 1);
-    be->i->get_rows(be, &x, &m->tok_embd, &tok, g->embed_scale);
-    if (g->P) {
-        /* per-layer inputs: (rms(proj(x)·D^-0.5)·w + embed_ple[tok]·sqrt(P)) · 2^-0.5, [P, L, n] */
-        const int64_t LP = (int64_t)g->n_layers * g->P;
-        lmc_tensor ple = rows(&s->ple, LP, n), tmp = rows(&s->ple_tmp, LP, n);
-        be->i->get_rows(be, &ple, &g->embed_ple, &tok, g->ple_scale);
-        be->i->matmul(be, &tmp, &g->ple_model_proj, &x);
-        be->i->scale(be, &tmp, &tmp, 1.0f / sqrtf((float)g->D));
-        lmc_tensor tv = rows(&s->ple_tmp, g->P, (int64_t)g->n_layers * n);
-        rms(g, be, &tv, &tv, &g->ple_proj_norm);
-        be->i->add(be, &ple, &ple, &tmp);
-        be->i->scale(be, &ple, &ple, 1.0f / sqrtf(2.0f));
-    }
-    for (int il = 0; il < g->n_layers; il++) layer_forward(fs, il, k_cache, v_cache, n);
-
     int32_t idx[n];
     int n_sel = 0;
     for (int i = 0; i < n; i++)
         if (b->want_logits ? b->want_logits[i] : i == n - 1) idx[n_sel++] = i;
     *n_out = n_sel;
+    be->i->set(be, &s->tok, b->token, 0, (size_t)n * 4);
+    be->i->set(be, &s->pos, b->pos, 0, (size_t)n * 4);
+    be->i->set(be, &s->seq, b->seq, 0, (size_t)n * 4);
+    if (n_sel > 0) be->i->set(be, &s->sel, idx, 0, (size_t)n_sel * 4);
+    g4_step st = {.fs = fs, .kc = k_cache, .vc = v_cache, .n = n, .n_sel = n_sel,
+                  .head = logits_out && n_sel > 0 && n_sel <= LMC_LOGITS_CHUNK};
+    const int recorded = be->i->graph_begin && !g->moe && n <= LMC_G4_REC_MAX && step_recorded(&st);
+    if (!recorded) step_body(&st);
     if (n_sel == 0) return be->i->sync(be);
-    be->i->set(be, &s->sel, idx, 0, (size_t)n_sel * 4);
-    lmc_tensor sel = rows(&s->h, g->D, n_sel), sidx = rows(&s->sel, n_sel, 1);
-    be->i->get_rows(be, &sel, &x, &sidx, 1.0f);
-    rms(g, be, &sel, &sel, &m->out_norm);
-    if (hidden_out) be->i->get(be, hidden_out, &sel, 0, (size_t)n_sel * g->D * 4);
+    if (hidden_out) be->i->get(be, hidden_out, &s->h, 0, (size_t)n_sel * g->D * 4);
+    if (st.head) {
+        be->i->get(be, logits_out, &s->logits, 0, (size_t)n_sel * g->V * 4);
+        return be->i->sync(be);
+    }
     for (int r0 = 0; logits_out && r0 < n_sel; r0 += LMC_LOGITS_CHUNK) {
         int nr = n_sel - r0 < LMC_LOGITS_CHUNK ? n_sel - r0 : LMC_LOGITS_CHUNK;
-        lmc_tensor xs = lmc_tensor_rows(&sel, r0, nr), lg = rows(&s->logits, g->V, nr);
-        be->i->matmul(be, &lg, &m->lm_head, &xs);
-        if (g->final_softcap > 0) be->i->softcap(be, &lg, &lg, g->final_softcap);
-        be->i->get(be, logits_out + (size_t)r0 * g->V, &lg, 0, (size_t)nr * g->V * 4);
+        lm_head_chunk(fs, r0, nr);
+        be->i->get(be, logits_out + (size_t)r0 * g->V, &s->logits, 0, (size_t)nr * g->V * 4);
     }
     return be->i->sync(be);
 }

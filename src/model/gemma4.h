@@ -20,6 +20,10 @@
 #define LMC_MODEL_GEMMA4_H
 
 #include "forward.h"
+#include "steprec.h"
+
+#define LMC_G4_RECS 16     /* recorded step shapes kept per forward state */
+#define LMC_G4_REC_MAX 16  /* steps of at most this many tokens are recorded (decode, verification) */
 
 typedef struct lmc_g4_layer {
     int sliding;                 /* 1: sliding_attention, 0: full_attention */
@@ -73,6 +77,16 @@ typedef struct lmc_gemma4_scratch {
     lmc_tensor e_gate, e_up, e_out; /* f32 [Ie, k·B], [Ie, k·B], [D, k·B] */
     int32_t *h_ids;                 /* [k·B] host copies for per_expert_scale */
     float *h_w;                     /* [k·B] */
+    /* recorded steps (backends with graph_*; not the MoE variant, whose per_expert_scale reads the
+     * routing back to the host): one per step shape, least recently used replaced */
+    struct lmc_g4_rec {
+        int n, n_sel, head;         /* tokens, rows wanted, LM head included */
+        uintptr_t kc, vc;           /* fold of every layer's K / V cache address */
+        int64_t n_ctx, n_seq;
+        unsigned used;
+        lmc_steprec r;
+    } rec[LMC_G4_RECS];
+    unsigned rec_clock;
 } lmc_gemma4_scratch;
 
 /* Profile of gemma4_text (plain or inside gemma4): *handled = 1 and the result; also refuses
@@ -115,6 +129,9 @@ lmc_status lmc_gemma4_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_te
 lmc_status lmc_g4_rope_freqs(const lmc_rope_config *rc, int hd, float *inv);
 /* The cache of layer il's K or V seen with that layer's row width. */
 lmc_tensor lmc_g4_cache_view(const lmc_tensor *cache, int row);
+/* y0 = w0·x and y1 = w1·x (gate and up), as one backend op where the backend has matmul_n. */
+void lmc_g4_matmul2(lmc_backend *be, lmc_tensor *y0, const lmc_tensor *w0, lmc_tensor *y1, const lmc_tensor *w1,
+                    const lmc_tensor *x);
 /* Value of a one-element tensor in host memory (layer_scalar). */
 float lmc_g4_host_scalar(const lmc_weight *w);
 
