@@ -16,8 +16,6 @@ typedef struct mtp_src {
     lmc_draft_source base;
     lmc_g4mtp *d;          /* owned */
     lmc_g4mtp_info info;
-    float *h[2];           /* [backbone_hidden] h_prev in, h_next out (swapped per step) */
-    float *logits;         /* [vocab] */
 } mtp_src;
 
 static lmc_status mtp_propose(lmc_draft_source *ds, const lmc_draft_req *req, lmc_draft_out *out) {
@@ -30,13 +28,8 @@ static lmc_status mtp_propose(lmc_draft_source *ds, const lmc_draft_req *req, lm
         return lmc_fail(LMC_ERR_UNSUPPORTED, "the assistant's vocabulary (%d) is larger than the target's (%d)", V,
                         req->target->model->cfg.vocab_size);
     lmc_g4mtp_kv kv = lmc_g4mtp_target_kv(s->d, req->target->kv.k, req->target->kv.v, req->seq, n_kv);
-    memcpy(s->h[0], req->hidden, (size_t)s->info.backbone_hidden * sizeof(float));
-    int32_t tok = req->hist[req->n_hist - 1];
-    for (int i = 0; i < req->n_max; i++) {
-        LMC_TRY(lmc_g4mtp_step(s->d, &kv, tok, s->h[i & 1], n_kv, s->logits, s->h[(i + 1) & 1]));
-        tok = lmc_argmax(s->logits, V);
-        out->tokens[out->n++] = tok;
-    }
+    LMC_TRY(lmc_g4mtp_draft(s->d, &kv, req->hist[req->n_hist - 1], req->hidden, n_kv, req->n_max, out->tokens));
+    out->n = req->n_max;
     return LMC_OK;
 }
 
@@ -44,9 +37,6 @@ static void mtp_free(lmc_draft_source *ds) {
     mtp_src *s = (mtp_src *)ds;
     if (!s) return;
     lmc_g4mtp_free(s->d);
-    free(s->h[0]);
-    free(s->h[1]);
-    free(s->logits);
     free(s);
 }
 
@@ -61,13 +51,6 @@ lmc_status lmc_draft_mtp_init(lmc_draft_source **out, const char *path, const lm
     lmc_status st = lmc_g4mtp_load(path, target, &s->d);
     if (st < 0) { free(s); return st; }
     lmc_g4mtp_get_info(s->d, &s->info);
-    s->h[0] = malloc((size_t)s->info.backbone_hidden * sizeof(float));
-    s->h[1] = malloc((size_t)s->info.backbone_hidden * sizeof(float));
-    s->logits = malloc((size_t)s->info.vocab * sizeof(float));
-    if (!s->h[0] || !s->h[1] || !s->logits) {
-        mtp_free(&s->base);
-        return lmc_fail(LMC_ERR_NOMEM, "mtp draft source");
-    }
     *out = &s->base;
     return LMC_OK;
 }

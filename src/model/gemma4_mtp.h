@@ -50,6 +50,14 @@ lmc_g4mtp_kv lmc_g4mtp_target_kv(const lmc_g4mtp *d, const lmc_tensor *k_cache, 
  * with the target's scaled embedding) after h_prev [B], queries at position pos. */
 lmc_status lmc_g4mtp_step(lmc_g4mtp *d, const lmc_g4mtp_kv *kv, int32_t token, const float *h_prev, int pos,
                           float *logits, float *h_out);
+/* n greedy drafts: n calls chained from `token` after h_prev, each feeding its argmax (the first
+ * index of the largest logit, as lmc_argmax) and its h_out to the next, queries at position pos;
+ * the ids go to tokens[0..n). The same ids as n lmc_g4mtp_step calls with a host argmax. On a
+ * backend with argmax (and topk for the centroid head) the calls run there with only the ids
+ * coming back (the dense head: up to 16 calls per recorded sequence and one wait; the centroid
+ * head: one wait per call for its top centroids and candidate logits), else that host loop. */
+lmc_status lmc_g4mtp_draft(lmc_g4mtp *d, const lmc_g4mtp_kv *kv, int32_t token, const float *h_prev, int pos, int n,
+                           int32_t *tokens);
 /* The same from the concatenated input [2B] (embedding first). */
 lmc_status lmc_g4mtp_step_embeds(lmc_g4mtp *d, const lmc_g4mtp_kv *kv, const float *x2, int pos, float *logits,
                                  float *h_out);
@@ -59,6 +67,7 @@ typedef struct lmc_g4mtp_info {
     int hidden, backbone_hidden, vocab, n_layers, window;
     int ordered, n_centroids, centroid_top_k;
     int src_layer[2];            /* target layers read: [0] full, [1] sliding (-1: none) */
+    int chained;                 /* lmc_g4mtp_draft runs on the backend (else the host loop) */
 } lmc_g4mtp_info;
 void lmc_g4mtp_get_info(const lmc_g4mtp *d, lmc_g4mtp_info *out);
 

@@ -12,6 +12,9 @@
  *   3. a draft source over the drafter in gen/spec's loop: greedy output identical to plain
  *      greedy decoding (and to transformers' ids), with drafts proposed;
  *   4. refusals: a mismatched pair, a target as assistant, an assistant as a model;
+ *   6. lmc_g4mtp_draft (drafts chained on the backend where it has argmax/topk, recorded where it
+ *      records) gives the ids of the host loop of single steps, for several positions, hidden
+ *      states and chain lengths (LMC_TEST_BACKEND=cuda runs this check on the GPU);
  *   5. the assistant as GGUF (io/gguf_assistant.h): converted, verified (and a broken file and a
  *      mismatched target caught), and drafting from it identical to the safetensors assistant. */
 #include <math.h>
@@ -771,6 +774,76 @@ static void gguf_flips(void) {
 static void gguf_dense(void) { check_gguf("dense"); }
 static void gguf_centroid(void) { check_gguf("centroid"); }
 
+/* 6. Chained drafts equal the host loop of steps (several calls: on a recording backend the first
+ * runs unrecorded, the second records, later ones replay with new positions, tokens and states). */
+static void check_chain(const char *kind) {
+    rounds r;
+    lmc_backend *be = NULL;
+    lmc_model *tm = NULL;
+    lmc_g4mtp *d = NULL;
+    lmc_context *ctx = NULL;
+    const char *bn = getenv("LMC_TEST_BACKEND");
+    lmc_backend_params bp = {.name = bn && *bn ? bn : "cpu", .n_threads = 2};
+    CHECK(lmc_backend_init(&be, &bp) == 0);
+    CHECK(load_rounds(kind, &r) == 0);
+    if (!be || !r.j) goto out;
+    CHECK(lmc_model_load(FX "/target", be, &tm) == 0);
+    char ap[128];
+    snprintf(ap, sizeof ap, FX "/assistant_%s", kind);
+    if (tm) CHECK(lmc_g4mtp_load(ap, tm, &d) == 0);
+    if (!d) goto out;
+    const cJSON *seqj = cJSON_GetObjectItemCaseSensitive(r.j, "target_sequence"), *it;
+    int n = cJSON_GetArraySize(seqj), i = 0;
+    int32_t *ids = calloc((size_t)n, sizeof *ids), *pos = calloc((size_t)n, sizeof *pos), *sq = calloc((size_t)n, 4);
+    uint8_t *want = malloc((size_t)n);
+    cJSON_ArrayForEach(it, seqj) { pos[i] = i; want[i] = 1; ids[i++] = (int32_t)it->valuedouble; }
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = n + 8;
+    cp.want_hidden = 1;
+    CHECK(lmc_context_init(&ctx, tm, &cp) == 0);
+    lmc_batch b = {n, ids, pos, sq, want};
+    CHECK(ctx && lmc_context_decode(ctx, &b) == 0);
+    lmc_g4mtp_info info;
+    lmc_g4mtp_get_info(d, &info);
+    const int B = info.backbone_hidden, V = info.vocab;
+    float *h = malloc((size_t)B * 4), *lg = malloc((size_t)V * 4);
+    int32_t got[24], ref[24];
+    int n_calls = 0, n_same = 0, distinct = 0;
+    /* positions from the end of the sequence back, chain lengths 1, 4 and 20 (past one recording) */
+    for (int rep = 0; rep < 8 && ctx && n >= 10; rep++) {
+        const int p = n - 1 - (rep % 4) * 2, len = rep == 3 ? 20 : rep % 2 ? 4 : 1 + rep;
+        lmc_g4mtp_kv kv = lmc_g4mtp_target_kv(d, ctx->kv.k, ctx->kv.v, 0, p);
+        int32_t tok = ids[p];
+        memcpy(h, lmc_context_hidden(ctx, p - 1), (size_t)B * 4);
+        lmc_status st = LMC_OK;
+        for (int j = 0; j < len && st >= 0; j++) {
+            st = lmc_g4mtp_step(d, &kv, tok, h, p, lg, h);
+            tok = ref[j] = argmax_f(lg, V);
+        }
+        CHECK_MSG(st == 0, "%s: %s", kind, lmc_last_error());
+        memset(got, 0xff, sizeof got);
+        st = lmc_g4mtp_draft(d, &kv, ids[p], lmc_context_hidden(ctx, p - 1), p, len, got);
+        CHECK_MSG(st == 0, "%s: %s", kind, lmc_last_error());
+        n_calls++;
+        n_same += !memcmp(got, ref, (size_t)len * 4);
+        CHECK_MSG(!memcmp(got, ref, (size_t)len * 4), "%s: chained drafts differ at pos %d (len %d): %d %d %d vs %d %d %d",
+                  kind, p, len, got[0], got[1 % len], got[2 % len], ref[0], ref[1 % len], ref[2 % len]);
+        for (int j = 1; j < len; j++) distinct += ref[j] != ref[0];
+    }
+    CHECK_MSG(n_calls == 8, "%s: %d chained calls", kind, n_calls);
+    fprintf(stderr, "  %-8s %s drafts (%s): %d of %d calls equal to the host loop (%d ids differ from the first)\n",
+            kind, info.chained ? "chained" : "host-loop", bp.name, n_same, n_calls, distinct);
+    free(h); free(lg); free(ids); free(pos); free(sq); free(want);
+out:
+    lmc_context_free(ctx);
+    lmc_g4mtp_free(d);
+    lmc_model_free(tm);
+    if (be) lmc_backend_free(be);
+    free_rounds(&r);
+}
+
+static void chain_dense(void) { check_chain("dense"); }
+static void chain_centroid(void) { check_chain("centroid"); }
 static void recorded_dense(void) { check_recorded("dense"); }
 static void recorded_centroid(void) { check_recorded("centroid"); }
 static void handover_dense(void) { check_handover("dense"); }
@@ -785,6 +858,8 @@ int main(void) {
     RUN(handover_centroid);
     RUN(loop_dense);
     RUN(loop_centroid);
+    RUN(chain_dense);
+    RUN(chain_centroid);
     RUN(check_rollback);
     RUN(check_refusals);
     RUN(gguf_dense);
