@@ -362,6 +362,7 @@ jv jz_binop(jctx *c, const jnode *at, int op, jv a, jv b) {
         int64_t k = ival(a.t == JV_STR || a.t == JV_LIST ? b : a);
         if (k < 0) k = 0;
         size_t unit = seq.t == JV_STR ? seq.n : seq.u.l->n * sizeof(jv);
+        if (!unit) k = 0;  /* '' * n and [] * n are empty: no n-times loop (n can be 10**13) */
         if (unit && (uint64_t)k > c->lim.max_output / unit) jz_fail(c, at, "repetition result too large");
         if (seq.t == JV_STR) {
             jsb s; jsb_init(&s, c);
