@@ -96,17 +96,16 @@ static inline int quant_block(const float *x, int8_t *bt, int64_t n, float *d_ou
             _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(s), sign), _mm512_castps_si512(one)));
         iv[h] = _mm512_cvttps_epi32(_mm512_mask_add_ps(tr, up, tr, sg));
     }
-    int8_t q[32];
-    _mm_storeu_si128((void *)q, _mm512_cvtepi32_epi8(iv[0]));
-    _mm_storeu_si128((void *)(q + 16), _mm512_cvtepi32_epi8(iv[1]));
-    for (int r = 0; r < 8; r++) memcpy(bt + 64 * r + 4 * n, q + 4 * r, 4);
+    /* 32 codes = 8 dwords; dword r goes to row r (64 bytes apart) of the tile, column n */
+    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(iv[0])),
+                                              _mm512_cvtepi32_epi8(iv[1]), 1);
+    _mm256_i32scatter_epi32((int *)(void *)(bt + 4 * n), _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112), q, 4);
     *d_out = d;
     return _mm512_reduce_add_epi32(_mm512_add_epi32(iv[0], iv[1]));
 }
 
 void lmc_cpu_amx_int8_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
     const int64_t in = w->ne[0], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
-    memset(buf, 0, lmc_cpu_amx_int8_act_bytes(w, n_tok));
     int8_t *bt = buf;
     float *dx = (float *)(void *)((char *)buf + b_bytes(in, n_nt)), *xs = dx + (size_t)n_kb * (size_t)n_nt * 16;
     for (int64_t t = 0; t < n_tok; t++) {
@@ -119,6 +118,13 @@ void lmc_cpu_amx_int8_act_prepare(const lmc_tensor *w, const float *x, int64_t n
             xs[k] = d * (float)s;
         }
     }
+    for (int64_t t = n_tok; t < n_nt * 16; t++) /* padding tokens of the last tile: zero codes and scales */
+        for (int64_t kb = 0; kb < n_kb; kb++) {
+            int8_t *tile = bt + (size_t)(kb * n_nt + n_nt - 1) * BT_BYTES;
+            for (int r = 0; r < 8; r++) memset(tile + 64 * r + 4 * (t % 16), 0, 4);
+            dx[(size_t)kb * (size_t)n_nt * 16 + (size_t)t] = 0;
+            xs[(size_t)kb * (size_t)n_nt * 16 + (size_t)t] = 0;
+        }
 }
 
 static inline float h16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
@@ -221,6 +227,56 @@ static void unpack_row(const lmc_tensor *w, int64_t row, int m, int8_t *codes, f
     }
 }
 
+/* Q4_0 and MLX4, 16 whole rows: 4 rows' codes of a block in one vector (a 128-bit lane per
+ * row), nibbles split and put in element order, 128 bytes (4 panel rows) stored at once; the
+ * Q4_0 scales of the 16 rows by one gather per block. Same codes and scales as unpack_row. */
+static void unpack16_q4(const lmc_tensor *w, int64_t o, int8_t *codes, float *a, float *c) {
+    const int64_t n_kb = w->ne[0] / 32;
+    const size_t ld = w->nb[1];
+    const uint8_t *r0 = (const uint8_t *)w->data + (size_t)o * ld;
+    const int q40 = w->type == LMC_DTYPE_Q4_0;
+    const size_t bb = q40 ? 18 : 16, cod = q40 ? 2 : 0; /* block bytes, codes offset in the block */
+    const __m512i low4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(q40 ? 8 : 0);
+    const __m512i i0 = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), i1 = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    const __m512i rows_off =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32((int)ld));
+    for (int64_t kb = 0; kb < n_kb; kb++) {
+        const uint8_t *b = r0 + bb * (size_t)kb;
+        if (q40) {
+            const __m512i h = _mm512_i32gather_epi32(rows_off, b, 1);
+            _mm512_store_ps(a + kb * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+        }
+        for (int g = 0; g < 16; g += 4) {
+            __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const void *)(b + (size_t)g * ld + cod)));
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const void *)(b + (size_t)(g + 1) * ld + cod)), 1);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const void *)(b + (size_t)(g + 2) * ld + cod)), 2);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const void *)(b + (size_t)(g + 3) * ld + cod)), 3);
+            __m512i lo = _mm512_sub_epi8(_mm512_and_si512(v, low4), eight);
+            __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), eight);
+            if (!q40) { /* MLX4: byte j holds inputs 2j (low nibble), 2j + 1 (high) */
+                const __m512i e0 = _mm512_unpacklo_epi8(lo, hi), e1 = _mm512_unpackhi_epi8(lo, hi);
+                lo = e0;
+                hi = e1;
+            }
+            int8_t *dst = codes + kb * 512 + 32 * g;
+            _mm512_storeu_si512((void *)dst, _mm512_permutex2var_epi64(lo, i0, hi));
+            _mm512_storeu_si512((void *)(dst + 64), _mm512_permutex2var_epi64(lo, i1, hi));
+        }
+    }
+    if (!q40) {
+        const lmc_quant_mlx *q = w->aux;
+        for (int m = 0; m < 16; m++) {
+            const void *sr = (const char *)q->scales.data + (size_t)(o + m) * q->scales.nb[1];
+            const void *br = (const char *)q->biases.data + (size_t)(o + m) * q->biases.nb[1];
+            for (int64_t kb = 0; kb < n_kb; kb++) {
+                const int64_t gi = kb * 32 / q->group_size;
+                a[kb * 16 + m] = side_f32(q->scales.type, sr, gi);
+                c[kb * 16 + m] = side_f32(q->biases.type, br, gi);
+            }
+        }
+    }
+}
+
 typedef struct __attribute__((packed)) tilecfg {
     uint8_t palette, start_row;
     uint8_t reserved[14];
@@ -258,6 +314,15 @@ typedef struct __attribute__((packed)) tilecfg {
         _tile_zero(ct);                                                                          \
         TDP(ct, at, bt);                                                                         \
     } while (0)
+/* The four stored C tiles of steps s..s+3 (buffer (s/4) % 2) into the accumulators. */
+#define EPILOGUE4(s)                                                                             \
+    do {                                                                                         \
+        const int32_t *pb = cbuf + 1024 * (((s) / 4) & 1);                                       \
+        EPILOGUE(pb, a + (s) * 16, c + (s) * 16, (s) / spb * kstride);                           \
+        EPILOGUE(pb + 256, a + ((s) + 1) * 16, c + ((s) + 1) * 16, ((s) + 1) / spb * kstride);   \
+        EPILOGUE(pb + 512, a + ((s) + 2) * 16, c + ((s) + 2) * 16, ((s) + 2) / spb * kstride);   \
+        EPILOGUE(pb + 768, a + ((s) + 3) * 16, c + ((s) + 3) * 16, ((s) + 3) / spb * kstride);   \
+    } while (0)
 /* C tile ct of step s → cbuf (a buffer per tile), its scales into the accumulators. */
 #define DRAIN(ct, s)                                                                             \
     do {                                                                                         \
@@ -285,26 +350,26 @@ panel_k(float *y, const lmc_tensor *w, const int8_t *pk, const float *dxa, const
         REP16(ACC_DECL)
         const float *dx = dxa + (size_t)nt * 16, *xs = xsa + (size_t)nt * 16;
         const size_t kstride = (size_t)n_nt * 16; /* dx/xs floats per block */
-        /* K steps four at a time into C tiles 0-3 (A tiles 4/5, B tiles 6/7 alternating): the
-         * stores and epilogues of one group overlap the tile products still running, and a C
-         * tile is written again only a group after its store */
-        int s = 0;
+        /* K steps four at a time into C tiles 0-3 (A tiles 4/5, B tiles 6/7 alternating), stored
+         * to one of two buffers; the epilogue of a group runs after the next group's tile work is
+         * issued, so the vector units scale one group while the tile unit computes the next */
+        int s = 0, prev = -1;
         for (; s + 4 <= n_st; s += 4) {
             if (!codes && nt == 0 && o + 32 <= w->ne[1]) /* the next panel's lines of these blocks */
                 for (int m = 0; m < 16; m++) _mm_prefetch(wr + (16 + m) * ld + 34 * (s + 2), _MM_HINT_T0);
+            int32_t *cb = cbuf + 1024 * ((s / 4) & 1);
             ISSUE(0, 4, 6, s);
             ISSUE(1, 5, 7, s + 1);
             ISSUE(2, 4, 6, s + 2);
             ISSUE(3, 5, 7, s + 3);
-            _tile_stored(0, cbuf, 64);
-            _tile_stored(1, cbuf + 256, 64);
-            _tile_stored(2, cbuf + 512, 64);
-            _tile_stored(3, cbuf + 768, 64);
-            EPILOGUE(cbuf, a + s * 16, c + s * 16, s / spb * kstride);
-            EPILOGUE(cbuf + 256, a + (s + 1) * 16, c + (s + 1) * 16, (s + 1) / spb * kstride);
-            EPILOGUE(cbuf + 512, a + (s + 2) * 16, c + (s + 2) * 16, (s + 2) / spb * kstride);
-            EPILOGUE(cbuf + 768, a + (s + 3) * 16, c + (s + 3) * 16, (s + 3) / spb * kstride);
+            _tile_stored(0, cb, 64);
+            _tile_stored(1, cb + 256, 64);
+            _tile_stored(2, cb + 512, 64);
+            _tile_stored(3, cb + 768, 64);
+            if (prev >= 0) EPILOGUE4(prev);
+            prev = s;
         }
+        if (prev >= 0) EPILOGUE4(prev);
         for (; s < n_st; s++) {
             ISSUE(0, 4, 6, s);
             DRAIN(0, s);
@@ -341,13 +406,13 @@ int64_t lmc_cpu_amx_int8_rows(float *y, const lmc_tensor *w, const void *xp, int
                               float *scratch, size_t scratch_floats) {
     const int64_t in = w->ne[0], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
     const int n_st = (int)n_kb * steps_per_block(w->type);
-    /* scratch: 2 C tiles, the panel's codes, scales and offsets (64-byte aligned pieces) */
+    /* scratch: 2 × 4 C tiles, the panel's codes, scales and offsets (64-byte aligned pieces) */
     char *base = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    const size_t need = 64 + 4096 + (size_t)n_st * 512 + 2 * (size_t)n_st * 64;
+    const size_t need = 64 + 8192 + (size_t)n_st * 512 + 2 * (size_t)n_st * 64;
     if (need > scratch_floats * sizeof(float)) return o0;
     int32_t *cbuf = (int32_t *)(void *)base;
-    int8_t *codes = (int8_t *)(base + 4096);
-    float *a = (float *)(void *)(base + 4096 + (size_t)n_st * 512), *c = a + (size_t)n_st * 16;
+    int8_t *codes = (int8_t *)(base + 8192);
+    float *a = (float *)(void *)(base + 8192 + (size_t)n_st * 512), *c = a + (size_t)n_st * 16;
     const int8_t *pk = xp;
     const float *dx = (const float *)(const void *)((const char *)xp + b_bytes(in, n_nt));
     const float *xs = dx + (size_t)n_kb * (size_t)n_nt * 16;
@@ -361,14 +426,19 @@ int64_t lmc_cpu_amx_int8_rows(float *y, const lmc_tensor *w, const void *xp, int
     for (int64_t o = o0; o < o1; o += 16) {
         const int rows = o1 - o < 16 ? (int)(o1 - o) : 16;
         if (w->type == LMC_DTYPE_Q8_0 && rows == 16) {
-            for (int m = 0; m < 16; m++) {
-                const uint8_t *r = (const uint8_t *)w->data + (size_t)(o + m) * w->nb[1];
-                for (int64_t kb = 0; kb < n_kb; kb++) a[kb * 16 + m] = h16(r + 34 * kb);
+            /* the 16 rows' f16 block scales, one gather per block (a dword at each scale) */
+            const __m512i rows_off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                        _mm512_set1_epi32((int)w->nb[1]));
+            const char *r0 = (const char *)w->data + (size_t)o * w->nb[1];
+            for (int64_t kb = 0; kb < n_kb; kb++) {
+                const __m512i h = _mm512_i32gather_epi32(rows_off, r0 + 34 * kb, 1);
+                _mm512_store_ps(a + kb * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
             }
             panel(y, w, pk, dx, xs, n_tok, o, 16, NULL, a, c, cbuf);
             continue;
         }
-        for (int m = 0; m < rows; m++) unpack_row(w, o + m, m, codes, a, c);
+        if (rows == 16 && (w->type == LMC_DTYPE_Q4_0 || w->type == LMC_DTYPE_MLX4)) unpack16_q4(w, o, codes, a, c);
+        else for (int m = 0; m < rows; m++) unpack_row(w, o + m, m, codes, a, c);
         for (int m = rows; m < 16; m++) /* padding rows: zero codes and scales */
             for (int s = 0; s < n_st; s++) { memset(codes + (size_t)s * 512 + 32 * m, 0, 32); a[s * 16 + m] = 0; c[s * 16 + m] = 0; }
         panel(y, w, pk, dx, xs, n_tok, o, rows, codes, a, c, cbuf);
