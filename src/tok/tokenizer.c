@@ -299,13 +299,13 @@ static lmc_status parse_template(lmc_tokenizer *tok, post_step *ps, const cJSON 
         int n = cJSON_GetArraySize(ids);
         pi->ids = malloc((size_t)(n + 1) * sizeof *pi->ids);
         if (!pi->ids) return lmc_fail(LMC_ERR_NOMEM, "out of memory");
+        ps->n_items++;  /* counted before the ids are read: a bad id below must not leak pi->ids */
         const cJSON *x;
         cJSON_ArrayForEach(x, ids) {
             if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= (1 << 26))
                 return lmc_fail(LMC_ERR_FORMAT, "TemplateProcessing: special token ids must be non-negative integers");
             pi->ids[pi->n++] = x->valueint;
         }
-        ps->n_items++;
     }
     return LMC_OK;
 }
