@@ -1,8 +1,10 @@
-/* context.c — batches → forwards, with position checks and logits capture. */
+/* context.c — batches → forwards, with position checks and logits capture; the logits of small
+ * batches stay on the backend and are fetched or reduced there on demand. */
 #include "context.h"
 
 #include "tp_context.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +22,8 @@ lmc_status lmc_context_init(lmc_context **out, lmc_model *m, const lmc_context_p
     if (!ctx) return lmc_fail(LMC_ERR_NOMEM, "context");
     ctx->model = m;
     ctx->params = p;
+    const char *host = getenv("LMC_SAMPLE_HOST");
+    ctx->lazy_ok = !(host && strcmp(host, "1") == 0);
     lmc_status st = lmc_kv_init(&ctx->kv, m, p.n_ctx, p.n_seq, p.n_batch);
     if (st >= 0) st = lmc_forward_state_init(&ctx->fs, m, p.n_batch);
     if (st < 0) { lmc_context_free(ctx); return st; }
@@ -29,6 +33,7 @@ lmc_status lmc_context_init(lmc_context **out, lmc_model *m, const lmc_context_p
 
 void lmc_context_free(lmc_context *ctx) {
     if (!ctx) return;
+    if (ctx->red.data) ctx->model->be->i->release(ctx->model->be, &ctx->red);
     lmc_forward_state_free(&ctx->fs);
     lmc_kv_free(&ctx->kv);
     lmc_tp_context_free(ctx->tp); /* after rank 0's cache and scratch, which live on its backend */
@@ -86,6 +91,16 @@ lmc_status lmc_context_decode(lmc_context *ctx, const lmc_batch *b) {
     if (st >= 0 && !want) st = lmc_fail(LMC_ERR_NOMEM, "batch");
     for (int i = 0; want && i < b->n_tokens; i++)
         want[i] = b->want_logits ? b->want_logits[i] != 0 : i == b->n_tokens - 1;
+    /* The rows may stay on the backend when they are few and all in the last forward. */
+    ctx->dev_logits = 0;
+    ctx->argmax_done = 0;
+    ctx->fetched = 0;
+    int first_want = b->n_tokens;
+    for (int i = 0; want && i < b->n_tokens; i++)
+        if (want[i]) { first_want = i; break; }
+    const int last0 = (b->n_tokens - 1) / ctx->params.n_batch * ctx->params.n_batch;
+    const int lazy = ctx->lazy_ok && !ctx->tp && !(ctx->params.no_logits && ctx->params.want_hidden) &&
+                     n_want >= 1 && n_want <= LMC_LOGITS_CHUNK && first_want >= last0;
     /* Forwards of at most n_batch tokens, in order. */
     for (int i0 = 0; st >= 0 && i0 < b->n_tokens; i0 += ctx->params.n_batch) {
         int n = b->n_tokens - i0 < ctx->params.n_batch ? b->n_tokens - i0 : ctx->params.n_batch;
@@ -95,8 +110,11 @@ lmc_status lmc_context_decode(lmc_context *ctx, const lmc_batch *b) {
         float *lg = ctx->params.no_logits && ctx->params.want_hidden ? NULL
                                                                      : ctx->logits + (size_t)ctx->n_logits * c->vocab_size;
         float *hd = ctx->params.want_hidden ? ctx->hidden + (size_t)ctx->n_logits * c->hidden_size : NULL;
-        st = ctx->tp ? lmc_tp_context_forward(ctx->tp, &sub, lg, hd, &got)
-                     : lmc_forward(&ctx->fs, ctx->kv.k, ctx->kv.v, &sub, lg, hd, &got);
+        int kept = 0;
+        if (ctx->tp) st = lmc_tp_context_forward(ctx->tp, &sub, lg, hd, &got);
+        else if (lazy && i0 == last0) st = lmc_forward_keep(&ctx->fs, ctx->kv.k, ctx->kv.v, &sub, lg, hd, &got, &kept);
+        else st = lmc_forward(&ctx->fs, ctx->kv.k, ctx->kv.v, &sub, lg, hd, &got);
+        if (kept) ctx->dev_logits = 1;
         ctx->n_logits += got;
     }
     free(want);
@@ -105,9 +123,93 @@ lmc_status lmc_context_decode(lmc_context *ctx, const lmc_batch *b) {
     return st;
 }
 
-const float *lmc_context_logits(const lmc_context *ctx, int i) {
+const float *lmc_context_logits(const lmc_context *cctx, int i) {
+    LMC_ASSERT(i >= 0 && i < cctx->n_logits);
+    /* the row cache is logical state: a context is never defined const, only passed as one */
+    lmc_context *ctx = (lmc_context *)cctx;
+    const int64_t V = ctx->model->cfg.vocab_size;
+    if (ctx->dev_logits && !ctx->fetched) {
+        lmc_backend *be = ctx->model->be;
+        be->i->get(be, ctx->logits, &ctx->fs.logits, 0, (size_t)ctx->n_logits * V * sizeof(float));
+        if (be->i->sync(be) < 0) return NULL;
+        ctx->fetched = 1;
+    }
+    return ctx->logits + (size_t)i * V;
+}
+
+/* The reduction results' buffer on the backend (f32 [2·256 + 4]), allocated on first use. */
+static lmc_status red_buffer(lmc_context *ctx) {
+    if (ctx->red.data) return LMC_OK;
+    ctx->red = lmc_tensor_make(LMC_DTYPE_F32, 2 * LMC_SAMPLE_TOPK_MAX + 4, 1, 1, 1);
+    lmc_status st = ctx->model->be->i->alloc(ctx->model->be, &ctx->red);
+    if (st < 0) ctx->red.data = NULL;
+    return st;
+}
+
+/* A view of n elements of type t at element offset off of the reduction buffer. */
+static lmc_tensor red_view(lmc_context *ctx, lmc_dtype t, int64_t ne0, int64_t ne1, int64_t off) {
+    lmc_tensor v = lmc_tensor_make(t, ne0, ne1, 1, 1);
+    v.data = (float *)ctx->red.data + off;
+    return v;
+}
+
+int32_t lmc_context_argmax(lmc_context *ctx, int i) {
     LMC_ASSERT(i >= 0 && i < ctx->n_logits);
-    return ctx->logits + (size_t)i * ctx->model->cfg.vocab_size;
+    lmc_backend *be = ctx->model->be;
+    const int64_t V = ctx->model->cfg.vocab_size;
+    if (!ctx->dev_logits || ctx->fetched || !be->i->argmax) {
+        const float *row = lmc_context_logits(ctx, i);
+        return row ? lmc_argmax(row, (int)V) : LMC_ERR_IO;
+    }
+    if (!ctx->argmax_done) {
+        /* every row of the decode at once (a speculative verification asks for each) */
+        LMC_TRY(red_buffer(ctx));
+        const int n = ctx->n_logits;
+        lmc_tensor x = lmc_tensor_rows(&ctx->fs.logits, 0, n), ids = red_view(ctx, LMC_DTYPE_I32, n, 1, 0);
+        be->i->argmax(be, &ids, &x);
+        be->i->get(be, ctx->argmax_ids, &ids, 0, (size_t)n * sizeof(int32_t));
+        LMC_TRY(be->i->sync(be));
+        ctx->argmax_done = 1;
+    }
+    return ctx->argmax_ids[i];
+}
+
+lmc_status lmc_context_topk(lmc_context *ctx, int i, int k, float scale, int32_t *ids, float *vals, double *sum) {
+    LMC_ASSERT(i >= 0 && i < ctx->n_logits && k >= 1 && k <= LMC_SAMPLE_TOPK_MAX);
+    lmc_backend *be = ctx->model->be;
+    if (!ctx->dev_logits || !be->i->topk) return LMC_ERR_UNSUPPORTED;
+    LMC_TRY(red_buffer(ctx));
+    lmc_tensor x = lmc_tensor_rows(&ctx->fs.logits, i, 1);
+    lmc_tensor ti = red_view(ctx, LMC_DTYPE_I32, k, 1, 0), tv = red_view(ctx, LMC_DTYPE_F32, k, 1, k),
+               ts = red_view(ctx, LMC_DTYPE_F32, 4, 1, 2 * k);
+    be->i->topk(be, &ti, &tv, &ts, &x, k, scale);
+    float buf[2 * LMC_SAMPLE_TOPK_MAX + 4];
+    be->i->get(be, buf, &ctx->red, 0, (size_t)(2 * k + 4) * sizeof(float));
+    LMC_TRY(be->i->sync(be));
+    memcpy(ids, buf, (size_t)k * sizeof *ids);
+    memcpy(vals, buf + k, (size_t)k * sizeof *vals);
+    *sum = (double)buf[2 * k + 1] + (double)buf[2 * k + 2];
+    return LMC_OK;
+}
+
+int32_t lmc_context_sample(lmc_context *ctx, int i, lmc_sampler *s) {
+    int k;
+    float scale;
+    const lmc_sample_plan plan = lmc_sampler_plan(s, &k, &scale);
+    if (plan == LMC_PLAN_ARGMAX) return lmc_context_argmax(ctx, i);
+    if (plan == LMC_PLAN_TOPK && ctx->dev_logits && !ctx->fetched) {
+        int32_t ids[LMC_SAMPLE_TOPK_MAX];
+        float vals[LMC_SAMPLE_TOPK_MAX];
+        double sum;
+        lmc_status st = lmc_context_topk(ctx, i, k, scale, ids, vals, &sum);
+        if (st < 0 && st != LMC_ERR_UNSUPPORTED) return st;
+        if (st >= 0) {
+            int32_t t = lmc_sampler_sample_topk(s, ids, vals, k, sum);
+            if (t >= 0) return t;
+        }
+    }
+    const float *row = lmc_context_logits(ctx, i);
+    return row ? lmc_sampler_sample(s, row) : LMC_ERR_IO;
 }
 
 const float *lmc_context_hidden(const lmc_context *ctx, int i) {

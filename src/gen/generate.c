@@ -1,4 +1,5 @@
-/* generate.c — prefill + sampled decode for one sequence. */
+/* generate.c — prefill + sampled decode for one sequence (sampling through the context: on the
+ * backend where the logits stayed there). */
 #include "generate.h"
 
 #include <stdlib.h>
@@ -55,10 +56,13 @@ lmc_status lmc_generate(lmc_context *ctx, const int32_t *prompt, int n_prompt, c
     double t1 = lmc_now_s();
     stats->t_prompt_s = t1 - t0;
     for (int i = 0; st >= 0 && i < p->n_predict; i++) {
-        const float *logits = lmc_context_logits(ctx, 0);
-        int32_t tok = lmc_sampler_sample(smp, logits);
+        /* on the backend where the logits stayed there (the same token as from the full row) */
+        int32_t tok = lmc_context_sample(ctx, 0, smp);
+        if (tok < 0) { st = tok; break; }
         lmc_sampler_accept(smp, tok);
         stats->n_generated++;
+        const float *logits = fn ? lmc_context_logits(ctx, 0) : NULL; /* the callback reads the row */
+        if (fn && !logits) { st = LMC_ERR_IO; break; }
         int stop = fn ? fn(tok, logits, V, ud) : 0;
         if (!p->ignore_eos && is_stop(p, tok)) { stats->stopped_by_eos = 1; break; }
         if (stop || i + 1 == p->n_predict) break;

@@ -99,6 +99,53 @@ static int cand_desc(const void *a, const void *b) {
     return x->id - y->id;
 }
 
+/* Margin on cumulative probabilities decided from a normaliser summed in another order than the
+ * host path's: the two sums of ≤ 2²⁰ positive terms differ by < 1e-10 relative. */
+#define SAMPLE_MARGIN 1e-9
+
+/* The filters after the sorted candidates cands[0..n) (top-k already applied when k_cut), then
+ * the draw: the host path's arithmetic. mode 0: exact (the host path itself, or the candidates
+ * of a top-k); mode 1: total came from another summation order (decisions on it need
+ * SAMPLE_MARGIN); mode 2: as 1, and cands is only a prefix of the host's list, so every
+ * decision must fall inside it. -1 (the generator untouched) when undecided. */
+static int32_t finish(lmc_sampler *s, int n, int k_cut, float mx, double total, int mode) {
+    /* normaliser: the top-k set when top-k cut, else the whole vocabulary */
+    double kept = 0;
+    if (k_cut) for (int i = 0; i < n; i++) kept += exp((double)s->cands[i].logit - mx);
+    else kept = total;
+    int decided = mode < 2; /* n is the host's own count */
+    if (s->p.top_p < 1) {
+        double cum = 0, prev = 0;
+        int cut = n, found = 0;
+        for (int i = 0; i < n; i++) {
+            cum += exp((double)s->cands[i].logit - mx) / kept;
+            if (cum >= s->p.top_p) { cut = i + 1; found = 1; break; }
+            prev = cum;
+        }
+        if (mode > 0 && (!found || cum - SAMPLE_MARGIN < s->p.top_p || prev + SAMPLE_MARGIN >= s->p.top_p)) return -1;
+        if (found) decided = 1;
+        n = cut;
+    }
+    if (s->p.min_p > 0) {
+        int cut = 1, brk = 0; /* keep p ≥ min_p · p_top, i.e. exp(l - l_top) ≥ min_p */
+        for (int i = 1; i < n; i++) {
+            double rel = exp((double)s->cands[i].logit - s->cands[0].logit);
+            if (rel >= s->p.min_p) cut = i + 1; else { brk = 1; break; }
+        }
+        if (brk) decided = 1;
+        n = cut;
+    }
+    if (!decided) return -1;
+    double z = 0;
+    for (int i = 0; i < n; i++) z += exp((double)s->cands[i].logit - mx);
+    double r = next_unit(s->rng) * z, acc = 0;
+    for (int i = 0; i < n; i++) {
+        acc += exp((double)s->cands[i].logit - mx);
+        if (r < acc) return s->cands[i].id;
+    }
+    return s->cands[n - 1].id;
+}
+
 int32_t lmc_sampler_sample(lmc_sampler *s, const float *logits) {
     const int V = s->n_vocab;
     float *w = s->work;
@@ -144,33 +191,46 @@ int32_t lmc_sampler_sample(lmc_sampler *s, const float *logits) {
     }
     qsort(s->cands, (size_t)n, sizeof *s->cands, cand_desc);
     if (n > k) n = k;
-    /* normaliser: the top-k set when top-k cut, else the whole vocabulary */
-    double kept = 0;
-    if (k < V) for (int i = 0; i < n; i++) kept += exp((double)s->cands[i].logit - mx);
-    else kept = total;
-    if (s->p.top_p < 1) {
-        double cum = 0;
-        int cut = n;
-        for (int i = 0; i < n; i++) {
-            cum += exp((double)s->cands[i].logit - mx) / kept;
-            if (cum >= s->p.top_p) { cut = i + 1; break; }
-        }
-        n = cut;
+    return finish(s, n, k < V, mx, total, 0);
+}
+
+lmc_sample_plan lmc_sampler_plan(const lmc_sampler *s, int *k, float *scale) {
+    const int V = s->n_vocab;
+    *k = 0;
+    *scale = 1.0f;
+    if (s->p.repetition_penalty != 1.0f) return LMC_PLAN_FULL;
+    if (s->p.temperature <= 0) return LMC_PLAN_ARGMAX;
+    *scale = 1.0f / s->p.temperature; /* the host path's inv_t */
+    const int kk = s->p.top_k > 0 && s->p.top_k < V ? s->p.top_k : V;
+    if (kk < V) {
+        if (kk > LMC_SAMPLE_TOPK_MAX) return LMC_PLAN_FULL;
+        *k = kk;
+        return LMC_PLAN_TOPK;
     }
-    if (s->p.min_p > 0) {
-        int cut = 1; /* keep p ≥ min_p · p_top, i.e. exp(l - l_top) ≥ min_p */
-        for (int i = 1; i < n; i++) {
-            double rel = exp((double)s->cands[i].logit - s->cands[0].logit);
-            if (rel >= s->p.min_p) cut = i + 1; else break;
-        }
-        n = cut;
+    /* no top-k: top-p / min-p may be decided by the best few; plain sampling needs the whole row
+     * unless the row fits the candidates */
+    if (s->p.top_p < 1 || s->p.min_p > 0 || V <= LMC_SAMPLE_TOPK_MAX) {
+        *k = V < LMC_SAMPLE_TOPK_MAX ? V : LMC_SAMPLE_TOPK_MAX;
+        return LMC_PLAN_TOPK;
     }
-    double z = 0;
-    for (int i = 0; i < n; i++) z += exp((double)s->cands[i].logit - mx);
-    double r = next_unit(s->rng) * z, acc = 0;
+    return LMC_PLAN_FULL;
+}
+
+int32_t lmc_sampler_sample_topk(lmc_sampler *s, const int32_t *ids, const float *vals, int k, double sum) {
+    const int V = s->n_vocab;
+    const int kk = s->p.top_k > 0 && s->p.top_k < V ? s->p.top_k : V;
+    if (s->p.repetition_penalty != 1.0f || s->p.temperature <= 0 || k < 1 || (kk < V && k != kk)) return -1;
+    int n = 0;
+    while (n < k && ids[n] >= 0 && ids[n] < V) n++;
+    /* a NaN or an infinity anywhere in the row (sum not finite): the host path decides */
+    if (n == 0 || !isfinite(vals[0]) || !isfinite(sum)) return -1;
     for (int i = 0; i < n; i++) {
-        acc += exp((double)s->cands[i].logit - mx);
-        if (r < acc) return s->cands[i].id;
+        s->cands[i].logit = vals[i];
+        s->cands[i].id = ids[i];
     }
-    return s->cands[n - 1].id;
+    /* with top-k the candidates are the host's list exactly; without, the normaliser is the
+     * whole row's sum (summed in another order): decisions on it need a margin, and a list
+     * shorter than the row must contain every decision */
+    if (kk < V) return finish(s, n, 1, vals[0], sum, 0);
+    return finish(s, n, 0, vals[0], sum, n < V ? 2 : 1);
 }

@@ -196,9 +196,20 @@ static void emit(spec_run *r, int32_t tok, const float *logits) {
     if (stop || r->stats->gen.n_generated >= r->gp->n_predict) r->done = 1;
 }
 
-/* The target's own choice from a row of logits (greedy or a draw from its distribution). */
-static int32_t target_pick(spec_run *r, const float *logits) {
-    if (r->greedy) return lmc_sampler_sample(r->smp, logits);
+/* Wanted row `row` of the target's last decode on the host: when a draw or the callback reads it
+ * (greedy choices reduce it on the backend). NULL with *st set when the copy failed. */
+static const float *target_row(spec_run *r, lmc_context *ctx, int row, lmc_status *st) {
+    if (r->greedy && !r->fn) return NULL;
+    const float *lg = lmc_context_logits(ctx, row);
+    if (!lg) *st = LMC_ERR_IO;
+    return lg;
+}
+
+/* The target's own choice from row `row` (logits: the row on the host when target_row gave it):
+ * greedy through the context (lmc_context_sample: the same token as from the full row) or a
+ * draw from its distribution. Negative: an error. */
+static int32_t target_pick(spec_run *r, lmc_context *ctx, int row, const float *logits) {
+    if (r->greedy) return lmc_context_sample(ctx, row, r->smp);
     lmc_spec_probs(&r->gp->sampler, r->hist, r->n_hist, logits, r->V, r->p, r->scratch);
     return draw(r->p, r->V, 1.0, rng_unit(&r->rng));
 }
@@ -283,9 +294,11 @@ lmc_status lmc_spec_generate(lmc_context *ctx, lmc_draft_source *ds, const int32
     double t1 = lmc_now_s();
     stats->gen.t_prompt_s = t1 - t0;
     if (st >= 0 && gp->n_predict > 0) {
-        const float *lg = lmc_context_logits(ctx, 0);
+        const float *lg = target_row(&r, ctx, 0, &st);
         if (needs_hidden) memcpy(hidden, lmc_context_hidden(ctx, 0), (size_t)r.D * sizeof *hidden);
-        emit(&r, target_pick(&r, lg), lg);
+        int32_t t = st >= 0 ? target_pick(&r, ctx, 0, lg) : st;
+        if (t < 0) st = t;
+        else emit(&r, t, lg);
     } else {
         r.done = 1;
     }
@@ -327,12 +340,19 @@ lmc_status lmc_spec_generate(lmc_context *ctx, lmc_draft_source *ds, const int32
         /* accept left to right; the first rejection (or the row after the last draft) gives the target's token */
         int n_acc = 0, last = 0;
         for (int row = 0; row <= k && !r.done; row++) {
-            const float *lg = lmc_context_logits(ctx, row);
+            const float *lg = target_row(&r, ctx, row, &st);
+            if (st < 0) break;
             last = row;
-            if (row == k) { emit(&r, target_pick(&r, lg), lg); break; }
+            if (row == k) {
+                int32_t t = target_pick(&r, ctx, row, lg);
+                if (t < 0) st = t;
+                else emit(&r, t, lg);
+                break;
+            }
             int32_t d = draft[row], t;
             if (r.greedy) {
-                t = lmc_sampler_sample(r.smp, lg);
+                t = lmc_context_sample(ctx, row, r.smp);
+                if (t < 0) { st = t; break; }
             } else {
                 lmc_spec_probs(&gp->sampler, r.hist, r.n_hist, lg, V, r.p, r.scratch);
                 double u = rng_unit(&r.rng), u2 = rng_unit(&r.rng);
@@ -342,6 +362,7 @@ lmc_status lmc_spec_generate(lmc_context *ctx, lmc_draft_source *ds, const int32
             if (t != d) break;
             n_acc++;
         }
+        if (st < 0) break;
         stats->n_accepted += n_acc;
         if (needs_hidden) memcpy(hidden, lmc_context_hidden(ctx, last), (size_t)r.D * sizeof *hidden);
         /* roll back: keep the KV of every token but the newest (it leads the next batch) */

@@ -418,8 +418,11 @@ static int step_recorded(lmc_forward_state *fs, lmc_tensor *kc, lmc_tensor *vc, 
     return be->i->graph_replay(be, r->g);
 }
 
-lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
-                       float *logits_out, float *hidden_out, int *n_out) {
+/* lmc_forward and lmc_forward_keep: keep = leave the logits rows on the backend when they fit one
+ * LM-head chunk (*kept then says so). */
+static lmc_status forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
+                          float *logits_out, float *hidden_out, int *n_out, int keep, int *kept) {
+    *kept = 0;
     if (fs->g4) return lmc_gemma4_forward(fs, k_cache, v_cache, b, logits_out, hidden_out, n_out);
     const lmc_model *m = fs->m;
     const lmc_config *c = &m->cfg;
@@ -459,16 +462,33 @@ lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v
     if (logits_out && n_sel > 0 && n_sel <= LMC_LOGITS_CHUNK && n <= LMC_STEP_REC_MAX && step_recordable(fs) &&
         step_recorded(fs, k_cache, v_cache, n, n_sel, use_long)) {
         if (hidden_out) be->i->get(be, hidden_out, &fs->h, 0, (size_t)n_sel * c->hidden_size * 4);
-        be->i->get(be, logits_out, &fs->logits, 0, (size_t)n_sel * c->vocab_size * 4);
+        if (keep) *kept = 1; /* the rows stay in fs->logits */
+        else be->i->get(be, logits_out, &fs->logits, 0, (size_t)n_sel * c->vocab_size * 4);
         return be->i->sync(be);
     }
     step_body(fs, k_cache, v_cache, n, n_sel, use_long);
     if (n_sel == 0) return be->i->sync(be);
     if (hidden_out) be->i->get(be, hidden_out, &fs->h, 0, (size_t)n_sel * c->hidden_size * 4);
+    if (keep && logits_out && n_sel <= LMC_LOGITS_CHUNK) {
+        lm_head_chunk(fs, 0, n_sel);
+        *kept = 1;
+        return be->i->sync(be);
+    }
     for (int r0 = 0; logits_out && r0 < n_sel; r0 += LMC_LOGITS_CHUNK) {
         const int nr = n_sel - r0 < LMC_LOGITS_CHUNK ? n_sel - r0 : LMC_LOGITS_CHUNK;
         lm_head_chunk(fs, r0, nr);
         be->i->get(be, logits_out + (size_t)r0 * c->vocab_size, &fs->logits, 0, (size_t)nr * c->vocab_size * 4);
     }
     return be->i->sync(be);
+}
+
+lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
+                       float *logits_out, float *hidden_out, int *n_out) {
+    int kept;
+    return forward(fs, k_cache, v_cache, b, logits_out, hidden_out, n_out, 0, &kept);
+}
+
+lmc_status lmc_forward_keep(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
+                            float *logits_out, float *hidden_out, int *n_out, int *kept) {
+    return forward(fs, k_cache, v_cache, b, logits_out, hidden_out, n_out, 1, kept);
 }

@@ -249,24 +249,31 @@ static int mask_json(lmc_sched *s, lmc_srv_req *r) {
     return any;
 }
 
-/* Logits → token for the request in slot i, with OpenAI's penalties, logit_bias and JSON mode. */
-static int32_t sample(lmc_sched *s, lmc_srv_req *r, const float *logits) {
-    const float *l = logits;
-    if (r->counts || r->n_bias || r->json_mode) {
-        memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
-        if (r->counts)
-            for (int v = 0; v < s->n_vocab; v++)
-                if (r->counts[v])
-                    s->work[v] -= r->presence_penalty + r->frequency_penalty * (float)r->counts[v];
-        for (int k = 0; k < r->n_bias; k++)
-            if (r->bias_id[k] >= 0 && r->bias_id[k] < s->n_vocab) s->work[r->bias_id[k]] += r->bias_val[k];
-        l = s->work;
-        if (r->json_mode && !mask_json(s, r)) {
-            const lmc_config *c = &s->p.model->cfg;
-            return c->n_eos > 0 ? c->eos_token_ids[0] : lmc_tokenizer_eos_id(s->p.tok);
-        }
+/* Wanted row `row` of the last decode → token for request r, with OpenAI's penalties, logit_bias
+ * and JSON mode (these edit the full row); a plain request samples through the context (on the
+ * backend when the logits stayed there: the same token). Negative: the row could not be read. */
+static int32_t sample(lmc_sched *s, lmc_srv_req *r, int row) {
+    int32_t t;
+    if (!r->counts && !r->n_bias && !r->json_mode) {
+        t = lmc_context_sample(s->ctx, row, r->sampler);
+        if (t < 0) return t;
+        lmc_sampler_accept(r->sampler, t);
+        return t;
     }
-    int32_t t = lmc_sampler_sample(r->sampler, l);
+    const float *logits = lmc_context_logits(s->ctx, row);
+    if (!logits) return LMC_ERR_IO;
+    memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
+    if (r->counts)
+        for (int v = 0; v < s->n_vocab; v++)
+            if (r->counts[v])
+                s->work[v] -= r->presence_penalty + r->frequency_penalty * (float)r->counts[v];
+    for (int k = 0; k < r->n_bias; k++)
+        if (r->bias_id[k] >= 0 && r->bias_id[k] < s->n_vocab) s->work[r->bias_id[k]] += r->bias_val[k];
+    if (r->json_mode && !mask_json(s, r)) {
+        const lmc_config *c = &s->p.model->cfg;
+        return c->n_eos > 0 ? c->eos_token_ids[0] : lmc_tokenizer_eos_id(s->p.tok);
+    }
+    t = lmc_sampler_sample(r->sampler, s->work);
     int n;
     const char *txt;
     if (r->json_mode && t >= 0 && t < s->n_vocab && (txt = tok_text(s, r, t, &n)) && n > 0) {
@@ -307,13 +314,15 @@ static void record_logprob(lmc_sched *s, lmc_srv_req *r, const float *l, int32_t
 }
 
 /* A token was sampled for slot i: emit its text and decide whether the request ends. */
-static void on_token(lmc_sched *s, int i, int32_t t, const float *logits, double now) {
+/* Token t of slot i, sampled from wanted row `row` of the last decode (read for logprobs). */
+static void on_token(lmc_sched *s, int i, int32_t t, int row, double now) {
     slot *sl = &s->slots[i];
     lmc_srv_req *r = sl->req;
     r->n_gen++;
     if (r->n_gen == 1) r->t_first_token = now;
     if (!r->ignore_eos && is_eos(s, t)) { retire(s, i, LMC_FINISH_STOP); return; }
-    if (r->logprobs) record_logprob(s, r, logits, t);
+    const float *logits = r->logprobs ? lmc_context_logits(s->ctx, row) : NULL;
+    if (logits) record_logprob(s, r, logits, t);
     if (r->detok) {
         char *piece = NULL;
         size_t n = 0;
@@ -419,15 +428,17 @@ static int run_batch(lmc_sched *s, int n, int n_rows, int hidden_only) {
              * keep going while the sample equals the next draft — rejection sampling for one-hot drafts */
             const int k = sl->spec_k, base = sl->n_tokens - (k + 1);
             sl->spec_k = 0;
+            int failed = 0;
             for (int j = 0; j <= k; j++) {
                 sl->n_tokens = base + j + 1; /* next_tok and the drafts accepted so far */
-                const float *lg = lmc_context_logits(s->ctx, row + j);
-                int32_t t = sample(s, sl->req, lg);
+                int32_t t = sample(s, sl->req, row + j);
+                if (t < 0) { fail_slot(s, i, "reading the logits failed"); failed = 1; break; }
                 n_gen++;
-                on_token(s, i, t, lg, now);
+                on_token(s, i, t, row + j, now);
                 if (j < k && t == sl->spec_d[j]) n_acc++;
                 if (!sl->req || j == k || t != sl->spec_d[j]) break;
             }
+            if (failed) { row += k; continue; }
             lmc_kv_truncate(&s->ctx->kv, i, sl->n_tokens); /* drop the rejected drafts' K/V */
             if (sl->hidden) memcpy(sl->hidden, lmc_context_hidden(s->ctx, row + (sl->n_tokens - base - 1)),
                                    (size_t)s->p.model->cfg.hidden_size * sizeof(float));
@@ -435,11 +446,11 @@ static int run_batch(lmc_sched *s, int n, int n_rows, int hidden_only) {
             row += k;
             continue;
         }
-        const float *logits = lmc_context_logits(s->ctx, row);
         if (sl->hidden) memcpy(sl->hidden, lmc_context_hidden(s->ctx, row), (size_t)s->p.model->cfg.hidden_size * sizeof(float));
-        int32_t t = sample(s, s->slots[i].req, logits);
+        int32_t t = sample(s, s->slots[i].req, row);
+        if (t < 0) { fail_slot(s, i, "reading the logits failed"); continue; }
         n_gen++;
-        on_token(s, i, t, logits, now);
+        on_token(s, i, t, row, now);
     }
     pthread_mutex_lock(&s->mu);
     if (hidden_only) s->st.hidden_only_rows += (uint64_t)n_rows;
