@@ -1,5 +1,5 @@
-/* cpu_amx.c — prefill on AMX tiles (bf16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4, MLX8 weights),
- * keeping the f32 activations exact.
+/* cpu_amx.c — prefill on AMX bf16 tiles (bf16 weights; Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4, MLX8
+ * only with LMC_CPU_AMX_INT8=0, else they take cpu_amx_int8.c), keeping the f32 activations exact.
  *
  * A tile product C[16 outputs × 16 tokens] += W[16 rows × 32 inputs] · Xᵀ takes the
  * weight rows straight from memory (bf16, row stride nb[1]) as the A tile. The
@@ -12,6 +12,8 @@
  * Block types use one K step per 32-input block: its integer codes (exact in bf16)
  * are unpacked into the A tile and each output row adds a·T + c·Σx in f32 for its
  * block's affine map (scale a, offset c), so they too get f32-exact products.
+ * LMC_CPU_AMX_BF16_PARTS=2 or 1 makes bf16 weights use only the first 2 parts (16 significand
+ * bits of each activation) or 1 (activations rounded to bf16): not exact, for measurements.
  * Linux needs one arch_prctl per process before tiles may be used; without it (or
  * without AMX-BF16 in CPUID, or with LMC_CPU_AMX=0 in the environment) prefill stays
  * on sgemm. Each calling thread loads its own tile configuration and releases it.
@@ -184,18 +186,22 @@ typedef struct __attribute__((packed)) tilecfg {
 } tilecfg;
 
 /* Two weight-row blocks (tmm4, tmm5) × one token tile: the activation tile (tmm6 / tmm7
- * alternating) feeds both blocks. */
+ * alternating) feeds both blocks. `parts` (1-3) of the activations' bf16 parts are used. */
 #define DP2(ca, cb, kb, nt)                                                 \
     do {                                                                    \
         _tile_loadd(6, pk + tile_off(kb, nt, 0, n_nt), 64);                 \
         _tile_dpbf16ps(ca, 4, 6);                                           \
         _tile_dpbf16ps(cb, 5, 6);                                           \
-        _tile_loadd(7, pk + tile_off(kb, nt, 1, n_nt), 64);                 \
-        _tile_dpbf16ps(ca, 4, 7);                                           \
-        _tile_dpbf16ps(cb, 5, 7);                                           \
-        _tile_loadd(6, pk + tile_off(kb, nt, 2, n_nt), 64);                 \
-        _tile_dpbf16ps(ca, 4, 6);                                           \
-        _tile_dpbf16ps(cb, 5, 6);                                           \
+        if (parts > 1) {                                                    \
+            _tile_loadd(7, pk + tile_off(kb, nt, 1, n_nt), 64);             \
+            _tile_dpbf16ps(ca, 4, 7);                                       \
+            _tile_dpbf16ps(cb, 5, 7);                                       \
+        }                                                                   \
+        if (parts > 2) {                                                    \
+            _tile_loadd(6, pk + tile_off(kb, nt, 2, n_nt), 64);             \
+            _tile_dpbf16ps(ca, 4, 6);                                       \
+            _tile_dpbf16ps(cb, 5, 6);                                       \
+        }                                                                   \
     } while (0)
 
 /* One weight-row block (tmm4) × one token tile. */
@@ -203,11 +209,27 @@ typedef struct __attribute__((packed)) tilecfg {
     do {                                                                    \
         _tile_loadd(6, pk + tile_off(kb, nt, 0, n_nt), 64);                 \
         _tile_dpbf16ps(cc, 4, 6);                                           \
-        _tile_loadd(7, pk + tile_off(kb, nt, 1, n_nt), 64);                 \
-        _tile_dpbf16ps(cc, 4, 7);                                           \
-        _tile_loadd(6, pk + tile_off(kb, nt, 2, n_nt), 64);                 \
-        _tile_dpbf16ps(cc, 4, 6);                                           \
+        if (parts > 1) {                                                    \
+            _tile_loadd(7, pk + tile_off(kb, nt, 1, n_nt), 64);             \
+            _tile_dpbf16ps(cc, 4, 7);                                       \
+        }                                                                   \
+        if (parts > 2) {                                                    \
+            _tile_loadd(6, pk + tile_off(kb, nt, 2, n_nt), 64);             \
+            _tile_dpbf16ps(cc, 4, 6);                                       \
+        }                                                                   \
     } while (0)
+
+/* Parts of the activations the bf16-weight tiles use: 3 (default: exact), or with
+ * LMC_CPU_AMX_BF16_PARTS=2 hi + lo (16 significand bits) or =1 the activations rounded to
+ * bf16 (as llama.cpp's and PyTorch's bf16 paths do) — for measurements, see docs/BENCHMARKS.md. */
+static int bf16_parts(void) {
+    static int p = 0;
+    if (!p) {
+        const char *e = getenv("LMC_CPU_AMX_BF16_PARTS");
+        p = e && (e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : 3;
+    }
+    return p;
+}
 
 /* Partial sums live in cbuf between K chunks: tile (row block rb, token tile nt) at
  * cbuf + (rb·n_nt + nt)·256 (16 outputs × 16 tokens). */
@@ -226,6 +248,7 @@ int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int
     const int64_t in = w->ne[0], out = w->ne[1], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
     const size_t ld = w->nb[1];
     const char *pk = xp;
+    const int parts = bf16_parts();
     int64_t P = (int64_t)(cbuf_floats / ((size_t)n_nt * 256)) * 16; /* rows whose partial sums fit */
     if (P > 256) P = 256;
     P -= P % 32;

@@ -406,13 +406,14 @@ int64_t lmc_cpu_amx_int8_rows(float *y, const lmc_tensor *w, const void *xp, int
                               float *scratch, size_t scratch_floats) {
     const int64_t in = w->ne[0], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
     const int n_st = (int)n_kb * steps_per_block(w->type);
-    /* scratch: 2 × 4 C tiles, the panel's codes, scales and offsets (64-byte aligned pieces) */
+    /* scratch: the panel's codes, scales and offsets (≤ 40·in + 64 bytes: always fits the
+     * LMC_CPU_GEMM_BLOCK·in floats the caller has); the 2 × 4 stored C tiles on the stack */
     char *base = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    const size_t need = 64 + 8192 + (size_t)n_st * 512 + 2 * (size_t)n_st * 64;
+    const size_t need = 64 + (size_t)n_st * 512 + 2 * (size_t)n_st * 64;
     if (need > scratch_floats * sizeof(float)) return o0;
-    int32_t *cbuf = (int32_t *)(void *)base;
-    int8_t *codes = (int8_t *)(base + 8192);
-    float *a = (float *)(void *)(base + 8192 + (size_t)n_st * 512), *c = a + (size_t)n_st * 16;
+    int32_t cbuf[2048] __attribute__((aligned(64)));
+    int8_t *codes = (int8_t *)base;
+    float *a = (float *)(void *)(base + (size_t)n_st * 512), *c = a + (size_t)n_st * 16;
     const int8_t *pk = xp;
     const float *dx = (const float *)(const void *)((const char *)xp + b_bytes(in, n_nt));
     const float *xs = dx + (size_t)n_kb * (size_t)n_nt * 16;
