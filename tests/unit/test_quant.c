@@ -456,8 +456,10 @@ static void matmul_all_types(int simd) {
                 }
             }
         }
-        /* 2+ tokens may take the AMX int8 tiles, which quantize the activations as decode does */
-        const int amx8 = lmc_cpu_amx_int8_wants(&q.w, 2), amx8_pre = lmc_cpu_amx_int8_wants(&q.w, 8);
+        /* 3+ tokens (2+ with LMC_CPU_AMX_INT8_MIN=2) may take the AMX int8 tiles, which quantize
+         * the activations as decode does */
+        const int amx8 = lmc_cpu_amx_int8_wants(&q.w, 2) || lmc_cpu_amx_int8_wants(&q.w, 3),
+                  amx8_pre = lmc_cpu_amx_int8_wants(&q.w, 8);
         const int q8act = (simd && (t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0)) ||
                           (simd == LMC_SIMD_AVX512 && (t == LMC_DTYPE_MLX4 || t == LMC_DTYPE_MLX8 || t == LMC_DTYPE_Q4_K ||
                                                        t == LMC_DTYPE_Q5_K || t == LMC_DTYPE_Q6_K)) || amx8;

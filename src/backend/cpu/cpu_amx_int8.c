@@ -1,5 +1,5 @@
-/* cpu_amx_int8.c — prefill and small batches (2+ tokens) on AMX int8 tiles for block-quantized
- * weights: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4 and MLX8.
+/* cpu_amx_int8.c — prefill and small batches on AMX int8 tiles for block-quantized
+ * weights: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4 and MLX8 (3+ tokens by default).
  *
  * The activations are quantized once per matmul to 8-bit 32-blocks exactly as the decode
  * kernels do (d = amax/127, q = roundf(x/d), bit for bit the scalar quantizer), so prefill
@@ -7,11 +7,14 @@
  * block (Q6_K: one 16-input half, the other half of the A tile zero): TDPBSSD / TDPBUSD of
  * the weight codes [16 rows × 32] by the activation codes [32 × 16 tokens] gives exact int32
  * sums, and the epilogue adds (code sum)·dw·dx (+ c·dx·Σq for affine offsets: K-quant mins,
- * MLX biases) into 16 f32 accumulators held in registers for one 16 × 16 output tile. Two C
- * tiles alternate so one block's epilogue overlaps the next block's tile product.
- * The weight codes of 16 rows are unpacked once into a panel (Q8_0 tiles load straight from
- * the weights) and reused for every token tile. Rows and tokens of any count: tails are
- * zero-padded. Each calling thread loads its own tile configuration and releases it.
+ * MLX biases) into 16 f32 accumulators held in registers for one 16 × 16 output tile. K steps
+ * go four at a time into four C tiles, and a group's epilogue runs after the next group's tile
+ * work is issued. Batches of ≤ 8 tokens use tiles of exactly that many columns and an
+ * epilogue over (row, token) lanes. The weight codes of 16 rows are unpacked once into a
+ * panel (Q8_0 tiles load straight from the weights) and reused for every token tile. Rows and
+ * tokens of any count: tails are zero-padded. Each calling thread loads its own tile
+ * configuration and releases it. Costs (a K step is ~30 ns here: tile store + epilogue of
+ * 16×16 int32, not the tile product) are in docs/BENCHMARKS.md.
  */
 #include "cpu_kernels.h"
 #include "core/quant.h"
@@ -26,6 +29,7 @@
 #endif
 
 #define BT_BYTES 512 /* one B tile: 8 rows (32 inputs / 4) × 16 tokens × 4 bytes */
+#define SMALL_N 8    /* batches up to this many tokens use tiles of that many columns */
 
 static int int8_type(lmc_dtype t) {
     return t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0 || t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q5_K ||
@@ -37,8 +41,8 @@ static int min_tokens(void) {
     static int v = -1;
     if (v < 0) {
         const char *on = getenv("LMC_CPU_AMX_INT8"), *mn = getenv("LMC_CPU_AMX_INT8_MIN");
-        int m = mn ? atoi(mn) : 2;
-        if (m < 1 && !(mn && mn[0] == '0')) m = 2;
+        int m = mn ? atoi(mn) : 3; /* 2 tokens: the SIMD decode kernels are as fast or faster */
+        if (m < 1 && !(mn && mn[0] == '0')) m = 3;
         v = (on && on[0] == '0') ? 0 : m;
     }
     return v;
@@ -387,6 +391,87 @@ panel_k(float *y, const lmc_tensor *w, const int8_t *pk, const float *dxa, const
     }
 }
 
+/* Small batches (n ≤ 8 tokens): tiles of N = n columns, so a stored C tile is 16·n int32 in
+ * row-major order and the epilogue works on n vectors, lane l of vector v being output row
+ * (16v + l) / n, token (16v + l) % n: the row scales and token scales are spread over the
+ * lanes by permutes (n vectors of work per K step instead of 16). */
+#define REP8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define SACC_DECL(v) __m512 sacc##v = _mm512_setzero_ps();
+#define SACC_STEP(v)                                                                                  \
+    if ((v) < N) {                                                                                    \
+        const __m512 sv = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_load_si512(im + 16 * (v)), av),   \
+                                        _mm512_permutexvar_ps(_mm512_load_si512(it + 16 * (v)), dxv)); \
+        sacc##v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(cb_ + 16 * (v))), sv, sacc##v); \
+        if (offs)                                                                                     \
+            sacc##v = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_load_si512(im + 16 * (v)), cv),      \
+                                      _mm512_permutexvar_ps(_mm512_load_si512(it + 16 * (v)), xsv), sacc##v); \
+    }
+#define SACC_OUT(v) if ((v) < N) _mm512_store_ps(tb + 16 * (v), sacc##v);
+#define SEPILOGUE(cb, st)                                                                             \
+    do {                                                                                              \
+        const int32_t *cb_ = (cb);                                                                    \
+        const int64_t k_ = (st) / spb;                                                                \
+        const __m512 av = _mm512_load_ps(a + (st) * 16), dxv = _mm512_loadu_ps(dx + k_ * 16);         \
+        const __m512 cv = _mm512_load_ps(c + (st) * 16), xsv = _mm512_loadu_ps(xs + k_ * 16);         \
+        REP8(SACC_STEP)                                                                               \
+    } while (0)
+
+static inline __attribute__((always_inline)) void
+panel_small_k(float *y, const lmc_tensor *w, const int8_t *pk, const float *dx, const float *xs, int64_t o, int rows,
+              const int8_t *codes, const float *a, const float *c, int32_t *cbuf, const int N) {
+    const int64_t out = w->ne[1], n_kb = w->ne[0] / 32;
+    const int spb = steps_per_block(w->type), n_st = (int)n_kb * spb;
+    const int sgn = w->type == LMC_DTYPE_Q8_0 || w->type == LMC_DTYPE_Q4_0 || w->type == LMC_DTYPE_Q6_K;
+    const int offs = w->type == LMC_DTYPE_Q4_K || w->type == LMC_DTYPE_Q5_K || lmc_dtype_is_mlx(w->type);
+    const char *wr = (const char *)w->data + (size_t)o * w->nb[1] + 2;
+    const long ld = (long)w->nb[1];
+    const int64_t n_nt = 1, nt = 0;
+    int32_t im[128] __attribute__((aligned(64))), it[128] __attribute__((aligned(64)));
+    for (int i = 0; i < 16 * N; i++) { im[i] = i / N; it[i] = i % N; }
+    REP8(SACC_DECL)
+    int s = 0;
+    for (; s + 4 <= n_st; s += 4) {
+        if (!codes && o + 32 <= w->ne[1])
+            for (int m = 0; m < 16; m++) _mm_prefetch(wr + (16 + m) * ld + 34 * (s + 2), _MM_HINT_T0);
+        int32_t *cb = cbuf + 512 * ((s / 4) & 1);
+        ISSUE(0, 4, 6, s);
+        ISSUE(1, 5, 7, s + 1);
+        ISSUE(2, 4, 6, s + 2);
+        ISSUE(3, 5, 7, s + 3);
+        _tile_stored(0, cb, 4 * N);
+        _tile_stored(1, cb + 128, 4 * N);
+        _tile_stored(2, cb + 256, 4 * N);
+        _tile_stored(3, cb + 384, 4 * N);
+        SEPILOGUE(cb, s);
+        SEPILOGUE(cb + 128, s + 1);
+        SEPILOGUE(cb + 256, s + 2);
+        SEPILOGUE(cb + 384, s + 3);
+    }
+    for (; s < n_st; s++) {
+        ISSUE(0, 4, 6, s);
+        _tile_stored(0, cbuf, 4 * N);
+        SEPILOGUE(cbuf, s);
+    }
+    float tb[128] __attribute__((aligned(64)));
+    REP8(SACC_OUT)
+    for (int i = 0; i < 16 * N; i++)
+        if (i / N < rows) y[(size_t)(i % N) * (size_t)out + (size_t)o + (size_t)(i / N)] = tb[i];
+}
+
+static void panel_small(float *y, const lmc_tensor *w, const int8_t *pk, const float *dx, const float *xs, int64_t n_tok,
+                        int64_t o, int rows, const int8_t *codes, const float *a, const float *c, int32_t *cbuf) {
+    switch (n_tok) {
+    case 1: panel_small_k(y, w, pk, dx, xs, o, rows, codes, a, c, cbuf, 1); break;
+    case 2: panel_small_k(y, w, pk, dx, xs, o, rows, codes, a, c, cbuf, 2); break;
+    case 3: panel_small_k(y, w, pk, dx, xs, o, rows, codes, a, c, cbuf, 3); break;
+    case 4: panel_small_k(y, w, pk, dx, xs, o, rows, codes, a, c, cbuf, 4); break;
+    case 5: panel_small_k(y, w, pk, dx, xs, o, rows, codes, a, c, cbuf, 5); break;
+    case 6: panel_small_k(y, w, pk, dx, xs, o, rows, codes, a, c, cbuf, 6); break;
+    case 7: panel_small_k(y, w, pk, dx, xs, o, rows, codes, a, c, cbuf, 7); break;
+    default: panel_small_k(y, w, pk, dx, xs, o, rows, codes, a, c, cbuf, 8); break;
+    }
+}
+
 /* panel_k with the type's constants folded in: signed codes (TDPBSSD) or unsigned (TDPBUSD),
  * offsets or none, one or two K steps per block; codes NULL: Q8_0 tiles straight from memory. */
 static void panel(float *y, const lmc_tensor *w, const int8_t *pk, const float *dx, const float *xs, int64_t n_tok,
@@ -420,9 +505,10 @@ int64_t lmc_cpu_amx_int8_rows(float *y, const lmc_tensor *w, const void *xp, int
     tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int i = 0; i < 4; i++) { cfg.colsb[i] = 64; cfg.rows[i] = 16; }     /* C: 16 rows × 16 int32 */
-    for (int i = 4; i < 6; i++) { cfg.colsb[i] = 32; cfg.rows[i] = 16; }     /* A: 16 rows × 32 codes */
-    for (int i = 6; i < 8; i++) { cfg.colsb[i] = 64; cfg.rows[i] = 8; }      /* B: 8 × (16 tokens × 4) */
+    const int small = n_tok <= SMALL_N, cols = small ? 4 * (int)n_tok : 64; /* C and B: tokens × 4 bytes a row */
+    for (int i = 0; i < 4; i++) { cfg.colsb[i] = (uint16_t)cols; cfg.rows[i] = 16; } /* C: 16 rows × tokens int32 */
+    for (int i = 4; i < 6; i++) { cfg.colsb[i] = 32; cfg.rows[i] = 16; }               /* A: 16 rows × 32 codes */
+    for (int i = 6; i < 8; i++) { cfg.colsb[i] = (uint16_t)cols; cfg.rows[i] = 8; }   /* B: 8 × (tokens × 4) */
     _tile_loadconfig(&cfg);
     for (int64_t o = o0; o < o1; o += 16) {
         const int rows = o1 - o < 16 ? (int)(o1 - o) : 16;
@@ -435,14 +521,16 @@ int64_t lmc_cpu_amx_int8_rows(float *y, const lmc_tensor *w, const void *xp, int
                 const __m512i h = _mm512_i32gather_epi32(rows_off, r0 + 34 * kb, 1);
                 _mm512_store_ps(a + kb * 16, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
             }
-            panel(y, w, pk, dx, xs, n_tok, o, 16, NULL, a, c, cbuf);
+            if (small) panel_small(y, w, pk, dx, xs, n_tok, o, 16, NULL, a, c, cbuf);
+            else panel(y, w, pk, dx, xs, n_tok, o, 16, NULL, a, c, cbuf);
             continue;
         }
         if (rows == 16 && (w->type == LMC_DTYPE_Q4_0 || w->type == LMC_DTYPE_MLX4)) unpack16_q4(w, o, codes, a, c);
         else for (int m = 0; m < rows; m++) unpack_row(w, o + m, m, codes, a, c);
         for (int m = rows; m < 16; m++) /* padding rows: zero codes and scales */
             for (int s = 0; s < n_st; s++) { memset(codes + (size_t)s * 512 + 32 * m, 0, 32); a[s * 16 + m] = 0; c[s * 16 + m] = 0; }
-        panel(y, w, pk, dx, xs, n_tok, o, rows, codes, a, c, cbuf);
+        if (small) panel_small(y, w, pk, dx, xs, n_tok, o, rows, codes, a, c, cbuf);
+        else panel(y, w, pk, dx, xs, n_tok, o, rows, codes, a, c, cbuf);
     }
     _tile_release();
     return o1;
