@@ -108,7 +108,15 @@ static void pack_block_scalar(const float *x32, uint16_t *t0, uint16_t *t1, uint
 void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
     const int64_t in = w->ne[0], n_nt = (n_tok + 15) / 16;
     uint16_t *pk = buf;
-    memset(buf, 0, lmc_cpu_amx_act_bytes(w, n_tok)); /* padding tokens stay zero */
+    /* padding tokens of the last tile: zero columns (every other column is written below) */
+    for (int64_t t = n_tok; t < n_nt * 16; t++)
+        for (int64_t kb = 0; kb < in / 32; kb++)
+            for (int p = 0; p < 3; p++) {
+                uint16_t *tp = pk + tile_off(kb, n_nt - 1, p, n_nt) / 2;
+                for (int r = 0; r < 16; r++) tp[32 * r + 2 * (t % 16)] = tp[32 * r + 2 * (t % 16) + 1] = 0;
+            }
+    const int sums = w->type != LMC_DTYPE_BF16; /* Σx per block: only the block types' offsets use it */
+    if (sums) memset((char *)buf + tiles_bytes(w, n_tok), 0, lmc_cpu_amx_act_bytes(w, n_tok) - tiles_bytes(w, n_tok));
 #ifdef LMC_HAVE_AMX /* only reached where AMX (hence AVX-512) is usable; LMC_CPU_AMX_PACK=scalar for A/B */
     static int scalar = -1;
     if (scalar < 0) scalar = getenv("LMC_CPU_AMX_PACK") && !strcmp(getenv("LMC_CPU_AMX_PACK"), "scalar");
@@ -116,27 +124,28 @@ void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok,
     const int scalar = 1;
     (void)scalar;
 #endif
-    for (int64_t t = 0; t < n_tok; t++) {
-        const float *xt = x + (size_t)t * in;
-        const int64_t nt = t / 16, n = t % 16;
+    /* token tile by token tile, block by block, its 16 tokens inner: the 3 KB of tiles a block
+     * fills stay in L1 while its 16 columns are written */
+    for (int64_t nt = 0; nt < n_nt; nt++)
         for (int64_t kb = 0; kb < in / 32; kb++) {
             uint16_t *t0 = pk + tile_off(kb, nt, 0, n_nt) / 2, *t1 = pk + tile_off(kb, nt, 1, n_nt) / 2,
                      *t2 = pk + tile_off(kb, nt, 2, n_nt) / 2;
+            float *xs = (float *)(void *)((char *)buf + tiles_bytes(w, n_tok));
+            for (int64_t t = nt * 16; t < n_tok && t < nt * 16 + 16; t++) {
+                const float *xb = x + (size_t)t * in + 32 * kb;
 #ifdef LMC_HAVE_AMX
-            if (!scalar) {
-                pack_block_avx512(xt + 32 * kb, t0, t1, t2, n);
-                continue;
-            }
+                if (!scalar) pack_block_avx512(xb, t0, t1, t2, t % 16);
+                else pack_block_scalar(xb, t0, t1, t2, t % 16);
+#else
+                pack_block_scalar(xb, t0, t1, t2, t % 16);
 #endif
-            pack_block_scalar(xt + 32 * kb, t0, t1, t2, n);
+                if (sums) {
+                    float sum = 0;
+                    for (int i = 0; i < 32; i++) sum += xb[i];
+                    xs[(size_t)kb * (size_t)n_nt * 16 + (size_t)t] = sum;
+                }
+            }
         }
-        float *xs = (float *)(void *)((char *)buf + tiles_bytes(w, n_tok));
-        for (int64_t kb = 0; kb < in / 32; kb++) {
-            float sum = 0;
-            for (int i = 0; i < 32; i++) sum += xt[32 * kb + i];
-            xs[(size_t)kb * (size_t)n_nt * 16 + (size_t)t] = sum;
-        }
-    }
 }
 
 #ifdef LMC_HAVE_AMX

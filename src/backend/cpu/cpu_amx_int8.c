@@ -112,16 +112,16 @@ void lmc_cpu_amx_int8_act_prepare(const lmc_tensor *w, const float *x, int64_t n
     const int64_t in = w->ne[0], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
     int8_t *bt = buf;
     float *dx = (float *)(void *)((char *)buf + b_bytes(in, n_nt)), *xs = dx + (size_t)n_kb * (size_t)n_nt * 16;
-    for (int64_t t = 0; t < n_tok; t++) {
-        const int64_t nt = t / 16, n = t % 16;
-        for (int64_t kb = 0; kb < n_kb; kb++) {
-            float d;
-            const int s = quant_block(x + (size_t)t * in + 32 * kb, bt + (size_t)(kb * n_nt + nt) * BT_BYTES, n, &d);
-            const size_t k = (size_t)kb * (size_t)n_nt * 16 + (size_t)t;
-            dx[k] = d;
-            xs[k] = d * (float)s;
-        }
-    }
+    /* block by block, a tile's 16 tokens inner (its 512 bytes stay in L1 while they are written) */
+    for (int64_t nt = 0; nt < n_nt; nt++)
+        for (int64_t kb = 0; kb < n_kb; kb++)
+            for (int64_t t = nt * 16; t < n_tok && t < nt * 16 + 16; t++) {
+                float d;
+                const int s = quant_block(x + (size_t)t * in + 32 * kb, bt + (size_t)(kb * n_nt + nt) * BT_BYTES, t % 16, &d);
+                const size_t k = (size_t)kb * (size_t)n_nt * 16 + (size_t)t;
+                dx[k] = d;
+                xs[k] = d * (float)s;
+            }
     for (int64_t t = n_tok; t < n_nt * 16; t++) /* padding tokens of the last tile: zero codes and scales */
         for (int64_t kb = 0; kb < n_kb; kb++) {
             int8_t *tile = bt + (size_t)(kb * n_nt + n_nt - 1) * BT_BYTES;
