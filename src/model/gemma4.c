@@ -570,6 +570,17 @@ static void rms(const lmc_gemma4 *g, lmc_backend *be, lmc_tensor *y, const lmc_t
     be->i->rms_norm(be, y, x, w && w->data ? w : NULL, g->eps, 0.0f);
 }
 
+/* x += r; y = rms(x)·w: one op where the backend fuses them (the same two ops otherwise). */
+void lmc_g4_add_rms(const lmc_gemma4 *g, lmc_backend *be, lmc_tensor *x, const lmc_tensor *r, lmc_tensor *y,
+                    const lmc_tensor *w) {
+    if (be->i->add_rms_norm) {
+        be->i->add_rms_norm(be, x, r, y, w && w->data ? w : NULL, g->eps, 0.0f);
+        return;
+    }
+    be->i->add(be, x, x, r);
+    be->i->rms_norm(be, y, x, w && w->data ? w : NULL, g->eps, 0.0f);
+}
+
 /* y0 = w0·x and y1 = w1·x, as one backend op where it has matmul_n (gate and up of one input). */
 void lmc_g4_matmul2(lmc_backend *be, lmc_tensor *y0, const lmc_tensor *w0, lmc_tensor *y1, const lmc_tensor *w1,
                 const lmc_tensor *x) {
@@ -623,8 +634,9 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc_all, lmc
     const int r = L->sliding;
     lmc_rope_op rope = {.n_rot = g->n_rot[r], .interleaved = 0, .attn_factor = 1.0f, .inv_freq = &g->rope_freq[r]};
 
-    /* attention */
-    rms(g, be, &h, &x, &L->attn_norm);
+    /* attention (h may already hold the input norm, fused with the last layer's residual add) */
+    if (!s->h_normed) rms(g, be, &h, &x, &L->attn_norm);
+    s->h_normed = 0;
     lmc_tensor k = rows(&s->k, (int64_t)KV * hd, n), v = rows(&s->v, (int64_t)KV * hd, n);
     const int own_kv = L->kv_src == il;
     if (own_kv && !L->k_eq_v && be->i->matmul_n && L->wq.type == L->wk.type && L->wk.type == L->wv.type) {
@@ -641,26 +653,31 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc_all, lmc
     }
     lmc_tensor qh = lmc_tensor_reshape(&q, hd, H, n, 1);
     rms(g, be, &qh, &qh, &L->q_norm);
-    be->i->rope(be, &qh, &pos, &rope);
     lmc_tensor kc = lmc_g4_cache_view(&kc_all[L->kv_src], KV * hd), vc = lmc_g4_cache_view(&vc_all[L->kv_src], KV * hd);
     if (own_kv) {
         lmc_tensor kh = lmc_tensor_reshape(&k, hd, KV, n, 1), vh = lmc_tensor_reshape(&v, hd, KV, n, 1);
         rms(g, be, &kh, &kh, &L->k_norm);
-        be->i->rope(be, &kh, &pos, &rope);
         rms(g, be, &vh, &vh, NULL); /* v_norm: RMSNorm without scale */
-        be->i->kv_store(be, &kc, &k, &pos, &seq);
-        be->i->kv_store(be, &vc, &v, &pos, &seq);
+        if (be->i->rope_store && rope.n_rot > 0) {
+            be->i->rope_store(be, &qh, &kh, &v, &kc, &vc, &pos, &seq, &rope); /* rope q, k; store k, v */
+        } else {
+            be->i->rope(be, &qh, &pos, &rope);
+            be->i->rope(be, &kh, &pos, &rope);
+            be->i->kv_store(be, &kc, &k, &pos, &seq);
+            be->i->kv_store(be, &vc, &v, &pos, &seq);
+        }
+    } else {
+        be->i->rope(be, &qh, &pos, &rope);
     }
     lmc_attn_op ao = {.n_head = H, .n_kv_head = KV, .head_dim = hd, .scale = 1.0f, .softcap = 0.0f,
                       .window = L->sliding ? g->window : 0};
     be->i->attention(be, &att, &q, &kc, &vc, &pos, &seq, &ao);
     be->i->matmul(be, &o, &L->wo, &att);
     rms(g, be, &o, &o, &L->attn_post_norm);
-    be->i->add(be, &x, &x, &o);
 
-    /* feed-forward: dense MLP, plus the MoE block beside it */
+    /* feed-forward: dense MLP, plus the MoE block beside it; x += o and its norm in one op where fused */
     lmc_tensor gate = rows(&s->gate, L->inter, n), up = rows(&s->up, L->inter, n);
-    rms(g, be, &h, &x, &L->ffn_norm);
+    lmc_g4_add_rms(g, be, &x, &o, &h, &L->ffn_norm);
     lmc_g4_matmul2(be, &gate, &L->w_gate, &up, &L->w_up, &h);
     be->i->act_mul(be, &gate, &gate, &up, m->act);
     be->i->matmul(be, &o, &L->w_down, &gate);
@@ -672,6 +689,12 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc_all, lmc
         be->i->add(be, &o, &o, &o2);
     }
     rms(g, be, &o, &o, &L->ffn_post_norm);
+    if (!g->P && L->scalar == 1.0f && il + 1 < g->n_layers && be->i->add_rms_norm) {
+        /* x += o with the next layer's input norm */
+        be->i->add_rms_norm(be, &x, &o, &h, &g->layers[il + 1].attn_norm, g->eps, 0.0f);
+        s->h_normed = 1;
+        return;
+    }
     be->i->add(be, &x, &x, &o);
 
     /* per-layer input */
@@ -724,6 +747,7 @@ static void step_body(void *ud) {
         be->i->add(be, &ple, &ple, &tmp);
         be->i->scale(be, &ple, &ple, 1.0f / sqrtf(2.0f));
     }
+    s->h_normed = 0;
     for (int il = 0; il < g->n_layers; il++) layer_forward(fs, il, st->kc, st->vc, n);
     if (n_sel == 0) return;
     lmc_tensor sel = rows(&s->h, g->D, n_sel), sidx = rows(&s->sel, n_sel, 1);

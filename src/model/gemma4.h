@@ -77,6 +77,7 @@ typedef struct lmc_gemma4_scratch {
     lmc_tensor e_gate, e_up, e_out; /* f32 [Ie, k·B], [Ie, k·B], [D, k·B] */
     int32_t *h_ids;                 /* [k·B] host copies for per_expert_scale */
     float *h_w;                     /* [k·B] */
+    int h_normed;                   /* h holds the next layer's input norm (fused with the residual add) */
     /* recorded steps (backends with graph_*; not the MoE variant, whose per_expert_scale reads the
      * routing back to the host): one per step shape, least recently used replaced */
     struct lmc_g4_rec {
@@ -129,6 +130,9 @@ lmc_status lmc_gemma4_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_te
 lmc_status lmc_g4_rope_freqs(const lmc_rope_config *rc, int hd, float *inv);
 /* The cache of layer il's K or V seen with that layer's row width. */
 lmc_tensor lmc_g4_cache_view(const lmc_tensor *cache, int row);
+/* x += r; y = rms(x)·w (plain-weight RMSNorm, eps of g): one op where the backend has add_rms_norm. */
+void lmc_g4_add_rms(const lmc_gemma4 *g, lmc_backend *be, lmc_tensor *x, const lmc_tensor *r, lmc_tensor *y,
+                    const lmc_tensor *w);
 /* y0 = w0·x and y1 = w1·x (gate and up), as one backend op where the backend has matmul_n. */
 void lmc_g4_matmul2(lmc_backend *be, lmc_tensor *y0, const lmc_tensor *w0, lmc_tensor *y1, const lmc_tensor *w1,
                     const lmc_tensor *x);

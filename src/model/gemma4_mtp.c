@@ -353,6 +353,7 @@ static void layers(lmc_g4mtp *d, const lmc_g4mtp_kv *kv) {
     const lmc_gemma4 *ag = d->am->g4;
     lmc_backend *be = d->be;
     be->i->matmul(be, &d->x, &d->pre_proj, &d->x2);
+    int h_normed = 0; /* h holds this layer's input norm (fused with the last layer's residual add) */
     for (int il = 0; il < ag->n_layers; il++) {
         const lmc_g4_layer *L = &ag->layers[il];
         const int t = L->sliding, hd = L->hd;
@@ -360,7 +361,8 @@ static void layers(lmc_g4mtp *d, const lmc_g4mtp_kv *kv) {
         q.data = d->q.data;
         att.data = d->att.data;
         lmc_rope_op rope = {.n_rot = ag->n_rot[t], .attn_factor = 1.0f, .inv_freq = &ag->rope_freq[t]};
-        rms(d, &d->h, &d->x, &L->attn_norm);
+        if (!h_normed) rms(d, &d->h, &d->x, &L->attn_norm);
+        h_normed = 0;
         be->i->matmul(be, &q, &L->wq, &d->h);
         lmc_tensor qh = lmc_tensor_reshape(&q, hd, d->Hh, 1, 1);
         rms(d, &qh, &qh, &L->q_norm);
@@ -373,19 +375,25 @@ static void layers(lmc_g4mtp *d, const lmc_g4mtp_kv *kv) {
         be->i->attention(be, &att, &q, &kc, &vc, &d->pos_att, &d->seq, &ao);
         be->i->matmul(be, &d->o, &L->wo, &att);
         rms(d, &d->o, &d->o, &L->attn_post_norm);
-        be->i->add(be, &d->x, &d->x, &d->o);
         lmc_tensor gate = lmc_tensor_make(LMC_DTYPE_F32, L->inter, 1, 1, 1), up = gate;
         gate.data = d->gate.data;
         up.data = d->up.data;
-        rms(d, &d->h, &d->x, &L->ffn_norm);
+        lmc_g4_add_rms(ag, be, &d->x, &d->o, &d->h, &L->ffn_norm);
         lmc_g4_matmul2(be, &gate, &L->w_gate, &up, &L->w_up, &d->h);
         be->i->act_mul(be, &gate, &gate, &up, d->am->act);
         be->i->matmul(be, &d->o, &L->w_down, &gate);
         rms(d, &d->o, &d->o, &L->ffn_post_norm);
+        if (L->scalar == 1.0f) {
+            /* x += o with the next layer's input norm (the final norm after the last layer) */
+            lmc_g4_add_rms(ag, be, &d->x, &d->o, &d->h, il + 1 < ag->n_layers ? &ag->layers[il + 1].attn_norm
+                                                                             : &d->am->out_norm);
+            h_normed = 1;
+            continue;
+        }
         be->i->add(be, &d->x, &d->x, &d->o);
-        if (L->scalar != 1.0f) be->i->scale(be, &d->x, &d->x, L->scalar);
+        be->i->scale(be, &d->x, &d->x, L->scalar);
     }
-    rms(d, &d->h, &d->x, &d->am->out_norm);
+    if (!h_normed) rms(d, &d->h, &d->x, &d->am->out_norm);
 }
 
 /* The drafter on d->x2 (already filled). */
