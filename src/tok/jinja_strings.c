@@ -344,6 +344,11 @@ void jz_format_spec(jctx *c, const jnode *at, jsb *out, jv v, const char *spec, 
 }
 
 /* Python str.format(*args, **kwargs) */
+static int all_digits(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) if (s[i] < '0' || s[i] > '9') return 0;
+    return n > 0;
+}
+
 jv jz_str_format(jctx *c, const jnode *at, jv fmt, jv *args, int nargs, const char **kwn, jv *kwv, int nkw) {
     jsb b; jsb_init(&b, c);
     const char *s = fmt.u.s; size_t n = fmt.n;
@@ -377,11 +382,13 @@ jv jz_str_format(jctx *c, const jnode *at, jv fmt, jv *args, int nargs, const ch
             if (auto_idx < 0) jz_fail(c, at, "cannot switch from manual field numbering to automatic");
             if (auto_idx >= nargs) jz_fail(c, at, "Replacement index %d out of range for positional args tuple", auto_idx);
             v = args[auto_idx++];
-        } else if (field[0] >= '0' && field[0] <= '9') {
-            int idx = atoi(field);
+        } else if (all_digits(field, base_n)) {
+            /* an index of any length: atoi overflowed (to a negative index read before args) */
+            int64_t idx = 0;
+            for (size_t z = 0; z < base_n && idx <= nargs; z++) idx = idx * 10 + (field[z] - '0');
             if (auto_idx > 0) jz_fail(c, at, "cannot switch from automatic field numbering to manual");
             auto_idx = -1;
-            if (idx >= nargs) jz_fail(c, at, "Replacement index %d out of range for positional args tuple", idx);
+            if (idx >= nargs) jz_fail(c, at, "Replacement index %.*s out of range for positional args tuple", (int)base_n, field);
             v = args[idx];
         } else {
             int found = -1;
