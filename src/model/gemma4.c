@@ -540,6 +540,7 @@ lmc_status lmc_gemma4_state_init(lmc_forward_state *fs, const lmc_model *m, int 
         for (int64_t t = 0; t < B; t++) idx[i * B + t] = (int32_t)(t * L + i);
     m->be->i->set(m->be, &s->ple_idx, idx, 0, (size_t)(B * L) * sizeof *idx);
     free(idx);
+    fs->logits = s->logits; /* a view: the logits rows lmc_gemma4_forward_keep leaves (owned by s) */
     return LMC_OK;
 }
 
@@ -557,6 +558,7 @@ void lmc_gemma4_state_free(lmc_forward_state *fs) {
     free(s->h_w);
     free(s);
     fs->g4 = NULL;
+    memset(&fs->logits, 0, sizeof fs->logits); /* it viewed s->logits */
     fs->m = NULL;
 }
 
@@ -803,6 +805,13 @@ static int step_recorded(g4_step *st) {
 
 lmc_status lmc_gemma4_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
                               float *logits_out, float *hidden_out, int *n_out) {
+    int kept;
+    return lmc_gemma4_forward_keep(fs, k_cache, v_cache, b, logits_out, hidden_out, n_out, 0, &kept);
+}
+
+lmc_status lmc_gemma4_forward_keep(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
+                                   float *logits_out, float *hidden_out, int *n_out, int keep, int *kept) {
+    *kept = 0;
     const lmc_model *m = fs->m;
     const lmc_gemma4 *g = m->g4;
     lmc_gemma4_scratch *s = fs->g4;
@@ -832,7 +841,8 @@ lmc_status lmc_gemma4_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_te
     if (n_sel == 0) return be->i->sync(be);
     if (hidden_out) be->i->get(be, hidden_out, &s->h, 0, (size_t)n_sel * g->D * 4);
     if (st.head) {
-        be->i->get(be, logits_out, &s->logits, 0, (size_t)n_sel * g->V * 4);
+        if (keep) *kept = 1; /* the rows stay in s->logits (fs->logits views it) */
+        else be->i->get(be, logits_out, &s->logits, 0, (size_t)n_sel * g->V * 4);
         return be->i->sync(be);
     }
     for (int r0 = 0; logits_out && r0 < n_sel; r0 += LMC_LOGITS_CHUNK) {

@@ -122,6 +122,11 @@ void lmc_gemma4_state_free(lmc_forward_state *fs);
 /* lmc_forward for a gemma4 model (same contract). */
 lmc_status lmc_gemma4_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
                               float *logits_out, float *hidden_out, int *n_out);
+/* lmc_forward_keep for a gemma4 model (same contract): with keep, when logits_out is not NULL and
+ * 1 ≤ *n_out ≤ LMC_LOGITS_CHUNK, the rows' logits stay on the backend in fs->logits (a view of the
+ * scratch's logits, set at init), logits_out is not written and *kept is 1. */
+lmc_status lmc_gemma4_forward_keep(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
+                                   float *logits_out, float *hidden_out, int *n_out, int keep, int *kept);
 
 /* ---- shared with the MTP drafter (gemma4_mtp.c) ---- */
 

@@ -1,7 +1,9 @@
 /* test_gemma4.c — the gemma4_text targeted port beyond parity (test_parity holds gemma4_e,
  * gemma4_a4b and gemma4_mm to F1): the profile, the layer plan read from the config (KV-sharing
  * sources, per-layer head dims, double-wide MLP), the proportional rope, and refusals of
- * malformed or unsupported checkpoints (config knobs, missing and unconsumed tensors). */
+ * malformed or unsupported checkpoints (config knobs, missing and unconsumed tensors), and the
+ * forward's kept-logits contract (lmc_gemma4_forward_keep: rows left on the backend in fs->logits
+ * equal the copied ones; hidden states too; more rows than one LM-head chunk are copied). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,11 +223,64 @@ static void bad_batches(void) {
     lmc_backend_free(be);
 }
 
+/* lmc_gemma4_forward_keep: the same step with keep gives the eager step's logits in fs->logits. */
+static void kept_logits(void) {
+    lmc_backend *be;
+    lmc_model *m = NULL;
+    lmc_context *ctx = NULL;
+    const char *bn = getenv("LMC_TEST_BACKEND");
+    lmc_backend_params bp = {.name = bn && *bn ? bn : "cpu", .n_threads = 1};
+    CHECK(lmc_backend_init(&be, &bp) == 0);
+    CHECK(lmc_model_load(FX_E, be, &m) == 0);
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 32;
+    if (m) CHECK(lmc_context_init(&ctx, m, &cp) == 0);
+    if (ctx) {
+        const int V = m->cfg.vocab_size, D = m->cfg.hidden_size;
+        int32_t tok[20], pos[20], seq[20] = {0};
+        uint8_t want[20];
+        for (int i = 0; i < 20; i++) { tok[i] = 3 + 11 * i % 200; pos[i] = i; want[i] = 1; }
+        lmc_batch pre = {8, tok, pos, seq, NULL};
+        CHECK(lmc_context_decode(ctx, &pre) == 0);
+        float *a = malloc((size_t)20 * V * 4), *b = malloc((size_t)20 * V * 4);
+        float *ha = malloc((size_t)20 * D * 4), *hb = malloc((size_t)20 * D * 4);
+        /* 1, 3 and 12 rows after the prompt (each step rewrites the same positions with the same values),
+         * twice each: on a recording backend the second is recorded */
+        const int shapes[3] = {1, 3, 12};
+        for (int rep = 0; rep < 6; rep++) {
+            const int n = shapes[rep % 3];
+            lmc_batch st = {n, tok + 8, pos + 8, seq, want};
+            int got = 0, kept = -1;
+            CHECK(lmc_gemma4_forward(&ctx->fs, ctx->kv.k, ctx->kv.v, &st, a, ha, &got) == 0 && got == n);
+            memset(b, 0, (size_t)n * V * 4);
+            CHECK(lmc_gemma4_forward_keep(&ctx->fs, ctx->kv.k, ctx->kv.v, &st, b, hb, &got, 1, &kept) == 0 && got == n);
+            CHECK_EQ_INT(kept, 1);
+            for (int r = 0; r < n * V; r++) CHECK(b[r] == 0.0f); /* not written */
+            be->i->get(be, b, &ctx->fs.logits, 0, (size_t)n * V * 4);
+            CHECK_MSG(!memcmp(a, b, (size_t)n * V * 4), "%d rows: kept logits differ from the copied ones", n);
+            CHECK_MSG(!memcmp(ha, hb, (size_t)n * D * 4), "%d rows: hidden states differ", n);
+        }
+        /* more rows than one LM-head chunk: copied as usual */
+        lmc_batch big = {LMC_LOGITS_CHUNK + 2, tok + 2, pos + 2, seq, want};
+        int got = 0, kept = -1;
+        CHECK(lmc_gemma4_forward(&ctx->fs, ctx->kv.k, ctx->kv.v, &big, a, NULL, &got) == 0);
+        CHECK(lmc_gemma4_forward_keep(&ctx->fs, ctx->kv.k, ctx->kv.v, &big, b, NULL, &got, 1, &kept) == 0);
+        CHECK_EQ_INT(kept, 0);
+        CHECK(got == LMC_LOGITS_CHUNK + 2 && !memcmp(a, b, (size_t)got * V * 4));
+        free(a); free(b); free(ha); free(hb);
+    }
+    lmc_context_free(ctx);
+    lmc_model_free(m);
+    lmc_backend_free(be);
+}
+
 int main(void) {
     RUN(profile_and_plan);
     RUN(proportional_rope);
     RUN(refusals);
     RUN(shared_kv_weights_dropped);
     RUN(bad_batches);
+    RUN(kept_logits);
     return TEST_END();
 }
