@@ -186,6 +186,58 @@ static void mlp(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *out, cons
     linear(be, out, &L->w_down, &L->b_down, gate);
 }
 
+/* ---- fused decode products (backend.h matmul_fused): the norm before a product read on the fly,
+ * the residual add in the product's epilogue, act·mul on either side of the MLP's products. Only
+ * the plain pre-norm block with RMSNorm, unit residual multiplier and no tensor parallelism takes
+ * them; each call falls back to the plain ops when the backend declines. */
+static int fuse_on(const lmc_model *m) {
+    const lmc_norm_kind k = m->profile.arch->norm;
+    return m->be->i->matmul_fused && m->cfg.resid_mult == 1.0 && (k == LMC_NORM_RMS || k == LMC_NORM_RMS_PLUS_ONE) &&
+           !lmc_tp_bound(m);
+}
+
+static int fused(const lmc_model *m, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x,
+                 lmc_fuse_in in, lmc_fuse_out out, const lmc_tensor *norm_w, const lmc_tensor *x2) {
+    lmc_fuse_op op = {.in = in, .out = out, .norm_w = norm_w && norm_w->data ? norm_w : NULL,
+                      .eps = (float)m->cfg.norm_eps,
+                      .w_offset = m->profile.arch->norm == LMC_NORM_RMS_PLUS_ONE ? 1.0f : 0.0f, .x2 = x2, .act = m->act};
+    return m->be->i->matmul_fused(m->be, n, y, w, x, &op);
+}
+
+/* x += w·a (no bias): 1 when done as one fused product. */
+static int fused_acc(const lmc_model *m, lmc_tensor *x, const lmc_tensor *w, const lmc_tensor *a) {
+    return fused(m, 1, (lmc_tensor *const[]){x}, (const lmc_tensor *const[]){w}, a, LMC_FUSE_IN_X, LMC_FUSE_OUT_ACC,
+                 NULL, NULL);
+}
+
+/* x += mlp(rms_norm(x) with L's ffn_norm) of a dense gated MLP without biases, through fused
+ * products (o: scratch for a product the backend will not accumulate). 0: not taken, nothing done. */
+static int mlp_fused(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *x, lmc_tensor *gate, lmc_tensor *up,
+                     lmc_tensor *o) {
+    const lmc_model *m = fs->m;
+    lmc_backend *be = m->be;
+    if (L->moe || m->profile.arch->mlp == LMC_MLP_PLAIN || m->act_xielu || L->b_gate.data || L->b_up.data ||
+        L->b_down.data)
+        return 0;
+    lmc_tensor *const gu[] = {gate, up};
+    const lmc_tensor *const wgu[] = {&L->w_gate, &L->w_up};
+    if (fused(m, 2, gu, wgu, x, LMC_FUSE_IN_RMS, LMC_FUSE_OUT_GLU, &L->ffn_norm, NULL)) {
+        /* gate holds act(gate)·up */
+    } else if (fused(m, 2, gu, wgu, x, LMC_FUSE_IN_RMS, LMC_FUSE_OUT_SET, &L->ffn_norm, NULL)) {
+        if (fused(m, 1, (lmc_tensor *const[]){x}, (const lmc_tensor *const[]){&L->w_down}, gate, LMC_FUSE_IN_GLU,
+                  LMC_FUSE_OUT_ACC, NULL, up))
+            return 1;
+        be->i->act_mul(be, gate, gate, up, m->act);
+    } else {
+        return 0;
+    }
+    if (!fused_acc(m, x, &L->w_down, gate)) {
+        be->i->matmul(be, o, &L->w_down, gate);
+        be->i->add(be, x, x, o);
+    }
+    return 1;
+}
+
 static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_tensor *vc, int n, int use_long) {
     const lmc_model *m = fs->m;
     const lmc_config *c = &m->cfg;
@@ -199,15 +251,24 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     pos.ne[0] = n;
     seq.ne[0] = n;
 
-    /* attention (h may already hold the norm, fused with the last layer's residual add) */
-    const lmc_tensor *in = &x;
-    if (block != LMC_BLOCK_POST) {
-        if (!fs->h_normed) norm(m, &h, &x, &L->attn_norm, &L->attn_norm_b);
-        in = &h;
+    /* attention (h may already hold the norm, fused with the last layer's residual add; or the
+     * products read the norm of x on the fly) */
+    const int fz = fuse_on(m);
+    lmc_tensor *const qkv[] = {&q, &k, &v};
+    const lmc_tensor *const wqkv[] = {&L->wq, &L->wk, &L->wv}, *const bqkv[] = {&L->bq, &L->bk, &L->bv};
+    if (fz && !fs->h_normed && (block == LMC_BLOCK_PRE || block == LMC_BLOCK_SANDWICH) &&
+        fused(m, 3, qkv, wqkv, &x, LMC_FUSE_IN_RMS, LMC_FUSE_OUT_SET, &L->attn_norm, NULL)) {
+        for (int i = 0; i < 3; i++)
+            if (bqkv[i]->data) be->i->add_bias(be, qkv[i], bqkv[i]);
+    } else {
+        const lmc_tensor *in = &x;
+        if (block != LMC_BLOCK_POST) {
+            if (!fs->h_normed) norm(m, &h, &x, &L->attn_norm, &L->attn_norm_b);
+            in = &h;
+        }
+        linear_n(be, 3, qkv, wqkv, bqkv, in);
     }
     fs->h_normed = 0;
-    linear_n(be, 3, (lmc_tensor *const[]){&q, &k, &v}, (const lmc_tensor *const[]){&L->wq, &L->wk, &L->wv},
-             (const lmc_tensor *const[]){&L->bq, &L->bk, &L->bv}, in);
     const int norm_after = m->profile.arch->qk_norm_after_rope;
     if (!norm_after) qk_norm(m, L, &q, &k, n);
     int stored = 0; /* k and v already in the caches */
@@ -257,6 +318,16 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
                       .scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)c->head_dim),
                       .softcap = (float)c->attn_softcap, .window = L->window};
     be->i->attention(be, &att, &q, kc, vc, &pos, &seq, &ao);
+    if (fz && block == LMC_BLOCK_PRE && !L->bo.data && fused_acc(m, &x, &L->wo, &att)) {
+        /* x += o in the product; the MLP reads its norm of x */
+        if (mlp_fused(fs, L, &x, &gate, &up, &o)) return; /* x += mlp: the next layer norms x itself */
+        norm(m, &h, &x, &L->ffn_norm, &L->ffn_norm_b);
+        mlp(fs, L, &o, &h, &gate, &up);
+        const int next = il + 1 < c->n_layers;
+        fs->h_normed = next && add_norm(m, &x, &o, &h, &m->layers[il + 1].attn_norm);
+        if (!fs->h_normed) residual_add(m, &x, &o);
+        return;
+    }
     linear(be, &o, &L->wo, &L->bo, &att);
     if (block == LMC_BLOCK_PARALLEL || block == LMC_BLOCK_PARALLEL2) {
         /* x += attn(h) + mlp(h), one normed input; PARALLEL2: the MLP's input has its own norm */
@@ -272,7 +343,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     if (block == LMC_BLOCK_SANDWICH || block == LMC_BLOCK_POST) norm(m, &o, &o, &L->attn_post_norm, &L->attn_post_norm_b);
 
     /* MLP: x += o, then its norm (one op where the backend fuses them) */
-    in = &x;
+    const lmc_tensor *in = &x;
     if (block != LMC_BLOCK_POST) {
         if (!add_norm(m, &x, &o, &h, &L->ffn_norm)) {
             residual_add(m, &x, &o);

@@ -354,6 +354,151 @@ static void test_matmul_int8(void) {
     }
 }
 
+/* max|a - b| ≤ tol · max|b| over two f32 tensors of the GPU backend. */
+static void compare_gpu(const lmc_tensor *a, const lmc_tensor *b, double tol, const char *what) {
+    CHECK_MSG(gpu->i->sync(gpu) == 0, "%s: %s", what, lmc_last_error());
+    size_t n = (size_t)lmc_tensor_nelem(a);
+    float *ha = malloc(n * 4), *hb = malloc(n * 4);
+    gpu->i->get(gpu, ha, a, 0, n * 4);
+    gpu->i->get(gpu, hb, b, 0, n * 4);
+    double err = 0, mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        err = fmax(err, fabs((double)ha[i] - hb[i]));
+        mx = fmax(mx, fabs((double)hb[i]));
+    }
+    CHECK_MSG(err <= tol * fmax(mx, 1e-30), "%s: max|Δ| %.3g vs max|ref| %.3g (tol %.1g)", what, err, mx, tol);
+    free(ha);
+    free(hb);
+}
+
+/* matmul_fused against the CPU's plain op sequence: rms_norm + products (q, k, v), rms_norm +
+ * gate/up + act_mul, act_mul + product (+ add), product + add; dtypes the kernels take and some
+ * they decline (then nothing may be enqueued and the answer must be 0), odd row counts, rows not
+ * a multiple of 32 elements, 1..8 tokens (decode kernels) and 9 (y += through cuBLAS). */
+static void test_matmul_fused(void) {
+    static const int64_t shapes[][4] = {/* in, out0, out1, n_tokens */
+                                        {256, 96, 32, 1}, {264, 33, 17, 2}, {512, 130, 66, 3}, {1024, 72, 24, 4},
+                                        {96, 41, 9, 5}, {768, 65, 31, 6}, {4096, 24, 8, 7}, {320, 57, 57, 8},
+                                        {512, 40, 16, 9}, {544, 257, 129, 1}, {4096, 31, 7, 1}};
+    const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
+                               LMC_DTYPE_Q4_K, LMC_DTYPE_MLX4};
+    if (getenv("LMC_CUDA_FUSE") || getenv("LMC_CUDA_QGEMV")) {
+        printf("SKIP test_matmul_fused: LMC_CUDA_FUSE / LMC_CUDA_QGEMV set\n");
+        return;
+    }
+    int cnt[4] = {0, 0, 0, 0};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const lmc_dtype t = types[ti];
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t in = shapes[si][0], o0 = shapes[si][1], o1 = shapes[si][2], n = shapes[si][3];
+            if (lmc_dtype_row_bytes(t, in) == 0 || (lmc_dtype_is_mlx(t) && in % 64)) continue;
+            const int flt = t == LMC_DTYPE_F32 || t == LMC_DTYPE_F16 || t == LMC_DTYPE_BF16;
+            const int qv = lmc_cuda_gemv_int8(t, in, n), e = t == LMC_DTYPE_F32 ? 4 : flt ? 8 : 32;
+            /* the decode kernels take it: f32/f16/bf16 up to 8 tokens, Q8_0/Q4_0 (int8 path) at one token */
+            const int dec_f = n <= 8 && in % e == 0 && flt, dec_q = qv && n == 1, dec = dec_f || dec_q;
+            const double tol = qv || (n > 8 && t != LMC_DTYPE_F32) ? 1e-2 : 1e-4;
+            const lmc_act act = si % 2 ? LMC_ACT_GELU_TANH : LMC_ACT_SILU;
+            const float off = si % 3 == 1 ? 1.0f : 0.0f;
+            weight w[3], g;
+            const lmc_dtype gt = si % 3 == 0 ? LMC_DTYPE_F32 : LMC_DTYPE_BF16;
+            weight_make(&g, gt, in, 1);
+            for (int i = 0; i < 3; i++) weight_make(&w[i], t, in, i == 0 ? o0 : o1);
+            pair x, x2, h, y[3], tmp, yp;
+            pair_f32(&x, in, n, 1, 3.0f);
+            pair_f32(&x2, in, n, 1, 1.0f);
+            pair_alloc(&h, LMC_DTYPE_F32, in, n, 1);
+            pair_alloc(&tmp, LMC_DTYPE_F32, o0, n, 1);
+            pair_alloc(&yp, LMC_DTYPE_F32, o0, n, 1);
+            for (int i = 0; i < 3; i++) pair_alloc(&y[i], LMC_DTYPE_F32, i == 0 ? o0 : o1, n, 1);
+            lmc_tensor *yg[3] = {&y[0].g, &y[1].g, &y[2].g};
+            const lmc_tensor *wg[3] = {&w[0].g, &w[1].g, &w[2].g};
+            char what[128];
+            const int none = si % 4 == 3; /* a parameter-free norm */
+            lmc_fuse_op op = {.in = LMC_FUSE_IN_RMS, .out = LMC_FUSE_OUT_SET, .norm_w = none ? NULL : &g.g,
+                              .eps = 1e-5f, .w_offset = off, .act = act};
+            /* 1. y[i] = w[i] · rms_norm(x), i < 3 */
+            ref->i->rms_norm(ref, &h.c, &x.c, none ? NULL : &g.c, 1e-5f, off);
+            for (int i = 0; i < 3; i++) ref->i->matmul(ref, &y[i].c, &w[i].c, &h.c);
+            int took = gpu->i->matmul_fused(gpu, 3, yg, wg, &x.g, &op);
+            CHECK_MSG(took == dec, "fused rms 3 %s in %lld n %lld: taken %d, expected %d", lmc_dtype_name(t),
+                      (long long)in, (long long)n, took, dec);
+            for (int i = 0; took && i < 3; i++) {
+                snprintf(what, sizeof what, "fused rms→%d/3 %s in %lld n %lld", i, lmc_dtype_name(t), (long long)in,
+                         (long long)n);
+                compare(&y[i], tol, what);
+            }
+            cnt[0] += took;
+            /* 2. y0 = act(w1 · rms_norm(x)) · (w2 · rms_norm(x)) (w1, w2 of one shape) */
+            op.out = LMC_FUSE_OUT_GLU;
+            ref->i->matmul(ref, &y[1].c, &w[1].c, &h.c);
+            ref->i->matmul(ref, &y[2].c, &w[2].c, &h.c);
+            ref->i->act_mul(ref, &y[1].c, &y[1].c, &y[2].c, act);
+            took = gpu->i->matmul_fused(gpu, 2, (lmc_tensor *[]){&y[1].g, &y[2].g}, (const lmc_tensor *[]){wg[1], wg[2]},
+                                        &x.g, &op);
+            CHECK_MSG(took == dec_f, "fused rms glu %s in %lld n %lld: taken %d", lmc_dtype_name(t), (long long)in,
+                      (long long)n, took);
+            snprintf(what, sizeof what, "fused rms glu %s in %lld n %lld", lmc_dtype_name(t), (long long)in, (long long)n);
+            if (took) compare(&y[1], tol, what);
+            cnt[1] += took;
+            /* 3. y0 (+)= w0 · (act(x) · x2); the int8 path quantizes the very values act_mul makes, so it
+             * also equals the GPU's own plain sequence up to summation order */
+            for (int accum = 0; accum < 2; accum++) {
+                op = (lmc_fuse_op){.in = LMC_FUSE_IN_GLU, .out = accum ? LMC_FUSE_OUT_ACC : LMC_FUSE_OUT_SET,
+                                   .x2 = &x2.g, .act = act};
+                ref->i->act_mul(ref, &h.c, &x.c, &x2.c, act);
+                ref->i->matmul(ref, &tmp.c, &w[0].c, &h.c);
+                if (accum) ref->i->add(ref, &y[0].c, &y[0].c, &tmp.c);
+                else ref->i->matmul(ref, &y[0].c, &w[0].c, &h.c);
+                gpu->i->act_mul(gpu, &h.g, &x.g, &x2.g, act);
+                gpu->i->matmul(gpu, &tmp.g, wg[0], &h.g);
+                if (accum) gpu->i->add(gpu, &yp.g, &y[0].g, &tmp.g);
+                else gpu->i->matmul(gpu, &yp.g, wg[0], &h.g);
+                took = gpu->i->matmul_fused(gpu, 1, yg, wg, &x.g, &op);
+                CHECK_MSG(took == dec_q, "fused glu-in %s in %lld n %lld: taken %d", lmc_dtype_name(t),
+                          (long long)in, (long long)n, took);
+                if (!took) { /* keep the two sides equal for the next case */
+                    gpu->i->act_mul(gpu, &h.g, &x.g, &x2.g, act);
+                    gpu->i->matmul(gpu, &tmp.g, wg[0], &h.g);
+                    if (accum) gpu->i->add(gpu, &y[0].g, &y[0].g, &tmp.g);
+                    else gpu->i->matmul(gpu, &y[0].g, wg[0], &h.g);
+                }
+                snprintf(what, sizeof what, "fused glu-in %s %s in %lld n %lld", accum ? "acc" : "set", lmc_dtype_name(t),
+                         (long long)in, (long long)n);
+                compare(&y[0], qv ? 2e-2 : tol, what); /* int8 activations of a product: F2 */
+                if (took) compare_gpu(&y[0].g, &yp.g, 1e-5, what);
+                cnt[2] += took;
+            }
+            /* 4. y0 += w0 · x (the residual add; any dtype but MLX, cuBLAS past 8 tokens) */
+            op = (lmc_fuse_op){.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_ACC};
+            ref->i->matmul(ref, &tmp.c, &w[0].c, &x.c);
+            ref->i->add(ref, &y[0].c, &y[0].c, &tmp.c);
+            took = gpu->i->matmul_fused(gpu, 1, yg, wg, &x.g, &op);
+            CHECK_MSG(took == !lmc_dtype_is_mlx(t), "fused acc %s in %lld n %lld: taken %d", lmc_dtype_name(t),
+                      (long long)in, (long long)n, took);
+            if (took) {
+                snprintf(what, sizeof what, "fused acc %s in %lld n %lld", lmc_dtype_name(t), (long long)in, (long long)n);
+                compare(&y[0], tol, what);
+            }
+            cnt[3] += took;
+            /* nothing fused is not a fused product */
+            op = (lmc_fuse_op){.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_SET};
+            CHECK(gpu->i->matmul_fused(gpu, 1, yg, wg, &x.g, &op) == 0);
+            for (int i = 0; i < 3; i++) {
+                pair_free(&y[i]);
+                weight_free(&w[i]);
+            }
+            weight_free(&g);
+            pair_free(&x);
+            pair_free(&x2);
+            pair_free(&h);
+            pair_free(&tmp);
+            pair_free(&yp);
+        }
+    }
+    printf("matmul_fused taken: rms %d, rms glu %d, glu-in %d, acc %d\n", cnt[0], cnt[1], cnt[2], cnt[3]);
+    CHECK(cnt[0] > 0 && cnt[1] > 0 && cnt[2] > 0 && cnt[3] > 0);
+}
+
 static void test_get_rows(void) {
     const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
                                LMC_DTYPE_Q5_1, LMC_DTYPE_Q4_K, LMC_DTYPE_Q6_K, LMC_DTYPE_MLX4, LMC_DTYPE_MLX3};
@@ -737,6 +882,7 @@ int main(void) {
     RUN(test_matmul);
     RUN(test_matmul_int8);
     RUN(test_matmul_n);
+    RUN(test_matmul_fused);
     RUN(test_get_rows);
     RUN(test_elementwise);
     RUN(test_norms);

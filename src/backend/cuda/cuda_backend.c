@@ -277,12 +277,13 @@ static void cuda_get_rows(lmc_backend *be, lmc_tensor *y, const lmc_tensor *tabl
 
 /* y [out, n] = W x through cuBLAS: W rows dequantized (bf16 when n is prefill-sized, else f32)
  * in chunks into the workspace, or used in place for f32 / bf16 weights. */
-static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x, int64_t n) {
+/* y = w·x + beta·y (beta 0 or 1) through cuBLAS. */
+static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x, int64_t n, float beta) {
     const int64_t K = w->ne[0], out = w->ne[1];
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f;
     if (w->type == LMC_DTYPE_F32) {
         lmc_cuda_note_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)K, &one, w->data,
-                                 (int)(w->nb[1] / 4), x->data, (int)K, &zero, y->data, (int)out), "sgemm");
+                                 (int)(w->nb[1] / 4), x->data, (int)K, &beta, y->data, (int)out), "sgemm");
         return;
     }
     const int bf16 = n > LMC_CUDA_GEMV_MAX_TOKENS;
@@ -296,7 +297,7 @@ static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const l
     }
     if (bf16 && w->type == LMC_DTYPE_BF16) {
         lmc_cuda_note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)K, &one, w->data,
-                                  CUDA_R_16BF, (int)(w->nb[1] / 2), xb, CUDA_R_16BF, (int)K, &zero, y->data,
+                                  CUDA_R_16BF, (int)(w->nb[1] / 2), xb, CUDA_R_16BF, (int)K, &beta, y->data,
                                   CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
         return;
     }
@@ -314,11 +315,11 @@ static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const l
         float *yo = (float *)y->data + o0;
         if (bf16)
             lmc_cuda_note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws,
-                                      CUDA_R_16BF, (int)K, xb, CUDA_R_16BF, (int)K, &zero, yo, CUDA_R_32F,
+                                      CUDA_R_16BF, (int)K, xb, CUDA_R_16BF, (int)K, &beta, yo, CUDA_R_32F,
                                       (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
         else
             lmc_cuda_note_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws, (int)K,
-                                     xb, (int)K, &zero, yo, (int)out), "sgemm");
+                                     xb, (int)K, &beta, yo, (int)out), "sgemm");
     }
 }
 
@@ -336,7 +337,7 @@ void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const 
         lmc_cuda_launched(c, "gemv");
         return;
     }
-    matmul_blas(c, y, w, x, n);
+    matmul_blas(c, y, w, x, n, 0.0f);
 }
 
 static void cuda_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x) {
@@ -360,6 +361,49 @@ static void cuda_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lm
         return;
     }
     for (int i = 0; i < n; i++) lmc_cuda_matmul(be, y[i], w[i], x);
+}
+
+/* matmul_fused (backend.h): decode-sized products through lmc_cuda_gemv_fused; y += w·x also for
+ * larger batches (cuBLAS with beta = 1). LMC_CUDA_FUSE=0: nothing taken (A/B comparisons). */
+static int cuda_matmul_fused(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w,
+                             const lmc_tensor *x, const lmc_fuse_op *op) {
+    cuda_ctx *c = CTX(be);
+    static int off = -1;
+    if (off < 0) off = getenv("LMC_CUDA_FUSE") && !strcmp(getenv("LMC_CUDA_FUSE"), "0");
+    if (off || n < 1 || n > LMC_CUDA_GEMV_MULTI || x->type != LMC_DTYPE_F32 || !is_contig(x)) return 0;
+    const int64_t nt = lmc_tensor_nrows(x);
+    float *yd[LMC_CUDA_GEMV_MULTI];
+    lmc_cuda_w wd[LMC_CUDA_GEMV_MULTI];
+    for (int i = 0; i < n; i++) {
+        if (y[i]->type != LMC_DTYPE_F32 || !is_contig(y[i]) || w[i]->ne[0] != x->ne[0] || w[i]->ne[1] != y[i]->ne[0] ||
+            lmc_tensor_nrows(y[i]) != nt || w[i]->ne[2] != 1 || w[i]->ne[3] != 1 || lmc_dtype_is_mlx(w[i]->type))
+            return 0;
+        yd[i] = y[i]->data;
+        wd[i] = lmc_cuda_wdesc(w[i]);
+    }
+    lmc_cuda_fuse f = {.in = (int)op->in, .out = (int)op->out, .act = (int)op->act};
+    if (op->in == LMC_FUSE_IN_RMS) {
+        const lmc_tensor *g = op->norm_w && op->norm_w->data ? op->norm_w : NULL;
+        if (g && (lmc_tensor_nelem(g) != x->ne[0] || !lmc_dtype_is_float(g->type))) return 0;
+        f.norm_w = g ? g->data : NULL;
+        f.norm_type = g ? (int)g->type : 0;
+        f.eps = op->eps;
+        f.w_offset = op->w_offset;
+    }
+    if (op->in == LMC_FUSE_IN_GLU) {
+        if (!op->x2 || op->x2->type != LMC_DTYPE_F32 || !is_contig(op->x2) || lmc_tensor_nelem(op->x2) != lmc_tensor_nelem(x))
+            return 0;
+        f.x2 = op->x2->data;
+    }
+    if (lmc_cuda_gemv_fused(c->stream, n, yd, wd, x->data, nt, &f)) {
+        lmc_cuda_launched(c, "gemv fused");
+        return 1;
+    }
+    if (op->in != LMC_FUSE_IN_X || op->out != LMC_FUSE_OUT_ACC || n != 1 || lmc_cuda_gemv_ok(&wd[0], x->data, nt))
+        return 0;
+    LMC_ASSERT(w[0]->nb[1] >= lmc_dtype_row_bytes(w[0]->type, w[0]->ne[0]) && lmc_dtype_row_bytes(w[0]->type, w[0]->ne[0]) > 0);
+    matmul_blas(c, y[0], w[0], x, nt, 1.0f); /* y = w·x + y */
+    return 1;
 }
 
 static void cuda_add_bias(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b) {
@@ -547,6 +591,7 @@ static const lmc_backend_i cuda_iface = {
     .get_rows = cuda_get_rows,
     .matmul = lmc_cuda_matmul,
     .matmul_n = cuda_matmul_n,
+    .matmul_fused = cuda_matmul_fused,
     .add_bias = cuda_add_bias,
     .add = cuda_add,
     .scale = cuda_scale,

@@ -48,8 +48,9 @@ void lmc_cuda_repack(cudaStream_t s, int type, const void *raw, size_t nb1, int6
 /* 1 when the fast matrix-vector kernels take this weight with x of n_tok tokens. */
 int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_tok);
 #define LMC_CUDA_GEMV_MAX_TOKENS 8
-/* Several matrices of one dtype and input width over one x in one launch (f32/f16/bf16, and
- * Q8_0/Q4_0 where their int8 kernel is not taken): 0 when these cannot, nothing launched. */
+/* Several matrices of one dtype and input width over one x in one launch (f32/f16/bf16 through
+ * k_gemv_multi, Q8_0/Q4_0 through k_gemv_q over the matrices' row groups, which quantizes the
+ * activations once): 0 when these cannot, nothing launched. */
 #define LMC_CUDA_GEMV_MULTI 3
 int lmc_cuda_gemv_multi(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x, int64_t n_tok);
 /* y[t, o] = Σ_i w[o, i] x[t, i] for n_tok ≤ LMC_CUDA_GEMV_MAX_TOKENS (y rows of `out` floats).
@@ -59,6 +60,22 @@ void lmc_cuda_gemv(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x
  * 32-element block (d = amax/127, q = rint(x·127/amax)) on the current device: the
  * shared memory holds them; LMC_CUDA_QGEMV=off in the environment turns it off. */
 int lmc_cuda_gemv_int8(int type, int64_t ne0, int64_t n_tok);
+/* A decode product with small ops folded in (backend.h matmul_fused): the input u is x (in 0),
+ * rms_norm(x) with norm_w (NULL: none; f32/f16/bf16, 16-byte aligned), eps, w_offset (in 1), or
+ * act(x)·x2 (in 2); the output y[i] = w[i]·u (out 0), y[0] += w[0]·u (out 1, n = 1), or
+ * y[0] = act(w[0]·u)·(w[1]·u) (out 2, n = 2). act is an lmc_act. */
+typedef struct lmc_cuda_fuse {
+    int in, out;
+    const void *norm_w;
+    int norm_type;
+    float eps, w_offset;
+    const float *x2;
+    int act;
+} lmc_cuda_fuse;
+/* 1 when launched; 0 when these kernels do not take this combination (nothing launched). The
+ * answer depends on dtypes, shapes, n_tok and alignment only. */
+int lmc_cuda_gemv_fused(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x, int64_t n_tok,
+                        const lmc_cuda_fuse *f);
 /* Rows [r0, r0 + nr) of w as f32 (to_bf16 = 0) or bf16 (1), densely [nr, ne0]. */
 void lmc_cuda_dequant_rows(cudaStream_t s, const lmc_cuda_w *w, int64_t r0, int64_t nr, void *dst, int to_bf16);
 /* n f32 → bf16 */

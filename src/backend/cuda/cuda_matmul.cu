@@ -11,6 +11,12 @@
  * tokens. Activations in int8 change the result slightly (within F2 of the f32 reference).
  * Other dtypes (f32/f16/bf16), and Q8_0/Q4_0 when the int8 activations do not fit in
  * shared memory: k_gemv (f32 activations read through L1, weights widened to f32).
+ * Fused decode products (backend.h matmul_fused, lmc_cuda_gemv_fused): the RMSNorm of the input
+ * read on the fly (k_gemv_s stages x·w_norm once per block in shared memory; k_gemv_q applies
+ * the norm weights while quantizing; both scale the sums by 1/rms), act(gate)·up formed on the
+ * output side (k_gemv_s, f32/f16/bf16) or while quantizing down_proj's input (k_gemv_q), and
+ * y += in the epilogue (residual adds). k_gemv_q also takes up to three matrices of one input in
+ * one launch (q, k, v; gate, up).
  * Prefill-sized batches and other dtypes go through lmc_cuda_dequant_rows + cuBLAS
  * (cuda_backend.c).
  */
@@ -119,38 +125,122 @@ template <int TYPE> struct gemv_scaled { enum { v = TYPE == LMC_DTYPE_Q8_0 || TY
  * serves 4 rows), else 2 (registers). */
 template <int TYPE, int NT> struct gemv_rows { enum { v = gemv_scaled<TYPE>::v && NT == 1 ? 4 : 2 }; };
 
+/* What a decode product folds in (lmc_cuda_gemv_fused): the RMSNorm of its input (MODE ≥ 1 of
+ * gemv_block; Q8_0/Q4_0: in = 1), act(x)·x2 as its input (Q8_0/Q4_0: in = 2), act(w0·u)·(w1·u)
+ * as its output (MODE 2), y += instead of y = (acc). */
+struct gemv_fz {
+    const void *g;   /* norm weight [K] (NULL: none), dtype gt, plus woff */
+    int gt;
+    float eps, woff;
+    const float *x2; /* in = 2 */
+    int act, acc, in;
+};
+
+/* Same as cuda_ops.cu's act_apply (lmc_act order). */
+static __device__ __forceinline__ float fz_act(int act, float x) {
+    switch (act) {
+    case 0: return x / (1.0f + expf(-x));
+    case 1: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case 2: {
+        const float k = 0.79788456080286536f;
+        return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    case 3: return x > 0 ? x : 0;
+    case 4: return x > 0 ? x * x : 0;
+    }
+    return x;
+}
+
+/* N norm-weight values from element i (16-byte aligned for N ≥ 4: checked on the host), plus woff;
+ * 1 where there is no weight. */
+template <int N>
+static __device__ __forceinline__ void fz_weights(const gemv_fz &f, int64_t i, float *g) {
+    if (!f.g) {
+#pragma unroll
+        for (int k = 0; k < N; k++) g[k] = 1.0f;
+        return;
+    }
+    if (f.gt == LMC_DTYPE_F32) {
+#pragma unroll
+        for (int k = 0; k < N / 4; k++) {
+            const float4 v = __ldg((const float4 *)((const float *)f.g + i) + k);
+            g[4 * k] = v.x; g[4 * k + 1] = v.y; g[4 * k + 2] = v.z; g[4 * k + 3] = v.w;
+        }
+    } else {
+        uint32_t u[N / 2 > 0 ? N / 2 : 1]; /* N 16-bit values: 8 or 16 bytes a load */
+#pragma unroll
+        for (int k = 0; k < N / 8; k++) {
+            const uint4 v = __ldg((const uint4 *)((const uint16_t *)f.g + i) + k);
+            u[4 * k] = v.x; u[4 * k + 1] = v.y; u[4 * k + 2] = v.z; u[4 * k + 3] = v.w;
+        }
+        if (N == 4) {
+            const uint2 v = __ldg((const uint2 *)((const uint16_t *)f.g + i));
+            u[0] = v.x;
+            u[N / 2 - 1] = v.y;
+        }
+#pragma unroll
+        for (int h = 0; h < N / 2; h++) {
+            if (f.gt == LMC_DTYPE_BF16) {
+                g[2 * h] = __uint_as_float(u[h] << 16);
+                g[2 * h + 1] = __uint_as_float(u[h] & 0xffff0000u);
+            } else {
+                g[2 * h] = f16_to_f((uint16_t)(u[h] & 0xffff));
+                g[2 * h + 1] = f16_to_f((uint16_t)(u[h] >> 16));
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < N; k++) g[k] += f.woff;
+}
+
+template <int TYPE, int NT> struct gemv_glu_rows {
+    enum { v = gemv_rows<TYPE, NT>::v / 2 > 0 ? gemv_rows<TYPE, NT>::v / 2 : 1 };
+};
+
 /* One block computes R output rows for NT tokens. Its threads stride over the rows'
  * 16-byte chunks GEMV_U at a time: the U·R loads are issued before any is used (memory
  * parallelism even for short rows), then widened and multiplied; warps reduce with
- * shuffles, then across the block in shared memory. */
-template <int TYPE, int NT>
-static __device__ __forceinline__ void gemv_block(float *y, const lmc_cuda_w &w, const float *x, int64_t blk) {
-    constexpr int E = gemv_traits<TYPE>::E, R = gemv_rows<TYPE, NT>::v;
-    __shared__ float red[GEMV_THREADS / 32][R * NT];
+ * shuffles, then across the block in shared memory.
+ * MODE 1: the input is rms_norm(x): each chunk of x is multiplied by the norm weights and its
+ * squares summed per token as it is read (every block reads all of x), the sums scaled by
+ * 1/rms at the end. MODE 2 also: the block computes its R rows of w and of w1, and writes
+ * act(w·u)·(w1·u). */
+template <int TYPE, int NT, int MODE>
+static __device__ __forceinline__ void gemv_block(float *y, const lmc_cuda_w &w, const lmc_cuda_w &w1, const float *x,
+                                                  int64_t blk, const gemv_fz &fz) {
+    /* MODE 2: half the rows of each matrix, so a block still loads R rows (registers) */
+    constexpr int E = gemv_traits<TYPE>::E, R = MODE == 2 ? gemv_glu_rows<TYPE, NT>::v : gemv_rows<TYPE, NT>::v;
+    constexpr int RT = MODE == 2 ? 2 * R : R;
+    constexpr int NS = MODE ? NT : 0; /* per-token sums of squares */
+    __shared__ float red[GEMV_THREADS / 32][RT * NT + NS];
     const int64_t out = w.ne1, K = w.ne0, nch = K / E;
     const int64_t r0 = blk * R;
     const int nth = blockDim.x;
-    float acc[R][NT];
+    float acc[RT][NT], ss[NT];
 #pragma unroll
-    for (int r = 0; r < R; r++)
+    for (int t = 0; t < NT; t++) {
+        ss[t] = 0.0f;
 #pragma unroll
-        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+        for (int r = 0; r < RT; r++) acc[r][t] = 0.0f;
+    }
     for (int64_t c0 = threadIdx.x; c0 < nch; c0 += (int64_t)GEMV_U * nth) {
-        uint4 raw[GEMV_U][R];
-        float sc[GEMV_U][R];
+        uint4 raw[GEMV_U][RT];
+        float sc[GEMV_U][RT];
 #pragma unroll
         for (int u = 0; u < GEMV_U; u++)
 #pragma unroll
-            for (int r = 0; r < R; r++) {
+            for (int r = 0; r < RT; r++) {
                 const int64_t c = c0 + (int64_t)u * nth;
-                const int64_t row = r0 + r < out ? r0 + r : out - 1;
-                if (c < nch) raw[u][r] = gemv_load<TYPE>(w, row, c, &sc[u][r]);
+                const int64_t row = r0 + r % R < out ? r0 + r % R : out - 1;
+                if (c < nch) raw[u][r] = gemv_load<TYPE>(MODE == 2 && r >= R ? w1 : w, row, c, &sc[u][r]);
                 else { raw[u][r] = make_uint4(0, 0, 0, 0); sc[u][r] = 0.0f; }
             }
 #pragma unroll
         for (int u = 0; u < GEMV_U; u++) {
             const int64_t c = c0 + (int64_t)u * nth;
             if (c >= nch) break;
+            float gv[MODE ? E : 1];
+            if constexpr (MODE != 0) fz_weights<E>(fz, c * E, gv);
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 float xv[E];
@@ -160,8 +250,15 @@ static __device__ __forceinline__ void gemv_block(float *y, const lmc_cuda_w &w,
                     const float4 v = __ldg(xp + k);
                     xv[4 * k] = v.x; xv[4 * k + 1] = v.y; xv[4 * k + 2] = v.z; xv[4 * k + 3] = v.w;
                 }
+                if (MODE) {
 #pragma unroll
-                for (int r = 0; r < R; r++) {
+                    for (int k = 0; k < E; k++) {
+                        ss[t] = fmaf(xv[k], xv[k], ss[t]);
+                        xv[k] *= gv[MODE ? k : 0];
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < RT; r++) {
                     float f[E];
                     gemv_decode<TYPE>(raw[u][r], 1.0f, f); /* block scale applied to the chunk's sum */
                     float s = 0.0f;
@@ -174,24 +271,52 @@ static __device__ __forceinline__ void gemv_block(float *y, const lmc_cuda_w &w,
     }
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (nth + 31) >> 5;
 #pragma unroll
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < RT; r++)
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const float v = warp_sum(acc[r][t]);
             if (lane == 0) red[wid][r * NT + t] = v;
         }
+    if (MODE) {
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float v = warp_sum(ss[t]);
+            if (lane == 0) red[wid][RT * NT + (MODE ? t : 0)] = v;
+        }
+    }
     __syncthreads();
     if (threadIdx.x < R * NT) {
         const int r = threadIdx.x / NT, t = threadIdx.x % NT;
         float v = 0.0f;
         for (int k = 0; k < nw; k++) v += red[k][threadIdx.x];
-        if (r0 + r < out) y[(int64_t)t * out + r0 + r] = v;
+        if (MODE) {
+            float s2 = 0.0f;
+            for (int k = 0; k < nw; k++) s2 += red[k][RT * NT + (MODE ? t : 0)];
+            const float inv = 1.0f / sqrtf(s2 / (float)K + fz.eps);
+            v *= inv;
+            if (MODE == 2) {
+                float v1 = 0.0f;
+                for (int k = 0; k < nw; k++) v1 += red[k][(r + R) * NT + t];
+                v = fz_act(fz.act, v) * (v1 * inv);
+            }
+        }
+        if (r0 + r < out) {
+            float *p = y + (int64_t)t * out + r0 + r;
+            *p = fz.acc ? *p + v : v;
+        }
     }
 }
 
 template <int TYPE, int NT>
-__global__ void __launch_bounds__(GEMV_THREADS) k_gemv(float *y, lmc_cuda_w w, const float *x) {
-    gemv_block<TYPE, NT>(y, w, x, blockIdx.x);
+__global__ void __launch_bounds__(GEMV_THREADS) k_gemv(float *y, lmc_cuda_w w, const float *x, gemv_fz fz) {
+    gemv_block<TYPE, NT, 0>(y, w, w, x, blockIdx.x, fz);
+}
+
+/* act(w0·u)·(w1·u) with u = rms_norm(x): each block R rows of both matrices. */
+template <int TYPE, int NT>
+__global__ void __launch_bounds__(GEMV_THREADS) k_gemv_glu(float *y, lmc_cuda_w w0, lmc_cuda_w w1, const float *x,
+                                                           gemv_fz fz) {
+    gemv_block<TYPE, NT, 2>(y, w0, w1, x, blockIdx.x, fz);
 }
 
 /* Several matrices of one dtype and input width over the same x in one launch (q, k, v; gate,
@@ -204,12 +329,192 @@ typedef struct gemv_multi {
     int n;
 } gemv_multi;
 
-template <int TYPE, int NT>
-__global__ void __launch_bounds__(GEMV_THREADS) k_gemv_multi(gemv_multi m, const float *x) {
+template <int TYPE, int NT, int MODE>
+__global__ void __launch_bounds__(GEMV_THREADS) k_gemv_multi(gemv_multi m, const float *x, gemv_fz fz) {
     const int64_t b = blockIdx.x;
     int i = 0;
     while (i < m.n - 1 && b >= m.end[i]) i++;
-    gemv_block<TYPE, NT>(m.y[i], m.w[i], x, b - (i ? m.end[i - 1] : 0));
+    gemv_block<TYPE, NT, MODE>(m.y[i], m.w[i], m.w[i], x, b - (i ? m.end[i - 1] : 0), fz);
+}
+
+/* ------------------------------------------------ f32/f16/bf16 with the norm folded in, activations in shared memory */
+
+/* k_gemv_s: the decode product of rms_norm(x) (MODE 1: up to three matrices, q/k/v; MODE 2: act(w0·u)·(w1·u),
+ * gate/up) with the activations staged once per block: the block first loads every token's x, multiplies it
+ * by the norm weights into shared memory (f32) and sums its squares (while the first weight loads are in
+ * flight), then each warp streams the 16-byte chunks of its row groups (lanes side by side, RWT·U loads a
+ * lane in flight) and multiplies them with the staged activations; 1/rms scales the warp's sums. One block
+ * of up to 16 warps per multiprocessor, every warp the same number of row groups (as k_gemv_q), so the
+ * norm work is done once per multiprocessor instead of once per pair of rows. */
+#define GS_MAX_THREADS 512
+
+static int qv_device(int *dev, int *sms, size_t *smem_block);
+
+typedef struct gemv_s_rows {
+    lmc_cuda_w w[LMC_CUDA_GEMV_MULTI];
+    float *y[LMC_CUDA_GEMV_MULTI];
+    int64_t gend[LMC_CUDA_GEMV_MULTI]; /* first row group past matrix i (MODE 2: one entry, w[0] and w[1] paired) */
+    int n;
+} gemv_s_rows;
+
+static size_t gs_smem(int64_t K, int nt) { return (size_t)nt * (size_t)K * 4 + (size_t)(GS_MAX_THREADS / 32) * nt * 4; }
+
+template <int TYPE, int NT, int MODE>
+__global__ void __launch_bounds__(GS_MAX_THREADS) k_gemv_s(gemv_s_rows m, const float *x, gemv_fz fz, int gpw) {
+    constexpr int E = gemv_traits<TYPE>::E, RW = MODE == 2 ? 1 : 2, RWT = 2, U = NT <= 2 ? 8 : 4;
+    extern __shared__ __align__(16) unsigned char gs_sm[];
+    const int K = (int)m.w[0].ne0, nch = K / E;
+    float *xs = (float *)gs_sm, *ssw = xs + (size_t)NT * K;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int64_t G = m.gend[m.n - 1];
+    int64_t g = ((int64_t)blockIdx.x * nw + warp) * gpw;
+    const int64_t g_end = g + gpw < G ? g + gpw : G;
+
+    /* the rows of group g: matrix mi, rows r0.. (MODE 2: w[0] rows r0.. then w[1] rows r0..) */
+    auto locate = [&](int64_t gg, int &mi, int64_t &r0) {
+        mi = 0;
+        while (mi < m.n - 1 && gg >= m.gend[mi]) mi++;
+        r0 = (gg - (mi ? m.gend[mi - 1] : 0)) * RW;
+    };
+    uint4 A[U][RWT];
+    auto load = [&](int64_t gg, int base) {
+        int mi;
+        int64_t r0;
+        locate(gg, mi, r0);
+#pragma unroll
+        for (int r = 0; r < RWT; r++) {
+            const lmc_cuda_w &w = MODE == 2 ? m.w[r] : m.w[mi];
+            const int64_t rr = MODE == 2 ? r0 : r0 + r;
+            const int64_t row = rr < w.ne1 ? rr : w.ne1 - 1;
+            const uint4 *p = (const uint4 *)((const char *)w.data + (size_t)row * w.nb1);
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int c = base + lane + 32 * u;
+                A[u][r] = c < nch ? __ldg(p + c) : make_uint4(0, 0, 0, 0);
+            }
+        }
+    };
+    int base = 0;
+    if (g < g_end) load(g, 0);
+
+    /* stage x·g, Σx² per token */
+    float ss[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) ss[t] = 0.0f;
+    const int per_tok = K / 4;
+    for (int p = threadIdx.x; p < per_tok * NT; p += blockDim.x) {
+        const int t = p / per_tok, e = (p - t * per_tok) * 4;
+        const float4 v = __ldg((const float4 *)(x + (size_t)t * K + e));
+        float gv[4];
+        fz_weights<4>(fz, e, gv);
+        const float s = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+#pragma unroll
+        for (int tt = 0; tt < NT; tt++)
+            if (tt == t) ss[tt] += s;
+        *(float4 *)(xs + (size_t)t * K + e) = make_float4(v.x * gv[0], v.y * gv[1], v.z * gv[2], v.w * gv[3]);
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        const float s = warp_sum(ss[t]);
+        if (lane == 0) ssw[warp * NT + t] = s;
+    }
+    __syncthreads();
+    float inv[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        float s = 0.0f;
+        for (int k = 0; k < nw; k++) s += ssw[k * NT + t];
+        inv[t] = 1.0f / sqrtf(s / (float)K + fz.eps);
+    }
+
+    float acc[RWT][NT];
+#pragma unroll
+    for (int r = 0; r < RWT; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    while (g < g_end) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = base + lane + 32 * u;
+            if (c >= nch) break;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                float xv[E];
+                const float4 *xp = (const float4 *)(xs + (size_t)t * K + (size_t)c * E);
+#pragma unroll
+                for (int k = 0; k < E / 4; k++) {
+                    const float4 v = xp[k];
+                    xv[4 * k] = v.x; xv[4 * k + 1] = v.y; xv[4 * k + 2] = v.z; xv[4 * k + 3] = v.w;
+                }
+#pragma unroll
+                for (int r = 0; r < RWT; r++) {
+                    float f[E];
+                    gemv_decode<TYPE>(A[u][r], 1.0f, f);
+                    float s = 0.0f;
+#pragma unroll
+                    for (int k = 0; k < E; k++) s += f[k] * xv[k];
+                    acc[r][t] += s;
+                }
+            }
+        }
+        base += 32 * U;
+        if (base >= nch) { /* the row group is done */
+            int mi;
+            int64_t r0;
+            locate(g, mi, r0);
+            const int64_t out = m.w[mi].ne1;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                float v[RWT];
+#pragma unroll
+                for (int r = 0; r < RWT; r++) {
+                    v[r] = warp_sum(acc[r][t]) * inv[t];
+                    acc[r][t] = 0.0f;
+                }
+                if (MODE == 2) {
+                    if (lane == t && r0 < out) m.y[0][(int64_t)t * out + r0] = fz_act(fz.act, v[0]) * v[1];
+                } else {
+#pragma unroll
+                    for (int r = 0; r < RWT; r++)
+                        if (lane == r * NT + t && r0 + r < out) m.y[mi][(int64_t)t * out + r0 + r] = v[r];
+                }
+            }
+            g++;
+            base = 0;
+        }
+        if (g < g_end) load(g, base);
+    }
+}
+
+/* Launch k_gemv_s: 0 when its staged activations do not fit shared memory (nothing launched). */
+template <int TYPE, int NT, int MODE>
+static int gemv_s_launch(cudaStream_t s, gemv_s_rows *m, const float *x, const gemv_fz &fz) {
+    int dev, sms;
+    size_t smo;
+    if (!qv_device(&dev, &sms, &smo)) return 0;
+    const int64_t K = m->w[0].ne0;
+    const size_t sm = gs_smem(K, NT);
+    if (sm > smo || K % 4) return 0;
+    constexpr int RW = MODE == 2 ? 1 : 2;
+    int64_t G = 0;
+    for (int i = 0; i < (MODE == 2 ? 1 : m->n); i++) {
+        G += (m->w[i].ne1 + RW - 1) / RW;
+        m->gend[i] = G;
+    }
+    if (MODE == 2) m->n = 1; /* one list of row groups; w[1] is read beside w[0] */
+    static int opted[16];
+    if (sm > 48 * 1024 && !(dev >= 0 && dev < 16 && opted[dev])) {
+        cudaFuncSetAttribute(k_gemv_s<TYPE, NT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smo);
+        if (dev >= 0 && dev < 16) opted[dev] = 1;
+    }
+    const int64_t max_w = (int64_t)sms * (GS_MAX_THREADS / 32);
+    const int64_t gpw = (G + max_w - 1) / max_w, nw = (G + gpw - 1) / gpw;
+    int64_t wpb = (nw + sms - 1) / sms;
+    if (wpb < 4) wpb = 4;
+    if (wpb > GS_MAX_THREADS / 32) wpb = GS_MAX_THREADS / 32;
+    const unsigned blocks = (unsigned)((nw + wpb - 1) / wpb);
+    k_gemv_s<TYPE, NT, MODE><<<blocks, (unsigned)(wpb * 32), sm, s>>>(*m, x, fz, (int)gpw);
+    return 1;
 }
 
 /* ------------------------------------------------ Q8_0 / Q4_0 with int8 activations */
@@ -217,8 +522,11 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv_multi(gemv_multi m, const
 #define QV_MAX_THREADS 512 /* threads per block of k_gemv_q at most (≤ 128 registers a thread) */
 
 /* Shared memory of k_gemv_q: per token K int8 activations, then per token K/32 float2
- * block metadata (scale d; Q4_0: -8·d·Σq, so a block is d_w·(d·Σ n·q + that)). */
-static size_t qv_smem(int64_t K, int nt) { return (size_t)nt * ((size_t)K + (size_t)K / 32 * 8); }
+ * block metadata (scale d; Q4_0: -8·d·Σq, so a block is d_w·(d·Σ n·q + that)), then per
+ * warp and token the partial Σx² of a fused RMSNorm. */
+static size_t qv_smem(int64_t K, int nt) {
+    return (size_t)nt * ((size_t)K + (size_t)K / 32 * 8) + (size_t)(QV_MAX_THREADS / 32) * (size_t)nt * 4;
+}
 
 /* Pack the low bytes of four ints. */
 static __device__ __forceinline__ int qv_pack4(int a, int b, int c, int d) {
@@ -232,10 +540,14 @@ static __device__ __forceinline__ int qv_pack4(int a, int b, int c, int d) {
  * in a high plane (both K/2 bytes) so a lane's two 16-byte reads for one weight block are
  * contiguous across the warp (no bank conflicts). d = amax/127, q = rint(x · 127/amax)
  * (exact IEEE ops: the op test repeats them on the host bit for bit). */
-template <int TYPE, int QU>
-static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, const float *x, int64_t K, int nt) {
+template <int TYPE, int QU, int NT>
+static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, float *ssw, const float *x, int64_t K,
+                                                   const gemv_fz &fz) {
     const int lane = threadIdx.x & 31, T = blockDim.x;
-    const int64_t per_tok = K / 8, pieces = per_tok * nt;
+    const int64_t per_tok = K / 8, pieces = per_tok * NT;
+    float ss[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) ss[t] = 0.0f;
     for (int64_t base = 0; base < pieces; base += (int64_t)T * QU) { /* block-uniform trip count */
         float4 v[QU][2];
 #pragma unroll
@@ -253,7 +565,31 @@ static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, con
 #pragma unroll
         for (int k = 0; k < QU; k++) {
             const int64_t p = base + (int64_t)k * T + threadIdx.x;
-            const float4 a = v[k][0], b = v[k][1];
+            float4 a = v[k][0], b = v[k][1];
+            if (fz.in && p < pieces) { /* the fused input: x·g (1/rms applied to the sums), or act(x)·x2 */
+                const int64_t t = p / per_tok, e = (p - t * per_tok) * 8;
+                float f[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, g[8];
+                if (fz.in == 1) {
+                    fz_weights<8>(fz, e, g);
+                    float s = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        s = fmaf(f[j], f[j], s);
+                        f[j] *= g[j];
+                    }
+#pragma unroll
+                    for (int tt = 0; tt < NT; tt++)
+                        if (tt == t) ss[tt] += s;
+                } else {
+                    const float4 *up = (const float4 *)(fz.x2 + t * K + e);
+                    const float4 u0 = __ldg(up), u1 = __ldg(up + 1);
+                    const float u[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+#pragma unroll
+                    for (int j = 0; j < 8; j++) f[j] = fz_act(fz.act, f[j]) * u[j];
+                }
+                a = make_float4(f[0], f[1], f[2], f[3]);
+                b = make_float4(f[4], f[5], f[6], f[7]);
+            }
             float m = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
                             fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
             m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
@@ -272,6 +608,13 @@ static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, con
             *(int2 *)dst = make_int2(w0, w1);
             if ((lane & 3) == 0)
                 meta[t * (K / 32) + blk] = make_float2(d, TYPE == LMC_DTYPE_Q8_0 ? 0.0f : -8.0f * d * (float)sum);
+        }
+    }
+    if (fz.in == 1) {
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float s = warp_sum(ss[t]);
+            if (lane == 0) ssw[(threadIdx.x >> 5) * NT + t] = s;
         }
     }
 }
@@ -367,40 +710,69 @@ static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_bat
 
 /* The warp's sums of row group g: reduced across lanes, lane r·NT + t writes (row g·RW + r, token t). */
 template <int NT, int RW>
-static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, int64_t out, int64_t g, int lane) {
+static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, int64_t out, int64_t g, int lane,
+                                                const float *ssw, const gemv_fz &fz, int K) {
+    float inv[NT]; /* 1/rms of each token's x for a fused RMSNorm (from the warps' partial Σx²), else 1 */
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        inv[t] = 1.0f;
+        if (fz.in == 1) {
+            float s = 0.0f;
+            for (int k = 0; k < (int)(blockDim.x >> 5); k++) s += ssw[k * NT + t];
+            inv[t] = 1.0f / sqrtf(s / (float)K + fz.eps);
+        }
+    }
 #pragma unroll
     for (int r = 0; r < RW; r++)
 #pragma unroll
         for (int t = 0; t < NT; t++) {
-            const float v = warp_sum(acc[r][t]);
+            const float v = warp_sum(acc[r][t]) * inv[t];
             acc[r][t] = 0.0f;
             const int64_t row = g * RW + r;
-            if (lane == r * NT + t && row < out) y[(int64_t)t * out + row] = v;
+            if (lane == r * NT + t && row < out) {
+                float *p = y + (int64_t)t * out + row;
+                *p = fz.acc ? *p + v : v;
+            }
         }
 }
 
-/* y[t, o] = Σ_i w[o, i] x[t, i] for NT tokens, Q8_0 / Q4_0 repacked weights. Warp gw of the
- * grid computes row groups [gw·gpw, gw·gpw + gpw) of RW rows each, over the whole row, in
+/* Up to LMC_CUDA_GEMV_MULTI matrices of one dtype and width over one x (q, k, v; gate, up): their row
+ * groups one after the other, gend[i] the first group past matrix i. */
+typedef struct qv_mat {
+    lmc_cuda_w w[LMC_CUDA_GEMV_MULTI];
+    float *y[LMC_CUDA_GEMV_MULTI];
+    int64_t gend[LMC_CUDA_GEMV_MULTI];
+    int n;
+} qv_mat;
+
+/* y[t, o] = Σ_i w[o, i] x[t, i] for NT tokens, Q8_0 / Q4_0 repacked weights (each matrix of m). Warp gw
+ * of the grid computes row groups [gw·gpw, gw·gpw + gpw) of RW rows each, over the whole row, in
  * batches of U chunks a lane: LOADS = RW·U loads of 16 bytes a lane in flight (the first
  * batch while the block quantizes the activations). */
 template <int TYPE, int NT, int RW, int LOADS>
-__global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(float *y, lmc_cuda_w w, const float *x, int gpw) {
+__global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float *x, int gpw, gemv_fz fz) {
     constexpr int U = LOADS / RW, STEP = 32 * U;
     extern __shared__ __align__(16) unsigned char qv_sm[];
-    const int K = (int)w.ne0; /* K·NT fits shared memory: int offsets */
-    const int64_t out = w.ne1;
+    const int K = (int)m.w[0].ne0; /* K·NT fits shared memory: int offsets */
     const int nch = TYPE == LMC_DTYPE_Q8_0 ? K / 16 : K / 32; /* 16-byte code chunks per row */
     const int8_t *xq = (const int8_t *)qv_sm;
     const float2 *meta = (const float2 *)(qv_sm + (size_t)NT * K);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t ngroups = (out + RW - 1) / RW;
+    const int64_t ngroups = m.gend[m.n - 1];
     int64_t g = ((int64_t)blockIdx.x * (blockDim.x >> 5) + warp) * gpw;
     const int64_t g_end = g + gpw < ngroups ? g + gpw : ngroups;
+    auto mat = [&](int64_t gg) { /* the matrix of group gg */
+        int i = 0;
+        while (i < m.n - 1 && gg >= m.gend[i]) i++;
+        return i;
+    };
 
     qv_batch<RW, U> A;
     int base = 0; /* batch (g, base) is in A */
-    if (g < g_end) qv_load<TYPE, RW, U>(A, w, g, base + lane, nch);
-    qv_quantize<TYPE, LOADS >= 16 ? 2 : 4>((int8_t *)qv_sm, (float2 *)(qv_sm + (size_t)NT * K), x, K, NT);
+    int mi = g < g_end ? mat(g) : 0;
+    if (g < g_end) qv_load<TYPE, RW, U>(A, m.w[mi], g - (mi ? m.gend[mi - 1] : 0), base + lane, nch);
+    float *ssw = (float *)(qv_sm + (size_t)NT * ((size_t)K + (size_t)(K / 32) * 8));
+    qv_quantize<TYPE, LOADS >= 16 ? 2 : 4, NT>((int8_t *)qv_sm, (float2 *)(qv_sm + (size_t)NT * K), ssw, x, K, fz);
     __syncthreads();
     float acc[RW][NT];
 #pragma unroll
@@ -411,11 +783,12 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(float *y, lmc_cuda_w 
         qv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch);
         base += STEP;
         if (base >= nch) { /* the row group is done */
-            qv_store<NT, RW>(acc, y, out, g, lane);
+            qv_store<NT, RW>(acc, m.y[mi], m.w[mi].ne1, g - (mi ? m.gend[mi - 1] : 0), lane, ssw, fz, K);
             g++;
             base = 0;
+            if (g < g_end) mi = mat(g);
         }
-        if (g < g_end) qv_load<TYPE, RW, U>(A, w, g, base + lane, nch);
+        if (g < g_end) qv_load<TYPE, RW, U>(A, m.w[mi], g - (mi ? m.gend[mi - 1] : 0), base + lane, nch);
     }
 }
 
@@ -465,20 +838,25 @@ extern "C" int lmc_cuda_gemv_int8(int type, int64_t ne0, int64_t n_tok) {
  * per multiprocessor, so that the activations are quantized once per multiprocessor (two
  * blocks of 8 warps measured 3-35% slower on the H200), blocks of 4..16 warps. */
 template <int TYPE, int NT, int RW, int LOADS>
-static void qv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int dev, int sms, size_t smb) {
-    const size_t sm = qv_smem(w->ne0, NT);
+static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz, int dev, int sms, size_t smb) {
+    const size_t sm = qv_smem(m->w[0].ne0, NT);
     static int opted[16]; /* dynamic shared memory limit raised, per device */
     if (sm > 48 * 1024 && !(dev >= 0 && dev < 16 && opted[dev])) {
         cudaFuncSetAttribute(k_gemv_q<TYPE, NT, RW, LOADS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smb);
         if (dev >= 0 && dev < 16) opted[dev] = 1;
     }
-    const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32), ng = (w->ne1 + RW - 1) / RW;
+    int64_t ng = 0;
+    for (int i = 0; i < m->n; i++) {
+        ng += (m->w[i].ne1 + RW - 1) / RW;
+        m->gend[i] = ng;
+    }
+    const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32);
     const int64_t gpw = (ng + max_w - 1) / max_w, nw = (ng + gpw - 1) / gpw;
     int64_t wpb = (nw + sms - 1) / sms;
     if (wpb < 4) wpb = 4;
     if (wpb > QV_MAX_THREADS / 32) wpb = QV_MAX_THREADS / 32;
     const unsigned blocks = (unsigned)((nw + wpb - 1) / wpb);
-    k_gemv_q<TYPE, NT, RW, LOADS><<<blocks, (unsigned)(wpb * 32), sm, s>>>(y, *w, x, (int)gpw);
+    k_gemv_q<TYPE, NT, RW, LOADS><<<blocks, (unsigned)(wpb * 32), sm, s>>>(*m, x, (int)gpw, fz);
 }
 
 /* Rows per warp: 4 from 3 tokens on (each activation chunk read serves more rows), 2 below,
@@ -487,38 +865,41 @@ static void qv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float
  * per lane: 8; 16 at one token unless the row's chunks per lane (more than 8) are not a
  * multiple of 8 (a half-empty last batch: 8 measured faster there). */
 template <int TYPE, int NT>
-static void qv_rows(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x) {
+static void qv_rows(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz) {
     int dev, sms;
     size_t smb;
-    if (w->ne1 <= 0 || !qv_device(&dev, &sms, &smb)) return; /* lmc_cuda_gemv_int8 said yes: cached */
+    int64_t rows = 0;
+    for (int i = 0; i < m->n; i++) rows += m->w[i].ne1;
+    if (rows <= 0 || !qv_device(&dev, &sms, &smb)) return; /* lmc_cuda_gemv_int8 said yes: cached */
+    const lmc_cuda_w *w = &m->w[0];
     constexpr int RW_MAX = NT >= 3 && !(TYPE == LMC_DTYPE_Q4_0 && NT >= 5) ? 4 : 2;
     const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32);
     const int64_t cpl = (w->ne0 / (TYPE == LMC_DTYPE_Q8_0 ? 16 : 32) + 31) / 32; /* chunks per lane per row */
     int rw = RW_MAX;
-    while (rw > 1 && (w->ne1 + rw - 1) / rw < max_w / 2) rw /= 2;
+    while (rw > 1 && (rows + rw - 1) / rw < max_w / 2) rw /= 2;
     if constexpr (NT == 1) {
         if (cpl <= 8 || cpl % 8 == 0) {
-            if (rw == 2) qv_launch<TYPE, NT, 2, 16>(s, y, w, x, dev, sms, smb);
-            else qv_launch<TYPE, NT, 1, 16>(s, y, w, x, dev, sms, smb);
+            if (rw == 2) qv_launch<TYPE, NT, 2, 16>(s, m, x, fz, dev, sms, smb);
+            else qv_launch<TYPE, NT, 1, 16>(s, m, x, fz, dev, sms, smb);
             return;
         }
     }
-    if (rw == 4) qv_launch<TYPE, NT, RW_MAX, 8>(s, y, w, x, dev, sms, smb);
-    else if (rw == 2) qv_launch<TYPE, NT, 2, 8>(s, y, w, x, dev, sms, smb);
-    else qv_launch<TYPE, NT, 1, 8>(s, y, w, x, dev, sms, smb);
+    if (rw == 4) qv_launch<TYPE, NT, RW_MAX, 8>(s, m, x, fz, dev, sms, smb);
+    else if (rw == 2) qv_launch<TYPE, NT, 2, 8>(s, m, x, fz, dev, sms, smb);
+    else qv_launch<TYPE, NT, 1, 8>(s, m, x, fz, dev, sms, smb);
 }
 
 template <int TYPE>
-static void qv_dispatch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n) {
+static void qv_dispatch(cudaStream_t s, qv_mat *m, const float *x, int64_t n, const gemv_fz &fz) {
     switch (n) {
-    case 1: qv_rows<TYPE, 1>(s, y, w, x); break;
-    case 2: qv_rows<TYPE, 2>(s, y, w, x); break;
-    case 3: qv_rows<TYPE, 3>(s, y, w, x); break;
-    case 4: qv_rows<TYPE, 4>(s, y, w, x); break;
-    case 5: qv_rows<TYPE, 5>(s, y, w, x); break;
-    case 6: qv_rows<TYPE, 6>(s, y, w, x); break;
-    case 7: qv_rows<TYPE, 7>(s, y, w, x); break;
-    default: qv_rows<TYPE, 8>(s, y, w, x); break;
+    case 1: qv_rows<TYPE, 1>(s, m, x, fz); break;
+    case 2: qv_rows<TYPE, 2>(s, m, x, fz); break;
+    case 3: qv_rows<TYPE, 3>(s, m, x, fz); break;
+    case 4: qv_rows<TYPE, 4>(s, m, x, fz); break;
+    case 5: qv_rows<TYPE, 5>(s, m, x, fz); break;
+    case 6: qv_rows<TYPE, 6>(s, m, x, fz); break;
+    case 7: qv_rows<TYPE, 7>(s, m, x, fz); break;
+    default: qv_rows<TYPE, 8>(s, m, x, fz); break;
     }
 }
 
@@ -540,45 +921,95 @@ extern "C" int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_t
     return w->nb1 % 16 == 0;
 }
 
+/* Threads of a k_gemv block: the rows' chunks GEMV_U a thread, 32..GEMV_THREADS. */
 template <int TYPE>
-static void gemv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n) {
-    const int R = n == 1 ? (int)gemv_rows<TYPE, 1>::v : (int)gemv_rows<TYPE, 2>::v;
-    const unsigned g = (unsigned)((w->ne1 + R - 1) / R);
-    const int64_t nch = w->ne0 / gemv_traits<TYPE>::E, per = (nch + GEMV_U - 1) / GEMV_U;
-    const int th = per >= GEMV_THREADS ? GEMV_THREADS : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
-    switch (n) {
-    case 1: k_gemv<TYPE, 1><<<g, th, 0, s>>>(y, *w, x); break;
-    case 2: k_gemv<TYPE, 2><<<g, th, 0, s>>>(y, *w, x); break;
-    case 3: k_gemv<TYPE, 3><<<g, th, 0, s>>>(y, *w, x); break;
-    case 4: k_gemv<TYPE, 4><<<g, th, 0, s>>>(y, *w, x); break;
-    case 5: k_gemv<TYPE, 5><<<g, th, 0, s>>>(y, *w, x); break;
-    case 6: k_gemv<TYPE, 6><<<g, th, 0, s>>>(y, *w, x); break;
-    case 7: k_gemv<TYPE, 7><<<g, th, 0, s>>>(y, *w, x); break;
-    default: k_gemv<TYPE, 8><<<g, th, 0, s>>>(y, *w, x); break;
-    }
+static int gemv_threads(int64_t K) {
+    const int64_t nch = K / gemv_traits<TYPE>::E, per = (nch + GEMV_U - 1) / GEMV_U;
+    return per >= GEMV_THREADS ? GEMV_THREADS : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
 }
 
+#define GEMV_NT_SWITCH(n, CASE) \
+    switch (n) {                \
+    case 1: CASE(1); break;     \
+    case 2: CASE(2); break;     \
+    case 3: CASE(3); break;     \
+    case 4: CASE(4); break;     \
+    case 5: CASE(5); break;     \
+    case 6: CASE(6); break;     \
+    case 7: CASE(7); break;     \
+    default: CASE(8); break;    \
+    }
+
 template <int TYPE>
-static void gemv_multi_launch(cudaStream_t s, gemv_multi *m, const float *x, int64_t n) {
+static void gemv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n, const gemv_fz &fz) {
+    const int R = n == 1 ? (int)gemv_rows<TYPE, 1>::v : (int)gemv_rows<TYPE, 2>::v;
+    const unsigned g = (unsigned)((w->ne1 + R - 1) / R);
+    const int th = gemv_threads<TYPE>(w->ne0);
+#define K_GEMV(NT) k_gemv<TYPE, NT><<<g, th, 0, s>>>(y, *w, x, fz)
+    GEMV_NT_SWITCH(n, K_GEMV)
+#undef K_GEMV
+}
+
+template <int TYPE, int MODE>
+static void gemv_multi_launch(cudaStream_t s, gemv_multi *m, const float *x, int64_t n, const gemv_fz &fz) {
     const int R = n == 1 ? (int)gemv_rows<TYPE, 1>::v : (int)gemv_rows<TYPE, 2>::v;
     int64_t blocks = 0;
     for (int i = 0; i < m->n; i++) {
         blocks += (m->w[i].ne1 + R - 1) / R;
         m->end[i] = blocks;
     }
-    const int64_t nch = m->w[0].ne0 / gemv_traits<TYPE>::E, per = (nch + GEMV_U - 1) / GEMV_U;
-    const int th = per >= GEMV_THREADS ? GEMV_THREADS : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
+    const int th = gemv_threads<TYPE>(m->w[0].ne0);
     const unsigned g = (unsigned)blocks;
-    switch (n) {
-    case 1: k_gemv_multi<TYPE, 1><<<g, th, 0, s>>>(*m, x); break;
-    case 2: k_gemv_multi<TYPE, 2><<<g, th, 0, s>>>(*m, x); break;
-    case 3: k_gemv_multi<TYPE, 3><<<g, th, 0, s>>>(*m, x); break;
-    case 4: k_gemv_multi<TYPE, 4><<<g, th, 0, s>>>(*m, x); break;
-    case 5: k_gemv_multi<TYPE, 5><<<g, th, 0, s>>>(*m, x); break;
-    case 6: k_gemv_multi<TYPE, 6><<<g, th, 0, s>>>(*m, x); break;
-    case 7: k_gemv_multi<TYPE, 7><<<g, th, 0, s>>>(*m, x); break;
-    default: k_gemv_multi<TYPE, 8><<<g, th, 0, s>>>(*m, x); break;
+#define K_MULTI(NT) k_gemv_multi<TYPE, NT, MODE><<<g, th, 0, s>>>(*m, x, fz)
+    GEMV_NT_SWITCH(n, K_MULTI)
+#undef K_MULTI
+}
+
+template <int TYPE>
+static void gemv_glu_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n,
+                            const gemv_fz &fz) {
+    const int R = n == 1 ? (int)gemv_glu_rows<TYPE, 1>::v : (int)gemv_glu_rows<TYPE, 2>::v;
+    const unsigned g = (unsigned)((w[0].ne1 + R - 1) / R);
+    const int th = gemv_threads<TYPE>(w[0].ne0);
+#define K_GLU(NT) k_gemv_glu<TYPE, NT><<<g, th, 0, s>>>(y, w[0], w[1], x, fz)
+    GEMV_NT_SWITCH(n, K_GLU)
+#undef K_GLU
+}
+
+/* k_gemv_s for n tokens of a float dtype: 0 when it does not take it (LMC_CUDA_FUSE_SMEM=0: never). */
+template <int MODE>
+static int gemv_s_any(cudaStream_t s, int type, int64_t n, gemv_s_rows *m, const float *x, const gemv_fz &fz) {
+    static int off = -1;
+    if (off < 0) off = getenv("LMC_CUDA_FUSE_SMEM") && !strcmp(getenv("LMC_CUDA_FUSE_SMEM"), "0");
+    if (off) return 0;
+    int ok = 0;
+#define K_S(NT)                                                                                                  \
+    ok = type == LMC_DTYPE_F32 ? gemv_s_launch<LMC_DTYPE_F32, NT, MODE>(s, m, x, fz)                            \
+       : type == LMC_DTYPE_F16 ? gemv_s_launch<LMC_DTYPE_F16, NT, MODE>(s, m, x, fz)                            \
+                               : gemv_s_launch<LMC_DTYPE_BF16, NT, MODE>(s, m, x, fz)
+    GEMV_NT_SWITCH(n, K_S)
+#undef K_S
+    return ok;
+}
+
+static gemv_fz fz_none(void) {
+    gemv_fz f;
+    memset(&f, 0, sizeof f);
+    return f;
+}
+
+/* n Q8_0/Q4_0 matrices of one dtype and width on their int8 path, one launch. */
+static void qv_any(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x, int64_t n_tok,
+                   const gemv_fz &fz) {
+    qv_mat m;
+    memset(&m, 0, sizeof m);
+    m.n = n;
+    for (int i = 0; i < n; i++) {
+        m.w[i] = w[i];
+        m.y[i] = y[i];
     }
+    if (w[0].type == LMC_DTYPE_Q8_0) qv_dispatch<LMC_DTYPE_Q8_0>(s, &m, x, n_tok, fz);
+    else qv_dispatch<LMC_DTYPE_Q4_0>(s, &m, x, n_tok, fz);
 }
 
 extern "C" int lmc_cuda_gemv_multi(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x,
@@ -586,7 +1017,11 @@ extern "C" int lmc_cuda_gemv_multi(cudaStream_t s, int n, float *const *y, const
     if (n < 1 || n > LMC_CUDA_GEMV_MULTI) return 0;
     for (int i = 0; i < n; i++)
         if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0 || !lmc_cuda_gemv_ok(&w[i], x, n_tok)) return 0;
-    if (lmc_cuda_gemv_int8(w[0].type, w[0].ne0, n_tok)) return 0; /* Q8_0/Q4_0 take k_gemv_q, one per matrix */
+    const gemv_fz fz = fz_none();
+    if (lmc_cuda_gemv_int8(w[0].type, w[0].ne0, n_tok)) { /* Q8_0/Q4_0: k_gemv_q over the matrices' row groups */
+        qv_any(s, n, y, w, x, n_tok, fz);
+        return 1;
+    }
     gemv_multi m;
     memset(&m, 0, sizeof m);
     m.n = n;
@@ -595,29 +1030,119 @@ extern "C" int lmc_cuda_gemv_multi(cudaStream_t s, int n, float *const *y, const
         m.w[i] = w[i];
     }
     switch (w[0].type) {
-    case LMC_DTYPE_F32: gemv_multi_launch<LMC_DTYPE_F32>(s, &m, x, n_tok); break;
-    case LMC_DTYPE_F16: gemv_multi_launch<LMC_DTYPE_F16>(s, &m, x, n_tok); break;
-    case LMC_DTYPE_BF16: gemv_multi_launch<LMC_DTYPE_BF16>(s, &m, x, n_tok); break;
-    case LMC_DTYPE_Q8_0: gemv_multi_launch<LMC_DTYPE_Q8_0>(s, &m, x, n_tok); break;
-    case LMC_DTYPE_Q4_0: gemv_multi_launch<LMC_DTYPE_Q4_0>(s, &m, x, n_tok); break;
+    case LMC_DTYPE_F32: gemv_multi_launch<LMC_DTYPE_F32, 0>(s, &m, x, n_tok, fz); break;
+    case LMC_DTYPE_F16: gemv_multi_launch<LMC_DTYPE_F16, 0>(s, &m, x, n_tok, fz); break;
+    case LMC_DTYPE_BF16: gemv_multi_launch<LMC_DTYPE_BF16, 0>(s, &m, x, n_tok, fz); break;
+    case LMC_DTYPE_Q8_0: gemv_multi_launch<LMC_DTYPE_Q8_0, 0>(s, &m, x, n_tok, fz); break;
+    case LMC_DTYPE_Q4_0: gemv_multi_launch<LMC_DTYPE_Q4_0, 0>(s, &m, x, n_tok, fz); break;
     default: return 0;
     }
     return 1;
 }
 
-extern "C" void lmc_cuda_gemv(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n_tok) {
+static void gemv_any(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n_tok, const gemv_fz &fz) {
     switch (w->type) {
-    case LMC_DTYPE_F32: gemv_launch<LMC_DTYPE_F32>(s, y, w, x, n_tok); break;
-    case LMC_DTYPE_F16: gemv_launch<LMC_DTYPE_F16>(s, y, w, x, n_tok); break;
-    case LMC_DTYPE_BF16: gemv_launch<LMC_DTYPE_BF16>(s, y, w, x, n_tok); break;
+    case LMC_DTYPE_F32: gemv_launch<LMC_DTYPE_F32>(s, y, w, x, n_tok, fz); break;
+    case LMC_DTYPE_F16: gemv_launch<LMC_DTYPE_F16>(s, y, w, x, n_tok, fz); break;
+    case LMC_DTYPE_BF16: gemv_launch<LMC_DTYPE_BF16>(s, y, w, x, n_tok, fz); break;
     case LMC_DTYPE_Q8_0:
-        if (lmc_cuda_gemv_int8(w->type, w->ne0, n_tok)) qv_dispatch<LMC_DTYPE_Q8_0>(s, y, w, x, n_tok);
-        else gemv_launch<LMC_DTYPE_Q8_0>(s, y, w, x, n_tok);
-        break;
     case LMC_DTYPE_Q4_0:
-        if (lmc_cuda_gemv_int8(w->type, w->ne0, n_tok)) qv_dispatch<LMC_DTYPE_Q4_0>(s, y, w, x, n_tok);
-        else gemv_launch<LMC_DTYPE_Q4_0>(s, y, w, x, n_tok);
+        if (lmc_cuda_gemv_int8(w->type, w->ne0, n_tok)) qv_any(s, 1, &y, w, x, n_tok, fz);
+        else if (w->type == LMC_DTYPE_Q8_0) gemv_launch<LMC_DTYPE_Q8_0>(s, y, w, x, n_tok, fz);
+        else gemv_launch<LMC_DTYPE_Q4_0>(s, y, w, x, n_tok, fz);
         break;
+    }
+}
+
+extern "C" void lmc_cuda_gemv(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n_tok) {
+    gemv_any(s, y, w, x, n_tok, fz_none());
+}
+
+/* Which fused products the kernels take (lmc_cuda_gemv_fused):
+ *   in x, out acc:      every dtype k_gemv / k_gemv_q take (one matrix): y += in the epilogue.
+ *   in rms, out set:    f32/f16/bf16 through k_gemv_s<MODE 1> (k_gemv_multi<MODE 1> where the staged
+ *                       activations do not fit shared memory) (n ≤ 3, one launch); Q8_0/Q4_0 at one
+ *                       token on their int8 path through k_gemv_q (the norm weights applied while
+ *                       quantizing, Σx² reduced over the block, 1/rms on the sums), one launch.
+ *   in rms, out glu:    f32/f16/bf16 through k_gemv_s<MODE 2> (or k_gemv_glu).
+ *   in glu, out set/acc: Q8_0/Q4_0 at one token on their int8 path (act(x)·x2 formed while quantizing).
+ * The norm weight must be 16-byte aligned (vector loads); x2 as x. */
+extern "C" int lmc_cuda_gemv_fused(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x,
+                                   int64_t n_tok, const lmc_cuda_fuse *f) {
+    if (n < 1 || n > LMC_CUDA_GEMV_MULTI) return 0;
+    for (int i = 0; i < n; i++)
+        if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0 || !lmc_cuda_gemv_ok(&w[i], x, n_tok)) return 0;
+    const int type = w[0].type, int8 = lmc_cuda_gemv_int8(type, w[0].ne0, n_tok);
+    const int flt = type == LMC_DTYPE_F32 || type == LMC_DTYPE_F16 || type == LMC_DTYPE_BF16;
+    /* Q8_0/Q4_0 fold the norm or act·mul into the activation quantization of every block: a gain at
+     * one token, but 8-sequence decode measured 20-25% slower that way (the prologue work grows with
+     * the tokens), so batches keep the plain ops there */
+    if (int8 && f->in != 0 && n_tok > 1) return 0;
+    gemv_fz fz = fz_none();
+    fz.acc = f->out == 1;
+    fz.in = f->in;
+    fz.act = f->act;
+    if (f->in == 1) {
+        if (f->norm_w && (((uintptr_t)f->norm_w & 15) ||
+                          (f->norm_type != LMC_DTYPE_F32 && f->norm_type != LMC_DTYPE_F16 && f->norm_type != LMC_DTYPE_BF16)))
+            return 0;
+        fz.g = f->norm_w;
+        fz.gt = f->norm_type;
+        fz.eps = f->eps;
+        fz.woff = f->w_offset;
+    }
+    if (f->in == 2) {
+        if (!int8 || ((uintptr_t)f->x2 & 15)) return 0;
+        fz.x2 = f->x2;
+    }
+    switch (f->out) {
+    case 1: /* y += w·u */
+        if (n != 1 || f->in == 1) return 0;
+        gemv_any(s, y[0], &w[0], x, n_tok, fz);
+        return 1;
+    case 2: /* act(w0·u)·(w1·u) */
+        if (n != 2 || f->in != 1 || !flt || w[1].ne1 != w[0].ne1) return 0;
+        {
+            gemv_s_rows sr;
+            memset(&sr, 0, sizeof sr);
+            sr.n = 2;
+            sr.w[0] = w[0];
+            sr.w[1] = w[1];
+            sr.y[0] = y[0];
+            if (gemv_s_any<2>(s, type, n_tok, &sr, x, fz)) return 1;
+        }
+        if (type == LMC_DTYPE_F32) gemv_glu_launch<LMC_DTYPE_F32>(s, y[0], w, x, n_tok, fz);
+        else if (type == LMC_DTYPE_F16) gemv_glu_launch<LMC_DTYPE_F16>(s, y[0], w, x, n_tok, fz);
+        else gemv_glu_launch<LMC_DTYPE_BF16>(s, y[0], w, x, n_tok, fz);
+        return 1;
+    default: /* y = w·u */
+        if (f->in == 0) return 0; /* nothing fused: the plain product */
+        if (int8) {
+            qv_any(s, n, y, w, x, n_tok, fz);
+            return 1;
+        }
+        if (!flt || f->in != 1) return 0;
+        {
+            gemv_s_rows sr;
+            memset(&sr, 0, sizeof sr);
+            sr.n = n;
+            for (int i = 0; i < n; i++) {
+                sr.w[i] = w[i];
+                sr.y[i] = y[i];
+            }
+            if (gemv_s_any<1>(s, type, n_tok, &sr, x, fz)) return 1;
+        }
+        gemv_multi m;
+        memset(&m, 0, sizeof m);
+        m.n = n;
+        for (int i = 0; i < n; i++) {
+            m.y[i] = y[i];
+            m.w[i] = w[i];
+        }
+        if (type == LMC_DTYPE_F32) gemv_multi_launch<LMC_DTYPE_F32, 1>(s, &m, x, n_tok, fz);
+        else if (type == LMC_DTYPE_F16) gemv_multi_launch<LMC_DTYPE_F16, 1>(s, &m, x, n_tok, fz);
+        else gemv_multi_launch<LMC_DTYPE_BF16, 1>(s, &m, x, n_tok, fz);
+        return 1;
     }
 }
 
