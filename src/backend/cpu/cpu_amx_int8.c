@@ -139,6 +139,18 @@ static inline float side_f32(lmc_dtype t, const void *p, int64_t i) {
     return ((const float *)p)[i];
 }
 
+/* MLX row `row`'s scale and bias of each 32-block into panel row m (converted once per group). */
+static void mlx_side(const lmc_tensor *w, int64_t row, int m, float *a, float *c) {
+    const lmc_quant_mlx *q = w->aux;
+    const void *sr = (const char *)q->scales.data + (size_t)row * q->scales.nb[1];
+    const void *br = (const char *)q->biases.data + (size_t)row * q->biases.nb[1];
+    const int64_t per = q->group_size / 32, n_g = w->ne[0] / q->group_size;
+    for (int64_t g = 0; g < n_g; g++) {
+        const float sv = side_f32(q->scales.type, sr, g), bv = side_f32(q->biases.type, br, g);
+        for (int64_t kb = g * per; kb < (g + 1) * per; kb++) { a[kb * 16 + m] = sv; c[kb * 16 + m] = bv; }
+    }
+}
+
 /* Steps per 32-input block: Q6_K's two 16-input halves have their own scales. */
 static int steps_per_block(lmc_dtype t) { return t == LMC_DTYPE_Q6_K ? 2 : 1; }
 
@@ -209,14 +221,9 @@ static void unpack_row(const lmc_tensor *w, int64_t row, int m, int8_t *codes, f
             }
         }
         break;
-    default: { /* MLX4 / MLX8 */
-        const lmc_quant_mlx *q = w->aux;
-        const void *sr = (const char *)q->scales.data + (size_t)row * q->scales.nb[1];
-        const void *br = (const char *)q->biases.data + (size_t)row * q->biases.nb[1];
+    default: /* MLX4 / MLX8 */
+        mlx_side(w, row, m, a, c);
         for (int64_t kb = 0; kb < n_kb; kb++) {
-            const int64_t gi = kb * 32 / q->group_size;
-            a[kb * 16 + m] = side_f32(q->scales.type, sr, gi);
-            c[kb * 16 + m] = side_f32(q->biases.type, br, gi);
             int8_t *dst = codes + kb * 512 + 32 * m;
             if (w->type == LMC_DTYPE_MLX8) {
                 memcpy(dst, r + 32 * (size_t)kb, 32);
@@ -227,7 +234,7 @@ static void unpack_row(const lmc_tensor *w, int64_t row, int m, int8_t *codes, f
                 _mm_storeu_si128((void *)(dst + 16), _mm_unpackhi_epi8(lo, hi));
             }
         }
-    } break;
+        break;
     }
 }
 
@@ -267,18 +274,8 @@ static void unpack16_q4(const lmc_tensor *w, int64_t o, int8_t *codes, float *a,
             _mm512_storeu_si512((void *)(dst + 64), _mm512_permutex2var_epi64(lo, i1, hi));
         }
     }
-    if (!q40) {
-        const lmc_quant_mlx *q = w->aux;
-        for (int m = 0; m < 16; m++) {
-            const void *sr = (const char *)q->scales.data + (size_t)(o + m) * q->scales.nb[1];
-            const void *br = (const char *)q->biases.data + (size_t)(o + m) * q->biases.nb[1];
-            for (int64_t kb = 0; kb < n_kb; kb++) {
-                const int64_t gi = kb * 32 / q->group_size;
-                a[kb * 16 + m] = side_f32(q->scales.type, sr, gi);
-                c[kb * 16 + m] = side_f32(q->biases.type, br, gi);
-            }
-        }
-    }
+    if (!q40)
+        for (int m = 0; m < 16; m++) mlx_side(w, o + m, m, a, c);
 }
 
 typedef struct __attribute__((packed)) tilecfg {
