@@ -872,6 +872,77 @@ static void test_moe(void) {
     for (int i = 0; i < 5; i++) pair_free(all[i]);
 }
 
+/* Sampling reductions (argmax, topk) against the CPU backend's exactly: rows with heavy ties,
+ * -0/+0, NaN (also first), ±inf, all -inf / all NaN, lengths around the 2048-key chunk and full
+ * vocabularies (151936, 262144), 1..16 rows; topk sums within 1e-10 relative (backend.h: the CPU sums
+ * in index order, the GPU per chunk; 1.2e-12 was seen at V = 262144). */
+static void sample_row(float *r, int64_t V, int kind) {
+    for (int64_t i = 0; i < V; i++) {
+        float v = 8.0f * frand();
+        if (kind == 1) { v = (float)((int)(fabsf(frand()) * 7.0f) - 3) * 0.5f; if (v == 0 && frand() < 0) v = -0.0f; }
+        if (kind == 2 && frand() > 0.96f) v = frand() > 0 ? NAN : -INFINITY;
+        if (kind == 3 && i == 0) v = NAN;
+        if (kind == 4) v = -INFINITY;
+        if (kind == 5) v = frand() > 0 ? NAN : -INFINITY;
+        if (kind == 6 && frand() > 0.99f) v = INFINITY;
+        r[i] = v;
+    }
+}
+
+static void test_sample(void) {
+    const int64_t Vs[] = {1, 100, 2047, 2049, 5000, 151936, 262144};
+    const int64_t ns[] = {1, 3, 16};
+    const int ks[] = {1, 40, 256};
+    for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            const int64_t V = Vs[vi], n = ns[ni];
+            float *h = malloc((size_t)(V * n) * 4);
+            for (int64_t t = 0; t < n; t++) sample_row(h + t * V, V, (int)((t + vi) % 7));
+            pair x, ids;
+            pair_alloc(&x, LMC_DTYPE_F32, V, n, 1);
+            pair_set(&x, h);
+            pair_alloc(&ids, LMC_DTYPE_I32, n, 1, 1);
+            ref->i->argmax(ref, &ids.c, &x.c);
+            gpu->i->argmax(gpu, &ids.g, &x.g);
+            char what[96];
+            snprintf(what, sizeof what, "argmax V %lld n %lld", (long long)V, (long long)n);
+            compare_i32(&ids, what);
+            pair_free(&ids);
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                const int k = ks[ki];
+                const float scale = ki == 1 ? 1.0f / 0.7f : 1.0f;
+                pair ti, tv, ts;
+                pair_alloc(&ti, LMC_DTYPE_I32, k, n, 1);
+                pair_alloc(&tv, LMC_DTYPE_F32, k, n, 1);
+                pair_alloc(&ts, LMC_DTYPE_F32, 4, n, 1);
+                ref->i->topk(ref, &ti.c, &tv.c, &ts.c, &x.c, k, scale);
+                gpu->i->topk(gpu, &ti.g, &tv.g, &ts.g, &x.g, k, scale);
+                snprintf(what, sizeof what, "topk V %lld n %lld k %d", (long long)V, (long long)n, k);
+                compare_i32(&ti, what);
+                float *a = malloc((size_t)(k * n) * 4), *b = malloc((size_t)(k * n) * 4);
+                ref->i->get(ref, a, &tv.c, 0, (size_t)(k * n) * 4);
+                gpu->i->get(gpu, b, &tv.g, 0, (size_t)(k * n) * 4);
+                CHECK_MSG(memcmp(a, b, (size_t)(k * n) * 4) == 0, "%s: values differ", what);
+                float sa[64], sb[64];
+                ref->i->get(ref, sa, &ts.c, 0, (size_t)n * 16);
+                gpu->i->get(gpu, sb, &ts.g, 0, (size_t)n * 16);
+                for (int64_t t = 0; t < n; t++) {
+                    const double ra = (double)sa[t * 4 + 1] + sa[t * 4 + 2], rb = (double)sb[t * 4 + 1] + sb[t * 4 + 2];
+                    CHECK_MSG(memcmp(&sa[t * 4], &sb[t * 4], 4) == 0, "%s: max %g vs %g", what, sb[t * 4], sa[t * 4]);
+                    CHECK_MSG((isnan(ra) && isnan(rb)) || fabs(ra - rb) <= 1e-10 * fabs(ra), "%s row %lld: sum %.17g vs %.17g",
+                              what, (long long)t, rb, ra);
+                }
+                free(a);
+                free(b);
+                pair_free(&ti);
+                pair_free(&tv);
+                pair_free(&ts);
+            }
+            pair_free(&x);
+            free(h);
+        }
+}
+
 int main(void) {
     if (lmc_backend_cuda_init(&gpu, 0) < 0) {
         printf("SKIP test_cuda_ops: %s\n", lmc_last_error());
@@ -880,6 +951,7 @@ int main(void) {
     }
     LMC_ASSERT(lmc_backend_cpu_init(&ref, 1, 1) == 0);
     RUN(test_matmul);
+    RUN(test_sample);
     RUN(test_matmul_int8);
     RUN(test_matmul_n);
     RUN(test_matmul_fused);
