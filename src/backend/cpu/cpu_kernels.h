@@ -48,11 +48,12 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
  * environment override both, for measurements). */
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 
-/* ---- AMX prefill for bf16, Q8_0 and Q4_0 weights (cpu_amx.c) ---- */
+/* ---- AMX bf16 prefill: bf16 weights, block types with LMC_CPU_AMX_INT8=0 (cpu_amx.c) ---- */
 
 /* 1 when tiles may be used (AMX in the build, the kernel's permission, LMC_CPU_AMX not "0"). */
 int lmc_cpu_amx_ok(void);
-/* 1 when this matmul (weight w, n_tok tokens) goes through the AMX kernel. */
+/* 1 when this matmul (weight w, n_tok tokens) may go through the bf16 AMX kernel (the int8
+ * one, lmc_cpu_amx_int8_wants, is asked first). */
 int lmc_cpu_amx_wants(const lmc_tensor *w, int64_t n_tok);
 size_t lmc_cpu_amx_act_bytes(const lmc_tensor *w, int64_t n_tok);
 void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
@@ -63,7 +64,7 @@ int64_t lmc_cpu_amx_rows(float *y, const lmc_tensor *w, const void *xp, int64_t 
 int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
                               float *cbuf, size_t cbuf_floats);
 
-/* ---- AMX int8 for block-quantized weights, 2+ tokens (cpu_amx_int8.c) ---- */
+/* ---- AMX int8 for block-quantized weights, 3+ tokens (cpu_amx_int8.c) ---- */
 
 /* 1 when this matmul goes through the int8 tile kernel: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4,
  * MLX8 weights, n_tok ≥ 3 (LMC_CPU_AMX_INT8_MIN=<n> moves the bound; LMC_CPU_AMX_INT8=0: never,
