@@ -8,7 +8,7 @@
  * model is borrowed and must outlive it.
  *
  * When the wanted rows of a decode fit one LM-head chunk (decode steps, speculative
- * verification; one backend, not the gemma4 port) their logits stay on the backend:
+ * verification; one backend, the gemma4 port included) their logits stay on the backend:
  * lmc_context_logits copies the rows to the host the first time one is asked for, and
  * lmc_context_argmax / lmc_context_topk / lmc_context_sample reduce rows on the backend
  * and copy back only ids and a few values. LMC_SAMPLE_HOST=1 in the environment (read at

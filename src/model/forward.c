@@ -494,7 +494,7 @@ static int step_recorded(lmc_forward_state *fs, lmc_tensor *kc, lmc_tensor *vc, 
 static lmc_status forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
                           float *logits_out, float *hidden_out, int *n_out, int keep, int *kept) {
     *kept = 0;
-    if (fs->g4) return lmc_gemma4_forward(fs, k_cache, v_cache, b, logits_out, hidden_out, n_out);
+    if (fs->g4) return lmc_gemma4_forward_keep(fs, k_cache, v_cache, b, logits_out, hidden_out, n_out, keep, kept);
     const lmc_model *m = fs->m;
     const lmc_config *c = &m->cfg;
     lmc_backend *be = m->be;

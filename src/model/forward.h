@@ -68,7 +68,7 @@ lmc_status lmc_forward(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v
 /* lmc_forward, except that when logits_out is not NULL and the wanted rows fit one LM-head chunk
  * (1 ≤ *n_out ≤ LMC_LOGITS_CHUNK) their logits stay on the backend in fs->logits (row r: the
  * r-th wanted row; valid until the next forward on fs), logits_out is not written and *kept is 1.
- * Otherwise (more rows, no LM head, the gemma4 port) it is lmc_forward and *kept is 0. */
+ * Otherwise (more rows, no LM head) it is lmc_forward and *kept is 0. */
 lmc_status lmc_forward_keep(lmc_forward_state *fs, lmc_tensor *k_cache, lmc_tensor *v_cache, const lmc_batch *b,
                             float *logits_out, float *hidden_out, int *n_out, int *kept);
 
