@@ -103,6 +103,28 @@ static int cand_desc(const void *a, const void *b) {
  * host path's: the two sums of ≤ 2²⁰ positive terms differ by < 1e-10 relative. */
 #define SAMPLE_MARGIN 1e-9
 
+/* Plain sampling (no top-k, top-p or min-p cut) from cands[0..n), the best n of the row, whose
+ * whole sum is total (summed in another order than the host path's sorted one): the token is
+ * decided when the draw falls inside their mass with SAMPLE_MARGIN · total to spare on either
+ * side; else -1 and the generator is put back. */
+static int32_t draw_prefix(lmc_sampler *s, int n, float mx, double total) {
+    if (s->p.top_p < 1 || s->p.min_p > 0) return -1; /* a cut past the candidates: its mass is unknown */
+    uint64_t saved[4];
+    memcpy(saved, s->rng, sizeof saved);
+    const double m = total * SAMPLE_MARGIN, r = next_unit(s->rng) * total;
+    double acc = 0, prev = 0;
+    for (int i = 0; i < n; i++) {
+        acc += exp((double)s->cands[i].logit - mx);
+        if (r < acc) {
+            if (r + m < acc && (i == 0 || r - m >= prev)) return s->cands[i].id;
+            break;
+        }
+        prev = acc;
+    }
+    memcpy(s->rng, saved, sizeof saved);
+    return -1;
+}
+
 /* The filters after the sorted candidates cands[0..n) (top-k already applied when k_cut), then
  * the draw: the host path's arithmetic. mode 0: exact (the host path itself, or the candidates
  * of a top-k); mode 1: total came from another summation order (decisions on it need
@@ -135,7 +157,7 @@ static int32_t finish(lmc_sampler *s, int n, int k_cut, float mx, double total, 
         if (brk) decided = 1;
         n = cut;
     }
-    if (!decided) return -1;
+    if (!decided) return draw_prefix(s, n, mx, total);
     double z = 0;
     for (int i = 0; i < n; i++) z += exp((double)s->cands[i].logit - mx);
     double r = next_unit(s->rng) * z, acc = 0;
@@ -207,13 +229,10 @@ lmc_sample_plan lmc_sampler_plan(const lmc_sampler *s, int *k, float *scale) {
         *k = kk;
         return LMC_PLAN_TOPK;
     }
-    /* no top-k: top-p / min-p may be decided by the best few; plain sampling needs the whole row
-     * unless the row fits the candidates */
-    if (s->p.top_p < 1 || s->p.min_p > 0 || V <= LMC_SAMPLE_TOPK_MAX) {
-        *k = V < LMC_SAMPLE_TOPK_MAX ? V : LMC_SAMPLE_TOPK_MAX;
-        return LMC_PLAN_TOPK;
-    }
-    return LMC_PLAN_FULL;
+    /* no top-k: top-p / min-p cuts and plain draws are decided by the best few when they fall
+     * among them (lmc_sampler_sample_topk says when not) */
+    *k = V < LMC_SAMPLE_TOPK_MAX ? V : LMC_SAMPLE_TOPK_MAX;
+    return LMC_PLAN_TOPK;
 }
 
 int32_t lmc_sampler_sample_topk(lmc_sampler *s, const int32_t *ids, const float *vals, int k, double sum) {

@@ -27,7 +27,7 @@ int32_t lmc_sampler_sample(lmc_sampler *s, const float *logits);
 /* Picking from a row the sampler does not hold (gen/context.c lmc_context_sample): */
 #define LMC_SAMPLE_TOPK_MAX 256 /* the most candidates a backend's topk hands back */
 typedef enum lmc_sample_plan {
-    LMC_PLAN_FULL = 0, /* needs the whole row (repetition penalty, top-k > 256, plain sampling of a large vocabulary) */
+    LMC_PLAN_FULL = 0, /* needs the whole row (repetition penalty, top-k > 256) */
     LMC_PLAN_ARGMAX,   /* greedy without penalty: the row's lmc_argmax */
     LMC_PLAN_TOPK,     /* the k best of the row scaled by *scale (backend.h topk), then lmc_sampler_sample_topk */
 } lmc_sample_plan;
@@ -36,8 +36,9 @@ lmc_sample_plan lmc_sampler_plan(const lmc_sampler *s, int *k, float *scale);
  * sorted, id -1 past the row's non-NaN count; sum = Σ exp(w − max) over the whole row) with the
  * parameters of lmc_sampler_plan: the token lmc_sampler_sample would pick from that row, or -1
  * when the candidates cannot decide it provably (a top-p/min-p cut past them, a cumulative
- * probability within 1e-9 of top-p, a NaN or infinity in the row); the generator then has not
- * moved and the caller samples the full row. */
+ * probability within 1e-9 of top-p, a plain draw past their mass or within 1e-9 of a boundary,
+ * a NaN or infinity in the row); the generator then has not moved and the caller samples the
+ * full row. */
 int32_t lmc_sampler_sample_topk(lmc_sampler *s, const int32_t *ids, const float *vals, int k, double sum);
 /* Index of the largest value (first on ties). */
 int32_t lmc_argmax(const float *x, int n);
