@@ -182,7 +182,8 @@ int cmd_chat(int argc, char **argv) {
         int common = 0;
         while (common < n_cached && common < n_ids && cached[common] == ids[common]) common++;
         lmc_gen_params gp = {.n_predict = room < n_predict ? room : (int)n_predict, .stop_ids = c->eos_token_ids,
-                             .n_stop = c->n_eos, .ignore_eos = ignore_eos, .n_reuse = common, .sampler = sp};
+                             .n_stop = c->n_eos, .ignore_eos = ignore_eos, .n_reuse = common, .fn_no_logits = 1,
+                             .sampler = sp};
         lmc_status st = lmc_generate(ctx, ids, n_ids, &gp, on_token, &r, NULL);
         /* the cache now holds the prompt and every generated token but the last */
         n_cached = 0;

@@ -154,7 +154,7 @@ int cli_generate_spec(const cli_model_opts *mo_in, const char *prompt, const cha
     lmc_gen_stats stats;
     const lmc_config *c = &cm.model->cfg;
     lmc_gen_params gp = {.n_predict = n_predict, .ignore_eos = ignore_eos, .stop_ids = c->eos_token_ids,
-                         .n_stop = c->n_eos, .sampler = sp};
+                         .n_stop = c->n_eos, .fn_no_logits = !logits_out, .sampler = sp};
     if ((rc = cli_context_init(&cm, &cp, &ctx)) != 0) goto done;
     if (logits_out && !(g.logits_f = fopen(logits_out, "wb"))) {
         fprintf(stderr, "lmc: cannot write %s\n", logits_out);

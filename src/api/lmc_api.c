@@ -138,7 +138,7 @@ lmc_status lmc_session_generate(lmc_session *s, const int32_t *prompt, int n_pro
     const lmc_config *c = &s->eng->model->cfg;
     piece_state ps = {.fn = fn, .ud = ud};
     if (s->eng->tok) LMC_TRY(lmc_detok_init(&ps.detok, s->eng->tok, 1));
-    lmc_gen_params gp = {.n_predict = n_predict, .stop_ids = c->eos_token_ids, .n_stop = c->n_eos,
+    lmc_gen_params gp = {.n_predict = n_predict, .stop_ids = c->eos_token_ids, .n_stop = c->n_eos, .fn_no_logits = 1,
                          .sampler = sp ? *sp : lmc_sampler_default_params()};
     lmc_status st = lmc_generate(s->ctx, prompt, n_prompt, &gp, on_token, &ps, NULL);
     if (st >= 0 && ps.err < 0) st = ps.err;

@@ -61,8 +61,9 @@ lmc_status lmc_generate(lmc_context *ctx, const int32_t *prompt, int n_prompt, c
         if (tok < 0) { st = tok; break; }
         lmc_sampler_accept(smp, tok);
         stats->n_generated++;
-        const float *logits = fn ? lmc_context_logits(ctx, 0) : NULL; /* the callback reads the row */
-        if (fn && !logits) { st = LMC_ERR_IO; break; }
+        const int row = fn && !p->fn_no_logits; /* the callback reads the row */
+        const float *logits = row ? lmc_context_logits(ctx, 0) : NULL;
+        if (row && !logits) { st = LMC_ERR_IO; break; }
         int stop = fn ? fn(tok, logits, V, ud) : 0;
         if (!p->ignore_eos && is_stop(p, tok)) { stats->stopped_by_eos = 1; break; }
         if (stop || i + 1 == p->n_predict) break;

@@ -18,6 +18,8 @@ typedef struct lmc_gen_params {
                                   only the rest is prefilled; dropped to 0 when the cache cannot keep it */
     const int32_t *stop_ids;   /* EOS ids (n_stop of them) */
     int n_stop;
+    int fn_no_logits;          /* 1: the callback gets NULL logits (saves a device→host copy of the row per
+                                  token where the logits stay on the backend) */
     lmc_sampler_params sampler;
 } lmc_gen_params;
 
@@ -29,8 +31,8 @@ typedef struct lmc_gen_stats {
     int stopped_by_eos;
 } lmc_gen_stats;
 
-/* Called for each generated token with the logits it was chosen from;
- * return non-zero to stop after this token. */
+/* Called for each generated token with the logits it was chosen from (NULL with
+ * lmc_gen_params.fn_no_logits); return non-zero to stop after this token. */
 typedef int (*lmc_token_fn)(int32_t token, const float *logits, int n_vocab, void *ud);
 
 lmc_status lmc_generate(lmc_context *ctx, const int32_t *prompt, int n_prompt, const lmc_gen_params *p,

@@ -199,7 +199,7 @@ static void emit(spec_run *r, int32_t tok, const float *logits) {
 /* Wanted row `row` of the target's last decode on the host: when a draw or the callback reads it
  * (greedy choices reduce it on the backend). NULL with *st set when the copy failed. */
 static const float *target_row(spec_run *r, lmc_context *ctx, int row, lmc_status *st) {
-    if (r->greedy && !r->fn) return NULL;
+    if (r->greedy && (!r->fn || r->gp->fn_no_logits)) return NULL;
     const float *lg = lmc_context_logits(ctx, row);
     if (!lg) *st = LMC_ERR_IO;
     return lg;
