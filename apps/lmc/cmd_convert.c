@@ -2,7 +2,6 @@
  * written as GGUF, laid out as llama.cpp's converter lays it out. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -30,7 +29,8 @@ static const char *convert_help =
 
 int cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
-    lmc_gguf_convert_params p = {.progress = cli_progress, .progress_ud = "convert"};
+    int n_files = 0;
+    lmc_gguf_convert_params p = {.progress = cli_progress, .progress_ud = "convert", .n_split_files = &n_files};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(convert_help, stdout); return 0; }
         if (!strcmp(argv[i], "--no-tokenizer")) p.skip_tokenizer = 1;
@@ -74,11 +74,8 @@ int cmd_convert(int argc, char **argv) {
         const size_t n = strlen(out);
         char prefix[4096], first[4200];
         snprintf(prefix, sizeof prefix, "%.*s", (int)(n - 5), out); /* ends in .gguf: the convert checked */
-        for (int k = 1; k <= LMC_GGUF_MAX_SPLITS; k++)
-            if (lmc_gguf_split_path(prefix, 1, k, first, sizeof first) == LMC_OK && access(first, F_OK) == 0) {
-                fprintf(stderr, "lmc: wrote %d split files, the first %s\n", k, first);
-                break;
-            }
+        if (lmc_gguf_split_path(prefix, 1, n_files, first, sizeof first) < 0) return cli_error("convert");
+        fprintf(stderr, "lmc: wrote %d split files, the first %s\n", n_files, first);
     } else {
         fprintf(stderr, "lmc: wrote %s\n", out);
     }

@@ -520,7 +520,7 @@ static lmc_status convert(conv *c, const char *out_path, const lmc_gguf_convert_
                             out_path);
         memcpy(prefix, out_path, n - 5);
         prefix[n - 5] = 0;
-        return lmc_gguf_writer_write_split(c->w, prefix, p->split_max_tensors, NULL);
+        return lmc_gguf_writer_write_split(c->w, prefix, p->split_max_tensors, p->n_split_files);
     }
     return lmc_gguf_writer_write(c->w, out_path);
 }

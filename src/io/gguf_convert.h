@@ -41,6 +41,7 @@ typedef struct lmc_gguf_convert_params {
     int64_t split_max_tensors; /* > 0: split files of at most this many tensors (llama.cpp's gguf-split
                                   layout, lmc_gguf_writer_write_split): out_path must end in .gguf and
                                   names PREFIX.gguf, written as PREFIX-00001-of-0000N.gguf ... */
+    int *n_split_files;     /* with split_max_tensors: set to N, the number of files written (may be NULL) */
 } lmc_gguf_convert_params;
 
 /* dir: an HF model directory (config.json + safetensors). out_path: the GGUF
