@@ -456,7 +456,7 @@ static void matmul_all_types(int simd) {
                 }
             }
         }
-        /* 3+ tokens (2+ with LMC_CPU_AMX_INT8_MIN=2) may take the AMX int8 tiles, which quantize
+        /* 4+ tokens (fewer with LMC_CPU_AMX_INT8_MIN) may take the AMX int8 tiles, which quantize
          * the activations as decode does */
         const int amx8 = lmc_cpu_amx_int8_wants(&q.w, 2) || lmc_cpu_amx_int8_wants(&q.w, 3),
                   amx8_pre = lmc_cpu_amx_int8_wants(&q.w, 8);

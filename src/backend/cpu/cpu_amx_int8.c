@@ -1,5 +1,5 @@
 /* cpu_amx_int8.c — prefill and small batches on AMX int8 tiles for block-quantized
- * weights: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4 and MLX8 (3+ tokens by default).
+ * weights: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4 and MLX8 (4+ tokens by default).
  *
  * The activations are quantized once per matmul to 8-bit 32-blocks exactly as the decode
  * kernels do (d = amax/127, q = roundf(x/d), bit for bit the scalar quantizer), so prefill
@@ -41,8 +41,9 @@ static int min_tokens(void) {
     static int v = -1;
     if (v < 0) {
         const char *on = getenv("LMC_CPU_AMX_INT8"), *mn = getenv("LMC_CPU_AMX_INT8_MIN");
-        int m = mn ? atoi(mn) : 3; /* 2 tokens: the SIMD decode kernels are as fast or faster */
-        if (m < 1 && !(mn && mn[0] == '0')) m = 3;
+        /* up to 3 tokens the SIMD decode kernels are as fast or faster in the model (bench_spec) */
+        int m = mn ? atoi(mn) : 4;
+        if (m < 1 && !(mn && mn[0] == '0')) m = 4;
         v = (on && on[0] == '0') ? 0 : m;
     }
     return v;

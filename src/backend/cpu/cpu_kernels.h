@@ -64,10 +64,10 @@ int64_t lmc_cpu_amx_rows(float *y, const lmc_tensor *w, const void *xp, int64_t 
 int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
                               float *cbuf, size_t cbuf_floats);
 
-/* ---- AMX int8 for block-quantized weights, 3+ tokens (cpu_amx_int8.c) ---- */
+/* ---- AMX int8 for block-quantized weights, 4+ tokens (cpu_amx_int8.c) ---- */
 
 /* 1 when this matmul goes through the int8 tile kernel: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4,
- * MLX8 weights, n_tok ≥ 3 (LMC_CPU_AMX_INT8_MIN=<n> moves the bound; LMC_CPU_AMX_INT8=0: never,
+ * MLX8 weights, n_tok ≥ 4 (LMC_CPU_AMX_INT8_MIN=<n> moves the bound; LMC_CPU_AMX_INT8=0: never,
  * quantized prefill then takes the exact bf16 tiles of cpu_amx.c). */
 int lmc_cpu_amx_int8_wants(const lmc_tensor *w, int64_t n_tok);
 /* Activations quantized to 8-bit 32-blocks (as the decode kernels do) in B-tile layout. */

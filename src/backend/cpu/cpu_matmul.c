@@ -1,7 +1,7 @@
 /* cpu_matmul.c — matrix products with weights in any storage dtype on the CPU.
  *
  * y = x · wᵀ with w [in, out] in its storage dtype (f32/f16/bf16, GGUF blocks,
- * MLX affine). Batches of 3+ tokens with block-quantized weights use AMX int8 tiles
+ * MLX affine). Batches of 4+ tokens with block-quantized weights use AMX int8 tiles
  * where the machine has them (cpu_amx_int8.c, activations quantized to 8-bit blocks as in
  * decode); prefill-sized batches with bf16 weights (and quantized ones with
  * LMC_CPU_AMX_INT8=0) use AMX bf16 tiles (cpu_amx.c, exact f32 activations); other prefill batches
