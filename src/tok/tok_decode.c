@@ -366,8 +366,15 @@ static lmc_status detok_step(lmc_detok *d, int final, char **piece, size_t *len)
     lmc_status st = lmc_tokenizer_decode(d->tok, v + d->prefix, d->read - d->prefix, d->skip_special, &a, &al);
     if (st >= 0) st = lmc_tokenizer_decode(d->tok, v + d->prefix, d->ids.n - d->prefix, d->skip_special, &b, &bl);
     if (st >= 0) {
-        if (bl > al && (final || !ends_incomplete(b, bl))) {
-            size_t keep = (bl >= al && memcmp(a, b, al) == 0) ? al : 0;
+        if (bl > al && (final || !ends_incomplete(b, bl)) && memcmp(a, b, al) != 0) {
+            /* the decoder rewrote text already streamed (BPEDecoder gives the last token's suffix
+             * as "" and a token's inner occurrences as " " once another token follows): the old
+             * code re-emitted the whole window, duplicating text; Hugging Face's DecodeStream
+             * fails here too (InvalidPrefix) */
+            st = lmc_fail(LMC_ERR_UNSUPPORTED, "detokenizer: a later token changed text already streamed "
+                                               "(this tokenizer's decoder cannot be streamed)");
+        } else if (bl > al && (final || !ends_incomplete(b, bl))) {
+            size_t keep = al;
             *len = bl - keep;
             memmove(b, b + keep, *len);
             b[*len] = 0;
@@ -378,7 +385,7 @@ static lmc_status detok_step(lmc_detok *d, int final, char **piece, size_t *len)
         } else if (final) {
             d->prefix = d->read = d->ids.n;
         }
-        if (!*piece) { *piece = calloc(1, 1); if (!*piece) st = lmc_fail(LMC_ERR_NOMEM, "out of memory"); }
+        if (st >= 0 && !*piece) { *piece = calloc(1, 1); if (!*piece) st = lmc_fail(LMC_ERR_NOMEM, "out of memory"); }
     }
     free(a);
     free(b);

@@ -199,6 +199,36 @@ static void test_detok_split_utf8(void) {
     lmc_tokenizer_free(t);
 }
 
+/* BPEDecoder turns a token's suffix into "" in the last token and " " otherwise, so a token
+ * with the suffix inside it streams text that the next token rewrites: the detokenizer then
+ * fails (as Hugging Face's DecodeStream) instead of re-emitting the window (fuzz finding 12:
+ * the streamed text came out longer than the decode). A suffix at a token's end streams. */
+static void test_detok_bpe_suffix(void) {
+    lmc_tokenizer *t = load_str("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a</w>b\":0,\"c\":1,\"hello</w>\":2,"
+                                "\"world</w>\":3,\"[UNK]\":4},\"unk_token\":\"[UNK]\"},"
+                                "\"decoder\":{\"type\":\"BPEDecoder\",\"suffix\":\"</w>\"}}");
+    CHECK(t != NULL);
+    if (!t) return;
+    int32_t ok_ids[] = {2, 3}, bad_ids[] = {0, 1};
+    CHECK_EQ_STR(dec_str(t, ok_ids, 2, 0), "hello world");
+    CHECK_EQ_STR(dec_str(t, bad_ids, 2, 0), "a bc");
+    lmc_detok *d;
+    char *p; size_t n;
+    CHECK(lmc_detok_init(&d, t, 0) == LMC_OK);
+    CHECK(lmc_detok_push(d, 2, &p, &n) == LMC_OK); CHECK_EQ_STR(p, "hello"); free(p);
+    CHECK(lmc_detok_push(d, 3, &p, &n) == LMC_OK); CHECK_EQ_STR(p, " world"); free(p);
+    CHECK(lmc_detok_flush(d, &p, &n) == LMC_OK); CHECK_EQ_STR(p, ""); free(p);
+    lmc_detok_free(d);
+    CHECK(lmc_detok_init(&d, t, 0) == LMC_OK);
+    CHECK(lmc_detok_push(d, 0, &p, &n) == LMC_OK); CHECK_EQ_STR(p, "ab"); free(p);
+    p = NULL;
+    CHECK(lmc_detok_push(d, 1, &p, &n) < 0);  /* "ab" would have to become "a b" */
+    CHECK(lmc_last_error()[0] != 0);
+    free(p);
+    lmc_detok_free(d);
+    lmc_tokenizer_free(t);
+}
+
 /* Random id sequences (byte tokens, halves of characters, specials, out-of-range ids):
  * the streamed pieces always concatenate to the full decode and each piece is valid UTF-8. */
 static void test_detok_random(void) {
@@ -1003,6 +1033,7 @@ int main(int argc, char **argv) {
     RUN(test_config_and_dir);
     RUN(test_invalid_utf8_input);
     RUN(test_inserted_strings_utf8);
+    RUN(test_detok_bpe_suffix);
     RUN(test_json_escapes);
     RUN(test_hf_python_synth_goldens);
     RUN(test_malformed);
