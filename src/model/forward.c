@@ -70,8 +70,7 @@ void lmc_forward_state_free(lmc_forward_state *fs) {
     if (!fs->m) return;
     if (fs->g4) { lmc_gemma4_state_free(fs); return; }
     lmc_backend *be = fs->m->be;
-    for (int i = 0; i < LMC_STEP_RECS; i++)
-        if (fs->rec[i].g) be->i->graph_free(be, fs->rec[i].g);
+    for (int i = 0; i < LMC_STEP_RECS; i++) lmc_steprec_free(be, &fs->rec[i].r);
     lmc_tensor *all[] = {&fs->x, &fs->h, &fs->q, &fs->k, &fs->v, &fs->att, &fs->gate, &fs->up,
                          &fs->out, &fs->out2, &fs->logits, &fs->tok, &fs->pos, &fs->seq, &fs->sel_idx};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -454,6 +453,18 @@ static int step_recordable(const lmc_forward_state *fs) {
  * the second is recorded and replayed, later ones replay. 0: nothing was enqueued (the caller
  * runs the ops itself). Every per-step value (ids, positions, sequences, rows wanted) was set in
  * device tensors before, and the kernels read them there. */
+/* The ops a recorded step holds: step_body and the LM head of its wanted rows. */
+struct step_args {
+    lmc_forward_state *fs;
+    lmc_tensor *kc, *vc;
+    int n, n_sel, use_long;
+};
+static void step_enqueue(void *ud) {
+    struct step_args *a = ud;
+    step_body(a->fs, a->kc, a->vc, a->n, a->n_sel, a->use_long);
+    lm_head_chunk(a->fs, 0, a->n_sel);
+}
+
 static int step_recorded(lmc_forward_state *fs, lmc_tensor *kc, lmc_tensor *vc, int n, int n_sel, int use_long) {
     lmc_backend *be = fs->m->be;
     struct lmc_step_rec *r = NULL, *victim = &fs->rec[0];
@@ -467,26 +478,13 @@ static int step_recorded(lmc_forward_state *fs, lmc_tensor *kc, lmc_tensor *vc, 
         if (e->used < victim->used) victim = e;
     }
     if (!r) {
-        if (victim->g) be->i->graph_free(be, victim->g);
-        *victim = (struct lmc_step_rec){n, n_sel, use_long, kc[0].data, vc[0].data, kc[0].ne[1], kc[0].ne[2], 0, 0, 0, NULL};
+        lmc_steprec_free(be, &victim->r);
+        *victim = (struct lmc_step_rec){n, n_sel, use_long, kc[0].data, vc[0].data, kc[0].ne[1], kc[0].ne[2], 0, {0}};
         r = victim;
     }
     r->used = ++fs->rec_clock;
-    if (r->g) {
-        if (be->i->graph_replay(be, r->g)) return 1;
-        be->i->graph_free(be, r->g); /* a workspace moved since: record again */
-        r->g = NULL;
-    }
-    if (r->runs < 0 || r->runs++ == 0) return 0;
-    if (!be->i->graph_begin(be)) return 0;
-    step_body(fs, kc, vc, n, n_sel, use_long);
-    lm_head_chunk(fs, 0, n_sel);
-    r->g = be->i->graph_end(be);
-    if (!r->g) {
-        if (++r->fails >= 3) r->runs = -1; /* keeps failing: run this shape unrecorded */
-        return 0;
-    }
-    return be->i->graph_replay(be, r->g);
+    struct step_args a = {fs, kc, vc, n, n_sel, use_long};
+    return lmc_steprec_play(be, &r->r, step_enqueue, &a);
 }
 
 /* lmc_forward and lmc_forward_keep: keep = leave the logits rows on the backend when they fit one

@@ -11,6 +11,7 @@
 #define LMC_MODEL_FORWARD_H
 
 #include "model.h"
+#include "steprec.h"
 
 #define LMC_LOGITS_CHUNK 16 /* lm_head rows computed per pass */
 #define LMC_STEP_RECS 32    /* recorded step shapes kept per forward state (a server batches 1..n sequences) */
@@ -47,10 +48,8 @@ typedef struct lmc_forward_state {
         int n, n_sel, use_long;
         const void *kc, *vc;      /* layer 0's K/V cache data, and its n_ctx and n_seq */
         int64_t n_ctx, n_seq;
-        int runs;                 /* steps of this shape so far (the first runs unrecorded); -1: never */
-        int fails;
         unsigned used;
-        void *g;
+        lmc_steprec r;            /* its recording and the record-once policy's state (steprec.h) */
     } rec[LMC_STEP_RECS];
     unsigned rec_clock;
 } lmc_forward_state;

@@ -1,5 +1,5 @@
-/* steprec.c — the record-once, replay-after policy of steprec.h (the same one
- * model/forward.c's step_recorded follows for the dense forward). Owns nothing but the
+/* steprec.c — the record-once, replay-after policy of steprec.h (the dense forward, the
+ * gemma4 port and its drafter record their steps through it). Owns nothing but the
  * recording a slot holds.
  */
 #include "steprec.h"

@@ -8,8 +8,8 @@
  * records and replays; later ones replay. A recording refused at replay (a workspace moved)
  * is dropped and made again; a slot whose recording fails 3 times stays unrecorded.
  * Per-step values (token ids, positions) must be set in device tensors before the call.
- * Used by the gemma4 port (model/gemma4.c) and its MTP drafter (model/gemma4_mtp.c); the
- * slot owns its recording (lmc_steprec_free).
+ * Used by the dense forward (model/forward.c), the gemma4 port (model/gemma4.c) and its MTP
+ * drafter (model/gemma4_mtp.c); the slot owns its recording (lmc_steprec_free).
  */
 #ifndef LMC_MODEL_STEPREC_H
 #define LMC_MODEL_STEPREC_H
