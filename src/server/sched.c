@@ -326,7 +326,12 @@ static void on_token(lmc_sched *s, int i, int32_t t, int row, double now) {
     if (r->detok) {
         char *piece = NULL;
         size_t n = 0;
-        if (lmc_detok_push(r->detok, t, &piece, &n) == 0 && n) text_append(r, piece, n);
+        if (lmc_detok_push(r->detok, t, &piece, &n) < 0) { /* text it cannot stream (a decoder rewriting sent text) */
+            free(piece);
+            fail_slot(s, i, lmc_last_error());
+            return;
+        }
+        if (n) text_append(r, piece, n);
         free(piece);
         if (commit_text(r, 0)) { retire(s, i, LMC_FINISH_STOP); return; }
     }
