@@ -336,6 +336,9 @@ void lmc_detok_free(lmc_detok *d) {
     free(d);
 }
 
+/* ids whose text decides whether a long held-back window may be emitted (detok_step) */
+#define DETOK_TAIL 8
+
 static int ends_incomplete(const char *s, size_t n) {
     return n >= 3 && memcmp(s + n - 3, "\xEF\xBF\xBD", 3) == 0;
 }
@@ -363,7 +366,25 @@ static lmc_status detok_step(lmc_detok *d, int final, char **piece, size_t *len)
     }
     static const int32_t no_ids[1];
     const int32_t *v = d->ids.v ? d->ids.v : no_ids; /* NULL until the first push */
-    lmc_status st = lmc_tokenizer_decode(d->tok, v + d->prefix, d->read - d->prefix, d->skip_special, &a, &al);
+    lmc_status st;
+    if (!final && d->ids.n - d->read > DETOK_TAIL) {
+        /* A long held-back window (a run of invalid bytes, each a U+FFFD) would be decoded
+         * whole at every push — quadratic. Its last DETOK_TAIL ids decide cheaply: a UTF-8
+         * sequence spans at most 4 bytes, so when their text still ends in U+FFFD the
+         * window's text does too (for byte-level and byte-fallback decoders; where a
+         * decoder's context makes the tail disagree, the window is only held one token
+         * longer than Hugging Face's DecodeStream would — the streamed text is the same). */
+        st = lmc_tokenizer_decode(d->tok, v + d->ids.n - DETOK_TAIL, DETOK_TAIL, d->skip_special, &b, &bl);
+        int hold = st >= 0 && ends_incomplete(b, bl);
+        free(b);
+        b = NULL;
+        if (st < 0) return st;
+        if (hold) {
+            *piece = calloc(1, 1);
+            return *piece ? LMC_OK : lmc_fail(LMC_ERR_NOMEM, "out of memory");
+        }
+    }
+    st = lmc_tokenizer_decode(d->tok, v + d->prefix, d->read - d->prefix, d->skip_special, &a, &al);
     if (st >= 0) st = lmc_tokenizer_decode(d->tok, v + d->prefix, d->ids.n - d->prefix, d->skip_special, &b, &bl);
     if (st >= 0) {
         if (bl > al && (final || !ends_incomplete(b, bl)) && memcmp(a, b, al) != 0) {
