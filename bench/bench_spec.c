@@ -1,7 +1,11 @@
-/* bench_spec.c — speculative decoding on CPU: acceptance and wall-clock speedup
- * against plain greedy decoding, and the mechanical cost of verification.
+/* bench_spec.c — speculative decoding: acceptance and wall-clock speedup against
+ * plain greedy decoding, and the mechanical cost of verification, on any backend.
  *
  *   build/bench/bench_spec [--model DIR] [--draft DIR] [--gen N] [--threads N] [--blocks 2,4,8]
+ *                          [--backend cpu|cuda] [--random H,L,HEADS,KV,INTER,VOCAB]
+ *
+ * --random writes (once, under /tmp) a random-weight bf16 llama of that shape and benches it
+ * instead of the default pair, e.g. Llama-3.2-1B: --random 2048,16,32,8,8192,128256.
  *
  * Without --model it runs the demo model (models/demo) and a random-weight bf16
  * llama written once to /tmp/lmc-bench-spec-rand (hidden 768, 12 layers, 12/4
@@ -69,6 +73,7 @@ static void verify_cost(lmc_model *m, const int32_t *prompt, int n_prompt, const
             lmc_batch vb = {.n_tokens = k + 1, .token = tok, .pos = pos, .seq = seq, .want_logits = want};
             double t0 = lmc_now_s();
             if (lmc_context_decode(ctx, &vb) < 0) { fprintf(stderr, "%s\n", lmc_last_error()); goto out; }
+            (void)lmc_context_argmax(ctx, k); /* what a verification reads; waits for a GPU backend */
             t[r] = lmc_now_s() - t0;
         }
         for (int i = 0; i < 7; i++) /* median */
@@ -166,13 +171,14 @@ static void bench_model(const char *name, lmc_model *m, lmc_model *draft, const 
     free(ref_rep.v);
 }
 
-static int write_random(const char *dir, int hidden, int layers, int heads, int kv_heads, int inter, unsigned seed) {
+static int write_random(const char *dir, int hidden, int layers, int heads, int kv_heads, int inter, int vocab,
+                        unsigned seed) {
     char cfg[600];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     if (access(cfg, R_OK) == 0) return 0;
     mkdir(dir, 0755);
     tiny_opts o = tiny_default();
-    o.vocab = 8192;
+    o.vocab = vocab;
     o.hidden = hidden;
     o.layers = layers;
     o.heads = heads;
@@ -187,13 +193,19 @@ static int write_random(const char *dir, int hidden, int layers, int heads, int 
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *draft_dir = NULL;
-    int n_gen = 64, n_threads = 1, blocks[8] = {2, 4, 8}, n_blocks = 3;
+    const char *model = NULL, *draft_dir = NULL, *be_name = "cpu";
+    int n_gen = 64, n_threads = 1, blocks[8] = {2, 4, 8}, n_blocks = 3, rnd[6] = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "--draft") && i + 1 < argc) draft_dir = argv[++i];
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc) be_name = argv[++i];
+        else if (!strcmp(argv[i], "--random") && i + 1 < argc &&
+                 sscanf(argv[++i], "%d,%d,%d,%d,%d,%d", &rnd[0], &rnd[1], &rnd[2], &rnd[3], &rnd[4], &rnd[5]) == 6 &&
+                 rnd[0] > 0 && rnd[1] > 0 && rnd[2] > 0 && rnd[3] > 0 && rnd[4] > 0 && rnd[5] > 16 &&
+                 rnd[0] % rnd[2] == 0 && rnd[2] % rnd[3] == 0) {
+        }
         else if (!strcmp(argv[i], "--blocks") && i + 1 < argc) {
             n_blocks = 0;
             for (char *s = argv[++i]; *s && n_blocks < 8;) {
@@ -201,28 +213,38 @@ int main(int argc, char **argv) {
                 if (*s == ',') s++;
             }
         } else {
-            fprintf(stderr, "usage: bench_spec [--model DIR] [--draft DIR] [--gen N] [--threads N] [--blocks 2,4,8]\n");
+            fprintf(stderr, "usage: bench_spec [--model DIR] [--draft DIR] [--gen N] [--threads N] [--blocks 2,4,8]\n"
+                            "                  [--backend cpu|cuda] [--random H,L,HEADS,KV,INTER,VOCAB]\n");
             return 2;
         }
     }
     if (n_gen < 2) n_gen = 2;
     lmc_backend *be;
-    if (lmc_backend_cpu_init(&be, n_threads, 0) < 0) { fprintf(stderr, "%s\n", lmc_last_error()); return 1; }
+    lmc_backend_params bp = {.name = be_name, .n_threads = n_threads};
+    if (lmc_backend_init(&be, &bp) < 0) { fprintf(stderr, "%s\n", lmc_last_error()); return 1; }
     const char *models[2];
     const char *drafts[2] = {draft_dir, NULL};
     int n_models = 0;
+    char rdir[128];
     if (model) models[n_models++] = model;
-    else {
+    else if (rnd[0]) {
+        snprintf(rdir, sizeof rdir, "/tmp/lmc-bench-spec-%d-%d-%d-%d-%d-%d", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+        if (write_random(rdir, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], 3) != 0) {
+            fprintf(stderr, "cannot write %s\n", rdir);
+            return 1;
+        }
+        models[n_models++] = rdir;
+    } else {
         models[n_models++] = "models/demo";
-        if (write_random("/tmp/lmc-bench-spec-rand", 768, 12, 12, 4, 2048, 1) != 0 ||
-            write_random("/tmp/lmc-bench-spec-rand-draft", 256, 2, 4, 2, 512, 2) != 0) {
+        if (write_random("/tmp/lmc-bench-spec-rand", 768, 12, 12, 4, 2048, 8192, 1) != 0 ||
+            write_random("/tmp/lmc-bench-spec-rand-draft", 256, 2, 4, 2, 512, 8192, 2) != 0) {
             fprintf(stderr, "cannot write the random models\n");
             return 1;
         }
         models[n_models++] = "/tmp/lmc-bench-spec-rand";
         drafts[1] = "/tmp/lmc-bench-spec-rand-draft";
     }
-    printf("bench_spec: %d threads, %d generated tokens, greedy\n\n", n_threads, n_gen);
+    printf("bench_spec: backend %s, %d threads, %d generated tokens, greedy\n\n", be_name, n_threads, n_gen);
     for (int mi = 0; mi < n_models; mi++) {
         lmc_model *m = NULL, *dm = NULL;
         if (lmc_model_load(models[mi], be, &m) < 0) { fprintf(stderr, "%s\n", lmc_last_error()); return 1; }
