@@ -436,6 +436,53 @@ static void test_sched_batched_equals_single(void) {
     lmc_sched_free(s);
 }
 
+/* A tokenizer whose decoder rewrites text already streamed (a BPEDecoder whose suffix "\u0120"
+ * starts the demo's word tokens: the last token drops it, an inner one turns it into a space)
+ * cannot be streamed: the request ends with an error, the text sent so far intact, and the
+ * slot serves the next request normally. */
+static void test_sched_detok_error(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", LMC_DEMO_DIR);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    static char json[1 << 20];
+    size_t n = fread(json, 1, sizeof json - 1, f);
+    fclose(f);
+    json[n] = 0;
+    cJSON *root = cJSON_Parse(json);
+    CHECK(root != NULL);
+    cJSON *dec = cJSON_CreateObject();
+    cJSON_AddStringToObject(dec, "type", "BPEDecoder");
+    cJSON_AddStringToObject(dec, "suffix", "\xc4\xa0");
+    cJSON_ReplaceItemInObjectCaseSensitive(root, "decoder", dec);
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    lmc_tokenizer *bad = NULL;
+    CHECK(text && lmc_tokenizer_load_json(text, strlen(text), NULL, 0, &bad) == LMC_OK);
+    free(text);
+    if (!bad) return;
+    lmc_sched *s;
+    lmc_sched_params p = {.model = model, .tok = bad, .n_ctx = 128, .n_seq = 1, .n_batch = 32, .max_queue = 4};
+    CHECK(lmc_sched_start(&s, &p) == LMC_OK);
+    lmc_srv_req *r = make_req("In the beginning", 20);
+    CHECK(lmc_sched_submit(s, r) == LMC_OK);
+    CHECK(wait_done(r, 60));
+    CHECK_EQ_INT(r->finish, LMC_FINISH_ERROR);
+    CHECK(strstr(r->err, "detokenizer") != NULL);
+    CHECK(r->n_gen >= 2 && r->n_gen < 20);
+    /* a request that generates one token never meets the rewrite: it completes */
+    lmc_srv_req *one = make_req("And God said", 1);
+    CHECK(lmc_sched_submit(s, one) == LMC_OK);
+    CHECK(wait_done(one, 60));
+    CHECK_EQ_INT(one->finish, LMC_FINISH_LENGTH);
+    CHECK_EQ_INT(one->n_gen, 1);
+    lmc_srv_req_unref(r);
+    lmc_srv_req_unref(one);
+    lmc_sched_free(s);
+    lmc_tokenizer_free(bad);
+}
+
 static void test_sched_cancel_and_limits(void) {
     lmc_sched *s;
     lmc_sched_params p = {.model = model, .tok = tok, .n_ctx = 128, .n_seq = 1, .n_batch = 32, .max_queue = 1};
@@ -583,6 +630,7 @@ int main(void) {
     }
     RUN(test_sched_batched_equals_single);
     RUN(test_sched_cancel_and_limits);
+    RUN(test_sched_detok_error);
     RUN(test_sched_embedding_mean);
     RUN(test_sched_embedding_last);
     lmc_tokenizer_free(tok);
