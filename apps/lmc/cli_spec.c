@@ -15,6 +15,20 @@ const char *cli_spec_help =
     "      --ngram-min N     shortest history suffix the ngram source matches (default 1)\n"
     "      --ngram-max N     longest history suffix it tries first (default 3)\n";
 
+int cli_parse_gen_opt(cli_model_opts *mo, lmc_sampler_params *sp, cli_spec_opts *so, const char *help, int argc,
+                      char **argv, int *i) {
+    int r = cli_parse_model_opt(mo, argc, argv, i);
+    if (r == 0) r = cli_parse_sampler_opt(sp, argc, argv, i, NULL, NULL);
+    if (r == 0) r = cli_parse_spec_opt(so, argc, argv, i);
+    if (r != 0) return r < 0 ? -1 : 1;
+    if (strcmp(argv[*i], "-h") && strcmp(argv[*i], "--help")) return 0;
+    fputs(help, stdout);
+    fputs(cli_sampler_help, stdout);
+    fputs("\n", stdout);
+    fputs(cli_spec_help, stdout);
+    return 2;
+}
+
 int cli_parse_spec_opt(cli_spec_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
     long x;

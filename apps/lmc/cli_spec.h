@@ -23,6 +23,11 @@ typedef struct cli_spec {
 extern const char *cli_spec_help;
 /* Like cli_parse_model_opt, for the options above. */
 int cli_parse_spec_opt(cli_spec_opts *o, int argc, char **argv, int *i);
+/* The options every generating command shares: model, sampler and speculation options, and
+ * -h/--help (prints help, then the sampler and speculation help). -1 usage error (printed),
+ * 1 consumed, 2 help printed (the command returns 0), 0 not one of them. */
+int cli_parse_gen_opt(cli_model_opts *mo, lmc_sampler_params *sp, cli_spec_opts *so, const char *help, int argc,
+                      char **argv, int *i);
 /* Fill defaults and check the combination; 0, or a usage error printed and EXIT_USAGE. */
 int cli_spec_check(cli_spec_opts *o, const cli_model_opts *mo, const char *cmd);
 /* 1 when the options ask for speculative decoding. */

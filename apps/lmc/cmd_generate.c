@@ -75,19 +75,11 @@ int cmd_generate(int argc, char **argv) {
     cli_spec_opts so = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        int r = cli_parse_model_opt(&mo, argc, argv, &i);
-        if (r == 0) r = cli_parse_sampler_opt(&sp, argc, argv, &i, NULL, NULL);
-        if (r == 0) r = cli_parse_spec_opt(&so, argc, argv, &i);
+        int r = cli_parse_gen_opt(&mo, &sp, &so, generate_help, argc, argv, &i);
         if (r < 0) return EXIT_USAGE;
+        if (r == 2) return 0;
         if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(generate_help, stdout);
-            fputs(cli_sampler_help, stdout);
-            fputs("\n", stdout);
-            fputs(cli_spec_help, stdout);
-            return 0;
-        }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = cli_value(argc, argv, &i))) return EXIT_USAGE; }
+        if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { if (!(prompt = cli_value(argc, argv, &i))) return EXIT_USAGE; }
         else if (!strcmp(a, "--ids")) { if (!(ids_arg = cli_value(argc, argv, &i))) return EXIT_USAGE; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "-n", 0, 1 << 24, &n_predict)) return EXIT_USAGE;
