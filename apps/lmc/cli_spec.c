@@ -72,7 +72,8 @@ int cli_spec_check(cli_spec_opts *o, const cli_model_opts *mo, const char *cmd) 
     if (!o->ngram_min) o->ngram_min = 1;
     if (!o->ngram_max) o->ngram_max = o->ngram_min > 3 ? o->ngram_min : 3;
     if (o->ngram_min > o->ngram_max) return cli_usage_error(cmd, "--ngram-min is above --ngram-max");
-    if (mo->tp > 1) return cli_usage_error(cmd, "--spec does not run with --tp yet");
+    /* the assistant reads the target's KV of whole layers and its hidden state: one device only */
+    if (mo->tp > 1 && !strcmp(o->kind, "mtp")) return cli_usage_error(cmd, "--spec mtp does not run with --tp");
     if (mo->n_batch && mo->n_batch <= o->n_draft)
         return cli_usage_error(cmd, "--batch (%d) must be above --draft-n (%d)", mo->n_batch, o->n_draft);
     return 0;

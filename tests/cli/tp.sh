@@ -35,6 +35,19 @@ for c in llama qwen2 gemma2 phi3 gpt_neox falcon mixtral qwen2_moe; do
 done
 FX=tests/fixtures/llama
 "$LMC" bench -m "$FX" --tp 2 -p 8 -n 4 -r 1 >"$T/out" 2>"$T/err" && grep -q "cpu, tp 2" "$T/out" && ok || bad "bench --tp 2: $(cat "$T/err" "$T/out")"
+# speculative decoding over tp ranks: rollbacks of rejected drafts reach every rank's KV, so the
+# output is plain greedy's (the demo model: n-gram lookup accepts some drafts and rejects others)
+P="In the beginning God created the heaven and the earth. And the earth was without form, and void. In the beginning God created"
+plain=$("$LMC" generate -m models/demo -p "$P" -n 40 --greedy --ignore-eos --print-ids 2>"$T/err" | tail -n 1)
+for s in "ngram" "draft --draft-model models/demo"; do
+    got=$("$LMC" generate -m models/demo -p "$P" -n 40 --greedy --ignore-eos --print-ids --tp 2 --spec $s 2>"$T/err" | tail -n 1)
+    [ -n "$plain" ] && [ "$got" = "$plain" ] && ok || bad "tp 2 --spec $s: ids '$got', plain '$plain'"
+    grep -Eq "accepted [1-9][0-9]* " "$T/err" && ok || bad "tp 2 --spec $s accepted nothing: $(cat "$T/err")"
+done
+"$LMC" generate -m models/demo -p "$P" -n 40 --greedy --ignore-eos --print-ids --tp 2 --spec ngram 2>"$T/err" >/dev/null
+grep -Eq "drafted ([0-9]+), accepted ([0-9]+)" "$T/err" && awk '{for(i=1;i<=NF;i++) if($i=="drafted") d=$(i+1)+0; else if($i=="accepted") a=$(i+1)+0} END {exit !(a < d)}' "$T/err" && ok || bad "tp 2 --spec ngram rejected no draft (no rollback exercised): $(cat "$T/err")"
+"$LMC" generate -m models/demo -p "$P" -n 4 --tp 2 --spec mtp --draft-model models/demo >/dev/null 2>"$T/err"; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--spec mtp does not run with --tp" "$T/err" && ok || bad "--spec mtp --tp 2: exit $rc, $(cat "$T/err")"
 # refusals
 "$LMC" generate -m "$FX" --ids 1,2,3 -n 2 --tp 3 >/dev/null 2>"$T/err"; rc=$?
 [ $rc -eq 1 ] && grep -q "n_heads 4 is not divisible by --tp 3" "$T/err" && ok || bad "tp 3: exit $rc, $(cat "$T/err")"
