@@ -275,9 +275,74 @@ static void cuda_get_rows(lmc_backend *be, lmc_tensor *y, const lmc_tensor *tabl
     lmc_cuda_launched(c, "get_rows");
 }
 
-/* y [out, n] = W x through cuBLAS: W rows dequantized (bf16 when n is prefill-sized, else f32)
- * in chunks into the workspace, or used in place for f32 / bf16 weights. */
-/* y = w·x + beta·y (beta 0 or 1) through cuBLAS. */
+/* Prefill-sized products (more than LMC_CUDA_GEMV_MAX_TOKENS tokens) of non-f32 weights run as
+ * bf16 GEMMs (f32 accumulation, f32 output) on cuBLAS: bf16 weights in place, any other dtype
+ * dequantized to bf16 rows into ws_w first — the whole matrix at once when its bf16 copy fits
+ * PREFILL_WS (a Llama-8B MLP matrix is 117 MB: one GEMM of full height; 64 MB chunks made the
+ * down product two GEMMs of 2340 and 1756 rows, a poor fit for the tile waves), else chunks of
+ * equal height. The activations go to bf16 once per input (ws_x) and are shared by the products
+ * of one input (matmul_n, matmul_fused), or are written as bf16 directly by the op before the
+ * product (the RMSNorm and act·mul of matmul_fused). */
+#define PREFILL_WS ((size_t)256 << 20)
+
+/* LMC_CUDA_PREFILL=0: the earlier prefill products for A/B comparisons (one conversion of x per
+ * product, no RMSNorm / act·mul in front of a GEMM, dequantized chunks of at most 64 MB). */
+static int prefill_old(void) {
+    static int v = -1;
+    if (v < 0) v = getenv("LMC_CUDA_PREFILL") && !strcmp(getenv("LMC_CUDA_PREFILL"), "0");
+    return v;
+}
+
+/* Rows per chunk of an [out rows of K] weight dequantized into at most cap bytes (esz per value). */
+static int64_t chunk_rows(int64_t out, int64_t K, size_t esz, size_t cap) {
+    int64_t rows = (int64_t)(cap / ((size_t)K * esz));
+    if (rows < 1) rows = 1;
+    if (rows >= out) return out;
+    const int64_t nch = (out + rows - 1) / rows;
+    int64_t r = (out + nch - 1) / nch; /* equal chunks; a multiple of 128 rows where that still fits */
+    if ((r + 127) / 128 * 128 <= rows) r = (r + 127) / 128 * 128;
+    return r;
+}
+
+/* x (f32, n values) as bf16 in ws_x; NULL (error noted) when the workspace cannot grow. */
+static uint16_t *x_bf16(cuda_ctx *c, const float *x, int64_t n) {
+    uint16_t *p = lmc_cuda_ws(c, &c->ws_x, &c->ws_x_bytes, (size_t)n * 2);
+    if (!p) return NULL;
+    lmc_cuda_f32_to_bf16(c->stream, x, p, n);
+    lmc_cuda_launched(c, "f32_to_bf16");
+    return p;
+}
+
+/* y [out, n] = w·xb + beta·y (beta 0 or 1): xb bf16 [K, n], w any dtype but f32. */
+static void gemm_bf16(cuda_ctx *c, float *y, const lmc_tensor *w, const uint16_t *xb, int64_t n, float beta) {
+    const int64_t K = w->ne[0], out = w->ne[1];
+    const float one = 1.0f;
+    if (w->type == LMC_DTYPE_BF16) {
+        lmc_cuda_note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)K, &one, w->data,
+                                  CUDA_R_16BF, (int)(w->nb[1] / 2), xb, CUDA_R_16BF, (int)K, &beta, y,
+                                  CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
+        return;
+    }
+    int64_t rows = chunk_rows(out, K, 2, PREFILL_WS);
+    if (prefill_old()) { /* the earlier chunks: as many rows as 64 MB hold, the rest after */
+        rows = (int64_t)(WS_W_BYTES / ((size_t)K * 2));
+        rows = rows < 1 ? 1 : rows > out ? out : rows;
+    }
+    void *ws = lmc_cuda_ws(c, &c->ws_w, &c->ws_w_bytes, (size_t)rows * (size_t)K * 2);
+    if (!ws) return;
+    lmc_cuda_w wd = lmc_cuda_wdesc(w);
+    for (int64_t o0 = 0; o0 < out; o0 += rows) {
+        const int64_t nr = out - o0 < rows ? out - o0 : rows;
+        lmc_cuda_dequant_rows(c->stream, &wd, o0, nr, ws, 1);
+        lmc_cuda_launched(c, "dequant_rows");
+        lmc_cuda_note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws,
+                                  CUDA_R_16BF, (int)K, xb, CUDA_R_16BF, (int)K, &beta, y + o0, CUDA_R_32F,
+                                  (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
+    }
+}
+
+/* y = w·x + beta·y (beta 0 or 1) through cuBLAS: f32 weights in f32 (SGEMM), others as bf16
+ * GEMMs past LMC_CUDA_GEMV_MAX_TOKENS tokens, else dequantized to f32 rows in chunks (SGEMM). */
 static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x, int64_t n, float beta) {
     const int64_t K = w->ne[0], out = w->ne[1];
     const float one = 1.0f;
@@ -286,50 +351,36 @@ static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const l
                                  (int)(w->nb[1] / 4), x->data, (int)K, &beta, y->data, (int)out), "sgemm");
         return;
     }
-    const int bf16 = n > LMC_CUDA_GEMV_MAX_TOKENS;
-    const void *xb = x->data;
-    if (bf16) {
-        uint16_t *p = lmc_cuda_ws(c, &c->ws_x, &c->ws_x_bytes, (size_t)(K * n) * 2);
-        if (!p) return;
-        lmc_cuda_f32_to_bf16(c->stream, x->data, p, K * n);
-        lmc_cuda_launched(c, "f32_to_bf16");
-        xb = p;
-    }
-    if (bf16 && w->type == LMC_DTYPE_BF16) {
-        lmc_cuda_note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)K, &one, w->data,
-                                  CUDA_R_16BF, (int)(w->nb[1] / 2), xb, CUDA_R_16BF, (int)K, &beta, y->data,
-                                  CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
+    if (n > LMC_CUDA_GEMV_MAX_TOKENS) {
+        const uint16_t *xb = x_bf16(c, x->data, K * n);
+        if (xb) gemm_bf16(c, y->data, w, xb, n, beta);
         return;
     }
-    const size_t esz = bf16 ? 2 : 4;
-    int64_t rows = (int64_t)(WS_W_BYTES / ((size_t)K * esz));
-    if (rows < 1) rows = 1;
-    if (rows > out) rows = out;
-    void *ws = lmc_cuda_ws(c, &c->ws_w, &c->ws_w_bytes, (size_t)rows * (size_t)K * esz);
+    const int64_t rows = chunk_rows(out, K, 4, WS_W_BYTES);
+    void *ws = lmc_cuda_ws(c, &c->ws_w, &c->ws_w_bytes, (size_t)rows * (size_t)K * 4);
     if (!ws) return;
     lmc_cuda_w wd = lmc_cuda_wdesc(w);
     for (int64_t o0 = 0; o0 < out; o0 += rows) {
         const int64_t nr = out - o0 < rows ? out - o0 : rows;
-        lmc_cuda_dequant_rows(c->stream, &wd, o0, nr, ws, bf16);
+        lmc_cuda_dequant_rows(c->stream, &wd, o0, nr, ws, 0);
         lmc_cuda_launched(c, "dequant_rows");
-        float *yo = (float *)y->data + o0;
-        if (bf16)
-            lmc_cuda_note_blas(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws,
-                                      CUDA_R_16BF, (int)K, xb, CUDA_R_16BF, (int)K, &beta, yo, CUDA_R_32F,
-                                      (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
-        else
-            lmc_cuda_note_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws, (int)K,
-                                     xb, (int)K, &beta, yo, (int)out), "sgemm");
+        lmc_cuda_note_blas(c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, (int)n, (int)K, &one, ws, (int)K,
+                                 x->data, (int)K, &beta, (float *)y->data + o0, (int)out), "sgemm");
     }
 }
 
-void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x) {
-    cuda_ctx *c = CTX(be);
+/* The shape and layout contract of matmul (backend.h) as this backend takes it. */
+static void matmul_check(const lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x) {
     LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32);
     LMC_ASSERT(w->ne[0] == x->ne[0] && w->ne[1] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
     LMC_ASSERT(is_contig(x) && is_contig(y) && w->ne[2] == 1 && w->ne[3] == 1);
     LMC_ASSERT(w->nb[1] >= lmc_dtype_row_bytes(w->type, w->ne[0]) && lmc_dtype_row_bytes(w->type, w->ne[0]) > 0);
     LMC_ASSERT(!lmc_dtype_is_mlx(w->type) || lmc_quant_mlx_check(w->type, w->ne[0], w->ne[1], w->aux) == LMC_OK);
+}
+
+void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x) {
+    cuda_ctx *c = CTX(be);
+    matmul_check(y, w, x);
     const int64_t n = lmc_tensor_nrows(x);
     lmc_cuda_w wd = lmc_cuda_wdesc(w);
     if (lmc_cuda_gemv_ok(&wd, x->data, n)) {
@@ -360,7 +411,36 @@ static void cuda_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lm
         lmc_cuda_launched(c, "gemv multi");
         return;
     }
+    /* prefill-sized, no f32 weight: x goes to bf16 once for the n GEMMs */
+    int shared = nt > LMC_CUDA_GEMV_MAX_TOKENS && !prefill_old();
+    for (int i = 0; shared && i < n; i++) {
+        matmul_check(y[i], w[i], x);
+        shared = w[i]->type != LMC_DTYPE_F32;
+    }
+    const uint16_t *xb = shared ? x_bf16(c, x->data, x->ne[0] * nt) : NULL;
+    if (shared) {
+        for (int i = 0; xb && i < n; i++) gemm_bf16(c, y[i]->data, w[i], xb, nt, 0.0f);
+        return;
+    }
     for (int i = 0; i < n; i++) lmc_cuda_matmul(be, y[i], w[i], x);
+}
+
+/* matmul_fused past LMC_CUDA_GEMV_MAX_TOKENS tokens (weights checked by the caller; none f32,
+ * none MLX): the input formed once as bf16 in ws_x by the op before the product (RMSNorm,
+ * act·mul, or a plain conversion), then one bf16 GEMM per matrix, y += through beta = 1. */
+static void fused_gemm(cuda_ctx *c, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x,
+                       const lmc_fuse_op *op, const lmc_cuda_fuse *f) {
+    const int64_t K = x->ne[0], nt = lmc_tensor_nrows(x);
+    uint16_t *xb = lmc_cuda_ws(c, &c->ws_x, &c->ws_x_bytes, (size_t)(K * nt) * 2);
+    if (!xb) return;
+    if (op->in == LMC_FUSE_IN_RMS)
+        lmc_cuda_rms_norm_bf16(c->stream, xb, x->data, K, nt, f->norm_w, f->norm_type, 1, f->eps, f->w_offset);
+    else if (op->in == LMC_FUSE_IN_GLU)
+        lmc_cuda_act_mul_bf16(c->stream, xb, x->data, f->x2, K * nt, f->act);
+    else
+        lmc_cuda_f32_to_bf16(c->stream, x->data, xb, K * nt);
+    lmc_cuda_launched(c, "fused gemm input");
+    for (int i = 0; i < n; i++) gemm_bf16(c, y[i]->data, w[i], xb, nt, op->out == LMC_FUSE_OUT_ACC ? 1.0f : 0.0f);
 }
 
 /* matmul_fused (backend.h): decode-sized products through lmc_cuda_gemv_fused; y += w·x also for
@@ -397,6 +477,18 @@ static int cuda_matmul_fused(lmc_backend *be, int n, lmc_tensor *const *y, const
     }
     if (lmc_cuda_gemv_fused(c->stream, n, yd, wd, x->data, nt, &f)) {
         lmc_cuda_launched(c, "gemv fused");
+        return 1;
+    }
+    /* prefill-sized: bf16 GEMMs with the input op in front (OUT_GLU is left to the plain ops: its
+     * f32 output would be converted again for the down product) */
+    int blas = nt > LMC_CUDA_GEMV_MAX_TOKENS && op->out != LMC_FUSE_OUT_GLU && !prefill_old() &&
+               !(op->in == LMC_FUSE_IN_X && op->out == LMC_FUSE_OUT_SET);
+    for (int i = 0; blas && i < n; i++) {
+        matmul_check(y[i], w[i], x);
+        blas = w[i]->type != LMC_DTYPE_F32;
+    }
+    if (blas) {
+        fused_gemm(c, n, y, w, x, op, &f);
         return 1;
     }
     if (op->in != LMC_FUSE_IN_X || op->out != LMC_FUSE_OUT_ACC || n != 1 || lmc_cuda_gemv_ok(&wd[0], x->data, nt))

@@ -138,6 +138,13 @@ void lmc_cuda_argmax(cudaStream_t s, int32_t *ids, const float *x, int64_t V, in
 void lmc_cuda_topk(cudaStream_t s, int32_t *ids, float *vals, float *stats, const float *x, int64_t V, int64_t n, int k,
                    float scale, void *ws);
 
+/* ---- bf16 inputs of the prefill GEMMs (cuda_ops.cu): the f32 op's values rounded to bf16 ---- */
+/* y = rms_norm(x) as lmc_cuda_rms_norm, written as bf16 */
+void lmc_cuda_rms_norm_bf16(cudaStream_t s, uint16_t *y, const float *x, int64_t d, int64_t rows, const void *w,
+                            int wtype, int64_t w_rows, float eps, float w_offset);
+/* y = act(gate) · up as lmc_cuda_act_mul, written as bf16 */
+void lmc_cuda_act_mul_bf16(cudaStream_t s, uint16_t *y, const float *gate, const float *up, int64_t n, int act);
+
 #ifdef __cplusplus
 }
 #endif

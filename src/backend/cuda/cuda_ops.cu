@@ -2,6 +2,8 @@
  * embedding rows, bias, add, scale, RMSNorm, LayerNorm, rope, KV stores,
  * activations, softcap. Each follows the CPU reference op of
  * backend/cpu/cpu_backend.c (f32 compute; norms reduce in f32 per row).
+ * Two variants write bf16 for the prefill GEMMs' input instead of f32 (RMSNorm,
+ * act·mul): the same f32 values, rounded as lmc_cuda_f32_to_bf16 rounds them.
  * Launchers only enqueue on the stream they are given.
  */
 #include "cuda_common.cuh"
@@ -83,6 +85,31 @@ extern "C" void lmc_cuda_act_mul(cudaStream_t s, float *y, const float *gate, co
     if (n > 0) k_act_mul<<<grid_for(n), LMC_CUDA_BLOCK, 0, s>>>(y, gate, up, n, act);
 }
 
+/* act(g)·u rounded to bf16, four values a thread (16-byte loads, 8-byte stores) when vec */
+__global__ void k_act_mul_bf16(uint16_t *y, const float *g, const float *u, int64_t n, int act, int vec) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    if (vec) {
+        for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n / 4; i += stride) {
+            const float4 a = ((const float4 *)g)[i], b = ((const float4 *)u)[i];
+            const uint32_t lo = (uint32_t)f_to_bf16(act_apply(act, a.x) * b.x) |
+                                ((uint32_t)f_to_bf16(act_apply(act, a.y) * b.y) << 16);
+            const uint32_t hi = (uint32_t)f_to_bf16(act_apply(act, a.z) * b.z) |
+                                ((uint32_t)f_to_bf16(act_apply(act, a.w) * b.w) << 16);
+            ((uint2 *)y)[i] = make_uint2(lo, hi);
+        }
+        return;
+    }
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = f_to_bf16(act_apply(act, g[i]) * u[i]);
+}
+
+extern "C" void lmc_cuda_act_mul_bf16(cudaStream_t s, uint16_t *y, const float *gate, const float *up, int64_t n,
+                                      int act) {
+    if (n <= 0) return;
+    const int vec = n % 4 == 0 && ((uintptr_t)y % 8 | (uintptr_t)gate % 16 | (uintptr_t)up % 16) == 0;
+    k_act_mul_bf16<<<grid_for(vec ? n / 4 : n), LMC_CUDA_BLOCK, 0, s>>>(y, gate, up, n, act, vec);
+}
+
 __global__ void k_act(float *y, const float *x, int64_t n, int act) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         y[i] = act_apply(act, x[i]);
@@ -132,13 +159,17 @@ static __device__ float block_sum(float v, float *sh) {
  * before the first use and the row stays in registers (RN_PER values per thread cover rows up
  * to RN_PER · blockDim; longer rows loop). */
 #define RN_PER 8
-template <int FUSED>
-__global__ void k_rms_norm(float *y, float *x, const float *r, int64_t d, const void *w, int wt, int64_t w_rows,
+template <typename T> static __device__ __forceinline__ void st_out(T *p, float v);
+template <> __device__ __forceinline__ void st_out<float>(float *p, float v) { *p = v; }
+template <> __device__ __forceinline__ void st_out<uint16_t>(uint16_t *p, float v) { *p = f_to_bf16(v); }
+
+template <int FUSED, typename T> /* T: float, or uint16_t for bf16 output */
+__global__ void k_rms_norm(T *y, float *x, const float *r, int64_t d, const void *w, int wt, int64_t w_rows,
                            float eps, float w_off) {
     __shared__ float sh[32];
     const int64_t row = blockIdx.x;
     float *xr = x + row * d;
-    float *yr = y + row * d;
+    T *yr = y + row * d;
     const float *rr = FUSED ? r + row * d : NULL;
     const int64_t wo = w ? (row % w_rows) * d : 0;
     float ss = 0;
@@ -171,7 +202,7 @@ __global__ void k_rms_norm(float *y, float *x, const float *r, int64_t d, const 
 #pragma unroll
         for (int j = 0; j < RN_PER; j++) {
             const int64_t i = threadIdx.x + (int64_t)j * blockDim.x;
-            if (i < d) yr[i] = v[j] * inv * g[j];
+            if (i < d) st_out(yr + i, v[j] * inv * g[j]);
         }
         return;
     }
@@ -184,7 +215,7 @@ __global__ void k_rms_norm(float *y, float *x, const float *r, int64_t d, const 
     const float inv = 1.0f / sqrtf(ss / (float)d + eps);
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
         const float wv = w ? ld_float(wt, w, wo + i) + w_off : 1.0f;
-        yr[i] = xr[i] * inv * wv;
+        st_out(yr + i, xr[i] * inv * wv);
     }
 }
 
@@ -197,13 +228,20 @@ static int rn_threads(int64_t d) {
 extern "C" void lmc_cuda_rms_norm(cudaStream_t s, float *y, const float *x, int64_t d, int64_t rows, const void *w,
                                   int wtype, int64_t w_rows, float eps, float w_offset) {
     if (rows <= 0) return;
-    k_rms_norm<0><<<(unsigned)rows, rn_threads(d), 0, s>>>(y, (float *)x, NULL, d, w, wtype, w_rows, eps, w_offset);
+    k_rms_norm<0, float><<<(unsigned)rows, rn_threads(d), 0, s>>>(y, (float *)x, NULL, d, w, wtype, w_rows, eps, w_offset);
+}
+
+extern "C" void lmc_cuda_rms_norm_bf16(cudaStream_t s, uint16_t *y, const float *x, int64_t d, int64_t rows,
+                                       const void *w, int wtype, int64_t w_rows, float eps, float w_offset) {
+    if (rows <= 0) return;
+    k_rms_norm<0, uint16_t><<<(unsigned)rows, rn_threads(d), 0, s>>>(y, (float *)x, NULL, d, w, wtype, w_rows, eps,
+                                                                     w_offset);
 }
 
 extern "C" void lmc_cuda_add_rms_norm(cudaStream_t s, float *x, const float *r, float *y, int64_t d, int64_t rows,
                                       const void *w, int wtype, int64_t w_rows, float eps, float w_offset) {
     if (rows <= 0) return;
-    k_rms_norm<1><<<(unsigned)rows, rn_threads(d), 0, s>>>(y, x, r, d, w, wtype, w_rows, eps, w_offset);
+    k_rms_norm<1, float><<<(unsigned)rows, rn_threads(d), 0, s>>>(y, x, r, d, w, wtype, w_rows, eps, w_offset);
 }
 
 __global__ void k_layer_norm(float *y, const float *x, int64_t d, const void *w, int wt, int64_t w_rows, const void *b,
