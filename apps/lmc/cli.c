@@ -119,7 +119,7 @@ int cli_parse_model_opt(cli_model_opts *o, int argc, char **argv, int *i) {
         o->n_ctx = (int)x;
     } else if (!strcmp(a, "--tp")) {
         if (!o->tp_ok) {
-            fprintf(stderr, "lmc: --tp is taken by generate, run, logits and bench\n");
+            fprintf(stderr, "lmc: --tp is taken by generate, run, logits, bench and serve\n");
             return -1;
         }
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--tp", 1, 64, &x)) return -1;

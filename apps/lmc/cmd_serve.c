@@ -16,6 +16,7 @@ static const char *serve_help =
     "usage: lmc serve [-m MODEL] [--host ADDR] [--port N] [--api-key KEY] [--alias NAME]\n"
     "                 [--ctx-size N] [--max-seqs N] [--max-queue N] [--max-body BYTES] [--timeout S]\n"
     "                 [--max-connections N] [--max-header BYTES] [--max-tokens N] [--threads N] [--batch N]\n"
+    "                 [--backend cpu|cuda] [--tp N]\n"
     "                 [--spec ngram|draft|mtp [--draft-model P] [--draft-n N] [--ngram-min N] [--ngram-max N]]\n"
     "\n"
     "Serve a model over HTTP with OpenAI- and Anthropic-compatible routes:\n"
@@ -31,12 +32,14 @@ static const char *serve_help =
     "--spec: each step drafts up to --draft-n tokens per sequence (ngram: prompt lookup; draft: a\n"
     "small model with the same tokenizer, --draft-model; mtp: a Gemma 4 assistant) and verifies\n"
     "them in the same batch (output and sampling distribution unchanged).\n"
+    "--tp N: the model split over N ranks (GPUs with --backend cuda; CPU ranks otherwise), as for\n"
+    "generate (docs/MULTIGPU.md); a --spec draft model runs on the host CPU beside them.\n"
     "\n"
     "example:\n"
     "  lmc serve -m Qwen/Qwen2.5-0.5B-Instruct --port 8080 --max-seqs 8\n";
 
 int cmd_serve(int argc, char **argv) {
-    cli_model_opts mo = {0};
+    cli_model_opts mo = {.tp_ok = 1};
     lmc_server_params sp = lmc_server_default_params();
     cli_spec_opts so = {0};
     for (int i = 1; i < argc; i++) {
@@ -118,6 +121,13 @@ int cmd_serve(int argc, char **argv) {
             cli_free_model(&cm);
             return rc;
         }
+    }
+    lmc_tp_params tp = lmc_tp_default_params();
+    if (cm.tp > 1) { /* the scheduler's context runs over the ranks, as cli_context_init's */
+        tp.n_ranks = cm.tp;
+        tp.backend = cm.tp_backend;
+        tp.n_threads = cm.tp_threads;
+        sp.tp = &tp;
     }
     sp.model = cm.model;
     sp.tok = tok;

@@ -600,7 +600,7 @@ lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
     lmc_sched_params sp = {.model = p.model, .tok = p.tok, .n_ctx = p.n_ctx, .n_seq = p.n_seq, .n_batch = p.n_batch,
                            .max_queue = p.max_queue, .spec_n_draft = p.spec_n_draft,
                            .spec_ngram_min = p.spec_ngram_min, .spec_ngram_max = p.spec_ngram_max,
-                           .spec_draft_model = p.spec_draft_model, .spec_mtp_path = p.spec_mtp_path};
+                           .spec_draft_model = p.spec_draft_model, .spec_mtp_path = p.spec_mtp_path, .tp = p.tp};
     if ((st = lmc_sched_start(&s->sched, &sp)) < 0) { lmc_server_stop(s); return st; }
 
     struct addrinfo hints = {0}, *ai = NULL;

@@ -608,7 +608,8 @@ lmc_status lmc_sched_start(lmc_sched **out, const lmc_sched_params *pp) {
     cp.n_seq = s->p.n_seq;
     cp.n_batch = s->p.n_batch;
     cp.want_hidden = 1; /* embeddings pool the final hidden states */
-    lmc_status st = lmc_context_init(&s->ctx, s->p.model, &cp);
+    lmc_status st = s->p.tp && s->p.tp->n_ranks > 1 ? lmc_context_init_tp(&s->ctx, s->p.model, &cp, s->p.tp)
+                                                    : lmc_context_init(&s->ctx, s->p.model, &cp);
     if (st < 0) { lmc_sched_free(s); return st; }
     s->n_vocab = s->p.model->cfg.vocab_size;
     s->cap_batch = s->p.n_batch;

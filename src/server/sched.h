@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "gen/tp_context.h"
 #include "model/model.h"
 #include "request.h"
 
@@ -29,6 +30,8 @@ typedef struct lmc_sched_params {
     int spec_ngram_min, spec_ngram_max; /* n-gram suffix sizes the lookup tries (0: 1 and 3) */
     lmc_model *spec_draft_model; /* borrowed: a draft model (one draft context per slot) instead of n-grams */
     const char *spec_mtp_path;   /* a Gemma 4 assistant drafting from the target's hidden state and K/V */
+    const lmc_tp_params *tp;     /* borrowed; n_ranks > 1: the context runs tensor parallel over that many ranks
+                                  * (model loaded on a host cpu backend, gen/tp_context.h); NULL: one backend */
 } lmc_sched_params;
 
 typedef struct lmc_sched_stats {

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "gen/tp_context.h"
 #include "model/model.h"
 #include "tok/tokenizer.h"
 
@@ -42,6 +43,7 @@ typedef struct lmc_server_params {
     int spec_ngram_min, spec_ngram_max; /* (0: 1 and 3) */
     lmc_model *spec_draft_model; /* borrowed: a draft model with the target's tokenizer */
     const char *spec_mtp_path;   /* a Gemma 4 assistant beside a gemma4 target */
+    const lmc_tp_params *tp;     /* borrowed; n_ranks > 1: tensor parallel (lmc_sched_params.tp) */
 } lmc_server_params;
 
 typedef struct lmc_server lmc_server;

@@ -65,5 +65,23 @@ if [ -n "${P1:-}" ] && [ -n "${P2:-}" ] && [ -n "${P3:-}" ]; then
     dr=$(printf '%s\n' "$m" | sed -n 's/^lmc_spec_drafted_tokens_total \([0-9]*\).*/\1/p')
     [ -n "$acc" ] && [ -n "$dr" ] && [ "$dr" -gt 0 ] && [ "$acc" -gt 0 ] && [ "$acc" -le "$dr" ] && ok ||
         bad "metrics: drafted '$dr' accepted '$acc'"
+    # tensor parallel over 2 CPU ranks, plain and speculating: the same texts, alone and two at once
+    start "$E.tp" --max-seqs 2 --tp 2 && P4=$PORT || bad "tp 2 server did not start: $(cat "$E.tp")"
+    start "$E.tps" --max-seqs 2 --tp 2 --spec ngram --draft-n 4 && P5=$PORT || bad "tp 2 spec server did not start: $(cat "$E.tps")"
+    if [ -n "${P4:-}" ] && [ -n "${P5:-}" ]; then
+        for R in "$R1" "$R2" "$R3"; do
+            a=$(text "$P1" "$R"); d=$(text "$P4" "$R"); e=$(text "$P5" "$R")
+            [ -n "$a" ] && [ "$a" = "$d" ] && ok || bad "tp 2 server differs for $R: '$a' vs '$d'"
+            [ "$a" = "$e" ] && ok || bad "tp 2 speculating server differs for $R: '$a' vs '$e'"
+        done
+        text "$P5" "$R1" > "$E.c1" & c1=$!
+        text "$P5" "$R2" > "$E.c2" & c2=$!
+        wait $c1 $c2
+        [ "$(cat "$E.c1")" = "$a1" ] && [ "$(cat "$E.c2")" = "$a2" ] && ok || bad "concurrent tp 2 speculative requests differ"
+        dr=$(curl -sf "http://127.0.0.1:$P5/metrics" | sed -n 's/^lmc_spec_drafted_tokens_total \([0-9]*\).*/\1/p')
+        [ -n "$dr" ] && [ "$dr" -gt 0 ] && ok || bad "tp 2 speculating server drafted '$dr'"
+    fi
 fi
+timeout 10 "$LMC" serve --tp 2 --spec mtp --draft-model models/demo --port 0 >/dev/null 2>"$E"; [ $? -eq 2 ] && ok ||
+    bad "serve --tp 2 --spec mtp not refused: $(cat "$E")"
 finish
