@@ -399,8 +399,9 @@ static void test_matmul_fused(void) {
             const int qv = lmc_cuda_gemv_int8(t, in, n), e = t == LMC_DTYPE_F32 ? 4 : flt ? 8 : 32;
             /* the decode kernels take it: f32/f16/bf16 up to 8 tokens, Q8_0/Q4_0 (int8 path) at one token */
             const int dec_f = n <= 8 && in % e == 0 && flt, dec_q = qv && n == 1, dec = dec_f || dec_q;
-            /* past 8 tokens every non-f32, non-MLX weight takes the bf16 GEMM path (not OUT_GLU) */
-            const int gemm = n > 8 && t != LMC_DTYPE_F32 && !lmc_dtype_is_mlx(t);
+            /* past 8 tokens every non-f32, non-MLX weight takes the bf16 GEMM path (not OUT_GLU), but
+             * for those the int8 tensor-core products take (checked below, once bound) */
+            int gemm = n > 8 && t != LMC_DTYPE_F32 && !lmc_dtype_is_mlx(t);
             const double tol = qv || (n > 8 && t != LMC_DTYPE_F32) ? 1e-2 : 1e-4;
             const lmc_act act = si % 2 ? LMC_ACT_GELU_TANH : LMC_ACT_SILU;
             const float off = si % 3 == 1 ? 1.0f : 0.0f;
@@ -408,6 +409,11 @@ static void test_matmul_fused(void) {
             const lmc_dtype gt = si % 3 == 0 ? LMC_DTYPE_F32 : LMC_DTYPE_BF16;
             weight_make(&g, gt, in, 1);
             for (int i = 0; i < 3; i++) weight_make(&w[i], t, in, i == 0 ? o0 : o1);
+            for (int i = 0; i < 3; i++) {
+                lmc_cuda_w wd = {.type = t, .data = w[i].g.data, .nb1 = w[i].g.nb[1], .ne0 = in, .ne1 = i == 0 ? o0 : o1,
+                                 .repacked = t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0};
+                if (lmc_cuda_mmq_ok(&wd, n)) gemm = 0;
+            }
             pair x, x2, h, y[3], tmp, yp;
             pair_f32(&x, in, n, 1, 3.0f);
             pair_f32(&x2, in, n, 1, 1.0f);
@@ -660,26 +666,32 @@ static void test_rope(void) {
 }
 
 /* rope_store (rope of q and k, both cache stores in one op) vs the CPU's four ops: partial rotary,
- * grouped heads, several sequences, positions past n_ctx (ring slots). */
+ * grouped heads, several sequences, positions past n_ctx (ring slots); 5 tokens, and 70 (the
+ * prefill grouping: more heads per block). */
 static void test_rope_store(void) {
     const int cfg[][4] = {/* head_dim, n_rot, n_head, n_kv_head */ {128, 128, 32, 8}, {64, 32, 6, 2}, {256, 64, 8, 1},
                           {80, 80, 5, 5}};
-    for (int ci = 0; ci < 4; ci++) {
-        const int hd = cfg[ci][0], nr = cfg[ci][1], hq = cfg[ci][2], hkv = cfg[ci][3], n = 5, n_ctx = 16, n_seq = 2;
+    for (int ci = 0; ci < 8; ci++) {
+        const int big = ci >= 4, hd = cfg[ci % 4][0], nr = cfg[ci % 4][1], hq = cfg[ci % 4][2], hkv = cfg[ci % 4][3];
+        const int n = big ? 70 : 5, n_ctx = big ? 64 : 16, n_seq = 2;
         pair q, k, v, kc, vc, pos, seq, inv;
         pair_f32(&q, hd, hq, n, 2.0f);
         pair_f32(&k, hd, hkv, n, 2.0f);
         pair_f32(&v, hd * hkv, n, 1, 2.0f);
         pair_f32(&kc, hd * hkv, n_ctx, n_seq, 1.0f);
         pair_f32(&vc, hd * hkv, n_ctx, n_seq, 1.0f);
-        int32_t p[5] = {0, 3, 15, 17, 40}, sq[5] = {0, 1, 0, 1, 0};
+        int32_t p[70] = {0, 3, 15, 17, 40}, sq[70] = {0, 1, 0, 1, 0};
+        for (int i = 0; big && i < n; i++) { /* one slot per token: seq 0 at 0..34, seq 1 at 40..74 (ring) */
+            sq[i] = i % 2;
+            p[i] = i / 2 + 40 * sq[i];
+        }
         pair_i32(&pos, p, n);
         pair_i32(&seq, sq, n);
         float f[256];
         for (int i = 0; i < nr / 2; i++) f[i] = powf(10000.0f, -2.0f * i / nr);
         pair_alloc(&inv, LMC_DTYPE_F32, nr / 2, 1, 1);
         pair_set(&inv, f);
-        lmc_rope_op oc = {.n_rot = nr, .interleaved = ci == 3, .attn_factor = 1.0f, .inv_freq = &inv.c};
+        lmc_rope_op oc = {.n_rot = nr, .interleaved = ci % 4 == 3, .attn_factor = 1.0f, .inv_freq = &inv.c};
         lmc_rope_op og = oc;
         og.inv_freq = &inv.g;
         ref->i->rope_store(ref, &q.c, &k.c, &v.c, &kc.c, &vc.c, &pos.c, &seq.c, &oc);
@@ -948,6 +960,119 @@ static void test_sample(void) {
         }
 }
 
+/* Q8_0/Q4_0 products of 9..64 tokens (cuda_mmq.cu: int8 tensor cores, K split over a cluster)
+ * against int8_ref (1e-5: the same int8 activations, only float summation order differs) and the
+ * f32 CPU reference (1e-2). Shapes: odd row counts, rows past the last tile, K of one block, K
+ * not a multiple of the blocks a lane loads at once (544 = 17 blocks), long K (14336, 8 splits),
+ * one split (51000 rows of 2 blocks), tokens not a multiple of 8; then matmul_n (three heights,
+ * one launch) and matmul_fused's y += w·x. LMC_CUDA_MMQ=0: the same cases through cuBLAS (1e-2). */
+static void mmq_check(lmc_dtype t, const weight *w, int64_t in, int64_t out, const float *xh, int64_t n,
+                      const lmc_tensor *yg, const float *base, const char *what) {
+    float *yr = malloc((size_t)(out * n) * sizeof *yr), *gv = malloc((size_t)(out * n) * sizeof *gv);
+    int8_ref(t, w->bytes, in, out, xh, n, yr);
+    CHECK_MSG(gpu->i->sync(gpu) == 0, "%s: %s", what, lmc_last_error());
+    gpu->i->get(gpu, gv, yg, 0, (size_t)(out * n) * 4);
+    double err = 0, mx = 0;
+    for (int64_t i = 0; i < out * n; i++) {
+        const double r = (double)yr[i] + (base ? base[i] : 0.0);
+        err = fmax(err, fabs(r - gv[i]));
+        mx = fmax(mx, fabs(r));
+    }
+    CHECK_MSG(err <= 1e-5 * mx && mx > 0, "%s vs int8 host reference: max|Δ| %.3g vs max|ref| %.3g", what, err, mx);
+    free(yr);
+    free(gv);
+}
+
+static void test_matmul_mmq(void) {
+    static const int64_t shapes[][3] = {/* in, out, n_tokens */
+                                        {32, 5, 9},      {64, 33, 13},   {256, 96, 16},  {544, 257, 31},
+                                        {1024, 130, 32}, {4096, 40, 33}, {96, 200, 64},  {14336, 12, 24},
+                                        {64, 51000, 9},  {128, 70, 57},  {2048, 129, 40}};
+    const lmc_dtype types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
+    const int off = getenv("LMC_CUDA_MMQ") != NULL;
+    int taken = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        const lmc_dtype t = types[ti];
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t in = shapes[si][0], out = shapes[si][1], n = shapes[si][2];
+            weight w;
+            weight_make(&w, t, in, out);
+            float *xh = malloc((size_t)(in * n) * sizeof *xh);
+            for (int64_t i = 0; i < in * n; i++) /* block magnitudes 1, 4, 16; block 1 of token 0 zero */
+                xh[i] = (i / 32 == 1) ? 0.0f : frand() * (float)(1 << (2 * ((i / 32) % 3)));
+            pair x, y;
+            pair_alloc(&x, LMC_DTYPE_F32, in, n, 1);
+            pair_set(&x, xh);
+            pair_alloc(&y, LMC_DTYPE_F32, out, n, 1);
+            ref->i->matmul(ref, &y.c, &w.c, &x.c);
+            gpu->i->matmul(gpu, &y.g, &w.g, &x.g);
+            const lmc_cuda_w cw = {.type = t, .data = w.g.data, .ne0 = in, .ne1 = out, .repacked = 1};
+            const int mmq = lmc_cuda_mmq_ok(&cw, n);
+            CHECK_MSG(mmq || off, "%s in %lld out %lld n %lld: mmq path expected", lmc_dtype_name(t), (long long)in,
+                      (long long)out, (long long)n);
+            taken += mmq;
+            char what[112];
+            snprintf(what, sizeof what, "mmq %s in %lld out %lld n %lld", lmc_dtype_name(t), (long long)in,
+                     (long long)out, (long long)n);
+            compare(&y, 1e-2, what);
+            if (mmq) mmq_check(t, &w, in, out, xh, n, &y.g, NULL, what);
+            /* y += w·x (matmul_fused, the residual add) */
+            if (out < 1000) {
+                float *y0 = malloc((size_t)(out * n) * sizeof *y0);
+                gpu->i->get(gpu, y0, &y.g, 0, (size_t)(out * n) * 4);
+                pair tmp;
+                pair_alloc(&tmp, LMC_DTYPE_F32, out, n, 1);
+                ref->i->matmul(ref, &tmp.c, &w.c, &x.c);
+                ref->i->add(ref, &y.c, &y.c, &tmp.c);
+                const lmc_fuse_op op = {.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_ACC};
+                lmc_tensor *yg = &y.g;
+                const lmc_tensor *wg = &w.g;
+                CHECK(gpu->i->matmul_fused(gpu, 1, &yg, &wg, &x.g, &op) == 1);
+                snprintf(what, sizeof what, "mmq acc %s in %lld out %lld n %lld", lmc_dtype_name(t), (long long)in,
+                         (long long)out, (long long)n);
+                compare(&y, 1e-2, what);
+                if (mmq) mmq_check(t, &w, in, out, xh, n, &y.g, y0, what);
+                pair_free(&tmp);
+                free(y0);
+            }
+            pair_free(&x);
+            pair_free(&y);
+            weight_free(&w);
+            free(xh);
+        }
+        /* matmul_n: three heights over one x (q, k, v), one launch */
+        const int64_t in = 1024, n = 24, outs[3] = {200, 72, 33};
+        weight w[3];
+        pair x, y[3];
+        float *xh = malloc((size_t)(in * n) * sizeof *xh);
+        for (int64_t i = 0; i < in * n; i++) xh[i] = frand();
+        pair_alloc(&x, LMC_DTYPE_F32, in, n, 1);
+        pair_set(&x, xh);
+        lmc_tensor *yg[3];
+        const lmc_tensor *wg[3];
+        for (int i = 0; i < 3; i++) {
+            weight_make(&w[i], t, in, outs[i]);
+            pair_alloc(&y[i], LMC_DTYPE_F32, outs[i], n, 1);
+            ref->i->matmul(ref, &y[i].c, &w[i].c, &x.c);
+            yg[i] = &y[i].g;
+            wg[i] = &w[i].g;
+        }
+        gpu->i->matmul_n(gpu, 3, yg, wg, &x.g);
+        for (int i = 0; i < 3; i++) {
+            char what[96];
+            snprintf(what, sizeof what, "mmq matmul_n %d/3 %s in %lld n %lld", i, lmc_dtype_name(t), (long long)in,
+                     (long long)n);
+            compare(&y[i], 1e-2, what);
+            if (!off) mmq_check(t, &w[i], in, outs[i], xh, n, &y[i].g, NULL, what);
+            pair_free(&y[i]);
+            weight_free(&w[i]);
+        }
+        pair_free(&x);
+        free(xh);
+    }
+    printf("matmul_mmq: %d products on the mmq path\n", taken);
+}
+
 int main(void) {
     if (lmc_backend_cuda_init(&gpu, 0) < 0) {
         printf("SKIP test_cuda_ops: %s\n", lmc_last_error());
@@ -958,6 +1083,7 @@ int main(void) {
     RUN(test_matmul);
     RUN(test_sample);
     RUN(test_matmul_int8);
+    RUN(test_matmul_mmq);
     RUN(test_matmul_n);
     RUN(test_matmul_fused);
     RUN(test_get_rows);

@@ -378,11 +378,29 @@ static void matmul_check(const lmc_tensor *y, const lmc_tensor *w, const lmc_ten
     LMC_ASSERT(!lmc_dtype_is_mlx(w->type) || lmc_quant_mlx_check(w->type, w->ne[0], w->ne[1], w->aux) == LMC_OK);
 }
 
+/* Q8_0/Q4_0 products of 9..64 tokens (batched decode, verification, short prompts) on the int8
+ * tensor cores (cuda_mmq.cu): the activations quantized once into ws_x, then one launch for the n
+ * matrices (one dtype and width), y (+)= w·x. 0: not taken, nothing enqueued. */
+static int matmul_mmq(cuda_ctx *c, int n, float *const *y, const lmc_cuda_w *w, const float *x, int64_t nt, int acc) {
+    for (int i = 0; i < n; i++)
+        if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0 || !lmc_cuda_mmq_ok(&w[i], nt)) return 0;
+    if ((uintptr_t)x & 15) return 0;
+    void *ws = lmc_cuda_ws(c, &c->ws_x, &c->ws_x_bytes, lmc_cuda_mmq_ws(w[0].ne0, nt));
+    if (!ws) return 1; /* noted (or the recording dropped) */
+    lmc_cuda_mmq_quantize(c->stream, w[0].type, x, w[0].ne0, nt, ws);
+    lmc_cuda_launched(c, "mmq quantize");
+    lmc_cuda_note(c, (cudaError_t)lmc_cuda_mmq(c->stream, n, y, w, ws, nt, acc), "mmq");
+    lmc_cuda_launched(c, "mmq");
+    return 1;
+}
+
 void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x) {
     cuda_ctx *c = CTX(be);
     matmul_check(y, w, x);
     const int64_t n = lmc_tensor_nrows(x);
     lmc_cuda_w wd = lmc_cuda_wdesc(w);
+    float *yd = y->data;
+    if (matmul_mmq(c, 1, &yd, &wd, x->data, n, 0)) return;
     if (lmc_cuda_gemv_ok(&wd, x->data, n)) {
         lmc_cuda_gemv(c->stream, y->data, &wd, x->data, n);
         lmc_cuda_launched(c, "gemv");
@@ -407,6 +425,7 @@ static void cuda_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lm
             wd[i] = lmc_cuda_wdesc(w[i]);
         }
     }
+    if (fused && matmul_mmq(c, n, yd, wd, x->data, nt, 0)) return;
     if (fused && lmc_cuda_gemv_multi(c->stream, n, yd, wd, x->data, nt)) {
         lmc_cuda_launched(c, "gemv multi");
         return;
@@ -480,12 +499,13 @@ static int cuda_matmul_fused(lmc_backend *be, int n, lmc_tensor *const *y, const
         return 1;
     }
     /* prefill-sized: bf16 GEMMs with the input op in front (OUT_GLU is left to the plain ops: its
-     * f32 output would be converted again for the down product) */
+     * f32 output would be converted again for the down product; so are the products the int8
+     * tensor-core path takes) */
     int blas = nt > LMC_CUDA_GEMV_MAX_TOKENS && op->out != LMC_FUSE_OUT_GLU && !prefill_old() &&
                !(op->in == LMC_FUSE_IN_X && op->out == LMC_FUSE_OUT_SET);
     for (int i = 0; blas && i < n; i++) {
         matmul_check(y[i], w[i], x);
-        blas = w[i]->type != LMC_DTYPE_F32;
+        blas = w[i]->type != LMC_DTYPE_F32 && !lmc_cuda_mmq_ok(&wd[i], nt);
     }
     if (blas) {
         fused_gemm(c, n, y, w, x, op, &f);
@@ -494,6 +514,7 @@ static int cuda_matmul_fused(lmc_backend *be, int n, lmc_tensor *const *y, const
     if (op->in != LMC_FUSE_IN_X || op->out != LMC_FUSE_OUT_ACC || n != 1 || lmc_cuda_gemv_ok(&wd[0], x->data, nt))
         return 0;
     LMC_ASSERT(w[0]->nb[1] >= lmc_dtype_row_bytes(w[0]->type, w[0]->ne[0]) && lmc_dtype_row_bytes(w[0]->type, w[0]->ne[0]) > 0);
+    if (matmul_mmq(c, 1, yd, wd, x->data, nt, 1)) return 1;
     matmul_blas(c, y[0], w[0], x, nt, 1.0f); /* y = w·x + y */
     return 1;
 }

@@ -145,6 +145,32 @@ void lmc_cuda_rms_norm_bf16(cudaStream_t s, uint16_t *y, const float *x, int64_t
 /* y = act(gate) · up as lmc_cuda_act_mul, written as bf16 */
 void lmc_cuda_act_mul_bf16(cudaStream_t s, uint16_t *y, const float *gate, const float *up, int64_t n, int act);
 
+/* ---- Q8_0/Q4_0 products of 9..64 tokens on the int8 tensor cores (cuda_mmq.cu) ---- */
+#define LMC_CUDA_MMQ_MAX_TOKENS 64
+/* 1 when lmc_cuda_mmq takes this weight with n_tok tokens: repacked Q8_0/Q4_0, n_tok in
+ * [LMC_CUDA_GEMV_MAX_TOKENS + 1 (or LMC_CUDA_MMQ_MIN), LMC_CUDA_MMQ_MAX_TOKENS]; LMC_CUDA_MMQ=0
+ * in the environment: never. */
+int lmc_cuda_mmq_ok(const lmc_cuda_w *w, int64_t n_tok);
+/* Bytes of workspace the quantized activations of n_tok tokens of width K take. */
+size_t lmc_cuda_mmq_ws(int64_t K, int64_t n_tok);
+/* x [n_tok, K] f32 (16-byte aligned) → int8 per 32-element block into ws, for weights of dtype
+ * type (Q8_0 or Q4_0): the quantization of lmc_cuda_gemv_int8's kernel. */
+void lmc_cuda_mmq_quantize(cudaStream_t s, int type, const float *x, int64_t K, int64_t n_tok, void *ws);
+/* y[i][t, o] (+)= Σ_k w[i][o, k] x[t, k] for n ≤ LMC_CUDA_GEMV_MULTI matrices of one dtype and
+ * width over the activations lmc_cuda_mmq_quantize left in ws (acc: y += instead of y =).
+ * Returns the launch's cudaError_t (0: launched). */
+int lmc_cuda_mmq(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const void *ws, int64_t n_tok, int acc);
+
+/* ---- decode products of the formats kept in checkpoint layout (cuda_gemv_q.cu) ---- */
+/* 1 for the dtypes lmc_cuda_gemv_kq computes: Q2_K..Q6_K, Q4_1, Q5_0, Q5_1, MLX 2..8 bits. */
+int lmc_cuda_gemv_kq_type(int type);
+/* 1 when lmc_cuda_gemv_kq takes this weight with x of n_tok (1..LMC_CUDA_GEMV_MAX_TOKENS) tokens:
+ * x and the data 16-byte aligned, whole blocks per row (MLX: a group of 32/64/128 dividing ne0);
+ * LMC_CUDA_KQGEMV=0 in the environment: never. */
+int lmc_cuda_gemv_kq_ok(const lmc_cuda_w *w, const float *x, int64_t n_tok);
+/* y[t, o] (acc: +)= Σ_i w[o, i] x[t, i], f32 activations, weights widened in registers. */
+void lmc_cuda_gemv_kq(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n_tok, int acc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,459 @@
+/* cuda_mmq.cu — Q8_0 / Q4_0 products of 9..64 tokens (batched decode, speculative
+ * verification, short prompts) on the int8 tensor cores, straight from the repacked blocks.
+ *
+ * lmc_cuda_mmq_quantize turns the activations x [T, K] f32 into int8 per 32-element block
+ * exactly as the decode kernel k_gemv_q does (d = amax/127, q = rint(x·127/amax)) into a
+ * workspace: codes [Tpad, K] (Q4_0: each block's bytes reordered, see below), and per
+ * (block, token) the scale d and a float correction (tokens padded to a multiple of 8 with
+ * zeros). k_mmq then computes y = W x with mma.sync m16n8k32 s8·s8→s32: each warp owns 32
+ * weight rows (two m16 tiles) and every token (NT n8 tiles); per 32-element block the
+ * integer dot products come out of the tensor cores and the two block scales are applied in
+ * f32. Each weight byte is read once per product (no bf16 copy). The K range is split over
+ * a thread-block cluster of up to 8 blocks (more blocks in flight for few-row matrices);
+ * their partial tiles are summed through distributed shared memory in rank order, so the
+ * result does not depend on timing. Owned by the CUDA backend (cuda_backend.c dispatches).
+ */
+#include <cooperative_groups.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_common.cuh"
+
+namespace cg = cooperative_groups;
+
+#define MMQ_WARPS 4
+#define MMQ_RM 2                               /* m16 tiles (16 weight rows each) per warp */
+#define MMQ_BR (MMQ_WARPS * MMQ_RM * 16)       /* weight rows per block: 128 */
+#define MMQ_BRS (MMQ_BR + 4)                   /* row stride of the partial tile in shared memory */
+#define MMQ_MAX_SPLIT 8                        /* blocks per cluster (portable limit) */
+/* The float whose bits are 0x4B400000 is 1.5·2^23: an integer d with |d| < 2^22 added to those
+ * bits gives the float 1.5·2^23 + d exactly, so the mma starts from these bits and its s32
+ * result read as a float, minus the correction (1.5·2^23, Q4_0: plus 8·Σq), is the exact dot
+ * product without an int→float conversion. |dot| ≤ 32·127·127 < 2^22. */
+#define MMQ_BIAS_BITS 0x4B400000
+#define MMQ_BIAS 12582912.0f
+
+static int mmq_tpad(int64_t n_tok) { return (int)((n_tok + 7) / 8 * 8); }
+
+extern "C" size_t lmc_cuda_mmq_ws(int64_t K, int64_t n_tok) {
+    const size_t tp = (size_t)mmq_tpad(n_tok), nb = (size_t)K / 32;
+    return tp * (size_t)K + 2 * nb * tp * 4;
+}
+
+static int mmq_disabled(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("LMC_CUDA_MMQ");
+        v = e && (!strcmp(e, "0") || !strcmp(e, "off"));
+    }
+    return v;
+}
+
+/* LMC_CUDA_MMQ_MIN=n: the smallest batch taken (default LMC_CUDA_GEMV_MAX_TOKENS + 1; lower
+ * values take batches the int8 decode kernel would, for measurements). */
+static int mmq_min_tokens(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("LMC_CUDA_MMQ_MIN");
+        v = e ? atoi(e) : LMC_CUDA_GEMV_MAX_TOKENS + 1;
+        if (v < 1) v = 1;
+    }
+    return v;
+}
+
+extern "C" int lmc_cuda_mmq_ok(const lmc_cuda_w *w, int64_t n_tok) {
+    if ((w->type != LMC_DTYPE_Q8_0 && w->type != LMC_DTYPE_Q4_0) || !w->repacked || w->ne0 % 32 || w->ne0 <= 0 ||
+        w->ne1 <= 0 || n_tok < mmq_min_tokens() || n_tok > LMC_CUDA_MMQ_MAX_TOKENS || mmq_disabled())
+        return 0;
+    /* 32-bit offsets (codes of the whole matrix < 4 GiB), int K, grid.y */
+    if (w->ne0 > (int64_t)1 << 24 || w->ne1 * w->ne0 >= (int64_t)1 << 32 || (w->ne1 + MMQ_BR - 1) / MMQ_BR > 65535)
+        return 0;
+    return ((uintptr_t)w->data & 15) == 0;
+}
+
+/* ------------------------------------------------------------ activations */
+
+static __device__ __forceinline__ int mmq_pack4(int a, int b, int c, int d) {
+    return (int)__byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+
+/* Four lanes per 32-element block, eight elements each (the quantization of k_gemv_q, the same
+ * float operations). Tokens T..Tpad-1 are zero (scale 0). Q8_0 stores each block in element
+ * order; Q4_0 stores element i of the first half at (i/4)·8 + i%4 and element 16 + i at
+ * (i/4)·8 + 4 + i%4, so that one 8-byte load gives a lane the two activation words of its
+ * mma fragment (elements 4·tid.., 16 + 4·tid..) that meet the low and high nibbles of the
+ * weight bytes 4·tid... dx[b, t] = d; corr[b, t] = 1.5·2^23 (+ 8·Σq for Q4_0). */
+template <int TYPE>
+__global__ void k_mmq_quant(const float *x, int K, int T, int Tpad, int8_t *xq, float *dx, float *corr) {
+    const int per_tok = K / 8;
+    const int64_t pieces = (int64_t)Tpad * per_tok;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    /* warp-uniform trip count: every lane takes part in the shuffles */
+    for (int64_t base = (int64_t)blockIdx.x * blockDim.x + (threadIdx.x & ~31); base < pieces; base += stride) {
+        const int64_t p = base + (threadIdx.x & 31);
+        const int in = p < pieces;
+        const int t = in ? (int)(p / per_tok) : 0, e = in ? (int)(p - (int64_t)t * per_tok) * 8 : 0;
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b = a;
+        if (in && t < T) {
+            const float4 *src = (const float4 *)(x + (int64_t)t * K + e);
+            a = __ldg(src);
+            b = __ldg(src + 1);
+        }
+        float m = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
+                        fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        const float id = m > 0.0f ? 127.0f / m : 0.0f, d = m / 127.0f;
+        const int w0 = mmq_pack4(__float2int_rn(a.x * id), __float2int_rn(a.y * id), __float2int_rn(a.z * id),
+                                 __float2int_rn(a.w * id));
+        const int w1 = mmq_pack4(__float2int_rn(b.x * id), __float2int_rn(b.y * id), __float2int_rn(b.z * id),
+                                 __float2int_rn(b.w * id));
+        int sum = __dp4a(w0, 0x01010101, __dp4a(w1, 0x01010101, 0));
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (!in) continue;
+        const int blk = e >> 5, j = e & 31;
+        int8_t *dst = xq + (int64_t)t * K + blk * 32;
+        if (TYPE == LMC_DTYPE_Q8_0) {
+            *(int2 *)(dst + j) = make_int2(w0, w1);
+        } else {
+            const int hi = j >> 4, l = j & 15; /* elements l..l+3 and l+4..l+7 of half hi */
+            *(int *)(dst + (l >> 2) * 8 + hi * 4) = w0;
+            *(int *)(dst + ((l + 4) >> 2) * 8 + hi * 4) = w1;
+        }
+        if (j == 0) {
+            dx[(int64_t)blk * Tpad + t] = d;
+            corr[(int64_t)blk * Tpad + t] = TYPE == LMC_DTYPE_Q4_0 ? MMQ_BIAS + 8.0f * (float)sum : MMQ_BIAS;
+        }
+    }
+}
+
+extern "C" void lmc_cuda_mmq_quantize(cudaStream_t s, int type, const float *x, int64_t K, int64_t n_tok, void *ws) {
+    const int tp = mmq_tpad(n_tok);
+    const int64_t nb = K / 32, pieces = (int64_t)tp * (K / 8);
+    int8_t *xq = (int8_t *)ws;
+    float *dx = (float *)((char *)ws + (size_t)tp * (size_t)K), *corr = dx + nb * tp;
+    int64_t g = (pieces + 255) / 256;
+    if (g > 132 * 16) g = 132 * 16;
+    if (type == LMC_DTYPE_Q8_0)
+        k_mmq_quant<LMC_DTYPE_Q8_0><<<(unsigned)g, 256, 0, s>>>(x, (int)K, (int)n_tok, tp, xq, dx, corr);
+    else
+        k_mmq_quant<LMC_DTYPE_Q4_0><<<(unsigned)g, 256, 0, s>>>(x, (int)K, (int)n_tok, tp, xq, dx, corr);
+}
+
+/* ------------------------------------------------------------ the product */
+
+typedef struct mmq_args {
+    lmc_cuda_w w[LMC_CUDA_GEMV_MULTI];
+    float *y[LMC_CUDA_GEMV_MULTI];
+    int64_t tend[LMC_CUDA_GEMV_MULTI]; /* first row tile (MMQ_BR rows) past matrix i */
+    int n;
+    const int8_t *xq;
+    const float *dx, *corr;
+    int K, T, Tpad, acc, kbs; /* kbs: 32-element blocks of K per split */
+} mmq_args;
+
+static __device__ __forceinline__ void mmq_mma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                               uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Blocks of K in flight per lane: 4 (Q8_0, 8 bytes of a row each) or 8 (Q4_0, 4 bytes). */
+template <int TYPE> struct mmq_u { enum { v = TYPE == LMC_DTYPE_Q8_0 ? 4 : 8, W = TYPE == LMC_DTYPE_Q8_0 ? 2 : 1 }; };
+
+/* The f16 block scales of U blocks from kb of the lane's 2·MMQ_RM rows (pairs packed in a word). */
+template <int TYPE>
+static __device__ __forceinline__ void mmq_load_d(uint32_t (&d)[MMQ_RM][2][mmq_u<TYPE>::v / 2], const uint16_t *sc,
+                                                  const uint32_t (&so)[MMQ_RM][2], int kb, int kb1, int vec) {
+    constexpr int U = mmq_u<TYPE>::v;
+#pragma unroll
+    for (int mt = 0; mt < MMQ_RM; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint16_t *p = sc + so[mt][h] + kb;
+            if (vec) { /* aligned: nb and kb multiples of U */
+                if (U == 4) {
+                    const uint2 v = __ldg((const uint2 *)p);
+                    d[mt][h][0] = v.x;
+                    d[mt][h][U / 2 - 1] = v.y;
+                } else {
+                    const uint4 v = __ldg((const uint4 *)p);
+                    d[mt][h][0] = v.x;
+                    d[mt][h][1 % (U / 2)] = v.y;
+                    d[mt][h][2 % (U / 2)] = v.z;
+                    d[mt][h][3 % (U / 2)] = v.w;
+                }
+            } else {
+#pragma unroll
+                for (int u = 0; u < U; u += 2) {
+                    const uint32_t lo = kb + u < kb1 ? __ldg(p + u) : 0u;
+                    const uint32_t hi = kb + u + 1 < kb1 ? __ldg(p + u + 1) : 0u;
+                    d[mt][h][u / 2] = lo | (hi << 16);
+                }
+            }
+        }
+}
+
+/* The codes of block b of the lane's rows into q (Q8_0: 2 words a row, Q4_0: 1). */
+template <int TYPE>
+static __device__ __forceinline__ void mmq_load_q(uint32_t (&q)[MMQ_RM][2][mmq_u<TYPE>::W], const uint8_t *codes,
+                                                  const uint32_t (&co)[MMQ_RM][2], int b, int tid) {
+#pragma unroll
+    for (int mt = 0; mt < MMQ_RM; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (TYPE == LMC_DTYPE_Q8_0) {
+                const uint2 v = __ldg((const uint2 *)(codes + co[mt][h] + (uint32_t)b * 32u + tid * 8));
+                q[mt][h][0] = v.x;
+                q[mt][h][mmq_u<TYPE>::W - 1] = v.y;
+            } else {
+                q[mt][h][0] = __ldg((const uint32_t *)(codes + co[mt][h] + (uint32_t)b * 16u + tid * 4));
+            }
+        }
+}
+
+/* Fragment layouts (PTX m16n8k32 .s8): lane = 4·gid + tid; A (16×32, row): a0 = A[gid][4tid..],
+ * a1 = A[gid+8][4tid..], a2 = A[gid][16+4tid..], a3 = A[gid+8][16+4tid..]; B (32×8, col):
+ * b0 = B[4tid..][gid], b1 = B[16+4tid..][gid]; C: c0,c1 = C[gid][2tid, 2tid+1], c2,c3 = C[gid+8][..].
+ * A = weight rows, B = tokens. The order of k inside a block is free (both sides agree):
+ * Q8_0 gives lane tid the 8 bytes 8tid..8tid+7 of a row's block (logical k 4tid.. and
+ * 16+4tid..), the activations in element order likewise; Q4_0 gives it the bytes 4tid..4tid+3
+ * (low nibbles: elements 4tid.., high: 16+4tid..) and the activations reordered to match.
+ * acc[mt][nt][i] += the block's products of rows (mt, gid + 8·(i/2)) and tokens nt·8 + 2tid + i%2. */
+template <int TYPE, int NT>
+static __device__ __forceinline__ void mmq_block(float (&acc)[MMQ_RM][NT][4], const uint32_t (&A)[MMQ_RM][4],
+                                                 const float (&dw)[MMQ_RM][2], const mmq_args &a, int b, int gid,
+                                                 int tid) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const uint2 bx = __ldg((const uint2 *)(a.xq + (size_t)(nt * 8 + gid) * (size_t)a.K + (size_t)b * 32 + tid * 8));
+        const size_t mo = (size_t)b * (size_t)a.Tpad + nt * 8 + tid * 2;
+        const float2 xd = __ldg((const float2 *)(a.dx + mo));
+        const float2 cr = TYPE == LMC_DTYPE_Q4_0 ? __ldg((const float2 *)(a.corr + mo)) : make_float2(MMQ_BIAS, MMQ_BIAS);
+#pragma unroll
+        for (int mt = 0; mt < MMQ_RM; mt++) {
+            int c[4] = {MMQ_BIAS_BITS, MMQ_BIAS_BITS, MMQ_BIAS_BITS, MMQ_BIAS_BITS};
+            mmq_mma(c, A[mt][0], A[mt][1], A[mt][2], A[mt][3], bx.x, bx.y);
+            acc[mt][nt][0] = fmaf(dw[mt][0] * xd.x, __int_as_float(c[0]) - cr.x, acc[mt][nt][0]);
+            acc[mt][nt][1] = fmaf(dw[mt][0] * xd.y, __int_as_float(c[1]) - cr.y, acc[mt][nt][1]);
+            acc[mt][nt][2] = fmaf(dw[mt][1] * xd.x, __int_as_float(c[2]) - cr.x, acc[mt][nt][2]);
+            acc[mt][nt][3] = fmaf(dw[mt][1] * xd.y, __int_as_float(c[3]) - cr.y, acc[mt][nt][3]);
+        }
+    }
+}
+
+/* Grid (S, row tiles); a cluster is the S blocks of one row tile, block s summing the blocks of
+ * K [s·kbs, s·kbs + kbs). 128 threads, 4 warps of 32 rows. Each lane keeps U blocks of its rows'
+ * codes in flight: slot u is refilled with block b + U as soon as block b has been taken out. */
+template <int TYPE, int NT>
+__global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
+    constexpr int U = mmq_u<TYPE>::v, W = mmq_u<TYPE>::W;
+    extern __shared__ __align__(16) float mmq_red[]; /* [Tpad][MMQ_BRS] partial tile (S > 1) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tid = lane & 3;
+    const int S = gridDim.x, split = blockIdx.x;
+    const int64_t tile = blockIdx.y;
+    int mi = 0;
+    while (mi < a.n - 1 && tile >= a.tend[mi]) mi++;
+    const lmc_cuda_w &w = a.w[mi];
+    const int64_t out = w.ne1, trow0 = (tile - (mi ? a.tend[mi - 1] : 0)) * MMQ_BR;
+    const int64_t row0 = trow0 + warp * (MMQ_RM * 16);
+    const int K = a.K, nb = K / 32;
+    const int kb0 = split * a.kbs, kb1 = kb0 + a.kbs < nb ? kb0 + a.kbs : nb;
+    const uint32_t rowb = TYPE == LMC_DTYPE_Q8_0 ? (uint32_t)K : (uint32_t)K / 2;
+    const uint8_t *codes = (const uint8_t *)w.data;
+    const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
+    uint32_t co[MMQ_RM][2], so[MMQ_RM][2]; /* byte offset of the row's codes, index of its scales */
+#pragma unroll
+    for (int mt = 0; mt < MMQ_RM; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int64_t r = row0 + mt * 16 + gid + 8 * h;
+            if (r >= out) r = out - 1;
+            co[mt][h] = (uint32_t)r * rowb;
+            so[mt][h] = (uint32_t)r * (uint32_t)nb;
+        }
+    const int vec = nb % U == 0;
+
+    float acc[MMQ_RM][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MMQ_RM; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0.0f;
+
+    uint32_t q[U][MMQ_RM][2][W];
+    uint32_t d[MMQ_RM][2][U / 2], dn[MMQ_RM][2][U / 2];
+    if (kb0 < kb1) mmq_load_d<TYPE>(d, sc, so, kb0, kb1, vec);
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (kb0 + u < kb1) mmq_load_q<TYPE>(q[u], codes, co, kb0 + u, tid);
+    for (int kb = kb0; kb < kb1; kb += U) {
+        const int kn = kb + U;
+        if (kn < kb1) mmq_load_d<TYPE>(dn, sc, so, kn, kb1, vec);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (kb + u >= kb1) break;
+            uint32_t A[MMQ_RM][4];
+            float dw[MMQ_RM][2];
+#pragma unroll
+            for (int mt = 0; mt < MMQ_RM; mt++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) dw[mt][h] = f16_to_f((uint16_t)(d[mt][h][u / 2] >> (16 * (u & 1))));
+                if (TYPE == LMC_DTYPE_Q8_0) {
+                    A[mt][0] = q[u][mt][0][0];
+                    A[mt][1] = q[u][mt][1][0];
+                    A[mt][2] = q[u][mt][0][W - 1];
+                    A[mt][3] = q[u][mt][1][W - 1];
+                } else { /* nibbles 0..15 as s8; the -8 is in corr */
+                    A[mt][0] = q[u][mt][0][0] & 0x0F0F0F0Fu;
+                    A[mt][1] = q[u][mt][1][0] & 0x0F0F0F0Fu;
+                    A[mt][2] = (q[u][mt][0][0] >> 4) & 0x0F0F0F0Fu;
+                    A[mt][3] = (q[u][mt][1][0] >> 4) & 0x0F0F0F0Fu;
+                }
+            }
+            if (kn + u < kb1) mmq_load_q<TYPE>(q[u], codes, co, kn + u, tid); /* the slot's next block */
+            mmq_block<TYPE, NT>(acc, A, dw, a, kb + u, gid, tid);
+        }
+#pragma unroll
+        for (int mt = 0; mt < MMQ_RM; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int k = 0; k < U / 2; k++) d[mt][h][k] = dn[mt][h][k];
+    }
+
+    float *y = a.y[mi];
+    if (S == 1) {
+#pragma unroll
+        for (int mt = 0; mt < MMQ_RM; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int64_t r = row0 + mt * 16 + gid + 8 * (i >> 1);
+                    const int t = nt * 8 + tid * 2 + (i & 1);
+                    if (r < out && t < a.T) {
+                        float *p = y + (int64_t)t * out + r;
+                        *p = a.acc ? *p + acc[mt][nt][i] : acc[mt][nt][i];
+                    }
+                }
+        return;
+    }
+    /* S > 1: the partial tile into shared memory, then each block of the cluster sums a share of
+     * the tile over the S blocks in rank order */
+#pragma unroll
+    for (int mt = 0; mt < MMQ_RM; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int lr = warp * (MMQ_RM * 16) + mt * 16 + gid + 8 * (i >> 1);
+                const int t = nt * 8 + tid * 2 + (i & 1);
+                mmq_red[t * MMQ_BRS + lr] = acc[mt][nt][i];
+            }
+    cg::cluster_group cl = cg::this_cluster();
+    cl.sync();
+    const int E = NT * 8 * MMQ_BR;
+    for (int e = split * (MMQ_WARPS * 32) + threadIdx.x; e < E; e += S * (MMQ_WARPS * 32)) {
+        const int t = e / MMQ_BR, lr = e - t * MMQ_BR;
+        float v = 0.0f;
+        for (int r = 0; r < S; r++) v += cl.map_shared_rank(mmq_red, r)[t * MMQ_BRS + lr];
+        const int64_t row = trow0 + lr;
+        if (t < a.T && row < out) {
+            float *p = y + (int64_t)t * out + row;
+            *p = a.acc ? *p + v : v;
+        }
+    }
+    cl.sync(); /* no block leaves while another still reads its shared memory */
+}
+
+static int mmq_sms(void) {
+    static int cache[16];
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+    if (dev >= 0 && dev < 16 && cache[dev]) return cache[dev];
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0) v = 132;
+    if (dev >= 0 && dev < 16) cache[dev] = v;
+    return v;
+}
+
+template <int TYPE, int NT>
+static cudaError_t mmq_launch(cudaStream_t s, const mmq_args &a, int S, int64_t tiles) {
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchAttribute at[1];
+    memset(at, 0, sizeof at);
+    cfg.gridDim = dim3((unsigned)S, (unsigned)tiles, 1);
+    cfg.blockDim = dim3(MMQ_WARPS * 32, 1, 1);
+    cfg.dynamicSmemBytes = S > 1 ? (size_t)NT * 8 * MMQ_BRS * sizeof(float) : 0;
+    cfg.stream = s;
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)S;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = S > 1 ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k_mmq<TYPE, NT>, a);
+}
+
+template <int TYPE>
+static cudaError_t mmq_nt(cudaStream_t s, const mmq_args &a, int S, int64_t tiles) {
+    switch ((a.T + 7) / 8) {
+    case 1: return mmq_launch<TYPE, 1>(s, a, S, tiles);
+    case 2: return mmq_launch<TYPE, 2>(s, a, S, tiles);
+    case 3: return mmq_launch<TYPE, 3>(s, a, S, tiles);
+    case 4: return mmq_launch<TYPE, 4>(s, a, S, tiles);
+    case 5: return mmq_launch<TYPE, 5>(s, a, S, tiles);
+    case 6: return mmq_launch<TYPE, 6>(s, a, S, tiles);
+    case 7: return mmq_launch<TYPE, 7>(s, a, S, tiles);
+    default: return mmq_launch<TYPE, 8>(s, a, S, tiles);
+    }
+}
+
+/* K splits: enough blocks for about three per multiprocessor, at most 8 (one cluster), every
+ * split at least one batch of U blocks and a multiple of U. */
+static int mmq_split(int64_t tiles, int nb, int U, int *kbs) {
+    const int64_t target = 3 * (int64_t)mmq_sms();
+    int S = (int)((target + tiles - 1) / tiles);
+    if (S > MMQ_MAX_SPLIT) S = MMQ_MAX_SPLIT;
+    const int batches = (nb + U - 1) / U;
+    if (S > batches) S = batches;
+    if (S < 1) S = 1;
+    const int per = (batches + S - 1) / S; /* batches per split */
+    *kbs = per * U;
+    return (nb + *kbs - 1) / *kbs;
+}
+
+extern "C" int lmc_cuda_mmq(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const void *ws, int64_t n_tok,
+                            int acc) {
+    if (n < 1 || n > LMC_CUDA_GEMV_MULTI) return (int)cudaErrorInvalidValue;
+    mmq_args a;
+    memset(&a, 0, sizeof a);
+    a.n = n;
+    int64_t tiles = 0;
+    for (int i = 0; i < n; i++) {
+        a.w[i] = w[i];
+        a.y[i] = y[i];
+        tiles += (w[i].ne1 + MMQ_BR - 1) / MMQ_BR;
+        a.tend[i] = tiles;
+    }
+    if (tiles > 65535) return (int)cudaErrorInvalidValue;
+    const int64_t K = w[0].ne0;
+    const int tp = mmq_tpad(n_tok), nb = (int)(K / 32);
+    a.xq = (const int8_t *)ws;
+    a.dx = (const float *)((const char *)ws + (size_t)tp * (size_t)K);
+    a.corr = a.dx + (size_t)nb * tp;
+    a.K = (int)K;
+    a.T = (int)n_tok;
+    a.Tpad = tp;
+    a.acc = acc;
+    const int U = w[0].type == LMC_DTYPE_Q8_0 ? (int)mmq_u<LMC_DTYPE_Q8_0>::v : (int)mmq_u<LMC_DTYPE_Q4_0>::v;
+    const int S = mmq_split(tiles, nb, U, &a.kbs);
+    cudaError_t e = w[0].type == LMC_DTYPE_Q8_0 ? mmq_nt<LMC_DTYPE_Q8_0>(s, a, S, tiles)
+                                                : mmq_nt<LMC_DTYPE_Q4_0>(s, a, S, tiles);
+    return (int)e;
+}
