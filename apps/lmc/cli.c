@@ -10,6 +10,7 @@
 
 #include "gen/plan.h"
 #include "gen/tp_context.h"
+#include "io/file.h"
 #include "io/gguf.h"
 #include "io/gguf_tok.h"
 #include "io/hfpath.h"
@@ -127,6 +128,8 @@ int cli_parse_model_opt(cli_model_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--batch", 1, 1 << 16, &x)) return -1;
         o->n_batch = (int)x;
+    } else if (!strcmp(a, "--no-mmap")) {
+        lmc_file_set_copy(1); /* weights read into memory: a file changed later cannot fault them */
     } else {
         return 0;
     }

@@ -1,11 +1,73 @@
-/* file.c — lmc_file_open_regular. */
+/* file.c — lmc_file_open_regular, lmc_file_map (file pages or a private copy). */
 #include "file.h"
+#include "mapguard.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+static atomic_int copy_mode_ = -1; /* -1: not decided yet (LMC_NO_MMAP decides) */
+
+void lmc_file_set_copy(int on) { atomic_store(&copy_mode_, on ? 1 : 0); }
+
+int lmc_file_copy_mode(void) {
+    int m = atomic_load(&copy_mode_);
+    if (m < 0) {
+        const char *e = getenv("LMC_NO_MMAP");
+        m = e && *e && strcmp(e, "0") != 0;
+        int expect = -1;
+        if (!atomic_compare_exchange_strong(&copy_mode_, &expect, m)) m = expect;
+    }
+    return m;
+}
+
+/* size bytes of fd into a fresh private anonymous mapping, read-only afterwards. */
+static lmc_status map_copy(int fd, size_t size, const char *path, void **out) {
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes to read %s into", size, path);
+    size_t at = 0;
+    while (at < size) {
+        size_t want = size - at < ((size_t)1 << 30) ? size - at : ((size_t)1 << 30);
+        ssize_t got = pread(fd, (char *)p + at, want, (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            int e = got < 0 ? errno : 0;
+            munmap(p, size);
+            if (!e) return lmc_fail(LMC_ERR_IO, "%s: the file ended after %zu of %zu bytes while it was read", path, at, size);
+            return lmc_fail(LMC_ERR_IO, "cannot read %s: %s", path, strerror(e));
+        }
+        at += (size_t)got;
+    }
+    (void)mprotect(p, size, PROT_READ);
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); /* the copy is what stays resident */
+    *out = p;
+    return LMC_OK;
+}
+
+lmc_status lmc_file_map(int fd, uint64_t size, const char *path, void **out) {
+    if (size == 0) return lmc_fail(LMC_ERR_IO, "%s is empty", path);
+    if (size > (uint64_t)SIZE_MAX) return lmc_fail(LMC_ERR_IO, "%s is too large to map", path);
+    if (lmc_file_copy_mode()) return map_copy(fd, (size_t)size, path, out);
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+        int e = errno;
+        return lmc_fail(LMC_ERR_IO, "cannot mmap %s: %s", path, strerror(e));
+    }
+    (void)lmc_mapguard_register(map, (size_t)size, path); /* best effort: full table = unguarded */
+    *out = map;
+    return LMC_OK;
+}
+
+void lmc_file_unmap(void *map, size_t size) {
+    if (!map) return;
+    lmc_mapguard_unregister(map); /* a no-op for a copy */
+    munmap(map, size);
+}
 
 lmc_status lmc_file_open_regular(const char *path, int *fd_out, uint64_t *size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

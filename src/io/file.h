@@ -1,7 +1,8 @@
-/* file.h — opening the files lmc reads, with the same errors everywhere. */
+/* file.h — opening and mapping the files lmc reads, with the same errors everywhere. */
 #ifndef LMC_IO_FILE_H
 #define LMC_IO_FILE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -10,5 +11,20 @@
  * (the caller closes it) and *size is its length. Errors: LMC_ERR_NOT_FOUND,
  * LMC_ERR_IO (cannot open or stat, not a regular file), each naming the path. */
 lmc_status lmc_file_open_regular(const char *path, int *fd, uint64_t *size);
+
+/* The whole of an open file (size > 0 bytes, as lmc_file_open_regular gave it), read-only:
+ * by default the file's own pages (mmap MAP_PRIVATE, registered with io/mapguard.h, so a
+ * truncation after this call ends the process with a message when a dropped page is
+ * touched); in copy mode a private anonymous copy read with pread, which a later change
+ * or truncation of the file cannot reach (the process's memory holds every byte; the
+ * file's page cache is dropped after the read). Errors: LMC_ERR_IO naming the path (also
+ * when the file is shorter than size by the time it is read). Release with lmc_file_unmap. */
+lmc_status lmc_file_map(int fd, uint64_t size, const char *path, void **map);
+void lmc_file_unmap(void *map, size_t size);
+
+/* Copy mode for every later lmc_file_map (process-wide; `--no-mmap`, or LMC_NO_MMAP=1 in
+ * the environment). */
+void lmc_file_set_copy(int on);
+int lmc_file_copy_mode(void);
 
 #endif

@@ -1,7 +1,7 @@
 /* gguf.c — GGUF reader (mmap or caller buffer, full validation at open) and
  * writer (version 3, atomic temp + rename).
  *
- * A context owns: the mapping (munmap on close), the label, NUL-terminated
+ * A context owns: the mapping (lmc_file_unmap on close), the label, NUL-terminated
  * copies of every key, scalar string value and tensor name, the sorted index
  * tables, and one pool of element offsets for every array whose elements
  * have variable size (strings, nested arrays), so element access is O(1).
@@ -10,14 +10,12 @@
  */
 #include "io/gguf.h"
 #include "io/file.h"
-#include "io/mapguard.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -200,7 +198,7 @@ struct lmc_gguf {
     char *label;
     const uint8_t *base;       /* the file bytes */
     size_t size;
-    void *map;                 /* non-NULL when mmapped by us */
+    void *map;                 /* non-NULL when mapped by us (lmc_file_map) */
     size_t map_len;
     uint32_t version, alignment;
     uint64_t data_off;
@@ -224,8 +222,7 @@ void lmc_gguf_close(lmc_gguf *g) {
     for (int64_t i = 0; i < g->n_parts; i++) lmc_gguf_close(g->parts[i]);
     free(g->parts);
     if (g->map) {
-        lmc_mapguard_unregister(g->map);
-        munmap(g->map, g->map_len);
+        lmc_file_unmap(g->map, g->map_len);
     }
     for (int64_t i = 0; i < g->n_kv; i++) {
         free(g->kv[i].key);
@@ -664,23 +661,18 @@ static lmc_status open_file(const char *path, int as_part, lmc_gguf **out) {
         close(fd);
         return lmc_fail(LMC_ERR_FORMAT, "%s: not a GGUF file (%lld bytes)", path, (long long)fsize);
     }
-    if (fsize > SIZE_MAX) {
-        close(fd);
-        return lmc_fail(LMC_ERR_IO, "%s is too large to map", path);
-    }
-    void *map = mmap(NULL, (size_t)fsize, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
+    void *map = NULL;
+    lmc_status st = lmc_file_map(fd, fsize, path, &map);
     close(fd);
-    if (map == MAP_FAILED) return lmc_fail(LMC_ERR_IO, "cannot map %s: %s", path, strerror(e));
+    LMC_TRY(st);
     lmc_gguf *g;
-    lmc_status st = new_ctx(path, &g);
+    st = new_ctx(path, &g);
     if (st < 0) {
-        munmap(map, (size_t)fsize);
+        lmc_file_unmap(map, (size_t)fsize);
         return st;
     }
     g->map = map;
     g->map_len = (size_t)fsize;
-    (void)lmc_mapguard_register(map, (size_t)fsize, path); /* best effort: full table = unguarded */
     g->base = map;
     g->size = (size_t)fsize;
     if ((st = parse(g)) < 0 || (!as_part && (st = open_split(g, path)) < 0)) {

@@ -1,14 +1,13 @@
 /* safetensors.c — safetensors reader (mmap, single file, index or directory)
  * and single-file writer.
  *
- * A set owns: the shard mappings (munmap on close), the shard paths, every
+ * A set owns: the shard mappings (lmc_file_unmap on close), the shard paths, every
  * tensor name, the sorted-by-name lookup table and shard 0's metadata strings.
  * Headers are validated completely at open; afterwards lookups cannot fail.
  * Format: u64 little-endian header length N, N bytes of JSON, data buffer.
  */
 #include "io/safetensors.h"
 #include "io/file.h"
-#include "io/mapguard.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,7 +26,7 @@
 
 typedef struct st_shard {
     char *path;
-    void *map;       /* whole file, PROT_READ, MAP_PRIVATE */
+    void *map;       /* whole file, read-only (lmc_file_map: its pages or a private copy) */
     size_t map_len;  /* file size (> 0 whenever map != NULL) */
 } st_shard;
 
@@ -125,8 +123,7 @@ void lmc_st_close(lmc_st_set *set) {
     if (!set) return;
     for (int i = 0; i < set->n_shards; i++) {
         if (set->shards[i].map) {
-            lmc_mapguard_unregister(set->shards[i].map);
-            munmap(set->shards[i].map, set->shards[i].map_len);
+            lmc_file_unmap(set->shards[i].map, set->shards[i].map_len);
         }
         free(set->shards[i].path);
     }
@@ -300,17 +297,12 @@ static lmc_status load_shard(lmc_st_set *set, const char *path, int keep_meta) {
         return lmc_fail(LMC_ERR_FORMAT, "%s: file is %llu bytes, shorter than the 8-byte safetensors header length",
                         path, (unsigned long long)fsize);
     }
-    if (fsize > (uint64_t)SIZE_MAX) {
-        close(fd);
-        return lmc_fail(LMC_ERR_IO, "%s: file too large to map", path);
-    }
-    void *map = mmap(NULL, (size_t)fsize, PROT_READ, MAP_PRIVATE, fd, 0);
-    int map_errno = errno;
+    void *map = NULL;
+    lmc_status mst = lmc_file_map(fd, fsize, path, &map);
     close(fd);
-    if (map == MAP_FAILED) return lmc_fail(LMC_ERR_IO, "cannot mmap %s: %s", path, strerror(map_errno));
+    LMC_TRY(mst);
     set->shards[shard].map = map;
     set->shards[shard].map_len = (size_t)fsize;
-    (void)lmc_mapguard_register(map, (size_t)fsize, path); /* best effort: full table = unguarded */
 
     const unsigned char *bytes = map;
     uint64_t hlen = 0;

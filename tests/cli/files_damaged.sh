@@ -3,6 +3,7 @@
 # ends with exit code 1 and one clear line on stderr that names the file (or, for a
 # header whose tensor names were damaged, the directory and the tensor), never a crash
 # (signal, sanitizer report) and never output from a cut file. A model truncated while
+# `lmc serve --no-mmap` runs changes nothing (its weights are a copy); one truncated while
 # `lmc serve` has it mapped ends the server with exit status 74 and one line naming the file
 # (the SIGBUS guard, src/io/mapguard.h), not with signal 7.
 set -u
@@ -76,10 +77,11 @@ rc=$?
 
 # ---- a model truncated while the server has it mapped ----------------------------------------
 # start_server LOG MODEL: lmc serve in the background; sets SPID and SPORT (empty on failure)
-start_server() {
+start_server() { # LOG MODEL [more serve options]
     local log=$1 model=$2
+    shift 2
     : > "$log" # exists before the loop below reads it (the child opens it only once it runs)
-    "$LMC" serve -m "$model" --port 0 2>"$log" &
+    "$LMC" serve -m "$model" --port 0 "$@" 2>"$log" &
     SPID=$!
     pids+=("$SPID")
     SPORT=
@@ -103,6 +105,24 @@ demo_copy() { # DIR: the demo model's files (not its README or training log)
 }
 demo_copy "$T/live"
 demo_copy "$T/keep"
+# ---- --no-mmap: the server's weights are a private copy, so the same cut changes nothing ---------
+demo_copy "$T/copy"
+text_of() { sed -n 's/.*"text":"\([^"]*\)".*/\1/p'; }
+if start_server "$T/copy.log" "$T/copy" --no-mmap; then
+    CPID=$SPID
+    before=$(complete "$SPORT" | text_of)
+    truncate -s 4096 "$T/copy/model.safetensors"
+    after=$(complete "$SPORT" | text_of)
+    [ -n "$before" ] && [ "$before" = "$after" ] && ok || bad "--no-mmap server after the cut: '$after', before: '$before'"
+    kill -0 "$CPID" 2>/dev/null && ok || bad "--no-mmap server died after the cut: $(tail -c 300 "$T/copy.log")"
+    kill -TERM "$CPID"; wait "$CPID"; rc=$?
+    [ "$rc" -eq 0 ] && ok || bad "--no-mmap server: SIGTERM exit $rc"
+    # the cut file itself is refused at load with one clear line, copy mode or not
+    "$LMC" generate -m "$T/copy" -p "Once" -n 2 --no-mmap >/dev/null 2>"$T/stderr"; rc=$?
+    [ "$rc" -eq 1 ] && [ "$(wc -l < "$T/stderr")" -eq 1 ] && ok || bad "--no-mmap on the cut file: exit $rc: $(head -c 300 "$T/stderr")"
+else
+    bad "--no-mmap server did not start: $(head -c 600 "$T/copy.log")"
+fi
 case ${ASAN_OPTIONS:-} in
 *allow_user_segv_handler=0*)
     # ASan then ignores lmc's sigaction(SIGBUS) and keeps its own handler (it reports the fault
