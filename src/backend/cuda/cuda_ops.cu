@@ -315,12 +315,12 @@ extern "C" void lmc_cuda_rope(cudaStream_t s, float *x, int64_t hd, int64_t n_he
         x, hd, n_head, pos, inv_freq, n_rot, interleaved, attn_factor);
 }
 
-/* rope_store: block (token t, job j). Jobs [0, qb) rotate a group of q heads, [qb, qb + kb) a group
- * of k heads and then copy those whole heads (rotated dims and the rest) into the K cache slot, the
- * rest copy a 1024-value chunk of v into the V cache slot. Rotation as k_rope. */
+/* rope_store: block (token t, job j). Jobs [0, qb) rotate a group of hpb q heads, [qb, qb + kb) a
+ * group of k heads and then copy those whole heads (rotated dims and the rest) into the K cache
+ * slot, the rest copy a 1024-value chunk of v into the V cache slot. Rotation as k_rope. */
 __global__ void k_rope_store(float *q, float *k, const float *v, float *kc, float *vc, int64_t hd, int64_t hq,
                              int64_t hkv, int64_t n_ctx, int64_t n_seq, const int32_t *pos, const int32_t *seq,
-                             const float *inv, int n_rot, int interleaved, float af, int qb, int kb) {
+                             const float *inv, int n_rot, int interleaved, float af, int qb, int kb, int hpb) {
     __shared__ float cs[ROPE_TH], sn[ROPE_TH];
     const int64_t t = blockIdx.x;
     const int j = blockIdx.y;
@@ -345,7 +345,6 @@ __global__ void k_rope_store(float *q, float *k, const float *v, float *kc, floa
     const int is_k = j >= qb;
     const int64_t nh = is_k ? hkv : hq;
     float *x = (is_k ? k : q) + t * nh * hd;
-    const int64_t hpb = blockDim.x / half > 0 ? blockDim.x / half : 1;
     const int64_t h0 = (int64_t)(is_k ? j - qb : j) * hpb;
     for (int64_t e = threadIdx.x; e < hpb * half; e += blockDim.x) {
         const int64_t h = h0 + e / half;
@@ -369,11 +368,13 @@ extern "C" void lmc_cuda_rope_store(cudaStream_t s, float *q, float *k, const fl
                                     int interleaved, float attn_factor) {
     if (n_tok <= 0) return;
     const int half = n_rot / 2; /* > 0 and ≤ ROPE_TH: cuda_rope_store checks */
-    const int64_t hpb = ROPE_TH / half;
+    /* heads per block: one pair a thread for decode-sized batches; 8 a thread from 64 tokens on (the
+     * angles of a token computed by fewer blocks: at 2048 tokens the blocks were latency-bound) */
+    const int hpb = (ROPE_TH / half > 0 ? ROPE_TH / half : 1) * (n_tok >= 64 ? 8 : 1);
     const int qb = (int)((hq + hpb - 1) / hpb), kb = (int)((hkv + hpb - 1) / hpb);
     const int vb = (int)((hd * hkv + 1023) / 1024);
     k_rope_store<<<dim3((unsigned)n_tok, (unsigned)(qb + kb + vb)), ROPE_TH, 0, s>>>(
-        q, k, v, kc, vc, hd, hq, hkv, n_ctx, n_seq, pos, seq, inv_freq, n_rot, interleaved, attn_factor, qb, kb);
+        q, k, v, kc, vc, hd, hq, hkv, n_ctx, n_seq, pos, seq, inv_freq, n_rot, interleaved, attn_factor, qb, kb, hpb);
 }
 
 /* Block (token, chunk of 1024 values of the row); float4 copies where the row allows. */
