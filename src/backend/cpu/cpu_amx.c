@@ -21,6 +21,7 @@
 #include "cpu_kernels.h"
 #include "core/quant.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +77,25 @@ static size_t tiles_bytes(const lmc_tensor *w, int64_t n_tok) {
     return (size_t)(w->ne[0] / 32) * (size_t)((n_tok + 15) / 16) * 3 * TILE_BYTES;
 }
 
+/* Σx per block (block types only), then the packing state: the activations are packed in
+ * units of (token tile, UNIT_KB blocks) by whichever threads call lmc_cpu_amx_act_finish. */
+static size_t sums_bytes(const lmc_tensor *w, int64_t n_tok) {
+    return (size_t)(w->ne[0] / 32) * (size_t)((n_tok + 15) / 16) * 16 * sizeof(float);
+}
+
+#define UNIT_KB 4
+typedef struct act_hdr {
+    atomic_long next, done; /* units claimed, units finished */
+    long n_units;
+    const float *x;
+} act_hdr;
+
+static act_hdr *hdr_of(const lmc_tensor *w, int64_t n_tok, void *buf) {
+    return (act_hdr *)(void *)((char *)buf + tiles_bytes(w, n_tok) + sums_bytes(w, n_tok));
+}
+
 size_t lmc_cpu_amx_act_bytes(const lmc_tensor *w, int64_t n_tok) {
-    return tiles_bytes(w, n_tok) + (size_t)(w->ne[0] / 32) * (size_t)((n_tok + 15) / 16) * 16 * sizeof(float);
+    return tiles_bytes(w, n_tok) + sums_bytes(w, n_tok) + sizeof(act_hdr);
 }
 
 /* Tile (kb, nt, part) of the packed activations. */
@@ -86,7 +104,8 @@ static inline size_t tile_off(int64_t kb, int64_t nt, int p, int64_t n_nt) {
 }
 
 #ifdef LMC_HAVE_AMX
-static void pack_block_avx512(const float *x32, uint16_t *t0, uint16_t *t1, uint16_t *t2, int64_t n);
+static void pack_tile16_avx512(const float *x, int64_t in, int64_t t0, int64_t n, uint16_t *t1, uint16_t *t2,
+                               uint16_t *t3);
 #endif
 
 /* One 32-input block of one token (tile column n) as three exact bf16 parts x = b1 + b2 + b3,
@@ -105,47 +124,80 @@ static void pack_block_scalar(const float *x32, uint16_t *t0, uint16_t *t1, uint
     }
 }
 
-void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
-    const int64_t in = w->ne[0], n_nt = (n_tok + 15) / 16;
-    uint16_t *pk = buf;
-    /* padding tokens of the last tile: zero columns (every other column is written below) */
-    for (int64_t t = n_tok; t < n_nt * 16; t++)
-        for (int64_t kb = 0; kb < in / 32; kb++)
-            for (int p = 0; p < 3; p++) {
-                uint16_t *tp = pk + tile_off(kb, n_nt - 1, p, n_nt) / 2;
-                for (int r = 0; r < 16; r++) tp[32 * r + 2 * (t % 16)] = tp[32 * r + 2 * (t % 16) + 1] = 0;
-            }
-    const int sums = w->type != LMC_DTYPE_BF16; /* Σx per block: only the block types' offsets use it */
-    if (sums) memset((char *)buf + tiles_bytes(w, n_tok), 0, lmc_cpu_amx_act_bytes(w, n_tok) - tiles_bytes(w, n_tok));
-#ifdef LMC_HAVE_AMX /* only reached where AMX (hence AVX-512) is usable; LMC_CPU_AMX_PACK=scalar for A/B */
-    static int scalar = -1;
-    if (scalar < 0) scalar = getenv("LMC_CPU_AMX_PACK") && !strcmp(getenv("LMC_CPU_AMX_PACK"), "scalar");
-#else
-    const int scalar = 1;
-    (void)scalar;
-#endif
-    /* token tile by token tile, block by block, its 16 tokens inner: the 3 KB of tiles a block
-     * fills stay in L1 while its 16 columns are written */
-    for (int64_t nt = 0; nt < n_nt; nt++)
-        for (int64_t kb = 0; kb < in / 32; kb++) {
-            uint16_t *t0 = pk + tile_off(kb, nt, 0, n_nt) / 2, *t1 = pk + tile_off(kb, nt, 1, n_nt) / 2,
-                     *t2 = pk + tile_off(kb, nt, 2, n_nt) / 2;
-            float *xs = (float *)(void *)((char *)buf + tiles_bytes(w, n_tok));
-            for (int64_t t = nt * 16; t < n_tok && t < nt * 16 + 16; t++) {
-                const float *xb = x + (size_t)t * in + 32 * kb;
+static int pack_scalar(void) { /* LMC_CPU_AMX_PACK=scalar: the scalar packer, for A/B checks */
 #ifdef LMC_HAVE_AMX
-                if (!scalar) pack_block_avx512(xb, t0, t1, t2, t % 16);
-                else pack_block_scalar(xb, t0, t1, t2, t % 16);
+    static int v = -1;
+    if (v < 0) v = getenv("LMC_CPU_AMX_PACK") && !strcmp(getenv("LMC_CPU_AMX_PACK"), "scalar");
+    return v;
 #else
-                pack_block_scalar(xb, t0, t1, t2, t % 16);
+    return 1;
 #endif
-                if (sums) {
-                    float sum = 0;
-                    for (int i = 0; i < 32; i++) sum += xb[i];
-                    xs[(size_t)kb * (size_t)n_nt * 16 + (size_t)t] = sum;
-                }
-            }
+}
+
+/* Unit u: token tile nt = u / units per tile, blocks [kb0, kb1): its three tiles per block
+ * (padding tokens zero) and, for block types, Σx of each block and token (padding: 0). */
+static void pack_unit(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf, long u) {
+    const int64_t in = w->ne[0], n_kb = in / 32, n_nt = (n_tok + 15) / 16, upt = (n_kb + UNIT_KB - 1) / UNIT_KB;
+    const int64_t nt = u / upt, kb0 = (u % upt) * UNIT_KB, kb1 = kb0 + UNIT_KB < n_kb ? kb0 + UNIT_KB : n_kb;
+    const int64_t t0 = nt * 16, n = n_tok - t0 < 16 ? n_tok - t0 : 16;
+    uint16_t *pk = buf;
+    float *xs = (float *)(void *)((char *)buf + tiles_bytes(w, n_tok));
+    const int sums = w->type != LMC_DTYPE_BF16; /* Σx per block: only the block types' offsets use it */
+    for (int64_t kb = kb0; kb < kb1; kb++) {
+        uint16_t *t1 = pk + tile_off(kb, nt, 0, n_nt) / 2, *t2 = pk + tile_off(kb, nt, 1, n_nt) / 2,
+                 *t3 = pk + tile_off(kb, nt, 2, n_nt) / 2;
+        if (pack_scalar()) {
+            if (n < 16) { memset(t1, 0, TILE_BYTES); memset(t2, 0, TILE_BYTES); memset(t3, 0, TILE_BYTES); }
+            for (int64_t j = 0; j < n; j++) pack_block_scalar(x + (size_t)(t0 + j) * in + 32 * kb, t1, t2, t3, j);
+        } else {
+#ifdef LMC_HAVE_AMX
+            pack_tile16_avx512(x + 32 * kb, in, t0, n, t1, t2, t3);
+#endif
         }
+        if (sums)
+            for (int64_t j = 0; j < 16; j++) {
+                float sum = 0;
+                for (int i = 0; j < n && i < 32; i++) sum += x[(size_t)(t0 + j) * in + 32 * kb + i];
+                xs[(size_t)kb * (size_t)n_nt * 16 + (size_t)(t0 + j)] = sum;
+            }
+    }
+}
+
+static long n_units(const lmc_tensor *w, int64_t n_tok) {
+    return (long)((n_tok + 15) / 16) * (long)((w->ne[0] / 32 + UNIT_KB - 1) / UNIT_KB);
+}
+
+void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
+    lmc_cpu_amx_act_begin(w, x, n_tok, buf);
+    lmc_cpu_amx_act_finish(w, n_tok, buf);
+}
+
+void lmc_cpu_amx_act_begin(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
+    act_hdr *h = hdr_of(w, n_tok, buf);
+    atomic_store_explicit(&h->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->done, 0, memory_order_relaxed);
+    h->n_units = n_units(w, n_tok);
+    h->x = x;
+    atomic_thread_fence(memory_order_release); /* the pool's hand-off publishes it too */
+}
+
+void lmc_cpu_amx_act_finish(const lmc_tensor *w, int64_t n_tok, void *buf) {
+    act_hdr *h = hdr_of(w, n_tok, buf);
+    const long total = h->n_units;
+    if (atomic_load_explicit(&h->done, memory_order_acquire) >= total) return;
+    for (;;) {
+        const long u = atomic_fetch_add_explicit(&h->next, 1, memory_order_relaxed);
+        if (u >= total) break;
+        pack_unit(w, h->x, n_tok, buf, u);
+        atomic_fetch_add_explicit(&h->done, 1, memory_order_release);
+    }
+    /* units claimed by other threads: they are being packed right now */
+    for (long spins = 0; atomic_load_explicit(&h->done, memory_order_acquire) < total; spins++) {
+#ifdef LMC_HAVE_AMX
+        _mm_pause();
+#endif
+        if (spins > 2000) sched_yield();
+    }
 }
 
 #ifdef LMC_HAVE_AMX
@@ -166,26 +218,6 @@ static inline __m512i bf16_rne16(__m512 v) {
 }
 
 static inline __m512 bf16_f32_16(__m512i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)); }
-
-/* One 32-input block of one token (tile column n): the three exact bf16 parts as the scalar loop
- * of lmc_cpu_amx_act_prepare makes them, each written as 16 input pairs down the tile's rows. */
-static void pack_block_avx512(const float *x32, uint16_t *t0, uint16_t *t1, uint16_t *t2, int64_t n) {
-    const __m512 lo = _mm512_loadu_ps(x32), hi = _mm512_loadu_ps(x32 + 16);
-    const __m512i b1l = bf16_rne16(lo), b1h = bf16_rne16(hi);
-    const __m512 r1l = _mm512_sub_ps(lo, bf16_f32_16(b1l)), r1h = _mm512_sub_ps(hi, bf16_f32_16(b1h));
-    const __m512i b2l = bf16_rne16(r1l), b2h = bf16_rne16(r1h);
-    const __m512i b3l = bf16_rne16(_mm512_sub_ps(r1l, bf16_f32_16(b2l)));
-    const __m512i b3h = bf16_rne16(_mm512_sub_ps(r1h, bf16_f32_16(b2h)));
-    /* 32 bf16 in input order = 16 dwords, pair r = inputs (2r, 2r + 1) */
-    static const uint16_t idx16[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
-                                       32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
-    const __m512i idx = _mm512_loadu_si512(idx16);
-    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(16));
-    _mm512_i32scatter_epi32((int *)(void *)t0 + n, rows, _mm512_permutex2var_epi16(b1l, idx, b1h), 4);
-    _mm512_i32scatter_epi32((int *)(void *)t1 + n, rows, _mm512_permutex2var_epi16(b2l, idx, b2h), 4);
-    _mm512_i32scatter_epi32((int *)(void *)t2 + n, rows, _mm512_permutex2var_epi16(b3l, idx, b3h), 4);
-}
 
 typedef struct __attribute__((packed)) tilecfg {
     uint8_t palette, start_row;
@@ -249,20 +281,139 @@ static int bf16_parts(void) {
         else _tile_loadd(tile, CTILE(rb, nt), 64);                          \
     } while (0)
 
-/* Rows in panels of P (the partial sums of a panel fit the scratch), inputs in chunks
- * of KC·32 (that chunk of packed activations stays in L2 while every row block of the
- * panel uses it), two row blocks × two token tiles per pass. */
-int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
-                              float *cbuf, size_t cbuf_floats) {
+/* Two weight-row blocks (tmm4, tmm5) × two token tiles (tmm6, tmm7) into four C tiles
+ * (tmm0-3), part p of the activations: consecutive products go to different accumulators,
+ * so the tile unit never waits on the latency of one C tile's previous product. */
+#define DP22(kb, nt, p)                                                     \
+    do {                                                                    \
+        _tile_loadd(6, pk + tile_off(kb, nt, p, n_nt), 64);                 \
+        _tile_dpbf16ps(0, 4, 6);                                            \
+        _tile_dpbf16ps(1, 5, 6);                                            \
+        _tile_loadd(7, pk + tile_off(kb, (nt) + 1, p, n_nt), 64);           \
+        _tile_dpbf16ps(2, 4, 7);                                            \
+        _tile_dpbf16ps(3, 5, 7);                                            \
+    } while (0)
+
+/* c: 16 rows (outputs) × 16 columns (tokens) f32; token n's 16 outputs (column n) to
+ * y + n·ld for the first n_col columns: a 16 × 16 transpose in registers. */
+static inline void store_tile_t(float *y, size_t ld, const float *c, int64_t n_col) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(c + 16 * i);
+    for (int i = 0; i < 16; i += 2) { /* 2 × 2 blocks of single floats */
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) /* 4 × 4 blocks */
+        for (int j = 0; j < 2; j++) {
+            r[i + j] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
+            r[i + j + 2] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
+        }
+    /* r[4g + q] now holds, in 128-bit lane L, rows 4g..4g+3 of column 4L + cm[q] */
+    static const int cm[4] = {0, 2, 1, 3};
+    for (int q = 0; q < 4; q++) { /* lanes 0,2 | 1,3 of row groups 0-1 and 2-3 */
+        t[q] = _mm512_shuffle_f32x4(r[q], r[q + 4], 0x88);
+        t[q + 4] = _mm512_shuffle_f32x4(r[q], r[q + 4], 0xdd);
+        t[q + 8] = _mm512_shuffle_f32x4(r[q + 8], r[q + 12], 0x88);
+        t[q + 12] = _mm512_shuffle_f32x4(r[q + 8], r[q + 12], 0xdd);
+    }
+    for (int q = 0; q < 4; q++) { /* column 4L + cm[q] for lanes L = 0, 1, 2, 3 */
+        const int c = cm[q];
+        const __m512 l0 = _mm512_shuffle_f32x4(t[q], t[q + 8], 0x88), l2 = _mm512_shuffle_f32x4(t[q], t[q + 8], 0xdd);
+        const __m512 l1 = _mm512_shuffle_f32x4(t[q + 4], t[q + 12], 0x88), l3 = _mm512_shuffle_f32x4(t[q + 4], t[q + 12], 0xdd);
+        if (c < n_col) _mm512_storeu_ps(y + (size_t)c * ld, l0);
+        if (4 + c < n_col) _mm512_storeu_ps(y + (size_t)(4 + c) * ld, l1);
+        if (8 + c < n_col) _mm512_storeu_ps(y + (size_t)(8 + c) * ld, l2);
+        if (12 + c < n_col) _mm512_storeu_ps(y + (size_t)(12 + c) * ld, l3);
+    }
+}
+
+/* Block kb of tokens t0 .. t0 + n - 1 (x points at that block of token 0; n ≤ 16, the rest of
+ * the 16 columns zero): the three exact bf16 parts as pack_block_scalar makes them. Each
+ * token's 32 values become 16 pair dwords per part, and a 16 × 16 transpose per part turns the
+ * token rows into the tile's rows (pair r of every token). */
+static void pack_tile16_avx512(const float *x, int64_t in, int64_t t0, int64_t n, uint16_t *t1, uint16_t *t2,
+                               uint16_t *t3) {
+    float pp[3][16][16] __attribute__((aligned(64)));
+    /* 32 bf16 in input order = 16 dwords, pair r = inputs (2r, 2r + 1) */
+    const __m512i idx = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26,
+                                         24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (int64_t j = 0; j < 16; j++) {
+        if (j >= n) {
+            for (int p = 0; p < 3; p++) _mm512_store_ps(pp[p][j], _mm512_setzero_ps());
+            continue;
+        }
+        const float *x32 = x + (size_t)(t0 + j) * (size_t)in;
+        const __m512 lo = _mm512_loadu_ps(x32), hi = _mm512_loadu_ps(x32 + 16);
+        const __m512i b1l = bf16_rne16(lo), b1h = bf16_rne16(hi);
+        const __m512 r1l = _mm512_sub_ps(lo, bf16_f32_16(b1l)), r1h = _mm512_sub_ps(hi, bf16_f32_16(b1h));
+        const __m512i b2l = bf16_rne16(r1l), b2h = bf16_rne16(r1h);
+        const __m512i b3l = bf16_rne16(_mm512_sub_ps(r1l, bf16_f32_16(b2l)));
+        const __m512i b3h = bf16_rne16(_mm512_sub_ps(r1h, bf16_f32_16(b2h)));
+        _mm512_store_si512((void *)pp[0][j], _mm512_permutex2var_epi16(b1l, idx, b1h));
+        _mm512_store_si512((void *)pp[1][j], _mm512_permutex2var_epi16(b2l, idx, b2h));
+        _mm512_store_si512((void *)pp[2][j], _mm512_permutex2var_epi16(b3l, idx, b3h));
+    }
+    store_tile_t((float *)(void *)t1, 16, pp[0][0], 16);
+    store_tile_t((float *)(void *)t2, 16, pp[1][0], 16);
+    store_tile_t((float *)(void *)t3, 16, pp[2][0], 16);
+}
+
+static long kc_bytes(void) { /* LMC_CPU_AMX_KC=<bytes>: packed activations per K chunk (measurements) */
+    static long v = -1;
+    if (v < 0) v = getenv("LMC_CPU_AMX_KC") ? atol(getenv("LMC_CPU_AMX_KC")) : 1024 * 1024;
+    return v;
+}
+
+/* LMC_CPU_AMX_WPACK=1: each row pair's weight tiles copied into tile order first (pack_pair)
+ * instead of tile loads straight from the rows; slower here, kept for measurements. */
+static int wpack_on(void) {
+    static int v = -1;
+    if (v < 0) v = getenv("LMC_CPU_AMX_WPACK") && getenv("LMC_CPU_AMX_WPACK")[0] == '1';
+    return v;
+}
+
+/* Weight rows w0 .. w0 + 31·ld, blocks [kc0, kce), into tile order: tile (kb, rb) at
+ * dst + ((kb - kc0)·2 + rb)·1024, 16 rows of 64 bytes. Each row is read front to back (one
+ * sequential stream per row, which the hardware prefetchers follow). */
+static void pack_pair(char *dst, const char *w0, size_t ld, int64_t kc0, int64_t kce) {
+    for (int m = 0; m < 32; m++) {
+        const char *src = w0 + (size_t)m * ld + kc0 * 64;
+        char *d = dst + (m / 16) * 1024 + (m % 16) * 64;
+        int64_t k = 0;
+        for (; k + 4 <= kce - kc0; k += 4) {
+            const __m512i v0 = _mm512_loadu_si512(src + 64 * k), v1 = _mm512_loadu_si512(src + 64 * k + 64);
+            const __m512i v2 = _mm512_loadu_si512(src + 64 * k + 128), v3 = _mm512_loadu_si512(src + 64 * k + 192);
+            _mm512_store_si512(d + 2048 * k, v0);
+            _mm512_store_si512(d + 2048 * k + 2048, v1);
+            _mm512_store_si512(d + 2048 * k + 4096, v2);
+            _mm512_store_si512(d + 2048 * k + 6144, v3);
+        }
+        for (; k < kce - kc0; k++) _mm512_store_si512(d + 2048 * k, _mm512_loadu_si512(src + 64 * k));
+    }
+}
+
+/* The kernel for a fixed count of parts (the compiler unrolls the part loops). Rows in panels
+ * of P (the partial sums of a panel fit the scratch), inputs in chunks of KC·32 (that chunk
+ * of packed activations stays in L2 while every row block of the panel uses it), two row
+ * blocks × two token tiles per pass (an odd last token tile: two row blocks × one). */
+static inline __attribute__((always_inline)) int64_t bf16_rows_k(float *y, const lmc_tensor *w, const char *pk,
+                                                                 int64_t n_tok, int64_t o0, int64_t o1, float *cbuf,
+                                                                 size_t cbuf_floats, const int parts) {
     const int64_t in = w->ne[0], out = w->ne[1], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
     const size_t ld = w->nb[1];
-    const char *pk = xp;
-    const int parts = bf16_parts();
+    /* the weight tiles of one row pair and K chunk, copied row by row into tile order (wp:
+     * 64·in bytes at the end of the scratch, when the partial sums of 32 rows still fit) */
+    char *wp = NULL;
+    const size_t wfl = (size_t)in * 16 + 16;
+    if (wpack_on() && cbuf_floats > wfl && (cbuf_floats - wfl) / ((size_t)n_nt * 256) >= 2) {
+        cbuf_floats -= wfl;
+        wp = (char *)(((uintptr_t)(cbuf + cbuf_floats) + 63) & ~(uintptr_t)63);
+    }
     int64_t P = (int64_t)(cbuf_floats / ((size_t)n_nt * 256)) * 16; /* rows whose partial sums fit */
     if (P > 256) P = 256;
     P -= P % 32;
     if (P < 32) return o0; /* scratch too small for this batch: sgemm does it all */
-    int64_t KC = (256 * 1024) / (3 * TILE_BYTES * n_nt);
+    int64_t KC = (int64_t)kc_bytes() / (3 * TILE_BYTES * n_nt);
     if (KC < 1) KC = 1;
     tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -279,16 +430,47 @@ int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int
             for (; o + 32 <= pe; o += 32) {
                 const char *w0 = (const char *)w->data + (size_t)o * ld, *w1 = w0 + 16 * ld;
                 const int64_t rb = (o - p0) / 16;
-                for (int64_t nt = 0; nt < n_nt; nt++) {
+                /* A tiles of block kb: at a0/a1 + (kb - kc0)·step, row stride lda */
+                const char *a0 = w0 + kc0 * 64, *a1 = w1 + kc0 * 64;
+                size_t step = 64;
+                long lda = (long)ld;
+                if (wp) {
+                    pack_pair(wp, w0, ld, kc0, kce);
+                    a0 = wp;
+                    a1 = wp + 1024;
+                    step = 2048;
+                    lda = 64;
+                }
+                int64_t nt = 0;
+                for (; nt + 2 <= n_nt; nt += 2) {
                     C_IN(0, rb, nt);
                     C_IN(1, rb + 1, nt);
+                    C_IN(2, rb, nt + 1);
+                    C_IN(3, rb + 1, nt + 1);
                     for (int64_t kb = kc0; kb < kce; kb++) {
                         /* tile loads of 16 strided rows defeat the hardware prefetcher:
                          * fetch the next 32 rows' line kb while these compute */
                         if (nt == 0 && o + 64 <= pe)
                             for (int m = 0; m < 32; m++) _mm_prefetch(w0 + (size_t)(32 + m) * ld + kb * 64, _MM_HINT_T1);
-                        _tile_loadd(4, w0 + kb * 64, (long)ld);
-                        _tile_loadd(5, w1 + kb * 64, (long)ld);
+                        _tile_loadd(4, a0 + (size_t)(kb - kc0) * step, lda);
+                        _tile_loadd(5, a1 + (size_t)(kb - kc0) * step, lda);
+                        DP22(kb, nt, 0);
+                        if (parts > 1) DP22(kb, nt, 1);
+                        if (parts > 2) DP22(kb, nt, 2);
+                    }
+                    _tile_stored(0, CTILE(rb, nt), 64);
+                    _tile_stored(1, CTILE(rb + 1, nt), 64);
+                    _tile_stored(2, CTILE(rb, nt + 1), 64);
+                    _tile_stored(3, CTILE(rb + 1, nt + 1), 64);
+                }
+                if (nt < n_nt) { /* odd last token tile */
+                    C_IN(0, rb, nt);
+                    C_IN(1, rb + 1, nt);
+                    for (int64_t kb = kc0; kb < kce; kb++) {
+                        if (nt == 0 && o + 64 <= pe)
+                            for (int m = 0; m < 32; m++) _mm_prefetch(w0 + (size_t)(32 + m) * ld + kb * 64, _MM_HINT_T1);
+                        _tile_loadd(4, a0 + (size_t)(kb - kc0) * step, lda);
+                        _tile_loadd(5, a1 + (size_t)(kb - kc0) * step, lda);
                         DP2(0, 1, kb, nt);
                     }
                     _tile_stored(0, CTILE(rb, nt), 64);
@@ -310,14 +492,21 @@ int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int
         }
         /* partial sums → y[t, o] */
         for (int64_t rb = 0; rb < (pe - p0) / 16; rb++)
-            for (int64_t nt = 0; nt < n_nt; nt++) {
-                const float *c = CTILE(rb, nt);
-                for (int64_t n = 0; n < 16 && nt * 16 + n < n_tok; n++)
-                    for (int m = 0; m < 16; m++) y[(size_t)(nt * 16 + n) * out + p0 + rb * 16 + m] = c[m * 16 + n];
-            }
+            for (int64_t nt = 0; nt < n_nt; nt++)
+                store_tile_t(y + (size_t)(nt * 16) * (size_t)out + (size_t)(p0 + rb * 16), (size_t)out, CTILE(rb, nt),
+                             n_tok - nt * 16);
     }
     _tile_release();
     return oe; /* rows [oe, o1) are left to the caller */
+}
+
+int64_t lmc_cpu_amx_bf16_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
+                              float *cbuf, size_t cbuf_floats) {
+    switch (bf16_parts()) {
+    case 1: return bf16_rows_k(y, w, xp, n_tok, o0, o1, cbuf, cbuf_floats, 1);
+    case 2: return bf16_rows_k(y, w, xp, n_tok, o0, o1, cbuf, cbuf_floats, 2);
+    default: return bf16_rows_k(y, w, xp, n_tok, o0, o1, cbuf, cbuf_floats, 3);
+    }
 }
 
 static inline float scale_f32(lmc_dtype t, const void *p, int64_t i) {

@@ -20,6 +20,8 @@
 #include "core/quant.h"
 
 #include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,10 +76,21 @@ int lmc_cpu_amx_int8_wants(const lmc_tensor *w, int64_t n_tok) {
  * padded to whole tiles with zeros. */
 static size_t b_bytes(int64_t in, int64_t n_nt) { return (size_t)(in / 32) * (size_t)n_nt * BT_BYTES; }
 
-size_t lmc_cpu_amx_int8_act_bytes(const lmc_tensor *w, int64_t n_tok) {
+/* After them, the packing state: units of (token tile, UNIT_KB blocks) are quantized by
+ * whichever threads call lmc_cpu_amx_int8_act_finish. */
+#define UNIT_KB 8
+typedef struct act_hdr {
+    atomic_long next, done; /* units claimed, units finished */
+    long n_units;
+    const float *x;
+} act_hdr;
+
+static size_t data_bytes(const lmc_tensor *w, int64_t n_tok) {
     const int64_t n_nt = (n_tok + 15) / 16;
     return b_bytes(w->ne[0], n_nt) + 2 * (size_t)(w->ne[0] / 32) * (size_t)n_nt * 16 * sizeof(float);
 }
+
+size_t lmc_cpu_amx_int8_act_bytes(const lmc_tensor *w, int64_t n_tok) { return data_bytes(w, n_tok) + sizeof(act_hdr); }
 
 #ifdef LMC_HAVE_AMX_INT8
 
@@ -109,27 +122,61 @@ static inline int quant_block(const float *x, int8_t *bt, int64_t n, float *d_ou
     return _mm512_reduce_add_epi32(_mm512_add_epi32(iv[0], iv[1]));
 }
 
-void lmc_cpu_amx_int8_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
-    const int64_t in = w->ne[0], n_kb = in / 32, n_nt = (n_tok + 15) / 16;
+/* Unit u: token tile nt, blocks [kb0, kb1): codes, dx and xs of its tokens (padding tokens:
+ * zero codes and scales). */
+static void quant_unit(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf, long u) {
+    const int64_t in = w->ne[0], n_kb = in / 32, n_nt = (n_tok + 15) / 16, upt = (n_kb + UNIT_KB - 1) / UNIT_KB;
+    const int64_t nt = u / upt, kb0 = (u % upt) * UNIT_KB, kb1 = kb0 + UNIT_KB < n_kb ? kb0 + UNIT_KB : n_kb;
     int8_t *bt = buf;
     float *dx = (float *)(void *)((char *)buf + b_bytes(in, n_nt)), *xs = dx + (size_t)n_kb * (size_t)n_nt * 16;
     /* block by block, a tile's 16 tokens inner (its 512 bytes stay in L1 while they are written) */
-    for (int64_t nt = 0; nt < n_nt; nt++)
-        for (int64_t kb = 0; kb < n_kb; kb++)
-            for (int64_t t = nt * 16; t < n_tok && t < nt * 16 + 16; t++) {
-                float d;
-                const int s = quant_block(x + (size_t)t * in + 32 * kb, bt + (size_t)(kb * n_nt + nt) * BT_BYTES, t % 16, &d);
-                const size_t k = (size_t)kb * (size_t)n_nt * 16 + (size_t)t;
-                dx[k] = d;
-                xs[k] = d * (float)s;
+    for (int64_t kb = kb0; kb < kb1; kb++) {
+        int8_t *tile = bt + (size_t)(kb * n_nt + nt) * BT_BYTES;
+        for (int64_t t = nt * 16; t < nt * 16 + 16; t++) {
+            const size_t k = (size_t)kb * (size_t)n_nt * 16 + (size_t)t;
+            if (t >= n_tok) { /* padding token */
+                for (int r = 0; r < 8; r++) memset(tile + 64 * r + 4 * (t % 16), 0, 4);
+                dx[k] = 0;
+                xs[k] = 0;
+                continue;
             }
-    for (int64_t t = n_tok; t < n_nt * 16; t++) /* padding tokens of the last tile: zero codes and scales */
-        for (int64_t kb = 0; kb < n_kb; kb++) {
-            int8_t *tile = bt + (size_t)(kb * n_nt + n_nt - 1) * BT_BYTES;
-            for (int r = 0; r < 8; r++) memset(tile + 64 * r + 4 * (t % 16), 0, 4);
-            dx[(size_t)kb * (size_t)n_nt * 16 + (size_t)t] = 0;
-            xs[(size_t)kb * (size_t)n_nt * 16 + (size_t)t] = 0;
+            float d;
+            const int sq = quant_block(x + (size_t)t * in + 32 * kb, tile, t % 16, &d);
+            dx[k] = d;
+            xs[k] = d * (float)sq;
         }
+    }
+}
+
+void lmc_cpu_amx_int8_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
+    lmc_cpu_amx_int8_act_begin(w, x, n_tok, buf);
+    lmc_cpu_amx_int8_act_finish(w, n_tok, buf);
+}
+
+void lmc_cpu_amx_int8_act_begin(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
+    act_hdr *h = (act_hdr *)(void *)((char *)buf + data_bytes(w, n_tok));
+    atomic_store_explicit(&h->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->done, 0, memory_order_relaxed);
+    h->n_units = (long)((n_tok + 15) / 16) * (long)((w->ne[0] / 32 + UNIT_KB - 1) / UNIT_KB);
+    h->x = x;
+    atomic_thread_fence(memory_order_release);
+}
+
+void lmc_cpu_amx_int8_act_finish(const lmc_tensor *w, int64_t n_tok, void *buf) {
+    act_hdr *h = (act_hdr *)(void *)((char *)buf + data_bytes(w, n_tok));
+    const long total = h->n_units;
+    if (atomic_load_explicit(&h->done, memory_order_acquire) >= total) return;
+    for (;;) {
+        const long u = atomic_fetch_add_explicit(&h->next, 1, memory_order_relaxed);
+        if (u >= total) break;
+        quant_unit(w, h->x, n_tok, buf, u);
+        atomic_fetch_add_explicit(&h->done, 1, memory_order_release);
+    }
+    /* units claimed by other threads: they are being quantized right now */
+    for (long spins = 0; atomic_load_explicit(&h->done, memory_order_acquire) < total; spins++) {
+        _mm_pause();
+        if (spins > 2000) sched_yield();
+    }
 }
 
 static inline float h16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
@@ -540,6 +587,15 @@ int64_t lmc_cpu_amx_int8_rows(float *y, const lmc_tensor *w, const void *xp, int
 
 void lmc_cpu_amx_int8_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
     (void)w; (void)x; (void)n_tok; (void)buf;
+    LMC_ASSERT(!"no AMX in this build");
+}
+
+void lmc_cpu_amx_int8_act_begin(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
+    lmc_cpu_amx_int8_act_prepare(w, x, n_tok, buf);
+}
+
+void lmc_cpu_amx_int8_act_finish(const lmc_tensor *w, int64_t n_tok, void *buf) {
+    (void)w; (void)n_tok; (void)buf;
     LMC_ASSERT(!"no AMX in this build");
 }
 

@@ -57,6 +57,12 @@ int lmc_cpu_amx_ok(void);
 int lmc_cpu_amx_wants(const lmc_tensor *w, int64_t n_tok);
 size_t lmc_cpu_amx_act_bytes(const lmc_tensor *w, int64_t n_tok);
 void lmc_cpu_amx_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
+/* The same in two steps: begin (one thread, before the parallel matmul) records x in buf;
+ * finish (every thread that calls lmc_cpu_amx_rows on buf, first) packs units of the
+ * activations claimed through an atomic counter and returns once all are packed. x must stay
+ * unchanged until then. Threads that never call finish are not waited for. */
+void lmc_cpu_amx_act_begin(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
+void lmc_cpu_amx_act_finish(const lmc_tensor *w, int64_t n_tok, void *buf);
 /* Rows [o0, o) for the largest o ≤ o1 with o - o0 a multiple of 16 (returns o; o0 when the
  * scratch cbuf of cbuf_floats is too small for this batch). bf16, Q8_0 and Q4_0 weights. */
 int64_t lmc_cpu_amx_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
@@ -73,6 +79,10 @@ int lmc_cpu_amx_int8_wants(const lmc_tensor *w, int64_t n_tok);
 /* Activations quantized to 8-bit 32-blocks (as the decode kernels do) in B-tile layout. */
 size_t lmc_cpu_amx_int8_act_bytes(const lmc_tensor *w, int64_t n_tok);
 void lmc_cpu_amx_int8_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
+/* The same in two steps, as lmc_cpu_amx_act_begin / _finish: finish is called by every thread
+ * that runs lmc_cpu_amx_int8_rows on buf. */
+void lmc_cpu_amx_int8_act_begin(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
+void lmc_cpu_amx_int8_act_finish(const lmc_tensor *w, int64_t n_tok, void *buf);
 /* Rows [o0, o1) (any range; returns o1, or o0 when the scratch is too small). */
 int64_t lmc_cpu_amx_int8_rows(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1,
                               float *scratch, size_t scratch_floats);

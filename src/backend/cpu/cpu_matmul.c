@@ -16,6 +16,7 @@
 #include "core/quant.h"
 
 #include <cblas.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef float v16f __attribute__((vector_size(64)));
@@ -85,8 +86,8 @@ size_t lmc_cpu_act_bytes(const lmc_tensor *w, int64_t n_tok) {
 }
 
 void lmc_cpu_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
-    if (lmc_cpu_amx_int8_wants(w, n_tok)) lmc_cpu_amx_int8_act_prepare(w, x, n_tok, buf);
-    else if (lmc_cpu_amx_wants(w, n_tok)) lmc_cpu_amx_act_prepare(w, x, n_tok, buf);
+    if (lmc_cpu_amx_int8_wants(w, n_tok)) lmc_cpu_amx_int8_act_begin(w, x, n_tok, buf); /* packed by the threads */
+    else if (lmc_cpu_amx_wants(w, n_tok)) lmc_cpu_amx_act_begin(w, x, n_tok, buf); /* packed by the threads */
     else if (lmc_cpu_act_bytes(w, n_tok)) lmc_cpu_simd_act_prepare(w, x, n_tok, buf);
 }
 
@@ -95,13 +96,16 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const vo
     const int64_t in = w->ne[0], out = w->ne[1];
     int64_t o = o0;
     if (xp && lmc_cpu_amx_int8_wants(w, n_tok)) { /* tmp holds LMC_CPU_GEMM_BLOCK·in floats: always enough */
+        lmc_cpu_amx_int8_act_finish(w, n_tok, (void *)(uintptr_t)xp); /* this thread's share of the quantizing */
         o = lmc_cpu_amx_int8_rows(y, w, xp, n_tok, o, o1, tmp, (size_t)LMC_CPU_GEMM_BLOCK * (size_t)in);
         LMC_ASSERT(o == o1);
         return;
     }
     if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS) {
-        if (xp) /* prepared only when AMX is used; tmp holds LMC_CPU_GEMM_BLOCK·in floats */
+        if (xp) { /* prepared only when AMX is used; tmp holds LMC_CPU_GEMM_BLOCK·in floats */
+            lmc_cpu_amx_act_finish(w, n_tok, (void *)(uintptr_t)xp); /* this thread's share of the packing */
             o = lmc_cpu_amx_rows(y, w, xp, n_tok, o, o1, tmp, (size_t)LMC_CPU_GEMM_BLOCK * (size_t)in);
+        }
         for (; o < o1; o += LMC_CPU_GEMM_BLOCK) {
             int64_t nb = o1 - o < LMC_CPU_GEMM_BLOCK ? o1 - o : LMC_CPU_GEMM_BLOCK;
             const float *blk;
