@@ -1,7 +1,7 @@
 /* bench_cuda.c — speed of the dense forward on the CUDA backend next to the
  * GPU's own measured ceilings.
  *
- *   build-cuda/bench/bench_cuda [--shape llama8b|qwen05] [--types bf16,q8_0,q4_0] [--gen N]
+ *   build-cuda/bench/bench_cuda [--shape llama8b|qwen05] [--types bf16,q8_0,q4_0,...] [--gen N]
  *                               [--prefill 512,2048] [--batch 8,32] [--kernels]
  *
  * Models are synthesized in memory from a shape (random weights, no file):
@@ -20,6 +20,9 @@
  * weights + KV cache. --kernels instead times the decode kernels alone: matrix-vector
  * products of the 8B shape's matrices per type (GB/s) and decode attention over caches of
  * 64 / 1024 / 8192 positions. Prints markdown tables. A benchmark, not a test.
+ * Types: bf16 f16 q8_0 q4_0 q4_k q5_k q6_k (GGUF blocks, every matrix one type) and mlx4 mlx8
+ * (MLX affine, groups of 64, bf16 scales/biases; their bytes count in the roofline; --kernels
+ * skips MLX).
  */
 #include <math.h>
 #include <stdio.h>
@@ -90,12 +93,72 @@ static void *host_matrix(lmc_dtype t, int64_t in, int64_t rows) {
 typedef struct mat_src {
     void *host;
     int64_t in, out;
+    void *sc, *bi; /* MLX: bf16 [rows, in / MLX_GROUP] scales and biases (host), else NULL */
 } mat_src;
+
+#define MLX_GROUP 64
+static lmc_model *g_synth; /* the model synth_model builds (its mlx_aux holds the MLX side data) */
+
+static lmc_dtype type_of(const char *t) {
+    static const struct { const char *name; lmc_dtype t; } tab[] = {
+        {"bf16", LMC_DTYPE_BF16}, {"f16", LMC_DTYPE_F16}, {"q8_0", LMC_DTYPE_Q8_0}, {"q4_0", LMC_DTYPE_Q4_0},
+        {"q4_k", LMC_DTYPE_Q4_K}, {"q5_k", LMC_DTYPE_Q5_K}, {"q6_k", LMC_DTYPE_Q6_K}, {"mlx4", LMC_DTYPE_MLX4},
+        {"mlx8", LMC_DTYPE_MLX8}};
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (!strcmp(t, tab[i].name)) return tab[i].t;
+    return LMC_DTYPE_END;
+}
+
+/* host_matrix for any type: MLX codes with their scales/biases (64 random rows, tiled), or the
+ * GGUF/float rows. */
+static mat_src host_mat(lmc_dtype t, int64_t in, int64_t rows, int64_t out) {
+    mat_src m = {NULL, in, out, NULL, NULL};
+    if (!lmc_dtype_is_mlx(t)) {
+        m.host = host_matrix(t, in, rows);
+        return m;
+    }
+    const size_t rb = lmc_dtype_row_bytes(t, in), ng = (size_t)(in / MLX_GROUP);
+    char *codes = malloc(rb * (size_t)rows);
+    uint16_t *sc = malloc(ng * 2 * (size_t)rows), *bi = malloc(ng * 2 * (size_t)rows);
+    float *f = malloc((size_t)in * sizeof *f);
+    if (!codes || !sc || !bi || !f) { fprintf(stderr, "bench_cuda: out of host memory\n"); exit(1); }
+    const int64_t base = rows < 64 ? rows : 64;
+    for (int64_t r = 0; r < rows; r++) {
+        if (r < base) {
+            for (int64_t i = 0; i < in; i++) f[i] = frand();
+            lmc_mlx_row a = {MLX_GROUP, LMC_DTYPE_BF16, sc + (size_t)r * ng, bi + (size_t)r * ng};
+            if (lmc_quantize_row(t, f, codes + (size_t)r * rb, &a, in) < 0) die("quantize");
+        } else {
+            memcpy(codes + (size_t)r * rb, codes + (size_t)(r % base) * rb, rb);
+            memcpy(sc + (size_t)r * ng, sc + (size_t)(r % base) * ng, ng * 2);
+            memcpy(bi + (size_t)r * ng, bi + (size_t)(r % base) * ng, ng * 2);
+        }
+    }
+    free(f);
+    m.host = codes;
+    m.sc = sc;
+    m.bi = bi;
+    return m;
+}
 
 /* Bind layer `il`'s copy: rows [il, il + out) of the shared host buffer. */
 static void bind_mat(lmc_backend *be, lmc_tensor *t, lmc_dtype type, const mat_src *s, int il, double *bytes) {
     *t = lmc_tensor_make(type, s->in, s->out, 1, 1);
     const char *p = (const char *)s->host + (size_t)il * lmc_dtype_row_bytes(type, s->in);
+    if (lmc_dtype_is_mlx(type)) { /* side data bound at the same row offset, counted as read */
+        lmc_model *m = g_synth;
+        if (m->n_mlx_aux >= m->cap_mlx_aux) die("mlx aux table");
+        lmc_quant_mlx *q = &m->mlx_aux[m->n_mlx_aux++];
+        const int64_t ng = s->in / MLX_GROUP;
+        q->group_size = MLX_GROUP;
+        q->scales = lmc_tensor_make(LMC_DTYPE_BF16, ng, s->out, 1, 1);
+        q->biases = q->scales;
+        if (be->i->bind_weight(be, &q->scales, (const uint16_t *)s->sc + (size_t)(il * ng)) < 0 ||
+            be->i->bind_weight(be, &q->biases, (const uint16_t *)s->bi + (size_t)(il * ng)) < 0)
+            die("bind");
+        t->aux = q;
+        *bytes += 2.0 * (double)lmc_tensor_nbytes(&q->scales);
+    }
     if (be->i->bind_weight(be, t, p) < 0) die("bind");
     *bytes += (double)lmc_tensor_nbytes(t);
 }
@@ -104,6 +167,7 @@ static lmc_model *synth_model(lmc_backend *be, const shape *sh, lmc_dtype type, 
                               double *mat_params) {
     lmc_model *m = calloc(1, sizeof *m);
     m->be = be;
+    g_synth = m;
     cJSON *raw = cJSON_Parse(sh->json);
     if (!raw || lmc_config_from_json(raw, NULL, &m->cfg) < 0) die("config");
     if (lmc_profile_resolve(&m->cfg, &m->profile) < 0) die("profile");
@@ -117,12 +181,14 @@ static lmc_model *synth_model(lmc_backend *be, const shape *sh, lmc_dtype type, 
     const int64_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     /* one host buffer per matrix shape, extra rows for the per-layer offsets (no two bindings share one) */
-    mat_src q = {host_matrix(type, D, qd + L), D, qd}, kv = {host_matrix(type, D, kvd + 2 * L), D, kvd};
-    mat_src o = {host_matrix(type, qd, D + L), qd, D}, gu = {host_matrix(type, D, I + 2 * L), D, I};
-    mat_src dn = {host_matrix(type, I, D + L), I, D}, emb = {host_matrix(type, D, V + 1), D, V};
+    m->cap_mlx_aux = 7 * L + 2;
+    m->mlx_aux = calloc((size_t)m->cap_mlx_aux, sizeof *m->mlx_aux);
+    mat_src q = host_mat(type, D, qd + L, qd), kv = host_mat(type, D, kvd + 2 * L, kvd);
+    mat_src o = host_mat(type, qd, D + L, D), gu = host_mat(type, D, I + 2 * L, I);
+    mat_src dn = host_mat(type, I, D + L, D), emb = host_mat(type, D, V + 1, V);
     float *ones = malloc((size_t)(I > D ? I : D) * sizeof(float) * 4);
     for (int64_t i = 0; i < (I > D ? I : D) * 4; i++) ones[i] = 1.0f + frand();
-    mat_src nrm = {ones, D, 1}, bias_q = {ones, qd, 1}, bias_kv = {ones, kvd, 1};
+    mat_src nrm = {ones, D, 1, NULL, NULL}, bias_q = {ones, qd, 1, NULL, NULL}, bias_kv = {ones, kvd, 1, NULL, NULL};
     double bytes = 0, dummy = 0;
     m->layers = calloc((size_t)L, sizeof *m->layers);
     const int attn_bias = !strcmp(sh->name, "qwen05");
@@ -163,7 +229,8 @@ static lmc_model *synth_model(lmc_backend *be, const shape *sh, lmc_dtype type, 
         be->i->set(be, t, r % 2 ? rt->inv_freq_long : rt->inv_freq, 0, lmc_tensor_nbytes(t));
     }
     if (be->i->sync(be) < 0) die("upload");
-    void *bufs[] = {q.host, kv.host, o.host, gu.host, dn.host, emb.host, ones};
+    void *bufs[] = {q.host, kv.host, o.host, gu.host, dn.host, emb.host, ones, q.sc, q.bi, kv.sc, kv.bi,
+                    o.sc, o.bi, gu.sc, gu.bi, dn.sc, dn.bi, emb.sc, emb.bi};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     m->weight_bytes = (size_t)bytes;
     *mat_bytes = bytes;
@@ -175,10 +242,7 @@ static double g_bw, g_gemm; /* GB/s, TFLOP/s */
 
 static void run_type(const shape *sh, const char *tname, int n_gen, const int *prefill, int n_prefill,
                      const int *batch, int n_batch) {
-    lmc_dtype type = !strcmp(tname, "bf16") ? LMC_DTYPE_BF16 : !strcmp(tname, "q8_0") ? LMC_DTYPE_Q8_0
-                   : !strcmp(tname, "q4_0") ? LMC_DTYPE_Q4_0 : !strcmp(tname, "f16") ? LMC_DTYPE_F16
-                   : !strcmp(tname, "q4_k") ? LMC_DTYPE_Q4_K : !strcmp(tname, "q6_k") ? LMC_DTYPE_Q6_K
-                   : LMC_DTYPE_END;
+    lmc_dtype type = type_of(tname);
     if (type == LMC_DTYPE_END) { fprintf(stderr, "bench_cuda: unknown type %s\n", tname); return; }
     size_t used0 = 0, used1 = 0;
     lmc_cuda_device_info(0, NULL, 0, NULL, NULL, &used0);
@@ -298,9 +362,8 @@ static void kernels(const char *types) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", types);
     for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-        lmc_dtype type = !strcmp(t, "bf16") ? LMC_DTYPE_BF16 : !strcmp(t, "q8_0") ? LMC_DTYPE_Q8_0
-                       : !strcmp(t, "q4_0") ? LMC_DTYPE_Q4_0 : !strcmp(t, "f16") ? LMC_DTYPE_F16 : LMC_DTYPE_END;
-        if (type == LMC_DTYPE_END) continue;
+        lmc_dtype type = type_of(t);
+        if (type == LMC_DTYPE_END || lmc_dtype_is_mlx(type)) continue;
         for (int si = 0; si < 3; si++) {
             const int64_t in = shp[si][0], out = shp[si][1];
             void *host = host_matrix(type, in, out);

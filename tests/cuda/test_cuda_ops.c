@@ -1073,6 +1073,105 @@ static void test_matmul_mmq(void) {
     printf("matmul_mmq: %d products on the mmq path\n", taken);
 }
 
+/* ------------------------------------------------------------ decode products of K-quants / Q4_1 / Q5_x / MLX */
+
+/* A random [in, out] MLX weight of dtype t with groups of `group` (f16 scales/biases), bound on both. */
+static void weight_make_mlx(weight *w, lmc_dtype t, int64_t in, int64_t out, int group) {
+    memset(w, 0, sizeof *w);
+    const size_t row = lmc_dtype_row_bytes(t, in);
+    const int64_t ng = in / group;
+    w->bytes = calloc((size_t)out, row);
+    w->sc = malloc((size_t)(out * ng) * 2);
+    w->bi = malloc((size_t)(out * ng) * 2);
+    float *f = malloc((size_t)in * sizeof *f);
+    for (int64_t o = 0; o < out; o++) {
+        for (int64_t i = 0; i < in; i++) f[i] = frand();
+        lmc_mlx_row a = {group, LMC_DTYPE_F16, (uint16_t *)w->sc + (size_t)(o * ng), (uint16_t *)w->bi + (size_t)(o * ng)};
+        LMC_ASSERT(lmc_quantize_row(t, f, (uint8_t *)w->bytes + (size_t)o * row, &a, in) == 0);
+    }
+    free(f);
+    w->c = lmc_tensor_make(t, in, out, 1, 1);
+    w->g = w->c;
+    lmc_quant_mlx *q[2] = {&w->qc, &w->qg};
+    lmc_backend *b[2] = {ref, gpu};
+    for (int k = 0; k < 2; k++) {
+        q[k]->group_size = group;
+        q[k]->scales = lmc_tensor_make(LMC_DTYPE_F16, ng, out, 1, 1);
+        q[k]->biases = q[k]->scales;
+        LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->scales, w->sc) == 0);
+        LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->biases, w->bi) == 0);
+    }
+    w->c.aux = &w->qc;
+    w->g.aux = &w->qg;
+    LMC_ASSERT(ref->i->bind_weight(ref, &w->c, w->bytes) == 0);
+    LMC_ASSERT(gpu->i->bind_weight(gpu, &w->g, w->bytes) == 0);
+}
+
+/* The formats cuda_gemv_q.cu multiplies in place, 1..8 tokens, against the CPU's product at 1e-4
+ * (f32 activations): GGUF widths of 1..17 blocks (block counts that leave threads of the last
+ * round idle), odd row counts, MLX with groups of 32/64/128 at widths that are multiples of the
+ * group only; each product must be the one the kernels take (lmc_cuda_gemv_ok), and y += w·x
+ * through matmul_fused (in x, out acc) for the GGUF ones. */
+static void test_matmul_kq(void) {
+    static const lmc_dtype types[] = {LMC_DTYPE_Q4_K, LMC_DTYPE_Q5_K, LMC_DTYPE_Q6_K, LMC_DTYPE_Q2_K, LMC_DTYPE_Q3_K,
+                                      LMC_DTYPE_Q4_1, LMC_DTYPE_Q5_0, LMC_DTYPE_Q5_1, LMC_DTYPE_MLX2, LMC_DTYPE_MLX3,
+                                      LMC_DTYPE_MLX4, LMC_DTYPE_MLX5, LMC_DTYPE_MLX6, LMC_DTYPE_MLX8};
+    static const int64_t gguf[][2] = {{256, 37}, {1280, 131}, {4352, 9}, {768, 1}}; /* in, out */
+    static const int64_t mlx[][3] = {{96, 37, 32}, {4160, 11, 64}, {384, 131, 128}, {1152, 5, 32}}; /* in, out, group */
+    if (getenv("LMC_CUDA_KQGEMV")) {
+        printf("SKIP test_matmul_kq: LMC_CUDA_KQGEMV set\n");
+        return;
+    }
+    int n_cases = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const lmc_dtype t = types[ti];
+        const int is_mlx = lmc_dtype_is_mlx(t);
+        for (int si = 0; si < 4; si++) {
+            const int64_t in = is_mlx ? mlx[si][0] : gguf[si][0], out = is_mlx ? mlx[si][1] : gguf[si][1];
+            weight w;
+            if (is_mlx) weight_make_mlx(&w, t, in, out, (int)mlx[si][2]);
+            else weight_make(&w, t, in, out);
+            for (int64_t n = 1; n <= LMC_CUDA_GEMV_MAX_TOKENS; n++) {
+                pair x, y, tmp;
+                pair_f32(&x, in, n, 1, 1.0f);
+                pair_alloc(&y, LMC_DTYPE_F32, out, n, 1);
+                pair_alloc(&tmp, LMC_DTYPE_F32, out, n, 1);
+                lmc_cuda_w wd = {.type = t, .data = w.g.data, .nb1 = w.g.nb[1], .ne0 = in, .ne1 = out};
+                if (is_mlx) {
+                    wd.mlx_scales = w.qg.scales.data;
+                    wd.mlx_biases = w.qg.biases.data;
+                    wd.mlx_stype = w.qg.scales.type;
+                    wd.mlx_snb1 = w.qg.scales.nb[1];
+                    wd.group = w.qg.group_size;
+                }
+                char what[128];
+                snprintf(what, sizeof what, "kq gemv %s in %lld out %lld n %lld%s", lmc_dtype_name(t), (long long)in,
+                         (long long)out, (long long)n, is_mlx ? (mlx[si][2] == 32 ? " g32" : mlx[si][2] == 64 ? " g64" : " g128") : "");
+                CHECK_MSG(lmc_cuda_gemv_ok(&wd, x.g.data, n) == 1, "%s: not taken by the decode kernels", what);
+                ref->i->matmul(ref, &y.c, &w.c, &x.c);
+                gpu->i->matmul(gpu, &y.g, &w.g, &x.g);
+                compare(&y, 1e-4, what);
+                n_cases++;
+                if (!is_mlx) { /* y += w·x (matmul_fused in x, out acc: the residual add) */
+                    lmc_fuse_op op = {.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_ACC};
+                    ref->i->matmul(ref, &tmp.c, &w.c, &x.c);
+                    ref->i->add(ref, &y.c, &y.c, &tmp.c);
+                    lmc_tensor *yg = &y.g;
+                    const lmc_tensor *wg = &w.g;
+                    CHECK_MSG(gpu->i->matmul_fused(gpu, 1, &yg, &wg, &x.g, &op) == 1, "%s: fused acc not taken", what);
+                    snprintf(what + strlen(what), sizeof what - strlen(what), " (acc)");
+                    compare(&y, 1e-4, what);
+                }
+                pair_free(&x);
+                pair_free(&y);
+                pair_free(&tmp);
+            }
+            weight_free(&w);
+        }
+    }
+    printf("matmul_kq: %d products\n", n_cases);
+}
+
 int main(void) {
     if (lmc_backend_cuda_init(&gpu, 0) < 0) {
         printf("SKIP test_cuda_ops: %s\n", lmc_last_error());
@@ -1093,6 +1192,7 @@ int main(void) {
     RUN(test_rope_store);
     RUN(test_attention);
     RUN(test_moe);
+    RUN(test_matmul_kq);
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

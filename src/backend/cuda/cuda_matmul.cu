@@ -914,6 +914,7 @@ static int elems_per_chunk(int type) {
 }
 
 extern "C" int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_tok) {
+    if (lmc_cuda_gemv_kq_type(w->type)) return lmc_cuda_gemv_kq_ok(w, x, n_tok); /* cuda_gemv_q.cu */
     const int e = elems_per_chunk(w->type);
     if (!e || n_tok < 1 || n_tok > LMC_CUDA_GEMV_MAX_TOKENS) return 0;
     if (w->ne0 % e || w->ne0 % 4 || ((uintptr_t)x & 15) || ((uintptr_t)w->data & 15)) return 0;
@@ -1050,6 +1051,9 @@ static void gemv_any(cudaStream_t s, float *y, const lmc_cuda_w *w, const float 
         if (lmc_cuda_gemv_int8(w->type, w->ne0, n_tok)) qv_any(s, 1, &y, w, x, n_tok, fz);
         else if (w->type == LMC_DTYPE_Q8_0) gemv_launch<LMC_DTYPE_Q8_0>(s, y, w, x, n_tok, fz);
         else gemv_launch<LMC_DTYPE_Q4_0>(s, y, w, x, n_tok, fz);
+        break;
+    default: /* K-quants, Q4_1/Q5_0/Q5_1, MLX (cuda_gemv_q.cu): y = or y += (matmul_fused's in x, out acc) */
+        lmc_cuda_gemv_kq(s, y, w, x, n_tok, fz.acc);
         break;
     }
 }
