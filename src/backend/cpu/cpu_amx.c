@@ -146,6 +146,13 @@ static void pack_unit(const lmc_tensor *w, const float *x, int64_t n_tok, void *
     for (int64_t kb = kb0; kb < kb1; kb++) {
         uint16_t *t1 = pk + tile_off(kb, nt, 0, n_nt) / 2, *t2 = pk + tile_off(kb, nt, 1, n_nt) / 2,
                  *t3 = pk + tile_off(kb, nt, 2, n_nt) / 2;
+#ifdef LMC_HAVE_AMX
+        if (kb + 2 < n_kb) /* the token rows are in·4 bytes apart: fetch block kb + 2's lines ahead */
+            for (int64_t j = 0; j < n; j++) {
+                _mm_prefetch((const char *)(x + (size_t)(t0 + j) * in + 32 * (kb + 2)), _MM_HINT_T0);
+                _mm_prefetch((const char *)(x + (size_t)(t0 + j) * in + 32 * (kb + 2) + 16), _MM_HINT_T0);
+            }
+#endif
         if (pack_scalar()) {
             if (n < 16) { memset(t1, 0, TILE_BYTES); memset(t2, 0, TILE_BYTES); memset(t3, 0, TILE_BYTES); }
             for (int64_t j = 0; j < n; j++) pack_block_scalar(x + (size_t)(t0 + j) * in + 32 * kb, t1, t2, t3, j);
@@ -337,12 +344,29 @@ static void pack_tile16_avx512(const float *x, int64_t in, int64_t t0, int64_t n
     /* 32 bf16 in input order = 16 dwords, pair r = inputs (2r, 2r + 1) */
     const __m512i idx = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26,
                                          24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    static int cvt = -1; /* VCVTNE2PS2BF16: two vectors to 32 bf16 in input order, rounded as bf16_rne16 */
+    if (cvt < 0) cvt = __builtin_cpu_supports("avx512bf16");
     for (int64_t j = 0; j < 16; j++) {
         if (j >= n) {
             for (int p = 0; p < 3; p++) _mm512_store_ps(pp[p][j], _mm512_setzero_ps());
             continue;
         }
         const float *x32 = x + (size_t)(t0 + j) * (size_t)in;
+        if (cvt) {
+            /* its DAZ/FTZ differs from lmc_f32_to_bf16 only where a part is subnormal, and
+             * TDPBF16PS reads subnormal inputs as zero either way: same products */
+            const __m512 lo = _mm512_loadu_ps(x32), hi = _mm512_loadu_ps(x32 + 16);
+            const __m512i b1 = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+            const __m512 r1l = _mm512_sub_ps(lo, bf16_f32_16(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(b1))));
+            const __m512 r1h = _mm512_sub_ps(hi, bf16_f32_16(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(b1, 1))));
+            const __m512i b2 = (__m512i)_mm512_cvtne2ps_pbh(r1h, r1l);
+            const __m512 r2l = _mm512_sub_ps(r1l, bf16_f32_16(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(b2))));
+            const __m512 r2h = _mm512_sub_ps(r1h, bf16_f32_16(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(b2, 1))));
+            _mm512_store_si512((void *)pp[0][j], b1);
+            _mm512_store_si512((void *)pp[1][j], b2);
+            _mm512_store_si512((void *)pp[2][j], (__m512i)_mm512_cvtne2ps_pbh(r2h, r2l));
+            continue;
+        }
         const __m512 lo = _mm512_loadu_ps(x32), hi = _mm512_loadu_ps(x32 + 16);
         const __m512i b1l = bf16_rne16(lo), b1h = bf16_rne16(hi);
         const __m512 r1l = _mm512_sub_ps(lo, bf16_f32_16(b1l)), r1h = _mm512_sub_ps(hi, bf16_f32_16(b1h));
@@ -358,18 +382,18 @@ static void pack_tile16_avx512(const float *x, int64_t in, int64_t t0, int64_t n
     store_tile_t((float *)(void *)t3, 16, pp[2][0], 16);
 }
 
-static long kc_bytes(void) { /* LMC_CPU_AMX_KC=<bytes>: packed activations per K chunk (measurements) */
-    static long v = -1;
-    if (v < 0) v = getenv("LMC_CPU_AMX_KC") ? atol(getenv("LMC_CPU_AMX_KC")) : 1024 * 1024;
-    return v;
+/* LMC_CPU_AMX_KC=<bytes>: packed activations per K chunk (default 1 MB: the chunk stays in L2).
+ * Read at every call (once per matmul), so tests may change it. */
+static long kc_bytes(void) {
+    const char *e = getenv("LMC_CPU_AMX_KC");
+    return e && atol(e) > 0 ? atol(e) : 1024 * 1024;
 }
 
 /* LMC_CPU_AMX_WPACK=1: each row pair's weight tiles copied into tile order first (pack_pair)
  * instead of tile loads straight from the rows; slower here, kept for measurements. */
 static int wpack_on(void) {
-    static int v = -1;
-    if (v < 0) v = getenv("LMC_CPU_AMX_WPACK") && getenv("LMC_CPU_AMX_WPACK")[0] == '1';
-    return v;
+    const char *e = getenv("LMC_CPU_AMX_WPACK");
+    return e && e[0] == '1';
 }
 
 /* Weight rows w0 .. w0 + 31·ld, blocks [kc0, kce), into tile order: tile (kb, rb) at
