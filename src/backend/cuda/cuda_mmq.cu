@@ -215,6 +215,42 @@ static __device__ __forceinline__ void mmq_load_q(uint32_t (&q)[MMQ_RM][2][mmq_u
         }
 }
 
+/* Shared memory of k_mmq: two buffers of a batch of U blocks of the activations, codes per token
+ * in rows of U·32 + 32 bytes (the 32 spread a half-warp's 8-byte reads over the 32 banks), then
+ * U·Tpad scales (and Q4_0 corrections); after the loop the same memory holds the partial tile. */
+template <int TYPE> struct mmq_sm {
+    enum { XS = mmq_u<TYPE>::v * 32 + 32, NM = TYPE == LMC_DTYPE_Q4_0 ? 2 : 1 };
+};
+template <int TYPE>
+static size_t mmq_smem(int tp, int S) {
+    const size_t stage = 2 * ((size_t)tp * mmq_sm<TYPE>::XS + (size_t)mmq_u<TYPE>::v * tp * 4 * mmq_sm<TYPE>::NM);
+    const size_t red = S > 1 ? (size_t)tp * MMQ_BRS * 4 : 0;
+    return stage > red ? stage : red;
+}
+
+static __device__ __forceinline__ void mmq_cp16(void *sdst, const void *gsrc) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(sdst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gsrc) : "memory");
+}
+
+/* All threads: the activations of blocks [kb, min(kb + U, kb1)) into buffer (xs, ms), as
+ * asynchronous copies of 16 bytes; one commit group. */
+template <int TYPE>
+static __device__ __forceinline__ void mmq_stage(uint8_t *xs, float *ms, const mmq_args &a, int kb, int kb1) {
+    constexpr int U = mmq_u<TYPE>::v, XS = mmq_sm<TYPE>::XS;
+    const int nblk = kb1 - kb < U ? kb1 - kb : U, per_row = nblk * 2, tp = a.Tpad;
+    for (int p = threadIdx.x; p < tp * per_row; p += MMQ_WARPS * 32) {
+        const int t = p / per_row, k = p - t * per_row;
+        mmq_cp16(xs + t * XS + k * 16, a.xq + (size_t)t * (size_t)a.K + (size_t)kb * 32 + k * 16);
+    }
+    const int nm = nblk * tp / 4; /* 16-byte pieces of the scales (Tpad is a multiple of 8) */
+    for (int p = threadIdx.x; p < nm * mmq_sm<TYPE>::NM; p += MMQ_WARPS * 32) {
+        const int which = p >= nm, k = p - which * nm;
+        mmq_cp16(ms + which * U * tp + k * 4, (which ? a.corr : a.dx) + (size_t)kb * tp + k * 4);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
 /* Fragment layouts (PTX m16n8k32 .s8): lane = 4·gid + tid; A (16×32, row): a0 = A[gid][4tid..],
  * a1 = A[gid+8][4tid..], a2 = A[gid][16+4tid..], a3 = A[gid+8][16+4tid..]; B (32×8, col):
  * b0 = B[4tid..][gid], b1 = B[16+4tid..][gid]; C: c0,c1 = C[gid][2tid, 2tid+1], c2,c3 = C[gid+8][..].
@@ -222,17 +258,19 @@ static __device__ __forceinline__ void mmq_load_q(uint32_t (&q)[MMQ_RM][2][mmq_u
  * Q8_0 gives lane tid the 8 bytes 8tid..8tid+7 of a row's block (logical k 4tid.. and
  * 16+4tid..), the activations in element order likewise; Q4_0 gives it the bytes 4tid..4tid+3
  * (low nibbles: elements 4tid.., high: 16+4tid..) and the activations reordered to match.
- * acc[mt][nt][i] += the block's products of rows (mt, gid + 8·(i/2)) and tokens nt·8 + 2tid + i%2. */
+ * acc[mt][nt][i] += the products of block u of the staged batch, rows (mt, gid + 8·(i/2)),
+ * tokens nt·8 + 2tid + i%2. */
 template <int TYPE, int NT>
 static __device__ __forceinline__ void mmq_block(float (&acc)[MMQ_RM][NT][4], const uint32_t (&A)[MMQ_RM][4],
-                                                 const float (&dw)[MMQ_RM][2], const mmq_args &a, int b, int gid,
-                                                 int tid) {
+                                                 const float (&dw)[MMQ_RM][2], const uint8_t *xs, const float *ms,
+                                                 int tp, int u, int gid, int tid) {
+    constexpr int U = mmq_u<TYPE>::v, XS = mmq_sm<TYPE>::XS;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
-        const uint2 bx = __ldg((const uint2 *)(a.xq + (size_t)(nt * 8 + gid) * (size_t)a.K + (size_t)b * 32 + tid * 8));
-        const size_t mo = (size_t)b * (size_t)a.Tpad + nt * 8 + tid * 2;
-        const float2 xd = __ldg((const float2 *)(a.dx + mo));
-        const float2 cr = TYPE == LMC_DTYPE_Q4_0 ? __ldg((const float2 *)(a.corr + mo)) : make_float2(MMQ_BIAS, MMQ_BIAS);
+        const uint2 bx = *(const uint2 *)(xs + (nt * 8 + gid) * XS + u * 32 + tid * 8);
+        const int mo = u * tp + nt * 8 + tid * 2;
+        const float2 xd = *(const float2 *)(ms + mo);
+        const float2 cr = TYPE == LMC_DTYPE_Q4_0 ? *(const float2 *)(ms + U * tp + mo) : make_float2(MMQ_BIAS, MMQ_BIAS);
 #pragma unroll
         for (int mt = 0; mt < MMQ_RM; mt++) {
             int c[4] = {MMQ_BIAS_BITS, MMQ_BIAS_BITS, MMQ_BIAS_BITS, MMQ_BIAS_BITS};
@@ -247,13 +285,15 @@ static __device__ __forceinline__ void mmq_block(float (&acc)[MMQ_RM][NT][4], co
 
 /* Grid (S, row tiles); a cluster is the S blocks of one row tile, block s summing the blocks of
  * K [s·kbs, s·kbs + kbs). 128 threads, 4 warps of 32 rows. Each lane keeps U blocks of its rows'
- * codes in flight: slot u is refilled with block b + U as soon as block b has been taken out. */
+ * codes in flight (slot u is refilled with block b + U as soon as block b has been taken out);
+ * the block stages the activations of the next U blocks in shared memory while it multiplies
+ * the current ones. */
 template <int TYPE, int NT>
 __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
-    constexpr int U = mmq_u<TYPE>::v, W = mmq_u<TYPE>::W;
-    extern __shared__ __align__(16) float mmq_red[]; /* [Tpad][MMQ_BRS] partial tile (S > 1) */
+    constexpr int U = mmq_u<TYPE>::v, W = mmq_u<TYPE>::W, XS = mmq_sm<TYPE>::XS, NM = mmq_sm<TYPE>::NM;
+    extern __shared__ __align__(16) unsigned char mmq_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tid = lane & 3;
-    const int S = gridDim.x, split = blockIdx.x;
+    const int S = gridDim.x, split = blockIdx.x, tp = a.Tpad;
     const int64_t tile = blockIdx.y;
     int mi = 0;
     while (mi < a.n - 1 && tile >= a.tend[mi]) mi++;
@@ -276,6 +316,8 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
             so[mt][h] = (uint32_t)r * (uint32_t)nb;
         }
     const int vec = nb % U == 0;
+    /* buffer i: codes at mmq_sh + i·half, scales xb bytes further */
+    const int xb = tp * XS, half = xb + U * tp * 4 * NM;
 
     float acc[MMQ_RM][NT][4];
 #pragma unroll
@@ -287,13 +329,24 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
 
     uint32_t q[U][MMQ_RM][2][W];
     uint32_t d[MMQ_RM][2][U / 2], dn[MMQ_RM][2][U / 2];
-    if (kb0 < kb1) mmq_load_d<TYPE>(d, sc, so, kb0, kb1, vec);
+    if (kb0 < kb1) {
+        mmq_load_d<TYPE>(d, sc, so, kb0, kb1, vec);
+        mmq_stage<TYPE>(mmq_sh, (float *)(mmq_sh + xb), a, kb0, kb1);
+    }
 #pragma unroll
     for (int u = 0; u < U; u++)
         if (kb0 + u < kb1) mmq_load_q<TYPE>(q[u], codes, co, kb0 + u, tid);
-    for (int kb = kb0; kb < kb1; kb += U) {
+    int cur = 0;
+    for (int kb = kb0; kb < kb1; kb += U) { /* block-uniform */
         const int kn = kb + U;
-        if (kn < kb1) mmq_load_d<TYPE>(dn, sc, so, kn, kb1, vec);
+        if (kn < kb1) {
+            mmq_load_d<TYPE>(dn, sc, so, kn, kb1, vec);
+            mmq_stage<TYPE>(mmq_sh + (cur ^ 1) * half, (float *)(mmq_sh + (cur ^ 1) * half + xb), a, kn, kb1);
+            asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        }
+        __syncthreads(); /* batch kb staged by every thread */
 #pragma unroll
         for (int u = 0; u < U; u++) {
             if (kb + u >= kb1) break;
@@ -316,7 +369,7 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
                 }
             }
             if (kn + u < kb1) mmq_load_q<TYPE>(q[u], codes, co, kn + u, tid); /* the slot's next block */
-            mmq_block<TYPE, NT>(acc, A, dw, a, kb + u, gid, tid);
+            mmq_block<TYPE, NT>(acc, A, dw, mmq_sh + cur * half, (const float *)(mmq_sh + cur * half + xb), tp, u, gid, tid);
         }
 #pragma unroll
         for (int mt = 0; mt < MMQ_RM; mt++)
@@ -324,6 +377,8 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
             for (int h = 0; h < 2; h++)
 #pragma unroll
                 for (int k = 0; k < U / 2; k++) d[mt][h][k] = dn[mt][h][k];
+        __syncthreads(); /* buffer cur is free for the batch after next */
+        cur ^= 1;
     }
 
     float *y = a.y[mi];
@@ -343,8 +398,10 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
                 }
         return;
     }
-    /* S > 1: the partial tile into shared memory, then each block of the cluster sums a share of
-     * the tile over the S blocks in rank order */
+    /* S > 1: the partial tile into shared memory (the staging buffers are done with: the loop
+     * ended on a barrier), then each block of the cluster sums a share of the tile over the S
+     * blocks in rank order */
+    float *red = (float *)mmq_sh;
 #pragma unroll
     for (int mt = 0; mt < MMQ_RM; mt++)
 #pragma unroll
@@ -353,7 +410,7 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
             for (int i = 0; i < 4; i++) {
                 const int lr = warp * (MMQ_RM * 16) + mt * 16 + gid + 8 * (i >> 1);
                 const int t = nt * 8 + tid * 2 + (i & 1);
-                mmq_red[t * MMQ_BRS + lr] = acc[mt][nt][i];
+                red[t * MMQ_BRS + lr] = acc[mt][nt][i];
             }
     cg::cluster_group cl = cg::this_cluster();
     cl.sync();
@@ -361,7 +418,7 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
     for (int e = split * (MMQ_WARPS * 32) + threadIdx.x; e < E; e += S * (MMQ_WARPS * 32)) {
         const int t = e / MMQ_BR, lr = e - t * MMQ_BR;
         float v = 0.0f;
-        for (int r = 0; r < S; r++) v += cl.map_shared_rank(mmq_red, r)[t * MMQ_BRS + lr];
+        for (int r = 0; r < S; r++) v += cl.map_shared_rank(red, r)[t * MMQ_BRS + lr];
         const int64_t row = trow0 + lr;
         if (t < a.T && row < out) {
             float *p = y + (int64_t)t * out + row;
@@ -389,7 +446,7 @@ static cudaError_t mmq_launch(cudaStream_t s, const mmq_args &a, int S, int64_t 
     memset(at, 0, sizeof at);
     cfg.gridDim = dim3((unsigned)S, (unsigned)tiles, 1);
     cfg.blockDim = dim3(MMQ_WARPS * 32, 1, 1);
-    cfg.dynamicSmemBytes = S > 1 ? (size_t)NT * 8 * MMQ_BRS * sizeof(float) : 0;
+    cfg.dynamicSmemBytes = mmq_smem<TYPE>(NT * 8, S);
     cfg.stream = s;
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = (unsigned)S;
@@ -414,10 +471,16 @@ static cudaError_t mmq_nt(cudaStream_t s, const mmq_args &a, int S, int64_t tile
     }
 }
 
-/* K splits: enough blocks for about three per multiprocessor, at most 8 (one cluster), every
- * split at least one batch of U blocks and a multiple of U. */
+/* K splits: enough blocks for about six per multiprocessor (LMC_CUDA_MMQ_BPS; 3 measured 6% slower
+ * for Q8_0 at 32 tokens), at most 8 (one cluster), every split at least one batch of U blocks and
+ * a multiple of U. */
 static int mmq_split(int64_t tiles, int nb, int U, int *kbs) {
-    const int64_t target = 3 * (int64_t)mmq_sms();
+    static int bps = -1; /* LMC_CUDA_MMQ_BPS: blocks per multiprocessor aimed at (measurements) */
+    if (bps < 0) {
+        const char *e = getenv("LMC_CUDA_MMQ_BPS");
+        bps = e && atoi(e) > 0 ? atoi(e) : 6;
+    }
+    const int64_t target = bps * (int64_t)mmq_sms();
     int S = (int)((target + tiles - 1) / tiles);
     if (S > MMQ_MAX_SPLIT) S = MMQ_MAX_SPLIT;
     const int batches = (nb + U - 1) / U;
