@@ -8,9 +8,9 @@
  * thread i taking pieces i, i + KQ_THREADS, ... of every row (neighbouring threads read
  * neighbouring bytes of a super-block). Per piece a thread loads the R rows' code bytes (and the
  * block header) first, then per token reads the 32 activations (f32, through L1; they serve all
- * R rows) and their per-run sums, and forms Σ w·x with the codes widened in registers: int →
- * float with the 2^23 exponent trick (exact), scales applied once per run of 8..32 elements,
- * mins through the run sums of x. Activations stay f32 (the CPU's product within rounding).
+ * R rows) and their per-run sums, and forms Σ w·x with the codes widened in registers (kq_h:
+ * one byte permute an element), scales applied once per run of 8..32 elements, mins/biases
+ * through the run sums of x. Activations stay f32 (the CPU's product within rounding).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +19,17 @@
 
 #define KQ_THREADS 128
 
-/* code byte k of word u (0..255) widened to float, exactly: 2^23 + k has k as its mantissa */
-static __device__ __forceinline__ float kq_f(uint32_t v) { return __uint_as_float(0x4B000000u | v) - 8388608.0f; }
+/* Byte k (< 128) of u as the float 0.5 + u_k / 256 (exponent 0x3F000000, the byte in bits
+ * 16..22): one byte permute, no arithmetic. B-bit codes are first shifted to the top of their
+ * byte (q << (7 - B), one shift per four codes) so that the float is 0.5 + q / 2^(B+1) (the code
+ * carries up to half of it: little cancellation below); a run sums s = Σ (0.5 + q/2^(B+1))·x and
+ * Σ q·x = 2^(B+1)·s - 2^B·Σx (kq_sum): two instructions an element instead of four. */
+static __device__ __forceinline__ float kq_h(uint32_t u, int k) {
+    return __uint_as_float(__byte_perm(u, 0x3F000000u, 0x7044u | ((unsigned)k << 8)));
+}
+template <int B> static __device__ __forceinline__ float kq_sum(float s, float sx) {
+    return fmaf((float)(2 << B), s, -(float)(1 << B) * sx);
+}
 
 /* 16 bytes from a 2-byte aligned address (five 4-byte loads, funnel shifts); the word past the
  * end is read only inside the same super-block (callers make sure). */
@@ -45,7 +54,7 @@ template <int TYPE> struct kq;
  * super-block: 16 bytes of qs of 64-element chunk c = j / 2, half h = j % 2: low nibbles are
  * elements 64c + 16h + k (scale/min 2c), high nibbles 64c + 32 + 16h + k (2c + 1). */
 template <int TYPE> struct kq45 {
-    enum { RL = 16, NR = 2, RS = 32, Q5 = TYPE == LMC_DTYPE_Q5_K, BB = Q5 ? 176 : 144 };
+    enum { RL = 16, NR = 2, RS = 32, Q5 = TYPE == LMC_DTYPE_Q5_K, BB = Q5 ? 176 : 144, CB = Q5 ? 5 : 4 };
     struct raw { uint4 hdr, qs, qh; };
     static __device__ __forceinline__ int64_t elem0(int64_t p) {
         const int j = (int)(p & 7);
@@ -85,12 +94,16 @@ template <int TYPE> struct kq45 {
                 lo |= ((hb[w] >> (2 * c)) & 0x01010101u) << 4;
                 hi |= ((hb[w] >> (2 * c + 1)) & 0x01010101u) << 4;
             }
+            lo <<= 7 - CB;
+            hi <<= 7 - CB;
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                s0 = fmaf(kq_f(__byte_perm(lo, 0, 0x4440 + k)), x[4 * w + k], s0);
-                s1 = fmaf(kq_f(__byte_perm(hi, 0, 0x4440 + k)), x[16 + 4 * w + k], s1);
+                s0 = fmaf(kq_h(lo, k), x[4 * w + k], s0);
+                s1 = fmaf(kq_h(hi, k), x[16 + 4 * w + k], s1);
             }
         }
+        s0 = kq_sum<CB>(s0, sx[0]);
+        s1 = kq_sum<CB>(s1, sx[1]);
         return d * ((float)sc[0] * s0 + (float)sc[1] * s1) - dm * ((float)mn[0] * sx[0] + (float)mn[1] * sx[1]);
     }
 };
@@ -118,21 +131,21 @@ template <> struct kq<LMC_DTYPE_Q6_K> {
         r.d0 = d * (float)sc[0];
         r.d1 = d * (float)sc[4];
     }
-    static __device__ __forceinline__ float dot(const raw &r, int64_t p, const float *x, const float *) {
+    static __device__ __forceinline__ float dot(const raw &r, int64_t p, const float *x, const float *sx) {
         const int qq = (int)((p >> 1) & 1);
         float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
         for (int w = 0; w < 4; w++) {
-            const uint32_t lo = (r.ql[w] & 0x0F0F0F0Fu) | (((r.qh[w] >> (2 * qq)) & 0x03030303u) << 4);
-            const uint32_t hi = ((r.ql[w] >> 4) & 0x0F0F0F0Fu) | (((r.qh[w] >> (2 * qq + 4)) & 0x03030303u) << 4);
+            const uint32_t lo = ((r.ql[w] & 0x0F0F0F0Fu) | (((r.qh[w] >> (2 * qq)) & 0x03030303u) << 4)) << 1;
+            const uint32_t hi = (((r.ql[w] >> 4) & 0x0F0F0F0Fu) | (((r.qh[w] >> (2 * qq + 4)) & 0x03030303u) << 4)) << 1;
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                s0 = fmaf(__uint_as_float(0x4B000000u | __byte_perm(lo, 0, 0x4440 + k)) - 8388640.0f, x[4 * w + k], s0);
-                s1 = fmaf(__uint_as_float(0x4B000000u | __byte_perm(hi, 0, 0x4440 + k)) - 8388640.0f,
-                          x[16 + 4 * w + k], s1);
+                s0 = fmaf(kq_h(lo, k), x[4 * w + k], s0);
+                s1 = fmaf(kq_h(hi, k), x[16 + 4 * w + k], s1);
             }
         }
-        return r.d0 * s0 + r.d1 * s1;
+        /* Σ (q - 32)·x */
+        return r.d0 * fmaf(-32.0f, sx[0], kq_sum<6>(s0, sx[0])) + r.d1 * fmaf(-32.0f, sx[1], kq_sum<6>(s1, sx[1]));
     }
 };
 
@@ -166,10 +179,12 @@ template <> struct kq<LMC_DTYPE_Q2_K> {
         for (int sh = 0; sh < 4; sh++) {
             float s = 0.0f;
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const uint32_t v = (r.q[k / 4] >> (8 * (k % 4) + 2 * sh)) & 3u;
-                s = fmaf(kq_f(v), x[8 * sh + k], s);
+            for (int h = 0; h < 2; h++) {
+                const uint32_t c = ((r.q[h] >> (2 * sh)) & 0x03030303u) << 5; /* 4 codes, one a byte */
+#pragma unroll
+                for (int k = 0; k < 4; k++) s = fmaf(kq_h(c, k), x[8 * sh + 4 * h + k], s);
             }
+            s = kq_sum<2>(s, sx[sh]);
             const uint32_t sb = (r.s >> (8 * sh)) & 0xffu;
             acc += r.d * (float)(sb & 0x0F) * s - r.dm * (float)(sb >> 4) * sx[sh];
         }
@@ -192,20 +207,21 @@ template <> struct kq<LMC_DTYPE_Q3_K> {
 #pragma unroll
         for (int sh = 0; sh < 4; sh++) r.ds[sh] = d * (float)q3k_scale(b + 96, half * 8 + sh * 2 + ((j & 3) >> 1));
     }
-    static __device__ __forceinline__ float dot(const raw &r, int64_t p, const float *x, const float *) {
+    static __device__ __forceinline__ float dot(const raw &r, int64_t p, const float *x, const float *sx) {
         const int half = (int)((p >> 2) & 1);
         float acc = 0.0f;
 #pragma unroll
         for (int sh = 0; sh < 4; sh++) {
             float s = 0.0f;
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const uint32_t v = (r.q[k / 4] >> (8 * (k % 4) + 2 * sh)) & 3u;
-                const uint32_t hb = (r.h[k / 4] >> (8 * (k % 4) + 4 * half + sh)) & 1u;
-                /* v - 4 + 4·hb = (v + 4·hb) - 4 */
-                s = fmaf(__uint_as_float(0x4B000000u | (v + 4u * hb)) - 8388612.0f, x[8 * sh + k], s);
+            for (int h = 0; h < 2; h++) {
+                /* v - 4 + 4·hb = (v + 4·hb) - 4, four codes a word */
+                const uint32_t c = (((r.q[h] >> (2 * sh)) & 0x03030303u) |
+                                    (((r.h[h] >> (4 * half + sh)) & 0x01010101u) << 2)) << 4;
+#pragma unroll
+                for (int k = 0; k < 4; k++) s = fmaf(kq_h(c, k), x[8 * sh + 4 * h + k], s);
             }
-            acc = fmaf(r.ds[sh], s, acc);
+            acc = fmaf(r.ds[sh], fmaf(-4.0f, sx[sh], kq_sum<3>(s, sx[sh])), acc);
         }
         return acc;
     }
@@ -215,7 +231,7 @@ template <> struct kq<LMC_DTYPE_Q3_K> {
  * low nibble of qs[k], element 16 + k the high one; Q5: bit k of qh is bit 4 of element k. */
 template <int TYPE> struct kq32 {
     enum { RL = 32, NR = 1, RS = 0, M = TYPE != LMC_DTYPE_Q5_0, H = TYPE != LMC_DTYPE_Q4_1,
-           BB = TYPE == LMC_DTYPE_Q4_1 ? 20 : TYPE == LMC_DTYPE_Q5_0 ? 22 : 24 };
+           BB = TYPE == LMC_DTYPE_Q4_1 ? 20 : TYPE == LMC_DTYPE_Q5_0 ? 22 : 24, CB = H ? 5 : 4 };
     struct raw { uint32_t q[4], qh; float d, m; };
     static __device__ __forceinline__ int64_t elem0(int64_t p) { return p * 32; }
     static __device__ __forceinline__ void load(raw &r, const uint8_t *row, const lmc_cuda_w &, int64_t, int64_t p) {
@@ -241,7 +257,6 @@ template <int TYPE> struct kq32 {
         }
     }
     static __device__ __forceinline__ float dot(const raw &r, int64_t, const float *x, const float *sx) {
-        const float off = TYPE == LMC_DTYPE_Q5_0 ? 8388624.0f : 8388608.0f; /* Q5_0: code - 16 */
         float s = 0.0f;
 #pragma unroll
         for (int w = 0; w < 4; w++) {
@@ -252,13 +267,16 @@ template <int TYPE> struct kq32 {
                 lo |= ((bl & 1) << 4) | ((bl & 2) << 11) | ((bl & 4) << 18) | ((bl & 8) << 25);
                 hi |= ((bh & 1) << 4) | ((bh & 2) << 11) | ((bh & 4) << 18) | ((bh & 8) << 25);
             }
+            lo <<= 7 - CB;
+            hi <<= 7 - CB;
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                s = fmaf(__uint_as_float(0x4B000000u | __byte_perm(lo, 0, 0x4440 + k)) - off, x[4 * w + k], s);
-                s = fmaf(__uint_as_float(0x4B000000u | __byte_perm(hi, 0, 0x4440 + k)) - off, x[16 + 4 * w + k], s);
+                s = fmaf(kq_h(lo, k), x[4 * w + k], s);
+                s = fmaf(kq_h(hi, k), x[16 + 4 * w + k], s);
             }
         }
-        return M ? fmaf(r.d, s, r.m * sx[0]) : r.d * s;
+        s = kq_sum<CB>(s, sx[0]); /* Σ q·x */
+        return M ? fmaf(r.d, s, r.m * sx[0]) : r.d * fmaf(-16.0f, sx[0], s); /* Q5_0: code - 16 */
     }
 };
 template <> struct kq<LMC_DTYPE_Q4_1> : kq32<LMC_DTYPE_Q4_1> {};
@@ -291,37 +309,50 @@ template <int TYPE> struct kqm {
 #pragma unroll
             for (int i = 0; i < B; i++) r.q[i] = __ldg(q + i);
         }
-        const int64_t g = p * 32 / w.group;
+        const int g = (int)(p * 32) >> (__ffs(w.group) - 1); /* the group is a power of two */
         r.s = ld_float(w.mlx_stype, (const char *)w.mlx_scales + (size_t)rr * w.mlx_snb1, g);
         r.b = ld_float(w.mlx_stype, (const char *)w.mlx_biases + (size_t)rr * w.mlx_snb1, g);
     }
     static __device__ __forceinline__ float dot(const raw &r, int64_t, const float *x, const float *sx) {
         float s = 0.0f;
-        if (B == 4 || B == 8) {
+        if (B == 8) { /* codes up to 255: 2^23 + q, exact, minus 2^23 */
+#pragma unroll
+            for (int w = 0; w < B; w++)
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    s = fmaf(__uint_as_float(__byte_perm(r.q[w], 0x4B000000u, 0x7440u | (unsigned)k)) - 8388608.0f,
+                             x[4 * w + k], s);
+            return fmaf(r.s, s, r.b * sx[0]);
+        }
+        if (B == 4) {
 #pragma unroll
             for (int w = 0; w < B; w++) {
-                if (B == 8) {
+                const uint32_t lo = (r.q[w] & 0x0F0F0F0Fu) << 3, hi = (r.q[w] >> 1) & 0x78787878u;
 #pragma unroll
-                    for (int k = 0; k < 4; k++) s = fmaf(kq_f(__byte_perm(r.q[w], 0, 0x4440 + k)), x[4 * w + k], s);
-                } else {
-                    const uint32_t lo = r.q[w] & 0x0F0F0F0Fu, hi = (r.q[w] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-                    for (int k = 0; k < 4; k++) { /* byte k: elements 2k (low), 2k + 1 (high) */
-                        s = fmaf(kq_f(__byte_perm(lo, 0, 0x4440 + k)), x[8 * w + 2 * k], s);
-                        s = fmaf(kq_f(__byte_perm(hi, 0, 0x4440 + k)), x[8 * w + 2 * k + 1], s);
-                    }
+                for (int k = 0; k < 4; k++) { /* byte k: elements 2k (low), 2k + 1 (high) */
+                    s = fmaf(kq_h(lo, k), x[8 * w + 2 * k], s);
+                    s = fmaf(kq_h(hi, k), x[8 * w + 2 * k + 1], s);
                 }
             }
+        } else if (B == 2) {
+#pragma unroll
+            for (int w = 0; w < B; w++)
+#pragma unroll
+                for (int sh = 0; sh < 4; sh++) { /* byte k: elements 4k + sh */
+                    const uint32_t c = ((r.q[w] >> (2 * sh)) & 0x03030303u) << 5;
+#pragma unroll
+                    for (int k = 0; k < 4; k++) s = fmaf(kq_h(c, k), x[16 * w + 4 * k + sh], s);
+                }
         } else {
 #pragma unroll
             for (int k = 0; k < 32; k++) {
                 const int bit = k * B, wi = bit >> 5, o = bit & 31;
                 uint32_t v = r.q[wi] >> o;
                 if (o + B > 32) v |= r.q[wi + 1] << (32 - o);
-                s = fmaf(kq_f(v & ((1u << B) - 1u)), x[k], s);
+                s = fmaf(__uint_as_float(0x3F000000u | ((v & ((1u << B) - 1u)) << (23 - B))), x[k], s);
             }
         }
-        return fmaf(r.s, s, r.b * sx[0]);
+        return fmaf(r.s, kq_sum<B>(s, sx[0]), r.b * sx[0]);
     }
 };
 template <> struct kq<LMC_DTYPE_MLX2> : kqm<LMC_DTYPE_MLX2> {};
@@ -390,10 +421,11 @@ __global__ void __launch_bounds__(KQ_THREADS) k_gemv_kq(float *y, lmc_cuda_w w, 
     }
 }
 
-/* Rows per block: 4 at 1..2 tokens (an activation piece read serves 4 rows), 2 beyond (registers). */
+/* Rows per block: 4 at one token (an activation piece read serves 4 rows), 2 beyond (registers:
+ * 4 rows of 2 tokens took 220-240). */
 template <int TYPE, int NT>
 static void kq_launch_nt(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int acc) {
-    constexpr int R = NT <= 2 ? 4 : 2;
+    constexpr int R = NT == 1 ? 4 : 2;
     const int64_t np = w->ne0 / 32;
     const int th = np >= KQ_THREADS ? KQ_THREADS : (int)((np + 31) / 32 * 32);
     const unsigned g = (unsigned)((w->ne1 + R - 1) / R);
@@ -436,7 +468,8 @@ extern "C" int lmc_cuda_gemv_kq_ok(const lmc_cuda_w *w, const float *x, int64_t 
     if (off || !al || n_tok < 1 || n_tok > LMC_CUDA_GEMV_MAX_TOKENS || w->ne0 <= 0 || w->ne1 <= 0) return 0;
     if (((uintptr_t)x & 15) || ((uintptr_t)w->data & 15) || w->nb1 % (size_t)al) return 0;
     if (w->type >= LMC_DTYPE_MLX2 && w->type <= LMC_DTYPE_MLX8)
-        return w->group >= 32 && w->group % 32 == 0 && w->ne0 % w->group == 0 && w->mlx_scales && w->mlx_biases;
+        return w->group >= 32 && !(w->group & (w->group - 1)) && w->ne0 % w->group == 0 && w->mlx_scales &&
+               w->mlx_biases;
     const int64_t blk = w->type >= LMC_DTYPE_Q2_K && w->type <= LMC_DTYPE_Q6_K ? 256 : 32;
     return w->ne0 % blk == 0;
 }
