@@ -12,6 +12,10 @@
  * Block types use one K step per 32-input block: its integer codes (exact in bf16)
  * are unpacked into the A tile and each output row adds a·T + c·Σx in f32 for its
  * block's affine map (scale a, offset c), so they too get f32-exact products.
+ * bf16 weights: 2 row blocks × 2 token tiles per pass (4 C tiles), partial sums through the
+ * scratch per K chunk, results transposed in registers into y. The activations are packed in
+ * units (token tile × 4 blocks) claimed through an atomic counter by every thread that runs
+ * the matmul (lmc_cpu_amx_act_begin / _finish), so packing is split over the threads.
  * LMC_CPU_AMX_BF16_PARTS=2 or 1 makes bf16 weights use only the first 2 parts (16 significand
  * bits of each activation) or 1 (activations rounded to bf16): not exact, for measurements.
  * Linux needs one arch_prctl per process before tiles may be used; without it (or

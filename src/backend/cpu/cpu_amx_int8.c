@@ -3,9 +3,11 @@
  *
  * The activations are quantized once per matmul to 8-bit 32-blocks exactly as the decode
  * kernels do (d = amax/127, q = roundf(x/d), bit for bit the scalar quantizer), so prefill
- * and decode of a quantized model carry the same activation error. A K step is one 32-input
- * block (Q6_K: one 16-input half, the other half of the A tile zero): TDPBSSD / TDPBUSD of
- * the weight codes [16 rows × 32] by the activation codes [32 × 16 tokens] gives exact int32
+ * and decode of a quantized model carry the same activation error; the units of that
+ * quantization (token tile × 8 blocks) are claimed through an atomic counter by every thread
+ * that runs the matmul (lmc_cpu_amx_int8_act_begin / _finish), so it is split over them.
+ * A K step is one 32-input block (Q6_K: one 16-input half, the other half of the A tile
+ * zero): TDPBSSD / TDPBUSD of the weight codes [16 rows × 32] by the activation codes [32 × 16 tokens] gives exact int32
  * sums, and the epilogue adds (code sum)·dw·dx (+ c·dx·Σq for affine offsets: K-quant mins,
  * MLX biases) into 16 f32 accumulators held in registers for one 16 × 16 output tile. K steps
  * go four at a time into four C tiles, and a group's epilogue runs after the next group's tile

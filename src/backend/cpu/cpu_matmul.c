@@ -10,7 +10,8 @@
  * OpenBLAS sgemm. Smaller batches (decode) use the SIMD kernels of cpu_simd.c
  * where the type has one, else dequantize one row at a time into scratch and
  * use a 4-row f32 dot (written with GCC vector types: portable, and AVX-512
- * under -march=native). Scratch belongs to the calling thread.
+ * under -march=native). Scratch belongs to the calling thread. For the AMX paths
+ * lmc_cpu_act_prepare only records x; each thread's lmc_cpu_matmul_rows packs its share first.
  */
 #include "cpu_kernels.h"
 #include "core/quant.h"
