@@ -86,6 +86,7 @@ def save(d, config, tensors):
 
 
 types = ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(LAYERS)]
+types[-1] = "full_attention"  # Gemma 4 configs end on a full-attention layer (transformers makes it so)
 cfg = dict(text_config(1536, 6144, LAYERS, 8, types, 0), architectures=["Gemma4ForCausalLM"], dtype="bfloat16",
            transformers_version="5.17.0")
 ts = [("model.embed_tokens.weight", "BF16", [V, 1536], rand_bf16(V * 1536)),
