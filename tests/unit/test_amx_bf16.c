@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "run_matmul.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -195,18 +196,6 @@ static void test_kernel(void) {
     unsetenv("LMC_CPU_AMX_WPACK");
     printf("  kernel: %d cases, worst relative error %.2e of Σ|w·x|\n", cases, worst);
     free(x); free(y); free(buf); free(scratch); free(wd);
-}
-
-static void run_matmul(lmc_backend *be, const lmc_tensor *w, const float *x, int64_t n_tok, float *y) {
-    lmc_tensor xt = lmc_tensor_make(LMC_DTYPE_F32, w->ne[0], n_tok, 1, 1);
-    lmc_tensor yt = lmc_tensor_make(LMC_DTYPE_F32, w->ne[1], n_tok, 1, 1);
-    LMC_ASSERT(be->i->alloc(be, &xt) == LMC_OK && be->i->alloc(be, &yt) == LMC_OK);
-    be->i->set(be, &xt, x, 0, lmc_tensor_nbytes(&xt));
-    be->i->matmul(be, &yt, w, &xt);
-    LMC_ASSERT(be->i->sync(be) == LMC_OK);
-    be->i->get(be, y, &yt, 0, lmc_tensor_nbytes(&yt));
-    be->i->release(be, &xt);
-    be->i->release(be, &yt);
 }
 
 /* Through the backend (packing split over the pool's threads): 1 and 2 threads bit-identical,

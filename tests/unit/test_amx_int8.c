@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "core/quant.h"
+#include "run_matmul.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -213,18 +214,6 @@ static void test_kernel_all_types(void) {
         printf("  %-5s group %3d %-4s: worst relative error %.2e against Σ w·dx·q (n = 1..70)\n", lmc_dtype_name(c.t),
                c.group, c.group ? lmc_dtype_name(c.side) : "", worst);
     }
-}
-
-static void run_matmul(lmc_backend *be, const lmc_tensor *w, const float *x, int64_t n_tok, float *y) {
-    lmc_tensor xt = lmc_tensor_make(LMC_DTYPE_F32, w->ne[0], n_tok, 1, 1);
-    lmc_tensor yt = lmc_tensor_make(LMC_DTYPE_F32, w->ne[1], n_tok, 1, 1);
-    LMC_ASSERT(be->i->alloc(be, &xt) == LMC_OK && be->i->alloc(be, &yt) == LMC_OK);
-    be->i->set(be, &xt, x, 0, lmc_tensor_nbytes(&xt));
-    be->i->matmul(be, &yt, w, &xt);
-    LMC_ASSERT(be->i->sync(be) == LMC_OK);
-    be->i->get(be, y, &yt, 0, lmc_tensor_nbytes(&yt));
-    be->i->release(be, &xt);
-    be->i->release(be, &yt);
 }
 
 /* Through the backend (4..8 tokens: the small-batch tiles; 9, 16, 64, 70: prefill ones): the same

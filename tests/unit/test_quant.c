@@ -14,6 +14,7 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_avx2.h"
 #include "core/quant.h"
+#include "run_matmul.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -400,18 +401,6 @@ static qweight make_weight(lmc_dtype t, int64_t in, int64_t out, int group) {
 }
 
 static void free_weight(qweight *q) { free(q->data); free(q->sc); free(q->bi); free(q->mlx); }
-
-static void run_matmul(lmc_backend *be, const lmc_tensor *w, const float *x, int64_t n_tok, float *y) {
-    lmc_tensor xt = lmc_tensor_make(LMC_DTYPE_F32, w->ne[0], n_tok, 1, 1);
-    lmc_tensor yt = lmc_tensor_make(LMC_DTYPE_F32, w->ne[1], n_tok, 1, 1);
-    LMC_ASSERT(be->i->alloc(be, &xt) == LMC_OK && be->i->alloc(be, &yt) == LMC_OK);
-    be->i->set(be, &xt, x, 0, lmc_tensor_nbytes(&xt));
-    be->i->matmul(be, &yt, w, &xt);
-    LMC_ASSERT(be->i->sync(be) == LMC_OK);
-    be->i->get(be, y, &yt, 0, lmc_tensor_nbytes(&yt));
-    be->i->release(be, &xt);
-    be->i->release(be, &yt);
-}
 
 /* Every weight type, decode (1, 2, 3 tokens) and prefill (8, 9) batches, odd output rows,
  * fast backend at 1 and 2 threads against the scalar reference. The error is relative to
