@@ -1,13 +1,16 @@
 /* bench_cuda.c — speed of the dense forward on the CUDA backend next to the
  * GPU's own measured ceilings.
  *
- *   build-cuda/bench/bench_cuda [--shape llama8b|qwen05] [--types bf16,q8_0,q4_0,...] [--gen N]
+ *   build-cuda/bench/bench_cuda [--shape llama8b|qwen05|qwen3moe] [--types bf16,q8_0,q4_0,...] [--gen N]
  *                               [--prefill 512,2048] [--batch 8,32] [--kernels]
  *
  * Models are synthesized in memory from a shape (random weights, no file):
  * Llama-3.1-8B (hidden 4096, 32 layers, 32/8 heads, intermediate 14336, vocab
  * 128256, untied) or Qwen2.5-0.5B (hidden 896, 24 layers, 14/2 heads,
- * intermediate 4864, vocab 151936, tied, q/k/v biases). A block of random rows
+ * intermediate 4864, vocab 151936, tied, q/k/v biases) or a Qwen3-30B-A3B-like MoE (qwen3moe:
+ * hidden 2048, 48 layers, 32/4 heads of 128, 128 experts of intermediate 768, top-8, vocab
+ * 151936; its roofline counts the 8 selected experts a token reads, the matmul_id path is
+ * chosen by LMC_CUDA_MOE_HOST). A block of random rows
  * is quantized once per matrix shape and tiled; each layer binds its matrices
  * at a different row offset of that host buffer, so every layer gets its own
  * device copy. Measured first: device-to-device copy bandwidth and the
@@ -55,6 +58,12 @@ static const shape shapes[] = {
                "\"num_attention_heads\":14,\"num_key_value_heads\":2,\"vocab_size\":151936,\"rms_norm_eps\":1e-6,"
                "\"rope_theta\":1000000.0,\"max_position_embeddings\":32768,\"tie_word_embeddings\":true,"
                "\"hidden_act\":\"silu\"}"},
+    {"qwen3moe", "{\"model_type\":\"qwen3_moe\",\"hidden_size\":2048,\"intermediate_size\":6144,\"num_hidden_layers\":48,"
+                 "\"num_attention_heads\":32,\"num_key_value_heads\":4,\"head_dim\":128,\"vocab_size\":151936,"
+                 "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"max_position_embeddings\":40960,"
+                 "\"tie_word_embeddings\":false,\"hidden_act\":\"silu\",\"num_experts\":128,"
+                 "\"num_experts_per_tok\":8,\"moe_intermediate_size\":768,\"norm_topk_prob\":true,"
+                 "\"decoder_sparse_step\":1,\"mlp_only_layers\":[]}"},
 };
 
 static uint32_t rng = 42;
@@ -192,6 +201,19 @@ static lmc_model *synth_model(lmc_backend *be, const shape *sh, lmc_dtype type, 
     mat_src nrm = {ones, D, 1, NULL, NULL}, bias_q = {ones, qd, 1, NULL, NULL}, bias_kv = {ones, kvd, 1, NULL, NULL};
     double bytes = 0, dummy = 0;
     m->layers = calloc((size_t)L, sizeof *m->layers);
+    /* MoE: per layer a router [D, E] and E experts of [D, Ie], [D, Ie], [Ie, D], each bound at its
+     * own row offset (every expert its own device copy); a token reads k of them */
+    const int E = c->n_experts, K = c->n_experts_used;
+    const int64_t Ie = c->moe_intermediate_size;
+    mat_src rt = {0}, egu = {0}, edn = {0};
+    double expert_bytes = 0;
+    if (E) {
+        m->moe_layers = calloc((size_t)L, sizeof *m->moe_layers);
+        m->moe_views = calloc((size_t)L * 3 * (size_t)E, sizeof *m->moe_views);
+        rt = host_mat(type, D, E + L, E);
+        egu = host_mat(type, D, Ie + 2 * (int64_t)L * E, Ie);
+        edn = host_mat(type, Ie, D + (int64_t)L * E, D);
+    }
     const int attn_bias = !strcmp(sh->name, "qwen05");
     for (int il = 0; il < L; il++) {
         lmc_layer *ly = &m->layers[il];
@@ -199,9 +221,28 @@ static lmc_model *synth_model(lmc_backend *be, const shape *sh, lmc_dtype type, 
         bind_mat(be, &ly->wk, type, &kv, il, &bytes);
         bind_mat(be, &ly->wv, type, &kv, L + il, &bytes);
         bind_mat(be, &ly->wo, type, &o, il, &bytes);
-        bind_mat(be, &ly->w_gate, type, &gu, il, &bytes);
-        bind_mat(be, &ly->w_up, type, &gu, L + il, &bytes);
-        bind_mat(be, &ly->w_down, type, &dn, il, &bytes);
+        if (E) {
+            lmc_moe_layer *M = &m->moe_layers[il];
+            lmc_tensor *views = m->moe_views + (size_t)il * 3 * (size_t)E;
+            M->gate = views;
+            M->up = views + E;
+            M->down = views + 2 * E;
+            bind_mat(be, &M->router, type, &rt, il, &bytes);
+            for (int e = 0; e < E; e++) {
+                bind_mat(be, &M->gate[e], type, &egu, il * E + e, &expert_bytes);
+                bind_mat(be, &M->up[e], type, &egu, (L + il) * E + e, &expert_bytes);
+                bind_mat(be, &M->down[e], type, &edn, il * E + e, &expert_bytes);
+            }
+            ly->moe = M;
+            bind_mat(be, &ly->q_norm, LMC_DTYPE_F32, &nrm, 3, &dummy);
+            bind_mat(be, &ly->k_norm, LMC_DTYPE_F32, &nrm, 4, &dummy);
+            ly->q_norm = lmc_tensor_reshape(&ly->q_norm, c->head_dim, 1, 1, 1);
+            ly->k_norm = lmc_tensor_reshape(&ly->k_norm, c->head_dim, 1, 1, 1);
+        } else {
+            bind_mat(be, &ly->w_gate, type, &gu, il, &bytes);
+            bind_mat(be, &ly->w_up, type, &gu, L + il, &bytes);
+            bind_mat(be, &ly->w_down, type, &dn, il, &bytes);
+        }
         bind_mat(be, &ly->attn_norm, LMC_DTYPE_F32, &nrm, 0, &dummy);
         bind_mat(be, &ly->ffn_norm, LMC_DTYPE_F32, &nrm, 1, &dummy);
         ly->attn_norm = lmc_tensor_reshape(&ly->attn_norm, D, 1, 1, 1);
@@ -231,11 +272,13 @@ static lmc_model *synth_model(lmc_backend *be, const shape *sh, lmc_dtype type, 
     }
     if (be->i->sync(be) < 0) die("upload");
     void *bufs[] = {q.host, kv.host, o.host, gu.host, dn.host, emb.host, ones, q.sc, q.bi, kv.sc, kv.bi,
-                    o.sc, o.bi, gu.sc, gu.bi, dn.sc, dn.bi, emb.sc, emb.bi};
+                    o.sc, o.bi, gu.sc, gu.bi, dn.sc, dn.bi, emb.sc, emb.bi, rt.host, rt.sc, rt.bi, egu.host, egu.sc,
+                    egu.bi, edn.host, edn.sc, edn.bi};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    m->weight_bytes = (size_t)bytes;
-    *mat_bytes = bytes;
-    *mat_params = (double)L * (double)(D * qd * 2 + D * kvd * 2 + 3 * D * I) + (double)D * V;
+    m->weight_bytes = (size_t)(bytes + expert_bytes);
+    *mat_bytes = bytes + (E ? expert_bytes * K / E : 0); /* a token reads k of the E experts */
+    const double ffn = E ? (double)D * E + 3.0 * D * Ie * K : 3.0 * D * I;
+    *mat_params = (double)L * ((double)(D * qd * 2 + D * kvd * 2) + ffn) + (double)D * V;
     return m;
 }
 
@@ -433,7 +476,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) n_prefill = parse_list(argv[++i], prefill, 8);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) n_batch = parse_list(argv[++i], batch, 8);
         else if (!strcmp(argv[i], "--kernels")) only_kernels = 1;
-        else { fprintf(stderr, "usage: bench_cuda [--shape llama8b|qwen05] [--types bf16,q8_0,q4_0] [--gen N] "
+        else { fprintf(stderr, "usage: bench_cuda [--shape llama8b|qwen05|qwen3moe] [--types bf16,q8_0,q4_0] [--gen N] "
                                "[--prefill 512,2048] [--batch 8,32] [--kernels]\n"); return 2; }
     }
     const shape *sh = NULL;

@@ -441,11 +441,12 @@ static void lm_head_chunk(lmc_forward_state *fs, int r0, int nr) {
 }
 
 /* Whether this model's step is a fixed op sequence for a given shape: no host work between ops
- * that depends on the step's values (per-token query scales, dynamic rope tables, MoE routing on
- * the host, tensor-parallel reduces). */
+ * that depends on the step's values (per-token query scales, dynamic rope tables, tensor-parallel
+ * reduces). MoE layers qualify: a backend whose MoE op needs the host while recording refuses the
+ * recording, and the step runs unrecorded. */
 static int step_recordable(const lmc_forward_state *fs) {
     const lmc_model *m = fs->m;
-    return m->be->i->graph_begin && !fs->q_scale && !m->rope[0].dynamic && !m->moe_layers && !lmc_tp_bound(m);
+    return m->be->i->graph_begin && !fs->q_scale && !m->rope[0].dynamic && !lmc_tp_bound(m);
 }
 
 /* Run step_body + the LM head of the n_sel (≤ LMC_LOGITS_CHUNK) wanted rows from a recording of

@@ -171,6 +171,40 @@ int lmc_cuda_gemv_kq_ok(const lmc_cuda_w *w, const float *x, int64_t n_tok);
 /* y[t, o] (acc: +)= Σ_i w[o, i] x[t, i], f32 activations, weights widened in registers. */
 void lmc_cuda_gemv_kq(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n_tok, int acc);
 
+/* ---- mixture of experts on the device (cuda_moe_dev.cu): no host copy, no stream sync ---- */
+/* The routing op (backend.h lmc_moe_route_op): score 0 softmax, 1 sigmoid, 2 sparsemixer. */
+typedef struct lmc_cuda_moe_route {
+    int score, n_expert, k, norm;
+    float norm_min, norm_eps;
+    int n_group, topk_group;
+    float scale, jitter;
+} lmc_cuda_moe_route;
+/* 1 when lmc_cuda_moe_route_dev takes this op (k ≤ 64, n_group ≤ 256, E ≤ ~4500). */
+int lmc_cuda_moe_route_ok(const lmc_cuda_moe_route *op);
+/* ids I32 [k, n], w f32 [k, n] from logits f32 [E, n] (+ bias f32 [E] or NULL) as backend.h. */
+void lmc_cuda_moe_route_dev(cudaStream_t s, int32_t *ids, float *w, const float *logits, const float *bias,
+                            int64_t n, const lmc_cuda_moe_route *op);
+#define LMC_CUDA_MOE_MAX_EXPERTS 256 /* the expert table travels in the launch's parameters */
+#define LMC_CUDA_MOE_MAX_SLOTS 512   /* n·k of one grouped product */
+#define LMC_CUDA_MOE_FUSED_SLOTS 64  /* up to this many slots the product's blocks group them */
+/* Experts of one shape and dtype: w describes expert 0 (type, ne0 = in, ne1 = out, nb1, the
+ * repacked scale offset), data[e] is expert e's device data. */
+typedef struct lmc_cuda_moe_w {
+    lmc_cuda_w w;
+    int n_expert;
+    const void *data[LMC_CUDA_MOE_MAX_EXPERTS];
+} lmc_cuda_moe_w;
+/* 1 when lmc_cuda_moe_mm takes these experts with x (16-byte aligned) over n_slots slots:
+ * f32/f16/bf16, repacked Q8_0/Q4_0, the other GGUF blocks (not MLX), ne0 a multiple of 32. */
+int lmc_cuda_moe_mm_ok(const lmc_cuda_moe_w *e, const float *x, int64_t n_slots);
+/* Bytes of device workspace lmc_cuda_moe_mm needs (the slot lists when n_slots > FUSED_SLOTS). */
+size_t lmc_cuda_moe_mm_ws(int n_expert, int64_t n_slots);
+/* y[:, s] = W_ids[s] · x[:, per_slot ? s : s / k] for the n_slots slots (y f32 [out, n_slots]),
+ * slots grouped by expert on the device so each selected expert's rows are read once. Slots
+ * whose id is outside [0, n_expert) are left unwritten. f32 activations, f32 accumulation. */
+void lmc_cuda_moe_mm(cudaStream_t s, float *y, const lmc_cuda_moe_w *e, const float *x, int per_slot,
+                     const int32_t *ids, int k, int64_t n_slots, void *ws);
+
 #ifdef __cplusplus
 }
 #endif

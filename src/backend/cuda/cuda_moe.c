@@ -1,14 +1,18 @@
 /* cuda_moe.c — the mixture-of-experts ops of the CUDA backend (backend.h:
  * moe_route, matmul_id, moe_sum).
  *
- * Routing runs the CPU reference (lmc_cpu_moe_route_rows) on the router
- * logits copied to the host, so every router kind (softmax, grouped sigmoid,
- * sparsemixer) matches the CPU exactly; matmul_id copies the expert ids to
- * the host, groups the slots by expert there, gathers each expert's inputs
- * into one block on the device, runs the dense matmul once per selected
- * expert (each selected expert's weights read once), and scatters the
- * outputs back. Both therefore wait for the device once per call: MoE
- * forwards are not free of host round trips yet. moe_sum is a device kernel.
+ * The device path (cuda_moe_dev.cu) routes every token on the GPU (every router kind) and runs
+ * matmul_id of up to LMC_CUDA_MOE_MAX_SLOTS slots as one grouped product that reads the expert
+ * ids from device memory and groups the slots there: nothing is copied to the host and the
+ * stream is never waited for, so a MoE decode step is recorded and replayed like a dense one.
+ * The host path, kept for larger batches (prefill: the per-expert products go through the dense
+ * matmul, cuBLAS), MLX experts, more than LMC_CUDA_MOE_MAX_EXPERTS experts and for A/B
+ * (LMC_CUDA_MOE_HOST=1 in the environment: every call), copies the router logits or the expert
+ * ids to the host (a wait per call): routing runs the CPU reference there; matmul_id groups the
+ * slots by expert, gathers each expert's inputs into one block on the device, runs the dense
+ * matmul once per selected expert and scatters the outputs back. A host-path call while a step is
+ * being recorded marks the recording bad (cuda_graph.c) instead of waiting. moe_sum is a device
+ * kernel.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +34,19 @@ static void *host_ws(cuda_ctx *c, size_t n) {
     return p;
 }
 
+/* LMC_CUDA_MOE_HOST=1: every MoE op on the host path (read per call, for A/B in one process). */
+static int moe_host(void) {
+    const char *v = getenv("LMC_CUDA_MOE_HOST");
+    return v && v[0] == '1';
+}
+
+/* A host-path op while recording: the recording is dropped and the step runs unrecorded. */
+static int host_refused(cuda_ctx *c) {
+    if (!c->capturing) return 0;
+    c->capture_bad = 1;
+    return 1;
+}
+
 /* Device → host copy that waits (errors noted). */
 static void d2h(cuda_ctx *c, void *dst, const void *src, size_t n) {
     lmc_cuda_note(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream), "moe copy");
@@ -47,6 +64,18 @@ void lmc_cuda_op_moe_route(lmc_backend *be, lmc_tensor *ids, lmc_tensor *weights
     LMC_ASSERT(lmc_tensor_nrows(ids) == n && lmc_tensor_nrows(weights) == n);
     LMC_ASSERT(op->score != LMC_MOE_SPARSEMIXER || k == 2);
     LMC_ASSERT(!sel_bias || (sel_bias->type == LMC_DTYPE_F32 && lmc_tensor_nelem(sel_bias) == E));
+    LMC_ASSERT(ids->nb[1] == (size_t)k * 4 && weights->nb[1] == (size_t)k * 4);
+    if (!moe_host()) {
+        const lmc_cuda_moe_route r = {op->score, E, k, op->norm, op->norm_min, op->norm_eps,
+                                      op->n_group, op->topk_group, op->scale, op->jitter};
+        if (lmc_cuda_moe_route_ok(&r)) {
+            lmc_cuda_moe_route_dev(c->stream, ids->data, weights->data, logits->data,
+                                   sel_bias ? sel_bias->data : NULL, n, &r);
+            lmc_cuda_launched(c, "moe_route");
+            return;
+        }
+    }
+    if (host_refused(c)) return;
     const size_t nl = (size_t)n * E, nk = (size_t)n * k;
     float *h = host_ws(c, (nl + E + 2 * nk + 3 * (size_t)E + 16) * 4);
     if (!h) { lmc_cuda_note_msg(c, LMC_ERR_NOMEM, "moe_route: host scratch"); return; }
@@ -61,6 +90,32 @@ void lmc_cuda_op_moe_route(lmc_backend *be, lmc_tensor *ids, lmc_tensor *weights
     lmc_cuda_note(c, cudaMemcpyAsync(weights->data, hw, nk * 4, cudaMemcpyHostToDevice, c->stream), "moe_route");
 }
 
+/* matmul_id on the device path; 0 when it does not take these experts (nothing launched). */
+static int device_matmul_id(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *experts, int n_experts,
+                            const lmc_tensor *x, const lmc_tensor *ids, int per_slot) {
+    const int64_t k = ids->ne[0], S = k * lmc_tensor_nrows(ids);
+    if (n_experts > LMC_CUDA_MOE_MAX_EXPERTS || S > LMC_CUDA_MOE_MAX_SLOTS) return 0;
+    lmc_cuda_moe_w ew;
+    ew.w = lmc_cuda_wdesc(&experts[0]);
+    ew.n_expert = n_experts;
+    for (int e = 0; e < n_experts; e++) {
+        const lmc_tensor *t = &experts[e];
+        if (!t->data || t->type != experts[0].type || t->ne[0] != ew.w.ne0 || lmc_tensor_nrows(t) != ew.w.ne1 ||
+            t->nb[1] != experts[0].nb[1])
+            return 0;
+        ew.data[e] = t->data;
+    }
+    if (!lmc_cuda_moe_mm_ok(&ew, x->data, S)) return 0;
+    void *ws = NULL;
+    if (S > LMC_CUDA_MOE_FUSED_SLOTS) {
+        ws = lmc_cuda_ws(c, &c->ws_m, &c->ws_m_bytes, lmc_cuda_moe_mm_ws(n_experts, S));
+        if (!ws) return 1; /* error noted (or the recording marked bad) */
+    }
+    lmc_cuda_moe_mm(c->stream, y->data, &ew, x->data, per_slot, ids->data, (int)k, S, ws);
+    lmc_cuda_launched(c, "matmul_id");
+    return 1;
+}
+
 void lmc_cuda_op_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *experts, int n_experts,
                         const lmc_tensor *x, const lmc_tensor *ids) {
     cuda_ctx *c = CTX(be);
@@ -71,6 +126,9 @@ void lmc_cuda_op_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *exp
     LMC_ASSERT(x->ne[0] == in && (lmc_tensor_nrows(x) == n || lmc_tensor_nrows(x) == S));
     LMC_ASSERT(y->ne[0] == out && lmc_tensor_nrows(y) == S);
     const int per_slot = lmc_tensor_nrows(x) == S;
+    LMC_ASSERT(ids->nb[1] == (size_t)k * 4);
+    if (!moe_host() && device_matmul_id(c, y, experts, n_experts, x, ids, per_slot)) return;
+    if (host_refused(c)) return;
     /* host: ids [S], counts and fill [E], slot tables src/dst [S] each */
     int32_t *h = host_ws(c, ((size_t)S * 3 + (size_t)n_experts * 2 + 16) * 4);
     if (!h) { lmc_cuda_note_msg(c, LMC_ERR_NOMEM, "matmul_id: host scratch"); return; }
