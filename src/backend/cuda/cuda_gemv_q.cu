@@ -30,6 +30,18 @@ static __device__ __forceinline__ float kq_h(uint32_t u, int k) {
 template <int B> static __device__ __forceinline__ float kq_sum(float s, float sx) {
     return fmaf((float)(2 << B), s, -(float)(1 << B) * sx);
 }
+/* Four B-bit codes of lo (elements 4w.. of a run of 32) and of hi (elements 16 + 4w..) times x
+ * into sl and sh, lo before hi for each code (a caller with one sum passes it twice). */
+template <int B>
+static __device__ __forceinline__ void kq_fma4(uint32_t lo, uint32_t hi, const float *x, int w, float &sl, float &sh) {
+    lo <<= 7 - B;
+    hi <<= 7 - B;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        sl = fmaf(kq_h(lo, k), x[4 * w + k], sl);
+        sh = fmaf(kq_h(hi, k), x[16 + 4 * w + k], sh);
+    }
+}
 
 /* 16 bytes from a 2-byte aligned address (five 4-byte loads, funnel shifts); the word past the
  * end is read only inside the same super-block (callers make sure). */
@@ -94,13 +106,7 @@ template <int TYPE> struct kq45 {
                 lo |= ((hb[w] >> (2 * c)) & 0x01010101u) << 4;
                 hi |= ((hb[w] >> (2 * c + 1)) & 0x01010101u) << 4;
             }
-            lo <<= 7 - CB;
-            hi <<= 7 - CB;
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                s0 = fmaf(kq_h(lo, k), x[4 * w + k], s0);
-                s1 = fmaf(kq_h(hi, k), x[16 + 4 * w + k], s1);
-            }
+            kq_fma4<CB>(lo, hi, x, w, s0, s1);
         }
         s0 = kq_sum<CB>(s0, sx[0]);
         s1 = kq_sum<CB>(s1, sx[1]);
@@ -136,13 +142,9 @@ template <> struct kq<LMC_DTYPE_Q6_K> {
         float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
         for (int w = 0; w < 4; w++) {
-            const uint32_t lo = ((r.ql[w] & 0x0F0F0F0Fu) | (((r.qh[w] >> (2 * qq)) & 0x03030303u) << 4)) << 1;
-            const uint32_t hi = (((r.ql[w] >> 4) & 0x0F0F0F0Fu) | (((r.qh[w] >> (2 * qq + 4)) & 0x03030303u) << 4)) << 1;
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                s0 = fmaf(kq_h(lo, k), x[4 * w + k], s0);
-                s1 = fmaf(kq_h(hi, k), x[16 + 4 * w + k], s1);
-            }
+            const uint32_t lo = (r.ql[w] & 0x0F0F0F0Fu) | (((r.qh[w] >> (2 * qq)) & 0x03030303u) << 4);
+            const uint32_t hi = ((r.ql[w] >> 4) & 0x0F0F0F0Fu) | (((r.qh[w] >> (2 * qq + 4)) & 0x03030303u) << 4);
+            kq_fma4<6>(lo, hi, x, w, s0, s1);
         }
         /* Σ (q - 32)·x */
         return r.d0 * fmaf(-32.0f, sx[0], kq_sum<6>(s0, sx[0])) + r.d1 * fmaf(-32.0f, sx[1], kq_sum<6>(s1, sx[1]));
@@ -267,13 +269,7 @@ template <int TYPE> struct kq32 {
                 lo |= ((bl & 1) << 4) | ((bl & 2) << 11) | ((bl & 4) << 18) | ((bl & 8) << 25);
                 hi |= ((bh & 1) << 4) | ((bh & 2) << 11) | ((bh & 4) << 18) | ((bh & 8) << 25);
             }
-            lo <<= 7 - CB;
-            hi <<= 7 - CB;
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                s = fmaf(kq_h(lo, k), x[4 * w + k], s);
-                s = fmaf(kq_h(hi, k), x[16 + 4 * w + k], s);
-            }
+            kq_fma4<CB>(lo, hi, x, w, s, s);
         }
         s = kq_sum<CB>(s, sx[0]); /* Σ q·x */
         return M ? fmaf(r.d, s, r.m * sx[0]) : r.d * fmaf(-16.0f, sx[0], s); /* Q5_0: code - 16 */
