@@ -402,7 +402,7 @@ static void kernels(const char *types) {
     if (lmc_backend_cuda_init(&be, 0) < 0) die("cuda backend");
     printf("| kernel | type | shape | tokens | µs / call | GB/s | of copy bandwidth |\n|---|---|---|---|---|---|---|\n");
     const int64_t shp[][2] = {{4096, 14336}, {14336, 4096}, {4096, 1024}};
-    const int toks[] = {1, 2, 4, 8, 32};
+    const int toks[] = {1, 2, 4, 8, 9, 16, 32, 64};
     char buf[256];
     snprintf(buf, sizeof buf, "%s", types);
     for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {

@@ -1345,6 +1345,66 @@ static void test_moe_device(void) {
     free(idv);
 }
 /* ==== end of the device MoE block ==== */
+/* ------------------------------------------------------------ pipelined Q8_0/Q4_0 products (k_mmqp) */
+
+/* k_mmqp (cuda_mmq.cu) streams the weights through shared memory in stages when K is a multiple
+ * of 128 (Q8_0) / 256 (Q4_0). Shapes: long K in several splits of many stages (14336, 8192), one
+ * stage per split (256), row tiles past the matrix end, many row tiles (4500 rows), 9, 16, 24,
+ * 33, 57 and 64 tokens (each stage count the shared memory allows); y = w·x and y += w·x, against
+ * int8_ref (1e-5) and the f32 reference (1e-2). LMC_CUDA_MMQ_ST / LMC_CUDA_MMQ_SPLIT in the
+ * environment vary stages and splits; LMC_CUDA_MMQ_PIPE=0 or LMC_CUDA_MMQ=0: k_mmq / cuBLAS. */
+static void test_matmul_mmq_pipe(void) {
+    static const int64_t shapes[][3] = {/* in, out, n_tokens */
+                                        {4096, 300, 9},  {4096, 130, 16}, {14336, 257, 32}, {256, 140, 57},
+                                        {2048, 1000, 64}, {8192, 64, 33},  {1024, 4500, 24}};
+    const lmc_dtype types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
+    const int off = getenv("LMC_CUDA_MMQ") != NULL || getenv("LMC_CUDA_MMQ_PIPE") != NULL;
+    int taken = 0;
+    for (int ti = 0; ti < 2; ti++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const lmc_dtype t = types[ti];
+            const int64_t in = shapes[si][0], out = shapes[si][1], n = shapes[si][2];
+            weight w;
+            weight_make(&w, t, in, out);
+            float *xh = malloc((size_t)(in * n) * sizeof *xh), *y0 = malloc((size_t)(out * n) * sizeof *y0);
+            for (int64_t i = 0; i < in * n; i++) /* block magnitudes 1, 8, 1/8 */
+                xh[i] = frand() * (float)(1 << (3 * ((i / 32) % 3))) / 8.0f;
+            pair x, y, tmp;
+            pair_alloc(&x, LMC_DTYPE_F32, in, n, 1);
+            pair_set(&x, xh);
+            pair_alloc(&y, LMC_DTYPE_F32, out, n, 1);
+            pair_alloc(&tmp, LMC_DTYPE_F32, out, n, 1);
+            const lmc_cuda_w cw = {.type = t, .data = w.g.data, .ne0 = in, .ne1 = out, .repacked = 1};
+            const int pipe = lmc_cuda_mmq_pipelined(&cw, n);
+            char what[112];
+            snprintf(what, sizeof what, "mmq pipe %s in %lld out %lld n %lld", lmc_dtype_name(t), (long long)in,
+                     (long long)out, (long long)n);
+            CHECK_MSG(pipe || off, "%s: pipelined path expected", what);
+            taken += pipe;
+            ref->i->matmul(ref, &y.c, &w.c, &x.c);
+            gpu->i->matmul(gpu, &y.g, &w.g, &x.g);
+            compare(&y, 1e-2, what);
+            if (pipe) mmq_check(t, &w, in, out, xh, n, &y.g, NULL, what);
+            /* y += w·x */
+            gpu->i->get(gpu, y0, &y.g, 0, (size_t)(out * n) * 4);
+            ref->i->matmul(ref, &tmp.c, &w.c, &x.c);
+            ref->i->add(ref, &y.c, &y.c, &tmp.c);
+            const lmc_fuse_op op = {.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_ACC};
+            lmc_tensor *yg = &y.g;
+            const lmc_tensor *wg = &w.g;
+            CHECK(gpu->i->matmul_fused(gpu, 1, &yg, &wg, &x.g, &op) == 1);
+            snprintf(what + strlen(what), sizeof what - strlen(what), " (acc)");
+            compare(&y, 1e-2, what);
+            if (pipe) mmq_check(t, &w, in, out, xh, n, &y.g, y0, what);
+            pair_free(&x);
+            pair_free(&y);
+            pair_free(&tmp);
+            weight_free(&w);
+            free(xh);
+            free(y0);
+        }
+    printf("matmul_mmq_pipe: %d products on the pipelined path\n", taken);
+}
 
 int main(void) {
     if (lmc_backend_cuda_init(&gpu, 0) < 0) {
@@ -1368,6 +1428,7 @@ int main(void) {
     RUN(test_moe);
     RUN(test_moe_device);
     RUN(test_matmul_kq);
+    RUN(test_matmul_mmq_pipe);
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

@@ -151,6 +151,9 @@ void lmc_cuda_act_mul_bf16(cudaStream_t s, uint16_t *y, const float *gate, const
  * [LMC_CUDA_GEMV_MAX_TOKENS + 1 (or LMC_CUDA_MMQ_MIN), LMC_CUDA_MMQ_MAX_TOKENS]; LMC_CUDA_MMQ=0
  * in the environment: never. */
 int lmc_cuda_mmq_ok(const lmc_cuda_w *w, int64_t n_tok);
+/* 1 when lmc_cuda_mmq streams this weight through shared memory in stages (lmc_cuda_mmq_ok and K
+ * a multiple of 128 (Q8_0) / 256 (Q4_0)); LMC_CUDA_MMQ_PIPE=0 in the environment: never. */
+int lmc_cuda_mmq_pipelined(const lmc_cuda_w *w, int64_t n_tok);
 /* Bytes of workspace the quantized activations of n_tok tokens of width K take. */
 size_t lmc_cuda_mmq_ws(int64_t K, int64_t n_tok);
 /* x [n_tok, K] f32 (16-byte aligned) → int8 per 32-element block into ws, for weights of dtype

@@ -151,6 +151,7 @@ typedef struct mmq_args {
     const int8_t *xq;
     const float *dx, *corr;
     int K, T, Tpad, acc, kbs; /* kbs: 32-element blocks of K per split */
+    int st;                   /* k_mmqp: stages in flight */
 } mmq_args;
 
 static __device__ __forceinline__ void mmq_mma(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -283,6 +284,47 @@ static __device__ __forceinline__ void mmq_block(float (&acc)[MMQ_RM][NT][4], co
     }
 }
 
+/* The end of a block of k_mmq / k_mmqp: acc[mt][nt][i] holds rows lr0 + mt·16 + gid + 8·(i/2) of
+ * the tile (first row trow0 of y's `out`) for tokens nt·8 + 2tid + i%2. One split: stored (a.acc:
+ * added); S > 1: the partial tile into shared memory sh (the staging buffers are done with: the
+ * caller ends its loop on a barrier), then each block of the cluster sums a share of the tile over
+ * the S blocks in rank order, so the sum does not depend on timing. */
+template <int RM, int NT, int NTH>
+static __device__ __forceinline__ void mmq_finish(const float (&acc)[RM][NT][4], const mmq_args &a, float *y,
+                                                  int64_t out, int64_t trow0, int lr0, unsigned char *sh) {
+    const int lane = threadIdx.x & 31, gid = lane >> 2, tid = lane & 3, S = gridDim.x;
+    float *red = (float *)sh;
+#pragma unroll
+    for (int mt = 0; mt < RM; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int lr = lr0 + mt * 16 + gid + 8 * (i >> 1), t = nt * 8 + tid * 2 + (i & 1);
+                if (S > 1) {
+                    red[t * MMQ_BRS + lr] = acc[mt][nt][i];
+                } else if (trow0 + lr < out && t < a.T) {
+                    float *p = y + (int64_t)t * out + trow0 + lr;
+                    *p = a.acc ? *p + acc[mt][nt][i] : acc[mt][nt][i];
+                }
+            }
+    if (S == 1) return;
+    cg::cluster_group cl = cg::this_cluster();
+    cl.sync();
+    const int E = NT * 8 * MMQ_BR;
+    for (int e = (int)blockIdx.x * NTH + (int)threadIdx.x; e < E; e += S * NTH) {
+        const int t = e / MMQ_BR, lr = e - t * MMQ_BR;
+        float v = 0.0f;
+        for (int r = 0; r < S; r++) v += cl.map_shared_rank(red, r)[t * MMQ_BRS + lr];
+        const int64_t row = trow0 + lr;
+        if (t < a.T && row < out) {
+            float *p = y + (int64_t)t * out + row;
+            *p = a.acc ? *p + v : v;
+        }
+    }
+    cl.sync(); /* no block leaves while another still reads its shared memory */
+}
+
 /* Grid (S, row tiles); a cluster is the S blocks of one row tile, block s summing the blocks of
  * K [s·kbs, s·kbs + kbs). 128 threads, 4 warps of 32 rows. Each lane keeps U blocks of its rows'
  * codes in flight (slot u is refilled with block b + U as soon as block b has been taken out);
@@ -293,7 +335,7 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
     constexpr int U = mmq_u<TYPE>::v, W = mmq_u<TYPE>::W, XS = mmq_sm<TYPE>::XS, NM = mmq_sm<TYPE>::NM;
     extern __shared__ __align__(16) unsigned char mmq_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tid = lane & 3;
-    const int S = gridDim.x, split = blockIdx.x, tp = a.Tpad;
+    const int split = blockIdx.x, tp = a.Tpad;
     const int64_t tile = blockIdx.y;
     int mi = 0;
     while (mi < a.n - 1 && tile >= a.tend[mi]) mi++;
@@ -381,52 +423,241 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
         cur ^= 1;
     }
 
-    float *y = a.y[mi];
-    if (S == 1) {
-#pragma unroll
-        for (int mt = 0; mt < MMQ_RM; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int64_t r = row0 + mt * 16 + gid + 8 * (i >> 1);
-                    const int t = nt * 8 + tid * 2 + (i & 1);
-                    if (r < out && t < a.T) {
-                        float *p = y + (int64_t)t * out + r;
-                        *p = a.acc ? *p + acc[mt][nt][i] : acc[mt][nt][i];
-                    }
-                }
-        return;
+    mmq_finish<MMQ_RM, NT, MMQ_WARPS * 32>(acc, a, a.y[mi], out, trow0, warp * (MMQ_RM * 16), mmq_sh);
+}
+
+/* ------------------------------------------------------------ the pipelined product */
+
+/* k_mmqp: the product of k_mmq with the weights streamed through shared memory. A block of 8
+ * warps owns MMQ_BR rows (16 each) and every token; the K range of its split goes by in stages
+ * of KB blocks of 32 (128 code bytes of each row), and a.st stages are in flight at once as
+ * cp.async copies (codes and f16 scales of the rows, activation codes, scales and corrections),
+ * so the loads in flight are bounded by shared memory instead of registers. The fragments come
+ * out of shared memory by ldmatrix; per block of 32 the sum is the same as k_mmq's (integer dot
+ * product on the tensor cores, then the two scales in f32, blocks in increasing order). Taken
+ * when K is a multiple of KB·32; LMC_CUDA_MMQ_PIPE=0 gives k_mmq. */
+#define MMQP_WARPS 8
+#define MMQP_MAX_ST 5
+#define MMQP_SMEM (113 * 1024) /* two blocks per multiprocessor */
+
+template <int TYPE> struct mmqp {
+    enum {
+        KB = TYPE == LMC_DTYPE_Q8_0 ? 4 : 8,                /* blocks of 32 per stage */
+        CB = TYPE == LMC_DTYPE_Q8_0 ? 32 : 16,              /* code bytes of a row's block */
+        WS = KB * CB + 16,                                  /* row stride of the staged codes (ldmatrix: no bank conflict) */
+        XS = KB * 32 + (TYPE == LMC_DTYPE_Q8_0 ? 16 : 32), /* token stride of the staged activations */
+        NM = TYPE == LMC_DTYPE_Q4_0 ? 2 : 1                 /* per (block, token): scale (and correction) */
+    };
+};
+
+/* One stage: codes [MMQ_BR][WS], weight scales [MMQ_BR][KB] f16, activation codes [tp][XS],
+ * activation scales [KB][tp] f32 (Q4_0: then corrections [KB][tp]). */
+template <int TYPE> static __host__ __device__ int mmqp_stage_bytes(int tp) {
+    typedef mmqp<TYPE> P;
+    return MMQ_BR * P::WS + MMQ_BR * P::KB * 2 + tp * P::XS + P::KB * tp * 4 * P::NM;
+}
+
+static __device__ __forceinline__ void mmq_cp8(void *sdst, const void *gsrc) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(sdst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(sa), "l"(gsrc) : "memory");
+}
+
+static __device__ __forceinline__ void mmq_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+/* cp.async.wait_group n (n: 0..MMQP_MAX_ST - 2, an immediate) */
+static __device__ __forceinline__ void mmq_wait(int n) {
+    switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
     }
-    /* S > 1: the partial tile into shared memory (the staging buffers are done with: the loop
-     * ended on a barrier), then each block of the cluster sums a share of the tile over the S
-     * blocks in rank order */
-    float *red = (float *)mmq_sh;
+}
+
+static __device__ __forceinline__ void mmq_ldsm4(uint32_t (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* All threads: the copies of stage kb (blocks kb..kb + KB - 1) into st. gq[i]: this thread's
+ * code rows (rows threadIdx.x / (KB·CB/16) + 32·i of the tile, clamped to the matrix, at its
+ * 16-byte column), gs: the scales of row threadIdx.x (threads < MMQ_BR). */
+template <int TYPE>
+static __device__ __forceinline__ void mmqp_issue(unsigned char *st, const mmq_args &a, const uint8_t *const (&gq)[4],
+                                                  const uint16_t *gs, int kb) {
+    typedef mmqp<TYPE> P;
+    constexpr int NTH = MMQP_WARPS * 32, CPR = P::KB * P::CB / 16;
+    static_assert(MMQ_BR * CPR == 4 * NTH, "four code copies per thread");
+    const int tp = a.Tpad;
 #pragma unroll
-    for (int mt = 0; mt < MMQ_RM; mt++)
+    for (int i = 0; i < 4; i++) {
+        const int p = threadIdx.x + i * NTH, r = p / CPR, c = p - r * CPR;
+        mmq_cp16(st + r * P::WS + c * 16, gq[i] + (size_t)kb * P::CB);
+    }
+    unsigned char *ws = st + MMQ_BR * P::WS;
+    if (threadIdx.x < MMQ_BR) {
+        if (P::KB * 2 == 8)
+            mmq_cp8(ws + threadIdx.x * 8, gs + kb);
+        else
+            mmq_cp16(ws + threadIdx.x * 16, gs + kb);
+    }
+    unsigned char *xs = ws + MMQ_BR * P::KB * 2;
+    constexpr int XC = P::KB * 32 / 16; /* 16-byte pieces of a token's codes */
+    for (int p = threadIdx.x; p < tp * XC; p += NTH) {
+        const int t = p / XC, c = p - t * XC;
+        mmq_cp16(xs + t * P::XS + c * 16, a.xq + (size_t)t * (size_t)a.K + (size_t)kb * 32 + c * 16);
+    }
+    float *xm = (float *)(xs + tp * P::XS);
+    const int nm = P::KB * tp / 4;
+    for (int p = threadIdx.x; p < nm * P::NM; p += NTH) {
+        const int which = p >= nm, k = p - which * nm;
+        mmq_cp16(xm + which * P::KB * tp + k * 4, (which ? a.corr : a.dx) + (size_t)kb * tp + k * 4);
+    }
+}
+
+/* The warp's 16 rows times every token over one staged stage (fragment layouts: see mmq_block;
+ * Q8_0 here in plain k order on both sides, Q4_0 as in k_mmq). */
+template <int TYPE, int NT>
+static __device__ __forceinline__ void mmqp_stage(float (&acc)[1][NT][4], const unsigned char *st, int tp, int warp,
+                                                  int lane) {
+    typedef mmqp<TYPE> P;
+    constexpr int KB = P::KB;
+    const int gid = lane >> 2, tid = lane & 3;
+    const unsigned char *ws = st + MMQ_BR * P::WS, *xs = ws + MMQ_BR * KB * 2;
+    const float *xm = (const float *)(xs + tp * P::XS);
+    uint32_t d[2][KB / 2]; /* f16 scales of rows gid, gid + 8 (pairs in a word) */
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int lr = warp * (MMQ_RM * 16) + mt * 16 + gid + 8 * (i >> 1);
-                const int t = nt * 8 + tid * 2 + (i & 1);
-                red[t * MMQ_BRS + lr] = acc[mt][nt][i];
-            }
-    cg::cluster_group cl = cg::this_cluster();
-    cl.sync();
-    const int E = NT * 8 * MMQ_BR;
-    for (int e = split * (MMQ_WARPS * 32) + threadIdx.x; e < E; e += S * (MMQ_WARPS * 32)) {
-        const int t = e / MMQ_BR, lr = e - t * MMQ_BR;
-        float v = 0.0f;
-        for (int r = 0; r < S; r++) v += cl.map_shared_rank(red, r)[t * MMQ_BRS + lr];
-        const int64_t row = trow0 + lr;
-        if (t < a.T && row < out) {
-            float *p = y + (int64_t)t * out + row;
-            *p = a.acc ? *p + v : v;
+    for (int h = 0; h < 2; h++) {
+        const unsigned char *p = ws + (warp * 16 + gid + 8 * h) * KB * 2;
+        if (KB == 4) {
+            const uint2 v = *(const uint2 *)p;
+            d[h][0] = v.x;
+            d[h][1 % (KB / 2)] = v.y;
+        } else {
+            const uint4 v = *(const uint4 *)p;
+            d[h][0] = v.x;
+            d[h][1 % (KB / 2)] = v.y;
+            d[h][2 % (KB / 2)] = v.z;
+            d[h][3 % (KB / 2)] = v.w;
         }
     }
-    cl.sync(); /* no block leaves while another still reads its shared memory */
+    /* ldmatrix row addresses: lanes 8j..8j+7 give the rows of matrix j */
+    const unsigned aaddr = (unsigned)__cvta_generic_to_shared(st + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * P::WS +
+                                                              (lane >> 4) * 16);
+    const unsigned baddr = (unsigned)__cvta_generic_to_shared(xs + (lane & 7) * P::XS + (lane >> 4) * 32 +
+                                                              ((lane >> 3) & 1) * 16);
+#pragma unroll
+    for (int u = 0; u < KB; u += 2) { /* blocks u, u + 1 */
+        uint32_t A[2][4];
+        if (TYPE == LMC_DTYPE_Q8_0) { /* matrices: rows 0-7 / 8-15 × bytes 0-15 / 16-31 */
+            mmq_ldsm4(A[0], aaddr + u * 32);
+            mmq_ldsm4(A[1], aaddr + (u + 1) * 32);
+        } else { /* matrices: rows 0-7 / 8-15 × block u / u + 1; nibbles 0..15 as s8, the -8 in corr */
+            uint32_t r[4];
+            mmq_ldsm4(r, aaddr + u * 16);
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                A[j][0] = r[2 * j] & 0x0F0F0F0Fu;
+                A[j][1] = r[2 * j + 1] & 0x0F0F0F0Fu;
+                A[j][2] = (r[2 * j] >> 4) & 0x0F0F0F0Fu;
+                A[j][3] = (r[2 * j + 1] >> 4) & 0x0F0F0F0Fu;
+            }
+        }
+        float dw[2][2];
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) dw[j][h] = f16_to_f((uint16_t)(d[h][u / 2] >> (16 * j)));
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            uint32_t B[2][2];
+            if (TYPE == LMC_DTYPE_Q8_0) { /* matrices: tokens × block u / u + 1 × bytes 0-15 / 16-31 */
+                uint32_t r[4];
+                mmq_ldsm4(r, baddr + nt * 8 * P::XS + u * 32);
+                B[0][0] = r[0];
+                B[0][1] = r[1];
+                B[1][0] = r[2];
+                B[1][1] = r[3];
+            } else {
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    const uint2 v = *(const uint2 *)(xs + (nt * 8 + gid) * P::XS + (u + j) * 32 + tid * 8);
+                    B[j][0] = v.x;
+                    B[j][1] = v.y;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int mo = (u + j) * tp + nt * 8 + tid * 2;
+                const float2 xd = *(const float2 *)(xm + mo);
+                const float2 cr =
+                    TYPE == LMC_DTYPE_Q4_0 ? *(const float2 *)(xm + KB * tp + mo) : make_float2(MMQ_BIAS, MMQ_BIAS);
+                int c[4] = {MMQ_BIAS_BITS, MMQ_BIAS_BITS, MMQ_BIAS_BITS, MMQ_BIAS_BITS};
+                mmq_mma(c, A[j][0], A[j][1], A[j][2], A[j][3], B[j][0], B[j][1]);
+                acc[0][nt][0] = fmaf(dw[j][0] * xd.x, __int_as_float(c[0]) - cr.x, acc[0][nt][0]);
+                acc[0][nt][1] = fmaf(dw[j][0] * xd.y, __int_as_float(c[1]) - cr.y, acc[0][nt][1]);
+                acc[0][nt][2] = fmaf(dw[j][1] * xd.x, __int_as_float(c[2]) - cr.x, acc[0][nt][2]);
+                acc[0][nt][3] = fmaf(dw[j][1] * xd.y, __int_as_float(c[3]) - cr.y, acc[0][nt][3]);
+            }
+        }
+    }
 }
+
+/* Grid (S, row tiles) as k_mmq; a.kbs a multiple of KB, K of KB·32. Stage s of the split lives in
+ * buffer s mod a.st; the copies of stage s + a.st - 1 are issued right after the barrier that
+ * ends every warp's use of its buffer (stage s - 1), so a.st - 1 stages load while one is used. */
+template <int TYPE, int NT>
+__global__ void __launch_bounds__(MMQP_WARPS * 32, 2) k_mmqp(mmq_args a) {
+    typedef mmqp<TYPE> P;
+    constexpr int KB = P::KB, CPR = KB * P::CB / 16;
+    extern __shared__ __align__(16) unsigned char mmq_sh[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, tp = a.Tpad, ST = a.st;
+    const int64_t tile = blockIdx.y;
+    int mi = 0;
+    while (mi < a.n - 1 && tile >= a.tend[mi]) mi++;
+    const lmc_cuda_w &w = a.w[mi];
+    const int64_t out = w.ne1, trow0 = (tile - (mi ? a.tend[mi - 1] : 0)) * MMQ_BR;
+    const int nb = a.K / 32, kb0 = blockIdx.x * a.kbs, kb1 = kb0 + a.kbs < nb ? kb0 + a.kbs : nb;
+    const int nst = kb1 > kb0 ? (kb1 - kb0) / KB : 0;
+    const size_t rowb = TYPE == LMC_DTYPE_Q8_0 ? (size_t)a.K : (size_t)a.K / 2;
+    const uint8_t *gq[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int p = threadIdx.x + i * MMQP_WARPS * 32, r = p / CPR;
+        const int64_t g = trow0 + r < out ? trow0 + r : out - 1;
+        gq[i] = (const uint8_t *)w.data + (size_t)g * rowb + (p - r * CPR) * 16;
+    }
+    const int64_t gr = trow0 + (int)threadIdx.x < out ? trow0 + (int)threadIdx.x : out - 1;
+    const uint16_t *gs = (const uint16_t *)((const char *)w.data + w.scale_off) + (size_t)gr * (size_t)nb;
+    const int sb = mmqp_stage_bytes<TYPE>(tp);
+
+    float acc[1][NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[0][nt][i] = 0.0f;
+
+    for (int s = 0; s < ST - 1; s++) { /* one commit group per stage, empty past the end */
+        if (s < nst) mmqp_issue<TYPE>(mmq_sh + s * sb, a, gq, gs, kb0 + s * KB);
+        mmq_commit();
+    }
+    int rd = 0, wr = ST - 1;
+    for (int s = 0; s < nst; s++) { /* block-uniform */
+        mmq_wait(ST - 2); /* this thread's copies of stage s have landed */
+        __syncthreads();  /* everyone's have, and buffer wr (stage s - 1) is free */
+        if (s + ST - 1 < nst) mmqp_issue<TYPE>(mmq_sh + wr * sb, a, gq, gs, kb0 + (s + ST - 1) * KB);
+        mmq_commit();
+        mmqp_stage<TYPE, NT>(acc, mmq_sh + rd * sb, tp, warp, lane);
+        rd = rd + 1 == ST ? 0 : rd + 1;
+        wr = wr + 1 == ST ? 0 : wr + 1;
+    }
+    mmq_wait(0);
+    __syncthreads(); /* shared memory free for the partial tile */
+    mmq_finish<1, NT, MMQP_WARPS * 32>(acc, a, a.y[mi], out, trow0, warp * 16, mmq_sh);
+}
+
+/* ------------------------------------------------------------ launch */
 
 static int mmq_sms(void) {
     static int cache[16];
@@ -438,15 +669,37 @@ static int mmq_sms(void) {
     return v;
 }
 
-template <int TYPE, int NT>
-static cudaError_t mmq_launch(cudaStream_t s, const mmq_args &a, int S, int64_t tiles) {
+typedef void (*mmq_kern)(mmq_args);
+
+template <int TYPE, int NT> static mmq_kern mmq_k(int pipe) { return pipe ? k_mmqp<TYPE, NT> : k_mmq<TYPE, NT>; }
+
+template <int TYPE> static mmq_kern mmq_pick(int nt, int pipe) {
+    switch (nt) {
+    case 1: return mmq_k<TYPE, 1>(pipe);
+    case 2: return mmq_k<TYPE, 2>(pipe);
+    case 3: return mmq_k<TYPE, 3>(pipe);
+    case 4: return mmq_k<TYPE, 4>(pipe);
+    case 5: return mmq_k<TYPE, 5>(pipe);
+    case 6: return mmq_k<TYPE, 6>(pipe);
+    case 7: return mmq_k<TYPE, 7>(pipe);
+    default: return mmq_k<TYPE, 8>(pipe);
+    }
+}
+
+/* Grid (S, tiles), clusters of S blocks along x. */
+static cudaError_t mmq_launch(cudaStream_t s, mmq_kern k, const mmq_args &a, int S, int64_t tiles, int threads,
+                              size_t smem) {
+    if (smem > 48 * 1024) {
+        const cudaError_t e = cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cudaLaunchAttribute at[1];
     memset(at, 0, sizeof at);
     cfg.gridDim = dim3((unsigned)S, (unsigned)tiles, 1);
-    cfg.blockDim = dim3(MMQ_WARPS * 32, 1, 1);
-    cfg.dynamicSmemBytes = mmq_smem<TYPE>(NT * 8, S);
+    cfg.blockDim = dim3((unsigned)threads, 1, 1);
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = (unsigned)S;
@@ -454,21 +707,65 @@ static cudaError_t mmq_launch(cudaStream_t s, const mmq_args &a, int S, int64_t 
     at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
     cfg.numAttrs = S > 1 ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, k_mmq<TYPE, NT>, a);
+    return cudaLaunchKernelEx(&cfg, k, a);
 }
 
-template <int TYPE>
-static cudaError_t mmq_nt(cudaStream_t s, const mmq_args &a, int S, int64_t tiles) {
-    switch ((a.T + 7) / 8) {
-    case 1: return mmq_launch<TYPE, 1>(s, a, S, tiles);
-    case 2: return mmq_launch<TYPE, 2>(s, a, S, tiles);
-    case 3: return mmq_launch<TYPE, 3>(s, a, S, tiles);
-    case 4: return mmq_launch<TYPE, 4>(s, a, S, tiles);
-    case 5: return mmq_launch<TYPE, 5>(s, a, S, tiles);
-    case 6: return mmq_launch<TYPE, 6>(s, a, S, tiles);
-    case 7: return mmq_launch<TYPE, 7>(s, a, S, tiles);
-    default: return mmq_launch<TYPE, 8>(s, a, S, tiles);
+static int mmq_env_int(const char *name, int dflt) {
+    const char *e = getenv(name);
+    return e && *e ? atoi(e) : dflt;
+}
+
+/* LMC_CUDA_MMQ_PIPE=0: k_mmq for every product (A/B). */
+static int mmqp_disabled(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("LMC_CUDA_MMQ_PIPE");
+        v = e && (!strcmp(e, "0") || !strcmp(e, "off"));
     }
+    return v;
+}
+
+static int mmqp_fits(int type, int64_t nb) {
+    return !mmqp_disabled() && nb % (type == LMC_DTYPE_Q8_0 ? (int)mmqp<LMC_DTYPE_Q8_0>::KB : (int)mmqp<LMC_DTYPE_Q4_0>::KB) == 0;
+}
+
+extern "C" int lmc_cuda_mmq_pipelined(const lmc_cuda_w *w, int64_t n_tok) {
+    return lmc_cuda_mmq_ok(w, n_tok) && mmqp_fits(w->type, w->ne0 / 32);
+}
+
+/* Stages in flight: as many as fit two blocks per multiprocessor, at most 4 (LMC_CUDA_MMQ_ST:
+ * 2..MMQP_MAX_ST, for measurements). */
+static int mmqp_stages(int sb) {
+    static int want = -1;
+    if (want < 0) {
+        want = mmq_env_int("LMC_CUDA_MMQ_ST", 4);
+        if (want < 2) want = 2;
+        if (want > MMQP_MAX_ST) want = MMQP_MAX_ST;
+    }
+    int st = MMQP_SMEM / sb;
+    if (st > want) st = want;
+    return st < 2 ? 2 : st;
+}
+
+/* k_mmqp's K splits (1..8, a cluster): the count whose busiest multiprocessor streams the fewest
+ * stages, taking one stage more per block for the cluster sum when split; ties to fewer splits.
+ * LMC_CUDA_MMQ_SPLIT=n forces n (measurements). *per: stages per split. */
+static int mmqp_split(int64_t tiles, int nst, int *per) {
+    static int force = -1;
+    if (force < 0) force = mmq_env_int("LMC_CUDA_MMQ_SPLIT", 0);
+    const int64_t sms = mmq_sms();
+    int best = 1;
+    int64_t best_cost = -1;
+    for (int S = 1; S <= MMQ_MAX_SPLIT && S <= nst; S++) {
+        const int p = (nst + S - 1) / S, n = (nst + p - 1) / p;
+        const int64_t cost = (tiles * n + sms - 1) / sms * (p + (n > 1));
+        if (force > 0 ? S == force : best_cost < 0 || cost < best_cost) {
+            best = S;
+            best_cost = cost;
+        }
+    }
+    *per = (nst + best - 1) / best;
+    return (nst + *per - 1) / *per;
 }
 
 /* K splits: enough blocks for about six per multiprocessor (LMC_CUDA_MMQ_BPS; 3 measured 6% slower
@@ -514,9 +811,25 @@ extern "C" int lmc_cuda_mmq(cudaStream_t s, int n, float *const *y, const lmc_cu
     a.T = (int)n_tok;
     a.Tpad = tp;
     a.acc = acc;
-    const int U = w[0].type == LMC_DTYPE_Q8_0 ? (int)mmq_u<LMC_DTYPE_Q8_0>::v : (int)mmq_u<LMC_DTYPE_Q4_0>::v;
-    const int S = mmq_split(tiles, nb, U, &a.kbs);
-    cudaError_t e = w[0].type == LMC_DTYPE_Q8_0 ? mmq_nt<LMC_DTYPE_Q8_0>(s, a, S, tiles)
-                                                : mmq_nt<LMC_DTYPE_Q4_0>(s, a, S, tiles);
+    const int q8 = w[0].type == LMC_DTYPE_Q8_0, nt = (a.T + 7) / 8;
+    const int KB = q8 ? (int)mmqp<LMC_DTYPE_Q8_0>::KB : (int)mmqp<LMC_DTYPE_Q4_0>::KB;
+    cudaError_t e;
+    if (mmqp_fits(w[0].type, nb)) {
+        const int sb = q8 ? mmqp_stage_bytes<LMC_DTYPE_Q8_0>(tp) : mmqp_stage_bytes<LMC_DTYPE_Q4_0>(tp);
+        int per = 0;
+        const int S = mmqp_split(tiles, nb / KB, &per);
+        a.kbs = per * KB;
+        a.st = mmqp_stages(sb);
+        size_t smem = (size_t)a.st * (size_t)sb;
+        if (S > 1 && smem < (size_t)tp * MMQ_BRS * 4) smem = (size_t)tp * MMQ_BRS * 4;
+        const mmq_kern k = q8 ? mmq_pick<LMC_DTYPE_Q8_0>(nt, 1) : mmq_pick<LMC_DTYPE_Q4_0>(nt, 1);
+        e = mmq_launch(s, k, a, S, tiles, MMQP_WARPS * 32, smem);
+    } else {
+        const int U = q8 ? (int)mmq_u<LMC_DTYPE_Q8_0>::v : (int)mmq_u<LMC_DTYPE_Q4_0>::v;
+        const int S = mmq_split(tiles, nb, U, &a.kbs);
+        const size_t smem = q8 ? mmq_smem<LMC_DTYPE_Q8_0>(tp, S) : mmq_smem<LMC_DTYPE_Q4_0>(tp, S);
+        const mmq_kern k = q8 ? mmq_pick<LMC_DTYPE_Q8_0>(nt, 0) : mmq_pick<LMC_DTYPE_Q4_0>(nt, 0);
+        e = mmq_launch(s, k, a, S, tiles, MMQ_WARPS * 32, smem);
+    }
     return (int)e;
 }
