@@ -1345,14 +1345,17 @@ static void test_moe_device(void) {
     free(idv);
 }
 /* ==== end of the device MoE block ==== */
+
 /* ------------------------------------------------------------ pipelined Q8_0/Q4_0 products (k_mmqp) */
 
 /* k_mmqp (cuda_mmq.cu) streams the weights through shared memory in stages when K is a multiple
  * of 128 (Q8_0) / 256 (Q4_0). Shapes: long K in several splits of many stages (14336, 8192), one
  * stage per split (256), row tiles past the matrix end, many row tiles (4500 rows), 9, 16, 24,
  * 33, 57 and 64 tokens (each stage count the shared memory allows); y = w·x and y += w·x, against
- * int8_ref (1e-5) and the f32 reference (1e-2). LMC_CUDA_MMQ_ST / LMC_CUDA_MMQ_SPLIT in the
- * environment vary stages and splits; LMC_CUDA_MMQ_PIPE=0 or LMC_CUDA_MMQ=0: k_mmq / cuBLAS. */
+ * int8_ref (1e-5) and the f32 reference (1e-2). By default Q8_0 up to 32 tokens takes the wide
+ * stages and Q4_0 the narrow ones; LMC_CUDA_MMQ_WIDE=1 / 0 in the environment: wide / narrow for
+ * both; LMC_CUDA_MMQ_ST / LMC_CUDA_MMQ_SPLIT vary stages and splits; LMC_CUDA_MMQ_PIPE=0 or
+ * LMC_CUDA_MMQ=0: k_mmq / cuBLAS. */
 static void test_matmul_mmq_pipe(void) {
     static const int64_t shapes[][3] = {/* in, out, n_tokens */
                                         {4096, 300, 9},  {4096, 130, 16}, {14336, 257, 32}, {256, 140, 57},

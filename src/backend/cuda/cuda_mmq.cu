@@ -435,25 +435,29 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
  * so the loads in flight are bounded by shared memory instead of registers. The fragments come
  * out of shared memory by ldmatrix; per block of 32 the sum is the same as k_mmq's (integer dot
  * product on the tensor cores, then the two scales in f32, blocks in increasing order). Taken
- * when K is a multiple of KB·32; LMC_CUDA_MMQ_PIPE=0 gives k_mmq. */
+ * when K is a multiple of KB·32; LMC_CUDA_MMQ_PIPE=0 gives k_mmq. WIDE: stages of 2·KB blocks
+ * (256 code bytes of each row: longer runs of each row per request; up to MMQP_WIDE_NT·8
+ * tokens; mmqp_wide says for which types). */
 #define MMQP_WARPS 8
 #define MMQP_MAX_ST 5
 #define MMQP_SMEM (113 * 1024) /* two blocks per multiprocessor */
+#define MMQP_WIDE_NT 4
 
-template <int TYPE> struct mmqp {
+template <int TYPE, int WIDE> struct mmqp {
     enum {
-        KB = TYPE == LMC_DTYPE_Q8_0 ? 4 : 8,                /* blocks of 32 per stage */
+        KB = (TYPE == LMC_DTYPE_Q8_0 ? 4 : 8) << WIDE,      /* blocks of 32 per stage */
         CB = TYPE == LMC_DTYPE_Q8_0 ? 32 : 16,              /* code bytes of a row's block */
         WS = KB * CB + 16,                                  /* row stride of the staged codes (ldmatrix: no bank conflict) */
         XS = KB * 32 + (TYPE == LMC_DTYPE_Q8_0 ? 16 : 32), /* token stride of the staged activations */
-        NM = TYPE == LMC_DTYPE_Q4_0 ? 2 : 1                 /* per (block, token): scale (and correction) */
+        NM = TYPE == LMC_DTYPE_Q4_0 ? 2 : 1,                /* per (block, token): scale (and correction) */
+        NCP = MMQ_BR * KB * CB / 16 / (MMQP_WARPS * 32)    /* 16-byte code copies per thread and stage */
     };
 };
 
 /* One stage: codes [MMQ_BR][WS], weight scales [MMQ_BR][KB] f16, activation codes [tp][XS],
  * activation scales [KB][tp] f32 (Q4_0: then corrections [KB][tp]). */
-template <int TYPE> static __host__ __device__ int mmqp_stage_bytes(int tp) {
-    typedef mmqp<TYPE> P;
+template <int TYPE, int WIDE> static __host__ __device__ int mmqp_stage_bytes(int tp) {
+    typedef mmqp<TYPE, WIDE> P;
     return MMQ_BR * P::WS + MMQ_BR * P::KB * 2 + tp * P::XS + P::KB * tp * 4 * P::NM;
 }
 
@@ -480,27 +484,28 @@ static __device__ __forceinline__ void mmq_ldsm4(uint32_t (&r)[4], unsigned addr
                  : "r"(addr));
 }
 
-/* All threads: the copies of stage kb (blocks kb..kb + KB - 1) into st. gq[i]: this thread's
- * code rows (rows threadIdx.x / (KB·CB/16) + 32·i of the tile, clamped to the matrix, at its
- * 16-byte column), gs: the scales of row threadIdx.x (threads < MMQ_BR). */
-template <int TYPE>
-static __device__ __forceinline__ void mmqp_issue(unsigned char *st, const mmq_args &a, const uint8_t *const (&gq)[4],
-                                                  const uint16_t *gs, int kb) {
-    typedef mmqp<TYPE> P;
-    constexpr int NTH = MMQP_WARPS * 32, CPR = P::KB * P::CB / 16;
-    static_assert(MMQ_BR * CPR == 4 * NTH, "four code copies per thread");
+/* All threads: the copies of stage kb (blocks kb..kb + KB - 1) into st. go[i]: byte offset in
+ * codes of this thread's piece i (row (threadIdx.x + i·256) / (KB·CB/16) of the tile, clamped to
+ * the matrix, at its 16-byte column); gs: the scales of row threadIdx.x / SP (SP 16-byte pieces
+ * of a row's KB scales, 1 when they are 8 bytes). */
+template <int TYPE, int WIDE>
+static __device__ __forceinline__ void mmqp_issue(unsigned char *st, const mmq_args &a, const uint8_t *codes,
+                                                  const uint32_t (&go)[mmqp<TYPE, WIDE>::NCP], const uint16_t *gs,
+                                                  int kb) {
+    typedef mmqp<TYPE, WIDE> P;
+    constexpr int NTH = MMQP_WARPS * 32, CPR = P::KB * P::CB / 16, SP = P::KB * 2 > 16 ? P::KB * 2 / 16 : 1;
     const int tp = a.Tpad;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < P::NCP; i++) {
         const int p = threadIdx.x + i * NTH, r = p / CPR, c = p - r * CPR;
-        mmq_cp16(st + r * P::WS + c * 16, gq[i] + (size_t)kb * P::CB);
+        mmq_cp16(st + r * P::WS + c * 16, codes + go[i] + (size_t)kb * P::CB);
     }
     unsigned char *ws = st + MMQ_BR * P::WS;
-    if (threadIdx.x < MMQ_BR) {
+    if (threadIdx.x < MMQ_BR * SP) {
         if (P::KB * 2 == 8)
             mmq_cp8(ws + threadIdx.x * 8, gs + kb);
         else
-            mmq_cp16(ws + threadIdx.x * 16, gs + kb);
+            mmq_cp16(ws + threadIdx.x * 16, gs + kb + (threadIdx.x % SP) * 8);
     }
     unsigned char *xs = ws + MMQ_BR * P::KB * 2;
     constexpr int XC = P::KB * 32 / 16; /* 16-byte pieces of a token's codes */
@@ -518,10 +523,10 @@ static __device__ __forceinline__ void mmqp_issue(unsigned char *st, const mmq_a
 
 /* The warp's 16 rows times every token over one staged stage (fragment layouts: see mmq_block;
  * Q8_0 here in plain k order on both sides, Q4_0 as in k_mmq). */
-template <int TYPE, int NT>
+template <int TYPE, int NT, int WIDE>
 static __device__ __forceinline__ void mmqp_stage(float (&acc)[1][NT][4], const unsigned char *st, int tp, int warp,
                                                   int lane) {
-    typedef mmqp<TYPE> P;
+    typedef mmqp<TYPE, WIDE> P;
     constexpr int KB = P::KB;
     const int gid = lane >> 2, tid = lane & 3;
     const unsigned char *ws = st + MMQ_BR * P::WS, *xs = ws + MMQ_BR * KB * 2;
@@ -535,11 +540,14 @@ static __device__ __forceinline__ void mmqp_stage(float (&acc)[1][NT][4], const 
             d[h][0] = v.x;
             d[h][1 % (KB / 2)] = v.y;
         } else {
-            const uint4 v = *(const uint4 *)p;
-            d[h][0] = v.x;
-            d[h][1 % (KB / 2)] = v.y;
-            d[h][2 % (KB / 2)] = v.z;
-            d[h][3 % (KB / 2)] = v.w;
+#pragma unroll
+            for (int k = 0; k < KB / 8; k++) {
+                const uint4 v = *(const uint4 *)(p + 16 * k);
+                d[h][(4 * k) % (KB / 2)] = v.x;
+                d[h][(4 * k + 1) % (KB / 2)] = v.y;
+                d[h][(4 * k + 2) % (KB / 2)] = v.z;
+                d[h][(4 * k + 3) % (KB / 2)] = v.w;
+            }
         }
     }
     /* ldmatrix row addresses: lanes 8j..8j+7 give the rows of matrix j */
@@ -607,9 +615,9 @@ static __device__ __forceinline__ void mmqp_stage(float (&acc)[1][NT][4], const 
 /* Grid (S, row tiles) as k_mmq; a.kbs a multiple of KB, K of KB·32. Stage s of the split lives in
  * buffer s mod a.st; the copies of stage s + a.st - 1 are issued right after the barrier that
  * ends every warp's use of its buffer (stage s - 1), so a.st - 1 stages load while one is used. */
-template <int TYPE, int NT>
+template <int TYPE, int NT, int WIDE>
 __global__ void __launch_bounds__(MMQP_WARPS * 32, 2) k_mmqp(mmq_args a) {
-    typedef mmqp<TYPE> P;
+    typedef mmqp<TYPE, WIDE> P;
     constexpr int KB = P::KB, CPR = KB * P::CB / 16;
     extern __shared__ __align__(16) unsigned char mmq_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, tp = a.Tpad, ST = a.st;
@@ -621,16 +629,18 @@ __global__ void __launch_bounds__(MMQP_WARPS * 32, 2) k_mmqp(mmq_args a) {
     const int nb = a.K / 32, kb0 = blockIdx.x * a.kbs, kb1 = kb0 + a.kbs < nb ? kb0 + a.kbs : nb;
     const int nst = kb1 > kb0 ? (kb1 - kb0) / KB : 0;
     const size_t rowb = TYPE == LMC_DTYPE_Q8_0 ? (size_t)a.K : (size_t)a.K / 2;
-    const uint8_t *gq[4];
+    const uint8_t *codes = (const uint8_t *)w.data;
+    uint32_t go[P::NCP]; /* codes < 4 GiB (lmc_cuda_mmq_ok) */
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < P::NCP; i++) {
         const int p = threadIdx.x + i * MMQP_WARPS * 32, r = p / CPR;
         const int64_t g = trow0 + r < out ? trow0 + r : out - 1;
-        gq[i] = (const uint8_t *)w.data + (size_t)g * rowb + (p - r * CPR) * 16;
+        go[i] = (uint32_t)((size_t)g * rowb + (p - r * CPR) * 16);
     }
-    const int64_t gr = trow0 + (int)threadIdx.x < out ? trow0 + (int)threadIdx.x : out - 1;
+    constexpr int SP = KB * 2 > 16 ? KB * 2 / 16 : 1;
+    const int64_t gr = trow0 + (int)threadIdx.x / SP < out ? trow0 + (int)threadIdx.x / SP : out - 1;
     const uint16_t *gs = (const uint16_t *)((const char *)w.data + w.scale_off) + (size_t)gr * (size_t)nb;
-    const int sb = mmqp_stage_bytes<TYPE>(tp);
+    const int sb = mmqp_stage_bytes<TYPE, WIDE>(tp);
 
     float acc[1][NT][4];
 #pragma unroll
@@ -639,16 +649,16 @@ __global__ void __launch_bounds__(MMQP_WARPS * 32, 2) k_mmqp(mmq_args a) {
         for (int i = 0; i < 4; i++) acc[0][nt][i] = 0.0f;
 
     for (int s = 0; s < ST - 1; s++) { /* one commit group per stage, empty past the end */
-        if (s < nst) mmqp_issue<TYPE>(mmq_sh + s * sb, a, gq, gs, kb0 + s * KB);
+        if (s < nst) mmqp_issue<TYPE, WIDE>(mmq_sh + s * sb, a, codes, go, gs, kb0 + s * KB);
         mmq_commit();
     }
     int rd = 0, wr = ST - 1;
     for (int s = 0; s < nst; s++) { /* block-uniform */
         mmq_wait(ST - 2); /* this thread's copies of stage s have landed */
         __syncthreads();  /* everyone's have, and buffer wr (stage s - 1) is free */
-        if (s + ST - 1 < nst) mmqp_issue<TYPE>(mmq_sh + wr * sb, a, gq, gs, kb0 + (s + ST - 1) * KB);
+        if (s + ST - 1 < nst) mmqp_issue<TYPE, WIDE>(mmq_sh + wr * sb, a, codes, go, gs, kb0 + (s + ST - 1) * KB);
         mmq_commit();
-        mmqp_stage<TYPE, NT>(acc, mmq_sh + rd * sb, tp, warp, lane);
+        mmqp_stage<TYPE, NT, WIDE>(acc, mmq_sh + rd * sb, tp, warp, lane);
         rd = rd + 1 == ST ? 0 : rd + 1;
         wr = wr + 1 == ST ? 0 : wr + 1;
     }
@@ -671,18 +681,23 @@ static int mmq_sms(void) {
 
 typedef void (*mmq_kern)(mmq_args);
 
-template <int TYPE, int NT> static mmq_kern mmq_k(int pipe) { return pipe ? k_mmqp<TYPE, NT> : k_mmq<TYPE, NT>; }
+/* mode 0: k_mmq, 1: k_mmqp, 2: k_mmqp with wide stages (NT ≤ MMQP_WIDE_NT) */
+template <int TYPE, int NT> static mmq_kern mmq_k(int mode) {
+    if constexpr (NT <= MMQP_WIDE_NT)
+        if (mode == 2) return k_mmqp<TYPE, NT, 1>;
+    return mode ? k_mmqp<TYPE, NT, 0> : k_mmq<TYPE, NT>;
+}
 
-template <int TYPE> static mmq_kern mmq_pick(int nt, int pipe) {
+template <int TYPE> static mmq_kern mmq_pick(int nt, int mode) {
     switch (nt) {
-    case 1: return mmq_k<TYPE, 1>(pipe);
-    case 2: return mmq_k<TYPE, 2>(pipe);
-    case 3: return mmq_k<TYPE, 3>(pipe);
-    case 4: return mmq_k<TYPE, 4>(pipe);
-    case 5: return mmq_k<TYPE, 5>(pipe);
-    case 6: return mmq_k<TYPE, 6>(pipe);
-    case 7: return mmq_k<TYPE, 7>(pipe);
-    default: return mmq_k<TYPE, 8>(pipe);
+    case 1: return mmq_k<TYPE, 1>(mode);
+    case 2: return mmq_k<TYPE, 2>(mode);
+    case 3: return mmq_k<TYPE, 3>(mode);
+    case 4: return mmq_k<TYPE, 4>(mode);
+    case 5: return mmq_k<TYPE, 5>(mode);
+    case 6: return mmq_k<TYPE, 6>(mode);
+    case 7: return mmq_k<TYPE, 7>(mode);
+    default: return mmq_k<TYPE, 8>(mode);
     }
 }
 
@@ -725,24 +740,54 @@ static int mmqp_disabled(void) {
     return v;
 }
 
-static int mmqp_fits(int type, int64_t nb) {
-    return !mmqp_disabled() && nb % (type == LMC_DTYPE_Q8_0 ? (int)mmqp<LMC_DTYPE_Q8_0>::KB : (int)mmqp<LMC_DTYPE_Q4_0>::KB) == 0;
+/* Stages twice as wide (256 code bytes of a row) up to MMQP_WIDE_NT·8 tokens: Q8_0 (measured
+ * faster on the H200: 32 sequences 3831 -> 4263 tok/s), not Q4_0 (its wide stage, 60 KB at 32
+ * tokens, leaves one block per multiprocessor: 4424 -> 4072). LMC_CUDA_MMQ_WIDE=0 / 1: neither /
+ * both. */
+static int mmqp_wide(int type) {
+    static int v = -2;
+    if (v == -2) {
+        const char *e = getenv("LMC_CUDA_MMQ_WIDE");
+        v = e && *e ? atoi(e) > 0 : -1;
+    }
+    return v < 0 ? type == LMC_DTYPE_Q8_0 : v;
+}
+
+/* The kernel a product of nb blocks of 32 and nt tiles of 8 tokens takes (mmq_k's modes). */
+static int mmqp_mode(int type, int64_t nb, int nt) {
+    const int kb = type == LMC_DTYPE_Q8_0 ? (int)mmqp<LMC_DTYPE_Q8_0, 0>::KB : (int)mmqp<LMC_DTYPE_Q4_0, 0>::KB;
+    if (mmqp_disabled() || nb % kb) return 0;
+    return mmqp_wide(type) && nt <= MMQP_WIDE_NT && nb % (2 * kb) == 0 ? 2 : 1;
+}
+
+/* Blocks of 32 per stage and bytes of a stage (*sb) of mode 1 / 2. */
+static int mmqp_geom(int q8, int mode, int tp, int *sb) {
+    if (q8) {
+        *sb = mode == 2 ? mmqp_stage_bytes<LMC_DTYPE_Q8_0, 1>(tp) : mmqp_stage_bytes<LMC_DTYPE_Q8_0, 0>(tp);
+        return mode == 2 ? (int)mmqp<LMC_DTYPE_Q8_0, 1>::KB : (int)mmqp<LMC_DTYPE_Q8_0, 0>::KB;
+    }
+    *sb = mode == 2 ? mmqp_stage_bytes<LMC_DTYPE_Q4_0, 1>(tp) : mmqp_stage_bytes<LMC_DTYPE_Q4_0, 0>(tp);
+    return mode == 2 ? (int)mmqp<LMC_DTYPE_Q4_0, 1>::KB : (int)mmqp<LMC_DTYPE_Q4_0, 0>::KB;
 }
 
 extern "C" int lmc_cuda_mmq_pipelined(const lmc_cuda_w *w, int64_t n_tok) {
-    return lmc_cuda_mmq_ok(w, n_tok) && mmqp_fits(w->type, w->ne0 / 32);
+    return lmc_cuda_mmq_ok(w, n_tok) && mmqp_mode(w->type, w->ne0 / 32, (int)(n_tok + 7) / 8) > 0;
 }
 
 /* Stages in flight: as many as fit two blocks per multiprocessor, at most 4 (LMC_CUDA_MMQ_ST:
- * 2..MMQP_MAX_ST, for measurements). */
+ * 2..MMQP_MAX_ST, and LMC_CUDA_MMQ_SMEM: KB of shared memory a block may take, up to 227, for
+ * measurements). */
 static int mmqp_stages(int sb) {
-    static int want = -1;
+    static int want = -1, budget = -1;
     if (want < 0) {
         want = mmq_env_int("LMC_CUDA_MMQ_ST", 4);
         if (want < 2) want = 2;
         if (want > MMQP_MAX_ST) want = MMQP_MAX_ST;
+        budget = mmq_env_int("LMC_CUDA_MMQ_SMEM", MMQP_SMEM / 1024);
+        if (budget < 1 || budget > 227) budget = MMQP_SMEM / 1024;
+        budget *= 1024;
     }
-    int st = MMQP_SMEM / sb;
+    int st = budget / sb;
     if (st > want) st = want;
     return st < 2 ? 2 : st;
 }
@@ -811,18 +856,18 @@ extern "C" int lmc_cuda_mmq(cudaStream_t s, int n, float *const *y, const lmc_cu
     a.T = (int)n_tok;
     a.Tpad = tp;
     a.acc = acc;
-    const int q8 = w[0].type == LMC_DTYPE_Q8_0, nt = (a.T + 7) / 8;
-    const int KB = q8 ? (int)mmqp<LMC_DTYPE_Q8_0>::KB : (int)mmqp<LMC_DTYPE_Q4_0>::KB;
+    const int q8 = w[0].type == LMC_DTYPE_Q8_0, nt = (a.T + 7) / 8, mode = mmqp_mode(w[0].type, nb, nt);
     cudaError_t e;
-    if (mmqp_fits(w[0].type, nb)) {
-        const int sb = q8 ? mmqp_stage_bytes<LMC_DTYPE_Q8_0>(tp) : mmqp_stage_bytes<LMC_DTYPE_Q4_0>(tp);
+    if (mode) {
+        int sb = 0;
+        const int KB = mmqp_geom(q8, mode, tp, &sb);
         int per = 0;
         const int S = mmqp_split(tiles, nb / KB, &per);
         a.kbs = per * KB;
         a.st = mmqp_stages(sb);
         size_t smem = (size_t)a.st * (size_t)sb;
         if (S > 1 && smem < (size_t)tp * MMQ_BRS * 4) smem = (size_t)tp * MMQ_BRS * 4;
-        const mmq_kern k = q8 ? mmq_pick<LMC_DTYPE_Q8_0>(nt, 1) : mmq_pick<LMC_DTYPE_Q4_0>(nt, 1);
+        const mmq_kern k = q8 ? mmq_pick<LMC_DTYPE_Q8_0>(nt, mode) : mmq_pick<LMC_DTYPE_Q4_0>(nt, mode);
         e = mmq_launch(s, k, a, S, tiles, MMQP_WARPS * 32, smem);
     } else {
         const int U = q8 ? (int)mmq_u<LMC_DTYPE_Q8_0>::v : (int)mmq_u<LMC_DTYPE_Q4_0>::v;
