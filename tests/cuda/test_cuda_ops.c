@@ -309,7 +309,7 @@ static void test_matmul_int8(void) {
     static const int64_t shapes[][3] = {/* in, out, n_tokens */
                                         {32, 5, 1}, {64, 33, 2}, {256, 96, 3}, {544, 257, 5}, {1024, 130, 8},
                                         {64, 4500, 1}, {32, 9000, 4}, {4096, 40, 6}, {14336, 12, 8},
-                                        {128, 70, 7}, {24576, 3, 8}};
+                                        {128, 70, 7}, {24576, 3, 8}, {4096, 4500, 1}, {2048, 4400, 1}};
     const lmc_dtype types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
     for (int ti = 0; ti < 2; ti++) {
         const lmc_dtype t = types[ti];
@@ -380,7 +380,7 @@ static void test_matmul_fused(void) {
     static const int64_t shapes[][4] = {/* in, out0, out1, n_tokens */
                                         {256, 96, 32, 1}, {264, 33, 17, 2}, {512, 130, 66, 3}, {1024, 72, 24, 4},
                                         {96, 41, 9, 5}, {768, 65, 31, 6}, {4096, 24, 8, 7}, {320, 57, 57, 8},
-                                        {512, 40, 16, 9}, {544, 257, 129, 1}, {4096, 31, 7, 1},
+                                        {512, 40, 16, 9}, {544, 257, 129, 1}, {4096, 31, 7, 1}, {1024, 64, 4500, 1},
                                         /* prefill-sized (bf16 GEMMs with the input op in front) */
                                         {264, 33, 17, 64}, {96, 130, 41, 33}, {1056, 65, 31, 130}};
     const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
@@ -446,10 +446,12 @@ static void test_matmul_fused(void) {
             ref->i->act_mul(ref, &y[1].c, &y[1].c, &y[2].c, act);
             took = gpu->i->matmul_fused(gpu, 2, (lmc_tensor *[]){&y[1].g, &y[2].g}, (const lmc_tensor *[]){wg[1], wg[2]},
                                         &x.g, &op);
-            CHECK_MSG(took == dec_f, "fused rms glu %s in %lld n %lld: taken %d", lmc_dtype_name(t), (long long)in,
-                      (long long)n, took);
+            /* Q8_0/Q4_0 at one token: gate and up rows side by side in k_gemv_q (LMC_CUDA_QGLU=0: declined) */
+            const int glu_q = dec_q && !(getenv("LMC_CUDA_QGLU") && !strcmp(getenv("LMC_CUDA_QGLU"), "0"));
+            CHECK_MSG(took == (dec_f || glu_q), "fused rms glu %s in %lld n %lld: taken %d", lmc_dtype_name(t),
+                      (long long)in, (long long)n, took);
             snprintf(what, sizeof what, "fused rms glu %s in %lld n %lld", lmc_dtype_name(t), (long long)in, (long long)n);
-            if (took) compare(&y[1], tol, what);
+            if (took) compare(&y[1], qv ? 2e-2 : tol, what); /* int8 activations of two products: F2 */
             cnt[1] += took;
             /* 3. y0 (+)= w0 · (act(x) · x2); the int8 path quantizes the very values act_mul makes, so it
              * also equals the GPU's own plain sequence up to summation order */
@@ -1409,6 +1411,140 @@ static void test_matmul_mmq_pipe(void) {
     printf("matmul_mmq_pipe: %d products on the pipelined path\n", taken);
 }
 
+/* One decode layer's ops on the GPU, the way model/forward.c chains them (fused products where the
+ * backend takes them): x [D] is the residual stream. */
+typedef struct chain {
+    weight wq, wk, wv, wo, wg, wu, wd, norm;
+    lmc_tensor x, q, k, v, att, gate, up, kc, vc, pos, seq, inv;
+    int D, I, hd, nh, nkv, n_ctx;
+} chain;
+
+static void chain_layer(chain *c) {
+    lmc_fuse_op op = {.in = LMC_FUSE_IN_RMS, .out = LMC_FUSE_OUT_SET, .norm_w = &c->norm.g, .eps = 1e-5f,
+                      .act = LMC_ACT_SILU};
+    CHECK(gpu->i->matmul_fused(gpu, 3, (lmc_tensor *[]){&c->q, &c->k, &c->v},
+                               (const lmc_tensor *[]){&c->wq.g, &c->wk.g, &c->wv.g}, &c->x, &op) == 1);
+    lmc_tensor qh = lmc_tensor_reshape(&c->q, c->hd, c->nh, 1, 1), kh = lmc_tensor_reshape(&c->k, c->hd, c->nkv, 1, 1);
+    lmc_rope_op ro = {.n_rot = c->hd, .attn_factor = 1.0f, .inv_freq = &c->inv};
+    gpu->i->rope_store(gpu, &qh, &kh, &c->v, &c->kc, &c->vc, &c->pos, &c->seq, &ro);
+    lmc_attn_op ao = {.n_head = c->nh, .n_kv_head = c->nkv, .head_dim = c->hd, .scale = 1.0f / sqrtf((float)c->hd)};
+    gpu->i->attention(gpu, &c->att, &c->q, &c->kc, &c->vc, &c->pos, &c->seq, &ao);
+    lmc_fuse_op acc = {.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_ACC};
+    CHECK(gpu->i->matmul_fused(gpu, 1, (lmc_tensor *[]){&c->x}, (const lmc_tensor *[]){&c->wo.g}, &c->att, &acc) == 1);
+    op.out = LMC_FUSE_OUT_GLU;
+    lmc_tensor *gu[] = {&c->gate, &c->up};
+    const lmc_tensor *wgu[] = {&c->wg.g, &c->wu.g};
+    if (gpu->i->matmul_fused(gpu, 2, gu, wgu, &c->x, &op)) { /* gate = act(gate)·up */
+        CHECK(gpu->i->matmul_fused(gpu, 1, (lmc_tensor *[]){&c->x}, (const lmc_tensor *[]){&c->wd.g}, &c->gate,
+                                   &acc) == 1);
+        return;
+    }
+    op.out = LMC_FUSE_OUT_SET;
+    CHECK(gpu->i->matmul_fused(gpu, 2, gu, wgu, &c->x, &op) == 1);
+    lmc_fuse_op glu = {.in = LMC_FUSE_IN_GLU, .out = LMC_FUSE_OUT_ACC, .x2 = &c->up, .act = LMC_ACT_SILU};
+    CHECK(gpu->i->matmul_fused(gpu, 1, (lmc_tensor *[]){&c->x}, (const lmc_tensor *[]){&c->wd.g}, &c->gate, &glu) == 1);
+}
+
+static void gpu_f32(lmc_tensor *t, int64_t ne0, int64_t ne1, int64_t ne2) {
+    *t = lmc_tensor_make(LMC_DTYPE_F32, ne0, ne1, ne2, 1);
+    LMC_ASSERT(gpu->i->alloc(gpu, t) == 0);
+}
+
+/* Reset x and the caches, run `layers` layers with no host sync between the ops (graph: record
+ * them and replay the recording), return the final x on the host. */
+static float *chain_run(chain *c, const float *x0, const float *kv0, int layers, int graph) {
+    gpu->i->set(gpu, &c->x, x0, 0, (size_t)c->D * 4);
+    const size_t cb = lmc_tensor_nbytes(&c->kc);
+    gpu->i->set(gpu, &c->kc, kv0, 0, cb);
+    gpu->i->set(gpu, &c->vc, kv0 + cb / 4, 0, cb);
+    void *g = NULL;
+    if (graph) {
+        CHECK(gpu->i->sync(gpu) == 0);
+        graph = gpu->i->graph_begin(gpu); /* 0 with LMC_CUDA_GRAPHS=0: the ops run as they come */
+    }
+    for (int l = 0; l < layers; l++) chain_layer(c);
+    if (graph) {
+        g = gpu->i->graph_end(gpu);
+        CHECK_MSG(g != NULL, "recording a decode chain failed");
+        if (g) CHECK(gpu->i->graph_replay(gpu, g) == 1);
+    }
+    float *out = malloc((size_t)c->D * 4);
+    CHECK_MSG(gpu->i->sync(gpu) == 0, "chain: %s", lmc_last_error());
+    gpu->i->get(gpu, out, &c->x, 0, (size_t)c->D * 4);
+    if (g) gpu->i->graph_free(gpu, g);
+    return out;
+}
+
+/* Programmatic dependent launch (lmc_cuda_pdl): a chain of decode layers (fused RMSNorm + q/k/v,
+ * rope_store, decode attention over a cache of several splits merged by the last split, o +=,
+ * gate/up, down +=; each op reads what the one before wrote) with PDL off, on, and recorded as a
+ * graph with PDL on must give the same bits: a kernel that read its input or wrote its output
+ * before waiting for the previous one would see a half-written input. */
+static void test_pdl_chain(void) {
+    const lmc_dtype types[] = {LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        chain c = {.D = 1024, .I = 2816, .hd = 64, .nh = 16, .nkv = 4, .n_ctx = 512};
+        const lmc_dtype t = types[ti];
+        const int kvd = c.hd * c.nkv;
+        weight_make(&c.wq, t, c.D, c.D);
+        weight_make(&c.wk, t, c.D, kvd);
+        weight_make(&c.wv, t, c.D, kvd);
+        weight_make(&c.wo, t, c.D, c.D);
+        weight_make(&c.wg, t, c.D, c.I);
+        weight_make(&c.wu, t, c.D, c.I);
+        weight_make(&c.wd, t, c.I, c.D);
+        weight_make(&c.norm, LMC_DTYPE_F32, c.D, 1);
+        gpu_f32(&c.x, c.D, 1, 1);
+        gpu_f32(&c.q, c.D, 1, 1);
+        gpu_f32(&c.k, kvd, 1, 1);
+        gpu_f32(&c.v, kvd, 1, 1);
+        gpu_f32(&c.att, c.D, 1, 1);
+        gpu_f32(&c.gate, c.I, 1, 1);
+        gpu_f32(&c.up, c.I, 1, 1);
+        gpu_f32(&c.kc, kvd, c.n_ctx, 1);
+        gpu_f32(&c.vc, kvd, c.n_ctx, 1);
+        gpu_f32(&c.inv, c.hd / 2, 1, 1);
+        c.pos = lmc_tensor_make(LMC_DTYPE_I32, 1, 1, 1, 1);
+        c.seq = c.pos;
+        LMC_ASSERT(gpu->i->alloc(gpu, &c.pos) == 0 && gpu->i->alloc(gpu, &c.seq) == 0);
+        const int32_t p = 300, sq = 0; /* 301 positions: 5 splits of 64 */
+        gpu->i->set(gpu, &c.pos, &p, 0, 4);
+        gpu->i->set(gpu, &c.seq, &sq, 0, 4);
+        float f[64];
+        for (int i = 0; i < c.hd / 2; i++) f[i] = powf(10000.0f, -2.0f * i / c.hd);
+        gpu->i->set(gpu, &c.inv, f, 0, (size_t)c.hd / 2 * 4);
+        float *x0 = malloc((size_t)c.D * 4), *kv0 = malloc((size_t)kvd * c.n_ctx * 2 * 4);
+        for (int i = 0; i < c.D; i++) x0[i] = frand();
+        for (int i = 0; i < kvd * c.n_ctx * 2; i++) kv0[i] = frand();
+        const int layers = 6;
+        lmc_cuda_pdl_set(0);
+        float *a = chain_run(&c, x0, kv0, layers, 0);
+        lmc_cuda_pdl_set(1);
+        float *b = chain_run(&c, x0, kv0, layers, 0), *g = chain_run(&c, x0, kv0, layers, 1);
+        lmc_cuda_pdl_set(-1);
+        int diff_b = 0, diff_g = 0, finite = 1;
+        double mx = 0;
+        for (int i = 0; i < c.D; i++) {
+            diff_b += memcmp(&a[i], &b[i], 4) != 0;
+            diff_g += memcmp(&a[i], &g[i], 4) != 0;
+            finite &= isfinite(a[i]);
+            mx = fmax(mx, fabs(a[i]));
+        }
+        CHECK_MSG(finite && mx > 0, "pdl chain %s: output not finite or zero", lmc_dtype_name(t));
+        CHECK_MSG(diff_b == 0 && diff_g == 0, "pdl chain %s (pdl %d): %d / %d of %d values differ from the serial run",
+                  lmc_dtype_name(t), lmc_cuda_pdl(), diff_b, diff_g, c.D);
+        free(a);
+        free(b);
+        free(g);
+        free(x0);
+        free(kv0);
+        weight *ws[] = {&c.wq, &c.wk, &c.wv, &c.wo, &c.wg, &c.wu, &c.wd, &c.norm};
+        for (int i = 0; i < 8; i++) weight_free(ws[i]);
+        lmc_tensor *ts[] = {&c.x, &c.q, &c.k, &c.v, &c.att, &c.gate, &c.up, &c.kc, &c.vc, &c.inv, &c.pos, &c.seq};
+        for (int i = 0; i < 12; i++) gpu->i->release(gpu, ts[i]);
+    }
+}
+
 int main(void) {
     if (lmc_backend_cuda_init(&gpu, 0) < 0) {
         printf("SKIP test_cuda_ops: %s\n", lmc_last_error());
@@ -1432,6 +1568,7 @@ int main(void) {
     RUN(test_moe_device);
     RUN(test_matmul_kq);
     RUN(test_matmul_mmq_pipe);
+    RUN(test_pdl_chain);
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

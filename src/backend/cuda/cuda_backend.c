@@ -112,6 +112,7 @@ static void cuda_free(lmc_backend *be) {
     cudaFree(c->stage);
     cudaFree(c->ws_m);
     cudaFree(c->blas_ws);
+    cudaFree(c->attn_done);
     free(c->host);
     cublasDestroy(c->blas);
     cudaStreamDestroy(c->stream);
@@ -624,7 +625,7 @@ static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q
         .q = q->data, .k = k_cache->data, .v = v_cache->data, .out = out->data, .pos = pos->data, .seq = seq->data,
         .n = lmc_tensor_nelem(pos), .n_ctx = k_cache->ne[1], .n_seq = k_cache->ne[2] * k_cache->ne[3],
         .n_head = op->n_head, .n_kv_head = op->n_kv_head, .head_dim = op->head_dim,
-        .scale = op->scale, .softcap = op->softcap, .window = op->window,
+        .scale = op->scale, .softcap = op->softcap, .window = op->window, .done = c->attn_done,
     };
     size_t need = lmc_cuda_attn_scratch(&a);
     float *scratch = NULL;
@@ -758,6 +759,15 @@ lmc_status lmc_backend_cuda_init(lmc_backend **out, int device) {
     /* a workspace of cuBLAS's own that never moves, so a recorded product may keep it */
     if (cudaMalloc(&c->blas_ws, LMC_CUDA_BLAS_WS) == cudaSuccess) cublasSetWorkspace(c->blas, c->blas_ws, LMC_CUDA_BLAS_WS);
     else c->blas_ws = NULL;
+    const char *am = getenv("LMC_CUDA_ATTN_MERGE");
+    if (!(am && strcmp(am, "0") == 0)) {
+        if (cudaMalloc((void **)&c->attn_done, LMC_CUDA_ATTN_DONE * sizeof(unsigned)) != cudaSuccess ||
+            cudaMemsetAsync(c->attn_done, 0, LMC_CUDA_ATTN_DONE * sizeof(unsigned), c->stream) != cudaSuccess) {
+            cudaFree(c->attn_done);
+            cudaGetLastError();
+            c->attn_done = NULL;
+        }
+    }
     const char *g = getenv("LMC_CUDA_GRAPHS");
     c->graphs_off = g && strcmp(g, "0") == 0;
     be->i = &cuda_iface;

@@ -18,6 +18,44 @@
 
 #define LMC_CUDA_BLOCK 256
 
+/* Programmatic dependent launch (sm_90+). A kernel started by lmc_launch() may begin while the
+ * kernel before it on the stream is still running (lmc_cuda_pdl(): LMC_CUDA_PDL=0 turns it off).
+ * Such a kernel calls pdl_wait() in every thread before it reads anything an earlier kernel wrote
+ * and before it writes anything (weights, constant for the step, may be loaded before: that load
+ * then overlaps the previous kernel's tail); pdl_wait() returns once the previous grid has
+ * finished and its writes are visible, so the chain stays ordered end to end. pdl_next() lets
+ * the next kernel's blocks be scheduled as this grid's blocks leave. Outside such a launch both
+ * are no-ops. */
+static __device__ __forceinline__ void pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ void pdl_next(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization attribute when
+ * lmc_cuda_pdl() says so. Only for kernels that call pdl_wait() as described above. Returns the
+ * launch's error (also left for cudaGetLastError). */
+template <typename... P, typename... A>
+static cudaError_t lmc_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A... args) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = lmc_cuda_pdl() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 static __device__ __forceinline__ float bf16_to_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 static __device__ __forceinline__ float f16_to_f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 

@@ -10,7 +10,9 @@
  * never allocates: an op that would grow a workspace marks the capture bad and the
  * recording is dropped (the caller then runs the step the ordinary way, which grows it).
  * LMC_CUDA_GRAPHS=0 turns recordings off (and a capture the driver refuses turns them off
- * for the backend's lifetime).
+ * for the backend's lifetime). Kernels launched with programmatic dependent launch
+ * (lmc_launch, cuda_common.cuh) are captured with programmatic edges, so a replay keeps
+ * their overlap (test_cuda_ops test_pdl_chain: a recorded chain equals the serial one).
  */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>

@@ -40,6 +40,8 @@ typedef struct cuda_ctx {
     int capturing, capture_bad;
     int graphs_off;                /* LMC_CUDA_GRAPHS=0, or a capture failed: no more recordings */
     void *blas_ws;                 /* cuBLAS's own workspace (fixed, so recordings may hold it) */
+    unsigned *attn_done;           /* [LMC_CUDA_ATTN_DONE] decode attention's split counters, zero between
+                                      calls (fixed; NULL with LMC_CUDA_ATTN_MERGE=0: a merge kernel) */
 } cuda_ctx;
 
 #define CTX(be) ((cuda_ctx *)(be)->ctx)

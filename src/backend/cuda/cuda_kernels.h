@@ -38,6 +38,13 @@ typedef struct lmc_cuda_w {
     int group;
 } lmc_cuda_w;
 
+/* 1 when the decode kernels are launched with programmatic dependent launch (sm_90+: each may
+ * start, and load its weights, while the kernel before it finishes); LMC_CUDA_PDL=0 in the
+ * environment: never. Per current device, cached. */
+int lmc_cuda_pdl(void);
+/* Tests: 1 / 0 forces it on (where the device has it) / off for this process; -1: the environment. */
+void lmc_cuda_pdl_set(int on);
+
 /* Bytes of the repacked planes of a Q8_0/Q4_0 weight and the offset of its scales. */
 size_t lmc_cuda_repacked_bytes(int type, int64_t ne0, int64_t ne1, size_t *scale_off);
 /* raw (checkpoint layout, rows of nb1 bytes) → repacked planes */
@@ -120,7 +127,11 @@ typedef struct lmc_cuda_attn {
     int n_head, n_kv_head, head_dim;
     float scale, softcap;
     int window;
+    unsigned *done;        /* NULL, or n · n_kv_head split counters (device, zero, left zero): the decode
+                              kernel's last split of a (token, KV head) merges the splits itself */
 } lmc_cuda_attn;
+/* Counters the backend keeps for lmc_cuda_attn.done: n · n_kv_head may not exceed this. */
+#define LMC_CUDA_ATTN_DONE 16384
 /* Batches of at least this many tokens (head_dim ≤ 256, a multiple of 4) take the tensor-core
  * kernel (bf16 operands, f32 accumulation: F2); smaller ones the f32 kernels. */
 #define LMC_CUDA_FATTN_MIN_TOKENS 64

@@ -30,6 +30,26 @@
 #define GEMV_U 2          /* chunks per thread loaded before use */
 #define GEMV_THREADS 256  /* most threads per block (fewer when the rows are short) */
 
+/* ------------------------------------------------------------ programmatic dependent launch */
+
+static int pdl_forced = -1; /* lmc_cuda_pdl_set */
+
+extern "C" void lmc_cuda_pdl_set(int on) { pdl_forced = on; }
+
+extern "C" int lmc_cuda_pdl(void) {
+    static int env = -1, cc[16];
+    if (env < 0) env = !(getenv("LMC_CUDA_PDL") && !strcmp(getenv("LMC_CUDA_PDL"), "0"));
+    if (!(pdl_forced < 0 ? env : pdl_forced)) return 0;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 16) return 0;
+    if (!cc[dev]) {
+        int major = 0;
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+        cc[dev] = major > 0 ? major : 1;
+    }
+    return cc[dev] >= 9;
+}
+
 size_t lmc_cuda_repacked_bytes(int type, int64_t ne0, int64_t ne1, size_t *scale_off) {
     size_t codes = type == LMC_DTYPE_Q8_0 ? (size_t)ne0 * (size_t)ne1 : (size_t)ne0 / 2 * (size_t)ne1;
     codes = (codes + 255) & ~(size_t)255;
@@ -223,9 +243,9 @@ static __device__ __forceinline__ void gemv_block(float *y, const lmc_cuda_w &w,
 #pragma unroll
         for (int r = 0; r < RT; r++) acc[r][t] = 0.0f;
     }
-    for (int64_t c0 = threadIdx.x; c0 < nch; c0 += (int64_t)GEMV_U * nth) {
-        uint4 raw[GEMV_U][RT];
-        float sc[GEMV_U][RT];
+    uint4 raw[GEMV_U][RT];
+    float sc[GEMV_U][RT];
+    auto fetch = [&](int64_t c0) {
 #pragma unroll
         for (int u = 0; u < GEMV_U; u++)
 #pragma unroll
@@ -235,6 +255,12 @@ static __device__ __forceinline__ void gemv_block(float *y, const lmc_cuda_w &w,
                 if (c < nch) raw[u][r] = gemv_load<TYPE>(MODE == 2 && r >= R ? w1 : w, row, c, &sc[u][r]);
                 else { raw[u][r] = make_uint4(0, 0, 0, 0); sc[u][r] = 0.0f; }
             }
+    };
+    fetch(threadIdx.x); /* weights only: before the wait for the previous kernel (lmc_launch) */
+    pdl_next();
+    pdl_wait();
+    for (int64_t c0 = threadIdx.x; c0 < nch; c0 += (int64_t)GEMV_U * nth) {
+        if (c0 != threadIdx.x) fetch(c0);
 #pragma unroll
         for (int u = 0; u < GEMV_U; u++) {
             const int64_t c = c0 + (int64_t)u * nth;
@@ -395,7 +421,9 @@ __global__ void __launch_bounds__(GS_MAX_THREADS) k_gemv_s(gemv_s_rows m, const 
         }
     };
     int base = 0;
-    if (g < g_end) load(g, 0);
+    if (g < g_end) load(g, 0); /* weights only: before the wait for the previous kernel (lmc_launch) */
+    pdl_next();
+    pdl_wait();
 
     /* stage x·g, Σx² per token */
     float ss[NT];
@@ -513,7 +541,7 @@ static int gemv_s_launch(cudaStream_t s, gemv_s_rows *m, const float *x, const g
     if (wpb < 4) wpb = 4;
     if (wpb > GS_MAX_THREADS / 32) wpb = GS_MAX_THREADS / 32;
     const unsigned blocks = (unsigned)((nw + wpb - 1) / wpb);
-    k_gemv_s<TYPE, NT, MODE><<<blocks, (unsigned)(wpb * 32), sm, s>>>(*m, x, fz, (int)gpw);
+    lmc_launch(k_gemv_s<TYPE, NT, MODE>, dim3(blocks), dim3((unsigned)(wpb * 32)), sm, s, *m, x, fz, (int)gpw);
     return 1;
 }
 
@@ -626,14 +654,18 @@ template <int RW, int U> struct qv_batch {
     uint16_t d[U][RW]; /* f16 */
 };
 
-template <int TYPE, int RW, int U>
-static __device__ __forceinline__ void qv_load(qv_batch<RW, U> &b, const lmc_cuda_w &w, int64_t g, int c0, int nch) {
-    const size_t rowb = TYPE == LMC_DTYPE_Q8_0 ? (size_t)w.ne0 : (size_t)(w.ne0 / 2);
-    const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
-    const int64_t nbk = w.ne0 / 32;
+template <int TYPE, int RW, int U, bool GLU>
+static __device__ __forceinline__ void qv_load(qv_batch<RW, U> &b, const lmc_cuda_w &w0, const lmc_cuda_w &w1, int64_t g,
+                                               int c0, int nch) {
 #pragma unroll
     for (int r = 0; r < RW; r++) {
-        const int64_t row = g * RW + r < w.ne1 ? g * RW + r : w.ne1 - 1;
+        /* GLU: rows (gate i, up i) side by side, i = g·RW/2 + r/2 */
+        const lmc_cuda_w &w = GLU && (r & 1) ? w1 : w0;
+        const size_t rowb = TYPE == LMC_DTYPE_Q8_0 ? (size_t)w.ne0 : (size_t)(w.ne0 / 2);
+        const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
+        const int64_t nbk = w.ne0 / 32;
+        const int64_t rr = GLU ? g * (RW / 2) + r / 2 : g * RW + r;
+        const int64_t row = rr < w.ne1 ? rr : w.ne1 - 1;
         /* chunk c0 + 32u: constant offsets from one pointer per row */
         const uint4 *qp = (const uint4 *)((const char *)w.data + (size_t)row * rowb) + c0;
         const uint16_t *dp = sc + row * nbk + (TYPE == LMC_DTYPE_Q8_0 ? c0 >> 1 : c0);
@@ -708,8 +740,9 @@ static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_bat
     }
 }
 
-/* The warp's sums of row group g: reduced across lanes, lane r·NT + t writes (row g·RW + r, token t). */
-template <int NT, int RW>
+/* The warp's sums of row group g: reduced across lanes, lane r·NT + t writes (row g·RW + r, token t).
+ * GLU: rows 2i, 2i + 1 of the group are gate and up row g·RW/2 + i; lane i·NT + t writes act(gate)·up. */
+template <int NT, int RW, bool GLU>
 static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, int64_t out, int64_t g, int lane,
                                                 const float *ssw, const gemv_fz &fz, int K) {
     float inv[NT]; /* 1/rms of each token's x for a fused RMSNorm (from the warps' partial Σx²), else 1 */
@@ -722,18 +755,30 @@ static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, 
             inv[t] = 1.0f / sqrtf(s / (float)K + fz.eps);
         }
     }
+    if constexpr (GLU) {
 #pragma unroll
-    for (int r = 0; r < RW; r++)
+        for (int i = 0; i < RW / 2; i++)
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            const float v = warp_sum(acc[r][t]) * inv[t];
-            acc[r][t] = 0.0f;
-            const int64_t row = g * RW + r;
-            if (lane == r * NT + t && row < out) {
-                float *p = y + (int64_t)t * out + row;
-                *p = fz.acc ? *p + v : v;
+            for (int t = 0; t < NT; t++) {
+                const float vg = warp_sum(acc[2 * i][t]) * inv[t], vu = warp_sum(acc[2 * i + 1][t]) * inv[t];
+                acc[2 * i][t] = acc[2 * i + 1][t] = 0.0f;
+                const int64_t row = g * (RW / 2) + i;
+                if (lane == i * NT + t && row < out) y[(int64_t)t * out + row] = fz_act(fz.act, vg) * vu;
             }
-        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < RW; r++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const float v = warp_sum(acc[r][t]) * inv[t];
+                acc[r][t] = 0.0f;
+                const int64_t row = g * RW + r;
+                if (lane == r * NT + t && row < out) {
+                    float *p = y + (int64_t)t * out + row;
+                    *p = fz.acc ? *p + v : v;
+                }
+            }
+    }
 }
 
 /* Up to LMC_CUDA_GEMV_MULTI matrices of one dtype and width over one x (q, k, v; gate, up): their row
@@ -749,7 +794,7 @@ typedef struct qv_mat {
  * of the grid computes row groups [gw·gpw, gw·gpw + gpw) of RW rows each, over the whole row, in
  * batches of U chunks a lane: LOADS = RW·U loads of 16 bytes a lane in flight (the first
  * batch while the block quantizes the activations). */
-template <int TYPE, int NT, int RW, int LOADS>
+template <int TYPE, int NT, int RW, int LOADS, bool GLU>
 __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float *x, int gpw, gemv_fz fz) {
     constexpr int U = LOADS / RW, STEP = 32 * U;
     extern __shared__ __align__(16) unsigned char qv_sm[];
@@ -770,7 +815,10 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     qv_batch<RW, U> A;
     int base = 0; /* batch (g, base) is in A */
     int mi = g < g_end ? mat(g) : 0;
-    if (g < g_end) qv_load<TYPE, RW, U>(A, m.w[mi], g - (mi ? m.gend[mi - 1] : 0), base + lane, nch);
+    if (g < g_end) qv_load<TYPE, RW, U, GLU>(A, m.w[mi], m.w[GLU ? 1 : mi], g - (mi ? m.gend[mi - 1] : 0), base + lane, nch);
+    /* the first batch of weights is in flight: now wait for the previous kernel (lmc_launch) */
+    pdl_next();
+    pdl_wait();
     float *ssw = (float *)(qv_sm + (size_t)NT * ((size_t)K + (size_t)(K / 32) * 8));
     qv_quantize<TYPE, LOADS >= 16 ? 2 : 4, NT>((int8_t *)qv_sm, (float2 *)(qv_sm + (size_t)NT * K), ssw, x, K, fz);
     __syncthreads();
@@ -783,12 +831,13 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
         qv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch);
         base += STEP;
         if (base >= nch) { /* the row group is done */
-            qv_store<NT, RW>(acc, m.y[mi], m.w[mi].ne1, g - (mi ? m.gend[mi - 1] : 0), lane, ssw, fz, K);
+            qv_store<NT, RW, GLU>(acc, m.y[mi], m.w[mi].ne1, g - (mi ? m.gend[mi - 1] : 0), lane, ssw, fz, K);
             g++;
             base = 0;
             if (g < g_end) mi = mat(g);
         }
-        if (g < g_end) qv_load<TYPE, RW, U>(A, m.w[mi], g - (mi ? m.gend[mi - 1] : 0), base + lane, nch);
+        if (g < g_end)
+            qv_load<TYPE, RW, U, GLU>(A, m.w[mi], m.w[GLU ? 1 : mi], g - (mi ? m.gend[mi - 1] : 0), base + lane, nch);
     }
 }
 
@@ -837,17 +886,17 @@ extern "C" int lmc_cuda_gemv_int8(int type, int64_t ne0, int64_t n_tok) {
 /* Launch shape: every warp the same number of row groups (gpw), at most 16 warps (one block)
  * per multiprocessor, so that the activations are quantized once per multiprocessor (two
  * blocks of 8 warps measured 3-35% slower on the H200), blocks of 4..16 warps. */
-template <int TYPE, int NT, int RW, int LOADS>
+template <int TYPE, int NT, int RW, int LOADS, bool GLU = false>
 static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz, int dev, int sms, size_t smb) {
     const size_t sm = qv_smem(m->w[0].ne0, NT);
     static int opted[16]; /* dynamic shared memory limit raised, per device */
     if (sm > 48 * 1024 && !(dev >= 0 && dev < 16 && opted[dev])) {
-        cudaFuncSetAttribute(k_gemv_q<TYPE, NT, RW, LOADS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smb);
+        cudaFuncSetAttribute(k_gemv_q<TYPE, NT, RW, LOADS, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smb);
         if (dev >= 0 && dev < 16) opted[dev] = 1;
     }
     int64_t ng = 0;
     for (int i = 0; i < m->n; i++) {
-        ng += (m->w[i].ne1 + RW - 1) / RW;
+        ng += GLU ? (m->w[i].ne1 + RW / 2 - 1) / (RW / 2) : (m->w[i].ne1 + RW - 1) / RW;
         m->gend[i] = ng;
     }
     const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32);
@@ -856,7 +905,7 @@ static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &
     if (wpb < 4) wpb = 4;
     if (wpb > QV_MAX_THREADS / 32) wpb = QV_MAX_THREADS / 32;
     const unsigned blocks = (unsigned)((nw + wpb - 1) / wpb);
-    k_gemv_q<TYPE, NT, RW, LOADS><<<blocks, (unsigned)(wpb * 32), sm, s>>>(*m, x, (int)gpw, fz);
+    lmc_launch(k_gemv_q<TYPE, NT, RW, LOADS, GLU>, dim3(blocks), dim3((unsigned)(wpb * 32)), sm, s, *m, x, (int)gpw, fz);
 }
 
 /* Rows per warp: 4 from 3 tokens on (each activation chunk read serves more rows), 2 below,
@@ -864,23 +913,40 @@ static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &
  * from 5 tokens on: 2 at most, or its unpacked nibbles spill registers). Loads in flight
  * per lane: 8; 16 at one token unless the row's chunks per lane (more than 8) are not a
  * multiple of 8 (a half-empty last batch: 8 measured faster there). */
-template <int TYPE, int NT>
+/* LMC_CUDA_QV_FILL=0: one token's rows two a warp with 16 loads a lane even when a row has at most
+ * 4 chunks a lane (half the batch empty), as before four rows a warp were tried (A/B). */
+static int qv_fill(void) {
+    static int v = -1;
+    if (v < 0) v = !(getenv("LMC_CUDA_QV_FILL") && !strcmp(getenv("LMC_CUDA_QV_FILL"), "0"));
+    return v;
+}
+
+template <int TYPE, int NT, bool GLU = false>
 static void qv_rows(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz) {
     int dev, sms;
     size_t smb;
-    int64_t rows = 0;
+    int64_t rows = 0; /* rows loaded: GLU, gate's and up's */
     for (int i = 0; i < m->n; i++) rows += m->w[i].ne1;
+    if (GLU) rows = 2 * m->w[0].ne1;
     if (rows <= 0 || !qv_device(&dev, &sms, &smb)) return; /* lmc_cuda_gemv_int8 said yes: cached */
     const lmc_cuda_w *w = &m->w[0];
     constexpr int RW_MAX = NT >= 3 && !(TYPE == LMC_DTYPE_Q4_0 && NT >= 5) ? 4 : 2;
     const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32);
     const int64_t cpl = (w->ne0 / (TYPE == LMC_DTYPE_Q8_0 ? 16 : 32) + 31) / 32; /* chunks per lane per row */
-    int rw = RW_MAX;
-    while (rw > 1 && (rows + rw - 1) / rw < max_w / 2) rw /= 2;
+    /* one token, rows of at most 4 chunks a lane: 4 rows a warp fill a batch of 16 loads (else half
+     * of the 16 are past the row's end and a warp's rows take two batches, one after the other) */
+    const int fill = NT == 1 && cpl <= 4 && qv_fill();
+    int rw = fill ? 4 : RW_MAX;
+    while (rw > (GLU ? 2 : 1) && (rows + rw - 1) / rw < max_w / 2) rw /= 2;
     if constexpr (NT == 1) {
         if (cpl <= 8 || cpl % 8 == 0) {
-            if (rw == 2) qv_launch<TYPE, NT, 2, 16>(s, m, x, fz, dev, sms, smb);
-            else qv_launch<TYPE, NT, 1, 16>(s, m, x, fz, dev, sms, smb);
+            if (rw == 4) qv_launch<TYPE, NT, 4, 16, GLU>(s, m, x, fz, dev, sms, smb);
+            else if (rw == 2) qv_launch<TYPE, NT, 2, 16, GLU>(s, m, x, fz, dev, sms, smb);
+            else if constexpr (!GLU) qv_launch<TYPE, NT, 1, 16>(s, m, x, fz, dev, sms, smb);
+            return;
+        }
+        if constexpr (GLU) {
+            qv_launch<TYPE, NT, 2, 8, true>(s, m, x, fz, dev, sms, smb);
             return;
         }
     }
@@ -946,7 +1012,7 @@ static void gemv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const flo
     const int R = n == 1 ? (int)gemv_rows<TYPE, 1>::v : (int)gemv_rows<TYPE, 2>::v;
     const unsigned g = (unsigned)((w->ne1 + R - 1) / R);
     const int th = gemv_threads<TYPE>(w->ne0);
-#define K_GEMV(NT) k_gemv<TYPE, NT><<<g, th, 0, s>>>(y, *w, x, fz)
+#define K_GEMV(NT) lmc_launch(k_gemv<TYPE, NT>, dim3(g), dim3(th), 0, s, y, *w, x, fz)
     GEMV_NT_SWITCH(n, K_GEMV)
 #undef K_GEMV
 }
@@ -961,7 +1027,7 @@ static void gemv_multi_launch(cudaStream_t s, gemv_multi *m, const float *x, int
     }
     const int th = gemv_threads<TYPE>(m->w[0].ne0);
     const unsigned g = (unsigned)blocks;
-#define K_MULTI(NT) k_gemv_multi<TYPE, NT, MODE><<<g, th, 0, s>>>(*m, x, fz)
+#define K_MULTI(NT) lmc_launch(k_gemv_multi<TYPE, NT, MODE>, dim3(g), dim3(th), 0, s, *m, x, fz)
     GEMV_NT_SWITCH(n, K_MULTI)
 #undef K_MULTI
 }
@@ -972,7 +1038,7 @@ static void gemv_glu_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const
     const int R = n == 1 ? (int)gemv_glu_rows<TYPE, 1>::v : (int)gemv_glu_rows<TYPE, 2>::v;
     const unsigned g = (unsigned)((w[0].ne1 + R - 1) / R);
     const int th = gemv_threads<TYPE>(w[0].ne0);
-#define K_GLU(NT) k_gemv_glu<TYPE, NT><<<g, th, 0, s>>>(y, w[0], w[1], x, fz)
+#define K_GLU(NT) lmc_launch(k_gemv_glu<TYPE, NT>, dim3(g), dim3(th), 0, s, y, w[0], w[1], x, fz)
     GEMV_NT_SWITCH(n, K_GLU)
 #undef K_GLU
 }
@@ -997,6 +1063,26 @@ static gemv_fz fz_none(void) {
     gemv_fz f;
     memset(&f, 0, sizeof f);
     return f;
+}
+
+/* LMC_CUDA_QGLU=0: Q8_0/Q4_0 gate/up write both products and act·mul is formed by every block of
+ * down_proj while it quantizes its input (A/B), instead of act(gate)·up written once here. */
+static int qv_glu_on(void) {
+    static int v = -1;
+    if (v < 0) v = !(getenv("LMC_CUDA_QGLU") && !strcmp(getenv("LMC_CUDA_QGLU"), "0"));
+    return v;
+}
+
+/* y = act(w[0]·u)·(w[1]·u), one token, on the int8 path: each warp reads rows of gate and up side by side. */
+static void qv_glu(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, const gemv_fz &fz) {
+    qv_mat m;
+    memset(&m, 0, sizeof m);
+    m.n = 1;
+    m.w[0] = w[0];
+    m.w[1] = w[1];
+    m.y[0] = y;
+    if (w[0].type == LMC_DTYPE_Q8_0) qv_rows<LMC_DTYPE_Q8_0, 1, true>(s, &m, x, fz);
+    else qv_rows<LMC_DTYPE_Q4_0, 1, true>(s, &m, x, fz);
 }
 
 /* n Q8_0/Q4_0 matrices of one dtype and width on their int8 path, one launch. */
@@ -1105,7 +1191,12 @@ extern "C" int lmc_cuda_gemv_fused(cudaStream_t s, int n, float *const *y, const
         gemv_any(s, y[0], &w[0], x, n_tok, fz);
         return 1;
     case 2: /* act(w0·u)·(w1·u) */
-        if (n != 2 || f->in != 1 || !flt || w[1].ne1 != w[0].ne1) return 0;
+        if (n != 2 || f->in != 1 || w[1].ne1 != w[0].ne1) return 0;
+        if (int8 && n_tok == 1 && qv_glu_on()) {
+            qv_glu(s, y[0], w, x, fz);
+            return 1;
+        }
+        if (!flt) return 0;
         {
             gemv_s_rows sr;
             memset(&sr, 0, sizeof sr);

@@ -19,6 +19,8 @@ static unsigned grid_for(int64_t n) {
 /* ------------------------------------------------------------ get_rows */
 
 __global__ void k_get_rows(float *y, lmc_cuda_w w, const int32_t *ids, int64_t n, float scale) {
+    pdl_next();
+    pdl_wait();
     const int64_t t = blockIdx.x;
     if (t >= n) return;
     const int64_t r = ids[t];
@@ -29,7 +31,7 @@ __global__ void k_get_rows(float *y, lmc_cuda_w w, const int32_t *ids, int64_t n
 extern "C" void lmc_cuda_get_rows(cudaStream_t s, float *y, const lmc_cuda_w *table, const int32_t *ids, int64_t n,
                                   float scale) {
     if (n <= 0) return;
-    k_get_rows<<<(unsigned)n, LMC_CUDA_BLOCK, 0, s>>>(y, *table, ids, n, scale);
+    lmc_launch(k_get_rows, dim3((unsigned)n), dim3(LMC_CUDA_BLOCK), 0, s, y, *table, ids, n, scale);
 }
 
 /* ------------------------------------------------------------ simple element-wise */
@@ -167,6 +169,8 @@ template <int FUSED, typename T> /* T: float, or uint16_t for bf16 output */
 __global__ void k_rms_norm(T *y, float *x, const float *r, int64_t d, const void *w, int wt, int64_t w_rows,
                            float eps, float w_off) {
     __shared__ float sh[32];
+    pdl_next();
+    pdl_wait();
     const int64_t row = blockIdx.x;
     float *xr = x + row * d;
     T *yr = y + row * d;
@@ -228,7 +232,8 @@ static int rn_threads(int64_t d) {
 extern "C" void lmc_cuda_rms_norm(cudaStream_t s, float *y, const float *x, int64_t d, int64_t rows, const void *w,
                                   int wtype, int64_t w_rows, float eps, float w_offset) {
     if (rows <= 0) return;
-    k_rms_norm<0, float><<<(unsigned)rows, rn_threads(d), 0, s>>>(y, (float *)x, NULL, d, w, wtype, w_rows, eps, w_offset);
+    lmc_launch(k_rms_norm<0, float>, dim3((unsigned)rows), dim3(rn_threads(d)), 0, s, y, (float *)x, (const float *)NULL,
+               d, w, wtype, w_rows, eps, w_offset);
 }
 
 extern "C" void lmc_cuda_rms_norm_bf16(cudaStream_t s, uint16_t *y, const float *x, int64_t d, int64_t rows,
@@ -241,7 +246,8 @@ extern "C" void lmc_cuda_rms_norm_bf16(cudaStream_t s, uint16_t *y, const float 
 extern "C" void lmc_cuda_add_rms_norm(cudaStream_t s, float *x, const float *r, float *y, int64_t d, int64_t rows,
                                       const void *w, int wtype, int64_t w_rows, float eps, float w_offset) {
     if (rows <= 0) return;
-    k_rms_norm<1, float><<<(unsigned)rows, rn_threads(d), 0, s>>>(y, x, r, d, w, wtype, w_rows, eps, w_offset);
+    lmc_launch(k_rms_norm<1, float>, dim3((unsigned)rows), dim3(rn_threads(d)), 0, s, y, x, r, d, w, wtype, w_rows, eps,
+               w_offset);
 }
 
 __global__ void k_layer_norm(float *y, const float *x, int64_t d, const void *w, int wt, int64_t w_rows, const void *b,
@@ -322,6 +328,8 @@ __global__ void k_rope_store(float *q, float *k, const float *v, float *kc, floa
                              int64_t hkv, int64_t n_ctx, int64_t n_seq, const int32_t *pos, const int32_t *seq,
                              const float *inv, int n_rot, int interleaved, float af, int qb, int kb, int hpb) {
     __shared__ float cs[ROPE_TH], sn[ROPE_TH];
+    pdl_next();
+    pdl_wait();
     const int64_t t = blockIdx.x;
     const int j = blockIdx.y;
     const int64_t sq = seq[t], p = pos[t];
@@ -373,8 +381,8 @@ extern "C" void lmc_cuda_rope_store(cudaStream_t s, float *q, float *k, const fl
     const int hpb = (ROPE_TH / half > 0 ? ROPE_TH / half : 1) * (n_tok >= 64 ? 8 : 1);
     const int qb = (int)((hq + hpb - 1) / hpb), kb = (int)((hkv + hpb - 1) / hpb);
     const int vb = (int)((hd * hkv + 1023) / 1024);
-    k_rope_store<<<dim3((unsigned)n_tok, (unsigned)(qb + kb + vb)), ROPE_TH, 0, s>>>(
-        q, k, v, kc, vc, hd, hq, hkv, n_ctx, n_seq, pos, seq, inv_freq, n_rot, interleaved, attn_factor, qb, kb, hpb);
+    lmc_launch(k_rope_store, dim3((unsigned)n_tok, (unsigned)(qb + kb + vb)), dim3(ROPE_TH), 0, s, q, k, v, kc, vc, hd,
+               hq, hkv, n_ctx, n_seq, pos, seq, inv_freq, n_rot, interleaved, attn_factor, qb, kb, hpb);
 }
 
 /* Block (token, chunk of 1024 values of the row); float4 copies where the row allows. */
