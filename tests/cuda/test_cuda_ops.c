@@ -61,6 +61,15 @@ static void pair_i32(pair *p, const int32_t *v, int64_t n) {
     pair_set(p, v);
 }
 
+/* Expert ids [k, nt] (k per token, contiguous) as matmul_id reads them. */
+static void pair_expert_ids(pair *p, const int32_t *v, int k, int nt) {
+    pair_i32(p, v, (int64_t)k * nt);
+    p->c.ne[0] = p->g.ne[0] = k;
+    p->c.ne[1] = p->g.ne[1] = nt;
+    p->c.nb[1] = p->g.nb[1] = (size_t)k * 4;
+    p->c.nb[2] = p->g.nb[2] = p->c.nb[3] = p->g.nb[3] = (size_t)k * nt * 4;
+}
+
 static void pair_free(pair *p) {
     ref->i->release(ref, &p->c);
     gpu->i->release(gpu, &p->g);
@@ -850,11 +859,7 @@ static void test_moe(void) {
             int32_t idv[40];
             for (int s = 0; s < k * nt; s++) idv[s] = (s * 5 + s / 3) % 7; /* expert 7 never chosen */
             pair ids, x, xs, y;
-            pair_i32(&ids, idv, k * nt);
-            ids.c.ne[0] = ids.g.ne[0] = k;
-            ids.c.ne[1] = ids.g.ne[1] = nt;
-            ids.c.nb[1] = ids.g.nb[1] = (size_t)k * 4;
-            ids.c.nb[2] = ids.g.nb[2] = ids.c.nb[3] = ids.g.nb[3] = (size_t)k * nt * 4;
+            pair_expert_ids(&ids, idv, k, nt);
             pair_f32(&x, 256, nt, 1, 1.0f);
             pair_f32(&xs, 256, k * nt, 1, 1.0f);
             pair_alloc(&y, LMC_DTYPE_F32, 48, k * nt, 1);
@@ -1310,11 +1315,7 @@ static void test_moe_device(void) {
                         idv[t * k + j] = e;
                     }
                 pair ids, x, xs, y;
-                pair_i32(&ids, idv, k * nt);
-                ids.c.ne[0] = ids.g.ne[0] = k;
-                ids.c.ne[1] = ids.g.ne[1] = nt;
-                ids.c.nb[1] = ids.g.nb[1] = (size_t)k * 4;
-                ids.c.nb[2] = ids.g.nb[2] = ids.c.nb[3] = ids.g.nb[3] = (size_t)k * nt * 4;
+                pair_expert_ids(&ids, idv, k, nt);
                 pair_f32(&x, IN, nt, 1, 1.0f);
                 pair_f32(&xs, IN, k * nt, 1, 1.0f);
                 pair_alloc(&y, LMC_DTYPE_F32, OUT, k * nt, 1);
