@@ -2,14 +2,14 @@
 # run_all.sh — everything the CUDA backend is checked and measured with, in one go,
 # on a machine with an NVIDIA GPU (the H200 device machine):
 #   1. make CUDA=1 BUILD=build-cuda (library, CLI, tests/cuda tests, bench_cuda)
-#   2. test_cuda_ops     every op vs the scalar CPU reference (F2)
+#   2. test_cuda_ops, test_cuda_moe   every op (the MoE ops in the second) vs the scalar CPU reference (F2)
 #   3. test_cuda_parity  every tests/fixtures case through the cuda backend (F2, greedy ids)
 #   4. the CLI with --backend cuda: generate/logits on fixtures, ids and logits vs --backend cpu
 #   5. bench_cuda: Qwen2.5-0.5B shape bf16, Llama-3.1-8B shape bf16/q8_0/q4_0
-#   6. compute-sanitizer (memcheck) over test_cuda_ops
+#   6. compute-sanitizer (memcheck) over test_cuda_ops and test_cuda_moe
 # Logs go to $OUT (or ./cuda-logs); a summary line per stage goes to stdout.
 # Stages can be picked: run_all.sh [build] [ops] [parity] [cli] [sanitize] [bench]
-# BIN=dir runs prebuilt binaries (dir/lmc, dir/test_cuda_ops, dir/test_cuda_parity, dir/bench_cuda)
+# BIN=dir runs prebuilt binaries (dir/lmc, dir/test_cuda_ops, dir/test_cuda_moe, dir/test_cuda_parity, dir/bench_cuda)
 # instead of building (for a GPU machine without the Debian -dev packages).
 set -u
 cd "$(dirname "$0")/../.."
@@ -18,9 +18,10 @@ mkdir -p "$OUT"
 JOBS=${JOBS:-$(nproc)}
 STAGES=${*:-build ops parity cli sanitize bench}
 if [ -n "${BIN:-}" ]; then
-    LMC=$BIN/lmc; OPS=$BIN/test_cuda_ops; PAR=$BIN/test_cuda_parity; BENCH=$BIN/bench_cuda
+    LMC=$BIN/lmc; OPS=$BIN/test_cuda_ops; MOE=$BIN/test_cuda_moe; PAR=$BIN/test_cuda_parity; BENCH=$BIN/bench_cuda
 else
-    LMC=build-cuda/lmc; OPS=build-cuda/tests/test_cuda_ops; PAR=build-cuda/tests/test_cuda_parity
+    LMC=build-cuda/lmc; OPS=build-cuda/tests/test_cuda_ops; MOE=build-cuda/tests/test_cuda_moe
+    PAR=build-cuda/tests/test_cuda_parity
     BENCH=build-cuda/bench/bench_cuda
 fi
 want() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
@@ -40,7 +41,7 @@ if want build; then
         build() { bash "$CUDA_KIT/build.sh"; }
     else
         build() { make CUDA=1 BUILD=build-cuda -j"$JOBS" build-cuda/lmc build-cuda/tests/test_cuda_ops \
-            build-cuda/tests/test_cuda_parity build-cuda/bench/bench_cuda; }
+            build-cuda/tests/test_cuda_moe build-cuda/tests/test_cuda_parity build-cuda/bench/bench_cuda; }
     fi
     if build >"$OUT/build.log" 2>&1; then
         echo "build: ok ($(( $(date +%s) - t0 )) s)"
@@ -53,6 +54,9 @@ if want ops; then
     timeout 180 "$OPS" >"$OUT/ops.log" 2>&1
     echo "test_cuda_ops: rc $? $(result "$OUT/ops.log")"
     grep -E 'FAIL|SKIP' "$OUT/ops.log" | head -n 40
+    timeout 120 "$MOE" >"$OUT/moe.log" 2>&1
+    echo "test_cuda_moe: rc $? $(result "$OUT/moe.log")"
+    grep -E 'FAIL|SKIP' "$OUT/moe.log" | head -n 40
 fi
 
 if want parity; then
@@ -103,9 +107,11 @@ fi
 
 if want sanitize; then
     if command -v compute-sanitizer >/dev/null; then
-        timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$OPS" \
-            >"$OUT/sanitize.log" 2>&1
-        echo "compute-sanitizer memcheck test_cuda_ops: rc $? $(grep -E 'ERROR SUMMARY' "$OUT/sanitize.log" | tail -n 1)"
+        for t in "$OPS" "$MOE"; do
+            n=$(basename "$t")
+            timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" >"$OUT/sanitize-$n.log" 2>&1
+            echo "compute-sanitizer memcheck $n: rc $? $(grep -E 'ERROR SUMMARY' "$OUT/sanitize-$n.log" | tail -n 1)"
+        done
     else
         echo "compute-sanitizer: not installed"
     fi

@@ -10,6 +10,6 @@ ar rcs "$K/lib/libopenblas.a" "$K/stubs.o"
 ar rcs "$K/lib/libmicrohttpd.a" "$K/stubs.o"
 export CPPFLAGS="-I$K/include"
 export LDFLAGS="-L$K/lib -Wl,-rpath,$K/lib"
-make CUDA=1 BUILD=build-cuda -j"${JOBS:-$(nproc)}" build-cuda/lmc build-cuda/tests/test_cuda_ops \
+make CUDA=1 BUILD=build-cuda -j"${JOBS:-$(nproc)}" build-cuda/lmc build-cuda/tests/test_cuda_ops build-cuda/tests/test_cuda_moe \
     build-cuda/tests/test_cuda_parity build-cuda/tests/test_cuda_tp build-cuda/bench/bench_cuda \
     build-cuda/bench/bench_spec "$@"
