@@ -105,6 +105,28 @@ static inline uint16_t f16_scale(void) { return lmc_f32_to_f16(0.01f + 0.02f * f
 
 static inline void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 
+/* Bind w's bytes as an [in, out] weight of dtype t on both backends; MLX dtypes also bind their
+ * scales/biases (w->sc, w->bi) of `group` inputs a group, stored as sdt. */
+static inline void weight_bind(weight *w, lmc_dtype t, int64_t in, int64_t out, int group, lmc_dtype sdt) {
+    w->c = lmc_tensor_make(t, in, out, 1, 1);
+    w->g = w->c;
+    if (lmc_dtype_is_mlx(t)) {
+        lmc_quant_mlx *q[2] = {&w->qc, &w->qg};
+        lmc_backend *b[2] = {ref, gpu};
+        for (int k = 0; k < 2; k++) {
+            q[k]->group_size = group;
+            q[k]->scales = lmc_tensor_make(sdt, in / group, out, 1, 1);
+            q[k]->biases = q[k]->scales;
+            LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->scales, w->sc) == 0);
+            LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->biases, w->bi) == 0);
+        }
+        w->c.aux = &w->qc;
+        w->g.aux = &w->qg;
+    }
+    LMC_ASSERT(ref->i->bind_weight(ref, &w->c, w->bytes) == 0);
+    LMC_ASSERT(gpu->i->bind_weight(gpu, &w->g, w->bytes) == 0);
+}
+
 /* A random [in, out] weight of dtype t bound on both backends. */
 static inline void weight_make(weight *w, lmc_dtype t, int64_t in, int64_t out) {
     memset(w, 0, sizeof *w);
@@ -156,23 +178,7 @@ static inline void weight_make(weight *w, lmc_dtype t, int64_t in, int64_t out) 
         }
     }
     free(f);
-    w->c = lmc_tensor_make(t, in, out, 1, 1);
-    w->g = w->c;
-    if (lmc_dtype_is_mlx(t)) {
-        lmc_quant_mlx *q[2] = {&w->qc, &w->qg};
-        lmc_backend *b[2] = {ref, gpu};
-        for (int k = 0; k < 2; k++) {
-            q[k]->group_size = group;
-            q[k]->scales = lmc_tensor_make(LMC_DTYPE_BF16, in / group, out, 1, 1);
-            q[k]->biases = q[k]->scales;
-            LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->scales, w->sc) == 0);
-            LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->biases, w->bi) == 0);
-        }
-        w->c.aux = &w->qc;
-        w->g.aux = &w->qg;
-    }
-    LMC_ASSERT(ref->i->bind_weight(ref, &w->c, w->bytes) == 0);
-    LMC_ASSERT(gpu->i->bind_weight(gpu, &w->g, w->bytes) == 0);
+    weight_bind(w, t, in, out, group, LMC_DTYPE_BF16);
 }
 
 static inline void weight_free(weight *w) {

@@ -824,21 +824,7 @@ static void weight_make_mlx(weight *w, lmc_dtype t, int64_t in, int64_t out, int
         LMC_ASSERT(lmc_quantize_row(t, f, (uint8_t *)w->bytes + (size_t)o * row, &a, in) == 0);
     }
     free(f);
-    w->c = lmc_tensor_make(t, in, out, 1, 1);
-    w->g = w->c;
-    lmc_quant_mlx *q[2] = {&w->qc, &w->qg};
-    lmc_backend *b[2] = {ref, gpu};
-    for (int k = 0; k < 2; k++) {
-        q[k]->group_size = group;
-        q[k]->scales = lmc_tensor_make(LMC_DTYPE_F16, ng, out, 1, 1);
-        q[k]->biases = q[k]->scales;
-        LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->scales, w->sc) == 0);
-        LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->biases, w->bi) == 0);
-    }
-    w->c.aux = &w->qc;
-    w->g.aux = &w->qg;
-    LMC_ASSERT(ref->i->bind_weight(ref, &w->c, w->bytes) == 0);
-    LMC_ASSERT(gpu->i->bind_weight(gpu, &w->g, w->bytes) == 0);
+    weight_bind(w, t, in, out, group, LMC_DTYPE_F16);
 }
 
 /* The formats cuda_gemv_q.cu multiplies in place, 1..8 tokens, against the CPU's product at 1e-4
