@@ -420,6 +420,11 @@ static int run_batch(lmc_sched *s, int n, int n_rows, int hidden_only) {
         sl->tokens[sl->n_tokens++] = s->b_tok[k];
         if (s->b_want[k] && sl->has_next) sl->has_next = 0;
     }
+    /* counted before any row is delivered: a client that has its reply sees its rows in /metrics */
+    pthread_mutex_lock(&s->mu);
+    if (hidden_only) s->st.hidden_only_rows += (uint64_t)n_rows;
+    else s->st.lm_head_rows += (uint64_t)n_rows;
+    pthread_mutex_unlock(&s->mu);
     double now = now_s();
     int n_gen = 0, n_drafted = 0, n_acc = 0;
     for (int row = 0; row < n_rows; row++) {
@@ -458,8 +463,6 @@ static int run_batch(lmc_sched *s, int n, int n_rows, int hidden_only) {
         on_token(s, i, t, row, now);
     }
     pthread_mutex_lock(&s->mu);
-    if (hidden_only) s->st.hidden_only_rows += (uint64_t)n_rows;
-    else s->st.lm_head_rows += (uint64_t)n_rows;
     s->st.spec_drafted += (uint64_t)n_drafted;
     s->st.spec_accepted += (uint64_t)n_acc;
     pthread_mutex_unlock(&s->mu);

@@ -379,18 +379,13 @@ async function main() {
   // ---- embeddings ----
   const texts = ["In the beginning God created the heaven and the earth.", "And God said, Let there be light.", "Jesus wept."];
   // an earlier request (a stream the client cut, say) may still be finishing its last step:
-  // count from an idle server whose counters stopped moving (a cut stream's sequence can leave
-  // the running count before its last step's LM-head rows are counted), or those rows land
-  // between the two readings
-  let mEmb0 = await metrics(A.url);
+  // count from an idle server, or its LM-head rows land between the two readings
   for (let i = 0; i < 100; i++) {
-    await sleep(100);
     const m = await metrics(A.url);
-    const still = m.lmc_lm_head_rows_total === mEmb0.lmc_lm_head_rows_total &&
-                  m.lmc_scheduler_steps_total === mEmb0.lmc_scheduler_steps_total;
-    mEmb0 = m;
-    if (!m.lmc_running_sequences && !m.lmc_queue_depth && still) break;
+    if (!m.lmc_running_sequences && !m.lmc_queue_depth) break;
+    await sleep(100);
   }
+  const mEmb0 = await metrics(A.url);
   const emb = await openai.embeddings.create({ model: MODEL, input: texts });   // the SDK asks for base64 and decodes it
   const mEmb1 = await metrics(A.url);
   check("embeddings: no LM head rows (hidden states only)", mEmb1.lmc_lm_head_rows_total === mEmb0.lmc_lm_head_rows_total &&
