@@ -156,15 +156,26 @@ static lmc_status falcon_variant(lmc_config *cfg, lmc_profile *p) {
     return LMC_OK;
 }
 
-/* gpt2: knobs that change the math and have no fixture yet are refused by name. */
+/* gpt2 (and gpt_bigcode): knobs that change the math and have no fixture yet are refused by name. */
 static lmc_status gpt2_variant(lmc_config *cfg, lmc_profile *p) {
     (void)p;
+    const char *mt = cfg->model_type;
     if (!cfg_flag(cfg, "scale_attn_weights", 1))
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "gpt2 with scale_attn_weights=false is not supported yet");
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "%s with scale_attn_weights=false is not supported yet", mt);
     if (cfg_flag(cfg, "scale_attn_by_inverse_layer_idx", 0))
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "gpt2 with scale_attn_by_inverse_layer_idx=true is not supported yet");
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "%s with scale_attn_by_inverse_layer_idx=true is not supported yet", mt);
     if (cfg_flag(cfg, "add_cross_attention", 0))
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "gpt2 with add_cross_attention (an encoder-decoder) is not supported");
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "%s with add_cross_attention (an encoder-decoder) is not supported", mt);
+    return LMC_OK;
+}
+
+/* gpt_bigcode (StarCoder, SantaCoder): gpt2's block with Linear weights; c_attn holds the q heads
+ * then one K and one V head (multi_query, the default), or per head [q k v] (multi_query false). */
+static lmc_status gpt_bigcode_variant(lmc_config *cfg, lmc_profile *p) {
+    LMC_TRY(gpt2_variant(cfg, p));
+    const int mq = cfg_flag(cfg, "multi_query", 1);
+    cfg->n_kv_heads = mq ? 1 : cfg->n_heads;
+    p->qkv_layout = mq ? LMC_QKV_CONCAT : LMC_QKV_GROUPED;
     return LMC_OK;
 }
 
@@ -298,6 +309,11 @@ static const lmc_arch rows[] = {
      .prefix = "transformer.", .prefix_alt = "", .layers = "h.", .embed = "wte", .out_norm = "ln_f", .tie_default = 1,
      .mask_buffers = 1, .variant = gpt2_variant, .names = &gpt2_names,
      .notes = "Conv1D weights transposed at load, learned absolute positions, fused c_attn, tied head"},
+    {.model_type = "gpt_bigcode", .norm = LMC_NORM_LAYER, .mlp = LMC_MLP_PLAIN, .bias = LMC_BIAS_ALL,
+     .act_key = "activation_function", .act_default = "gelu_pytorch_tanh", .pos_embed = "wpe",
+     .prefix = "transformer.", .prefix_alt = "", .layers = "h.", .embed = "wte", .out_norm = "ln_f", .tie_default = 1,
+     .mask_buffers = 1, .variant = gpt_bigcode_variant, .names = &gpt2_names,
+     .notes = "gpt2 block with Linear weights, multi-query fused c_attn (or per-head [q k v]), learned positions, tied head"},
     {.model_type = "gptj", .norm = LMC_NORM_LAYER, .block = LMC_BLOCK_PARALLEL, .mlp = LMC_MLP_PLAIN,
      .bias = LMC_BIAS_MLP_ONLY, .lm_head_bias = 1, .rope_interleaved = 1, .act_key = "activation_function",
      .act_default = "gelu_new", .prefix = "transformer.", .layers = "h.", .embed = "wte", .out_norm = "ln_f",

@@ -1,5 +1,5 @@
 /* test_arch.c — the dense-zoo building blocks behind the descriptor rows of
- * gpt_neox, gpt2, gptj, falcon, stablelm, nemotron, ministral3, apertus and
+ * gpt_neox, gpt2, gpt_bigcode, gptj, falcon, stablelm, nemotron, ministral3, apertus and
  * dynamic NTK rope (model/arch.c, model.c, forward.c, rope.c).
  *
  * test_parity holds every fixture to F1 through one prefill and token-by-token
@@ -472,6 +472,8 @@ static void test_refusals(void) {
          " \"scale_attn_by_inverse_layer_idx\": true}", "scale_attn_by_inverse_layer_idx"},
         {"{\"model_type\": \"gpt2\", \"n_embd\": 64, \"n_layer\": 1, \"n_head\": 4, \"vocab_size\": 32,"
          " \"scale_attn_weights\": false}", "scale_attn_weights"},
+        {"{\"model_type\": \"gpt_bigcode\", \"n_embd\": 64, \"n_layer\": 1, \"n_head\": 4, \"vocab_size\": 32,"
+         " \"scale_attn_weights\": false}", "gpt_bigcode with scale_attn_weights"},
         {"{\"model_type\": \"gptj\", \"n_embd\": 64, \"n_layer\": 1, \"n_head\": 4, \"vocab_size\": 32}", "rotary_dim"},
         {"{\"model_type\": \"ministral3\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
          " \"vocab_size\": 32, \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, \"rope_theta\": 1e6,"
@@ -501,6 +503,9 @@ static void test_refusals(void) {
         " \"vocab_size\": 32, \"multi_query\": false}",
         "{\"model_type\": \"gpt_neox\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
         " \"vocab_size\": 32, \"rotary_pct\": 0.25, \"rotary_emb_base\": 500, \"use_parallel_residual\": false}",
+        "{\"model_type\": \"gpt_bigcode\", \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, \"vocab_size\": 32}",
+        "{\"model_type\": \"gpt_bigcode\", \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, \"vocab_size\": 32,"
+        " \"multi_query\": false}",
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         lmc_config cfg;
@@ -522,6 +527,13 @@ static void test_refusals(void) {
             CHECK(p.block == LMC_BLOCK_PRE && cfg.rope.partial_rotary_factor == 0.25 && cfg.rope.theta == 500);
             CHECK_EQ_STR(cfg.hidden_act, "gelu");
         }
+        if (i == 3) { /* gpt_bigcode: multi_query by default, one K/V head after the q heads */
+            CHECK(cfg.n_kv_heads == 1 && p.qkv_layout == LMC_QKV_CONCAT && p.block == LMC_BLOCK_PRE);
+            CHECK(cfg.intermediate_size == 256 && cfg.tie_word_embeddings == 1);
+            CHECK_EQ_STR(cfg.hidden_act, "gelu_pytorch_tanh");
+        }
+        if (i == 4) /* multi_query false: per-head [q k v] rows */
+            CHECK(cfg.n_kv_heads == 4 && p.qkv_layout == LMC_QKV_GROUPED);
         lmc_config_free(&cfg);
     }
 }

@@ -8,7 +8,8 @@ from it: a large gap means a knob was not applied the way the docs say (or the
 config.json is not readable without transformers). Covers the llama block (llama,
 mistral, ministral, qwen2, qwen3, smollm3, granite), gemma/gemma2/gemma3_text,
 olmo2/olmo3, phi3, starcoder2, cohere and glm4; rope types default, linear, llama3,
-yarn and longrope (partial, interleaved, per layer type, NoPE layers).
+yarn and longrope (partial, interleaved, per layer type, NoPE layers); and the gpt2 block
+(gpt2 with Conv1D weights, gpt_bigcode with multi-query or per-head fused qkv).
 """
 
 import json
@@ -207,12 +208,59 @@ def activation(name):
     raise NotImplementedError("indep_ref: activation %r not implemented" % name)
 
 
+def forward_gpt2(cfg, W, ids):
+    """gpt2 / gpt_bigcode: learned positions, LayerNorm pre-block, fused c_attn, plain MLP.
+    gpt2 stores Conv1D weights [in, out]; gpt_bigcode nn.Linear [out, in]. gpt_bigcode's c_attn
+    rows are [q heads | k | v] with one K/V head (multi_query) or per head [q_h | k_h | v_h]."""
+    mt = cfg["model_type"]
+    D, H = cfg["n_embd"], cfg["n_head"]
+    hd = D // H
+    eps = float(cfg["layer_norm_epsilon"])
+    act = activation(cfg["activation_function"])
+    T = len(ids)
+
+    def lin(x, name):
+        w = W[name + ".weight"]
+        y = x @ (w if mt == "gpt2" else w.T)
+        return y + W[name + ".bias"]
+
+    def ln(x, name):
+        mu = x.mean(-1, keepdim=True)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        return (x - mu) * torch.rsqrt(var + eps) * W[name + ".weight"] + W[name + ".bias"]
+
+    idx = torch.arange(T)
+    mask = torch.zeros((T, T), dtype=torch.float64).masked_fill(idx[None, :] > idx[:, None], float("-inf"))
+    x = W["transformer.wte.weight"][torch.tensor(ids)] + W["transformer.wpe.weight"][:T]
+    for l in range(cfg["n_layer"]):
+        p = "transformer.h.%d." % l
+        qkv = lin(ln(x, p + "ln_1"), p + "attn.c_attn")
+        if mt == "gpt_bigcode" and not cfg.get("multi_query", True):
+            q, k, v = qkv.view(T, H, 3 * hd).split(hd, dim=-1)             # (T, H, hd) each
+        else:
+            kv = 1 if mt == "gpt_bigcode" else H
+            q, k, v = qkv.split([D, kv * hd, kv * hd], dim=-1)
+            q, k, v = q.view(T, H, hd), k.view(T, kv, hd), v.view(T, kv, hd)
+            k, v = k.expand(T, H, hd), v.expand(T, H, hd)
+        q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)  # (H, T, hd)
+        a = torch.softmax((q @ k.transpose(1, 2)) * hd ** -0.5 + mask, dim=-1) @ v
+        x = x + lin(a.transpose(0, 1).reshape(T, D), p + "attn.c_proj")
+        x = x + lin(act(lin(ln(x, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj")
+    x = ln(x, "transformer.ln_f")
+    head = W.get("lm_head.weight")
+    if head is None:
+        head = W["transformer.wte.weight"]
+    return x @ head.T
+
+
 def forward(folder, ids):
     """Logits [len(ids), vocab] float64 for one sequence, positions 0..T-1."""
     with open(os.path.join(folder, "config.json")) as f:
         cfg = json.load(f)
     W = load_tensors(folder)
     mt = cfg["model_type"]
+    if mt in ("gpt2", "gpt_bigcode"):
+        return forward_gpt2(cfg, W, ids)
     if mt not in ARCH:
         raise NotImplementedError("indep_ref: model_type %r not implemented" % mt)
     A = dict(ARCH[mt])
