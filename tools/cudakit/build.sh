@@ -5,6 +5,7 @@
 set -euo pipefail
 K=$(cd "$(dirname "$0")" && pwd)
 cd "$K/../.."
+for z in "$K"/lib/*.a.xz; do [ -f "${z%.xz}" ] || xz -dkc "$z" >"${z%.xz}"; done
 gcc -O2 -fPIC -I"$K/include" -c "$K/stubs.c" -o "$K/stubs.o"
 ar rcs "$K/lib/libopenblas.a" "$K/stubs.o"
 ar rcs "$K/lib/libmicrohttpd.a" "$K/stubs.o"
