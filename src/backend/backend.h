@@ -56,7 +56,8 @@ typedef struct lmc_attn_op {
  *                 (round 2 drops round 1's expert), expert j is masked when
  *                 (m - l_j) / max(|l_j|, m) > 2·jitter; the weight is the softmax over the
  *                 unmasked remaining logits at the argmax. No renormalization, no scale.
- * Then (SOFTMAX, SIGMOID) with norm: w /= max(Σw, norm_min) + norm_eps; finally w *= scale.
+ * Then (SOFTMAX, SIGMOID) with norm: w /= max(Σw, norm_min) + norm_eps; finally w *= scale, and
+ * w *= expert_scale[id] when expert_scale is given (every kind).
  * Ids come out in descending order of the choice score (ties: the lower id first; SPARSEMIXER:
  * round 1 then round 2), weights in the same order. Reductions may use any order (f32 result). */
 typedef enum lmc_moe_score { LMC_MOE_SOFTMAX = 0, LMC_MOE_SIGMOID, LMC_MOE_SPARSEMIXER } lmc_moe_score;
@@ -71,6 +72,8 @@ typedef struct lmc_moe_route_op {
     int n_group, topk_group; /* SIGMOID grouped selection; n_group ≤ 1 = none */
     float scale;           /* routed_scaling_factor (1 = none) */
     float jitter;          /* SPARSEMIXER router_jitter_noise */
+    const lmc_tensor *expert_scale; /* f32 [E] backend tensor, a factor per chosen expert (gemma4's
+                                     * per_expert_scale); NULL = none */
 } lmc_moe_route_op;
 
 /* How a fused decode product (matmul_fused below) forms its input u from x and what it does with

@@ -9,7 +9,7 @@
  *   x *= layer_scalar
  * then rms(x)·w_norm, tied LM head, tanh softcap. On backends with recorded op sequences a step
  * of ≤ LMC_G4_REC_MAX tokens (decode, verification) replays a recording of its shape (steprec.h);
- * the MoE variant runs unrecorded (its per_expert_scale reads the routing back to the host).
+ * the MoE variant too (per_expert_scale is applied by the backend's router: no host round trip).
  * Owns m->g4 and fs->g4.
  */
 #include "gemma4.h"
@@ -461,6 +461,12 @@ static lmc_status load_common(lmc_model *m, const char *dir, const lmc_weight *t
     if (st >= 0) st = finish_audit(m, &b);
     free(b.used);
     LMC_TRY(st);
+    for (int il = 0; g->moe && il < g->n_layers; il++) {
+        lmc_g4_layer *L = &g->layers[il];
+        L->expert_scale_t = lmc_tensor_make(LMC_DTYPE_F32, g->E, 1, 1, 1);
+        LMC_TRY(m->be->i->alloc(m->be, &L->expert_scale_t));
+        m->be->i->set(m->be, &L->expert_scale_t, L->expert_scale, 0, (size_t)g->E * sizeof(float));
+    }
     /* Gemma4TextScaledWordEmbedding: the scale is cast to the weight dtype before multiplying */
     float es = sqrtf((float)g->D), ps = sqrtf((float)(g->P ? g->P : 1));
     if (m->tok_embd.type == LMC_DTYPE_BF16) es = lmc_bf16_to_f32(lmc_f32_to_bf16(es));
@@ -480,6 +486,8 @@ void lmc_gemma4_free(lmc_model *m) {
     if (!g) return;
     for (int r = 0; r < 2; r++)
         if (g->rope_freq[r].data) m->be->i->release(m->be, &g->rope_freq[r]);
+    for (int il = 0; g->layers && il < g->n_layers; il++)
+        if (g->layers[il].expert_scale_t.data) m->be->i->release(m->be, &g->layers[il].expert_scale_t);
     free(g->layers);
     free(g->host_scales);
     free(g->views);
@@ -532,10 +540,8 @@ lmc_status lmc_gemma4_state_init(lmc_forward_state *fs, const lmc_model *m, int 
         lmc_status st = m->be->i->alloc(m->be, plan[i].t);
         if (st < 0) { lmc_gemma4_state_free(fs); return st; }
     }
-    s->h_ids = malloc((size_t)(k * B) * sizeof *s->h_ids);
-    s->h_w = malloc((size_t)(k * B) * sizeof *s->h_w);
     int32_t *idx = malloc((size_t)(B * L) * sizeof *idx);
-    if (!s->h_ids || !s->h_w || !idx) { free(idx); lmc_gemma4_state_free(fs); return lmc_fail(LMC_ERR_NOMEM, "gemma4 scratch"); }
+    if (!idx) { free(idx); lmc_gemma4_state_free(fs); return lmc_fail(LMC_ERR_NOMEM, "gemma4 scratch"); }
     for (int64_t i = 0; i < L; i++)
         for (int64_t t = 0; t < B; t++) idx[i * B + t] = (int32_t)(t * L + i);
     m->be->i->set(m->be, &s->ple_idx, idx, 0, (size_t)(B * L) * sizeof *idx);
@@ -554,8 +560,6 @@ void lmc_gemma4_state_free(lmc_forward_state *fs) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->data) be->i->release(be, all[i]);
     for (int i = 0; i < LMC_G4_RECS; i++) lmc_steprec_free(be, &s->rec[i].r);
-    free(s->h_ids);
-    free(s->h_w);
     free(s);
     fs->g4 = NULL;
     memset(&fs->logits, 0, sizeof fs->logits); /* it viewed s->logits */
@@ -608,12 +612,9 @@ static void moe_block(const lmc_model *m, lmc_gemma4_scratch *s, const lmc_g4_la
     be->i->rms_norm(be, &h, x, &L->router_scale, g->eps, 0.0f);
     be->i->scale(be, &h, &h, 1.0f / sqrtf((float)g->D));
     be->i->matmul(be, &lg, &L->router, &h);
-    lmc_moe_route_op op = {.score = LMC_MOE_SOFTMAX, .n_expert = g->E, .k = g->k, .norm = 1, .scale = 1.0f};
+    lmc_moe_route_op op = {.score = LMC_MOE_SOFTMAX, .n_expert = g->E, .k = g->k, .norm = 1, .scale = 1.0f,
+                           .expert_scale = &L->expert_scale_t};
     be->i->moe_route(be, &ids, &w, &lg, NULL, &op);
-    be->i->get(be, s->h_ids, &ids, 0, (size_t)g->k * n * sizeof(int32_t));
-    be->i->get(be, s->h_w, &w, 0, (size_t)g->k * n * sizeof(float));
-    for (int i = 0; i < g->k * n; i++) s->h_w[i] *= L->expert_scale[s->h_ids[i]];
-    be->i->set(be, &w, s->h_w, 0, (size_t)g->k * n * sizeof(float));
     /* experts on rms(x) · w_pre2 */
     rms(g, be, &h, x, &L->moe_pre_norm);
     be->i->matmul_id(be, &eg, L->ex_gate, g->E, &h, &ids);
@@ -836,7 +837,7 @@ lmc_status lmc_gemma4_forward_keep(lmc_forward_state *fs, lmc_tensor *k_cache, l
     if (n_sel > 0) be->i->set(be, &s->sel, idx, 0, (size_t)n_sel * 4);
     g4_step st = {.fs = fs, .kc = k_cache, .vc = v_cache, .n = n, .n_sel = n_sel,
                   .head = logits_out && n_sel > 0 && n_sel <= LMC_LOGITS_CHUNK};
-    const int recorded = be->i->graph_begin && !g->moe && n <= LMC_G4_REC_MAX && step_recorded(&st);
+    const int recorded = be->i->graph_begin && n <= LMC_G4_REC_MAX && step_recorded(&st);
     if (!recorded) step_body(&st);
     if (n_sel == 0) return be->i->sync(be);
     if (hidden_out) be->i->get(be, hidden_out, &s->h, 0, (size_t)n_sel * g->D * 4);

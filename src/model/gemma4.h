@@ -39,7 +39,8 @@ typedef struct lmc_g4_layer {
     lmc_tensor ple_gate, ple_proj, ple_norm; /* per-layer input: [D, P], [P, D], [D] (data NULL: none) */
     /* MoE block (enable_moe_block) */
     lmc_tensor router, router_scale; /* [D, E], [D] */
-    float *expert_scale;         /* [E] per_expert_scale (host copy, owned by lmc_gemma4) */
+    float *expert_scale;         /* [E] per_expert_scale as read (host, owned by lmc_gemma4) */
+    lmc_tensor expert_scale_t;   /* f32 [E] the same on the backend (the router's expert_scale) */
     lmc_tensor *ex_gate, *ex_up, *ex_down; /* [E] each: [D, Ie], [D, Ie], [Ie, D] views */
     lmc_tensor moe_pre_norm, moe_post_norm1, moe_post_norm2; /* [D] */
 } lmc_g4_layer;
@@ -75,11 +76,8 @@ typedef struct lmc_gemma4_scratch {
     lmc_tensor tok, pos, seq, sel;  /* i32 [B] */
     lmc_tensor r_logits, r_ids, r_w;/* f32 [E, B], i32 [k, B], f32 [k, B] */
     lmc_tensor e_gate, e_up, e_out; /* f32 [Ie, k·B], [Ie, k·B], [D, k·B] */
-    int32_t *h_ids;                 /* [k·B] host copies for per_expert_scale */
-    float *h_w;                     /* [k·B] */
     int h_normed;                   /* h holds the next layer's input norm (fused with the residual add) */
-    /* recorded steps (backends with graph_*; not the MoE variant, whose per_expert_scale reads the
-     * routing back to the host): one per step shape, least recently used replaced */
+    /* recorded steps (backends with graph_*): one per step shape, least recently used replaced */
     struct lmc_g4_rec {
         int n, n_sel, head;         /* tokens, rows wanted, LM head included */
         uintptr_t kc, vc;           /* fold of every layer's K / V cache address */

@@ -95,21 +95,29 @@ static void test_moe(void) {
 static void moe_route_case(int E, int k, lmc_moe_route_op op, int with_bias, int n) {
     op.n_expert = E;
     op.k = k;
-    pair logits, bias, ids, w;
+    pair logits, bias, es, ids, w;
     pair_f32(&logits, E, n, 1, 4.0f);
     pair_f32(&bias, E, 1, 1, 0.3f);
+    pair_f32(&es, E, 1, 1, 2.0f);
     pair_alloc(&ids, LMC_DTYPE_I32, k, n, 1);
     pair_alloc(&w, LMC_DTYPE_F32, k, n, 1);
     const lmc_tensor *bc = with_bias ? &bias.c : NULL, *bg = with_bias ? &bias.g : NULL;
-    ref->i->moe_route(ref, &ids.c, &w.c, &logits.c, bc, &op);
-    gpu->i->moe_route(gpu, &ids.g, &w.g, &logits.g, bg, &op);
-    char what[96];
-    snprintf(what, sizeof what, "moe_route score %d E %d k %d groups %d bias %d", (int)op.score, E, k, op.n_group,
-             with_bias);
-    compare_i32(&ids, what);
-    compare(&w, 1e-6, what);
+    /* as given, then with a factor per expert (gemma4's per_expert_scale) */
+    for (int pass = 0; pass < 2; pass++) {
+        lmc_moe_route_op oc = op, og = op;
+        oc.expert_scale = pass ? &es.c : NULL;
+        og.expert_scale = pass ? &es.g : NULL;
+        ref->i->moe_route(ref, &ids.c, &w.c, &logits.c, bc, &oc);
+        gpu->i->moe_route(gpu, &ids.g, &w.g, &logits.g, bg, &og);
+        char what[112];
+        snprintf(what, sizeof what, "moe_route score %d E %d k %d groups %d bias %d expert scale %d", (int)op.score, E,
+                 k, op.n_group, with_bias, pass);
+        compare_i32(&ids, what);
+        compare(&w, 1e-6, what);
+    }
     pair_free(&logits);
     pair_free(&bias);
+    pair_free(&es);
     pair_free(&ids);
     pair_free(&w);
 }
@@ -183,7 +191,11 @@ static void test_moe_device(void) {
         moe_route_case(Es[ei], 2, (lmc_moe_route_op){.score = LMC_MOE_SPARSEMIXER, .jitter = 0.01f, .scale = 1.0f}, 0, 37);
         moe_route_case(Es[ei], 2, (lmc_moe_route_op){.score = LMC_MOE_SPARSEMIXER, .jitter = 0.5f, .scale = 1.0f}, 0, 37);
     }
-    printf("moe_route (device): %d cases\n", n_route + 8);
+    printf("moe_route (device): %d cases, each also with an expert scale\n", n_route + 8);
+    set_env_host(1); /* the host path reads the expert scale back too */
+    moe_route_case(60, 4, (lmc_moe_route_op){.score = LMC_MOE_SOFTMAX, .norm = 1, .scale = 1.0f}, 0, 37);
+    moe_route_case(60, 2, (lmc_moe_route_op){.score = LMC_MOE_SPARSEMIXER, .jitter = 0.5f, .scale = 1.0f}, 0, 37);
+    set_env_host(0);
 
     /* grouped products */
     enum { E = 128, IN = 256, OUT = 72 };

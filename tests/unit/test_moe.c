@@ -44,6 +44,7 @@ typedef struct ref_route { int ids[64]; double w[64]; } ref_route;
 /* The routing math of backend.h, written out per token in double (independent of cpu_moe.c). */
 static void route_ref(const float *l, const float *bias, const lmc_moe_route_op *op, ref_route *out) {
     const int E = op->n_expert, k = op->k;
+    const float *es = op->expert_scale ? op->expert_scale->data : NULL;
     double p[64], c[64];
     int taken[64] = {0};
     if (op->score == LMC_MOE_SPARSEMIXER) {
@@ -58,7 +59,7 @@ static void route_ref(const float *l, const float *bias, const lmc_moe_route_op 
                 s += exp((double)l[j] - m);
             }
             out->ids[r] = am;
-            out->w[r] = 1.0 / s * op->scale;
+            out->w[r] = 1.0 / s * op->scale * (es ? es[am] : 1.0);
             taken[am] = 1;
         }
         return;
@@ -100,9 +101,10 @@ static void route_ref(const float *l, const float *bias, const lmc_moe_route_op 
     }
     for (int j = 0; j < k; j++) {
         if (op->norm) out->w[j] /= fmax(sum, (double)op->norm_min) + op->norm_eps;
-        out->w[j] *= op->scale;
+        out->w[j] *= op->scale * (es ? es[out->ids[j]] : 1.0);
     }
 }
+
 
 static void check_route(lmc_backend *be, const lmc_moe_route_op *op, int n, float logit_spread, int with_bias,
                         float bias_value, const char *what) {
@@ -130,6 +132,38 @@ static void check_route(lmc_backend *be, const lmc_moe_route_op *op, int n, floa
     CHECK_MSG(err < 2e-6, "%s: weights off by %.3g", what, err);
     be->i->release(be, &lt); be->i->release(be, &bt); be->i->release(be, &ids); be->i->release(be, &w);
     free(l);
+}
+
+/* expert_scale (gemma4's per_expert_scale): a factor per expert on every kind's final weights */
+static void test_route_expert_scale(void) {
+    float s[16];
+    for (int i = 0; i < 16; i++) s[i] = 0.5f + 0.1f * (float)i;
+    for (int b = 0; b < 2; b++) {
+        lmc_backend *be = b ? ref_be : fast_be;
+        lmc_tensor st = host_tensor(be, LMC_DTYPE_F32, 16, 1, s), s8 = host_tensor(be, LMC_DTYPE_F32, 8, 1, s);
+        lmc_moe_route_op op = {.score = LMC_MOE_SOFTMAX, .n_expert = 16, .k = 4, .norm = 1, .scale = 1.0f,
+                               .expert_scale = &st};
+        check_route(be, &op, 9, 3.0f, 0, 0, "softmax renormalized, expert scale (gemma4)");
+        op = (lmc_moe_route_op){.score = LMC_MOE_SIGMOID, .n_expert = 16, .k = 4, .norm = 1, .norm_eps = 1e-20f,
+                                .scale = 2.5f, .n_group = 4, .topk_group = 2, .expert_scale = &st};
+        check_route(be, &op, 11, 2.0f, 1, NAN, "sigmoid grouped, scaled, expert scale");
+        op = (lmc_moe_route_op){.score = LMC_MOE_SPARSEMIXER, .n_expert = 8, .k = 2, .scale = 1.0f, .jitter = 0.5f,
+                                .expert_scale = &s8};
+        check_route(be, &op, 13, 1.0f, 0, 0, "sparsemixer, expert scale");
+        be->i->release(be, &st);
+        be->i->release(be, &s8);
+    }
+    /* the factor lands on the chosen expert's weight: one clear winner, weight 1 · s[winner] */
+    lmc_tensor st = host_tensor(fast_be, LMC_DTYPE_F32, 8, 1, s);
+    lmc_moe_route_op op = {.score = LMC_MOE_SOFTMAX, .n_expert = 8, .k = 1, .norm = 1, .scale = 1.0f, .expert_scale = &st};
+    float l[8] = {0, 0, 0, 40.0f, 0, 0, 0, 0};
+    lmc_tensor lt = host_tensor(fast_be, LMC_DTYPE_F32, 8, 1, l);
+    lmc_tensor ids = host_tensor(fast_be, LMC_DTYPE_I32, 1, 1, NULL), w = host_tensor(fast_be, LMC_DTYPE_F32, 1, 1, NULL);
+    fast_be->i->moe_route(fast_be, &ids, &w, &lt, NULL, &op);
+    CHECK(((int32_t *)ids.data)[0] == 3);
+    CHECK_NEAR(((float *)w.data)[0], s[3], 1e-7);
+    fast_be->i->release(fast_be, &st); fast_be->i->release(fast_be, &lt);
+    fast_be->i->release(fast_be, &ids); fast_be->i->release(fast_be, &w);
 }
 
 static void test_route_softmax(void) {
@@ -745,6 +779,7 @@ int main(void) {
     RUN(test_route_softmax);
     RUN(test_route_sigmoid_grouped);
     RUN(test_route_sparsemixer);
+    RUN(test_route_expert_scale);
     RUN(test_matmul_id);
     RUN(test_moe_sum);
     RUN(test_block);

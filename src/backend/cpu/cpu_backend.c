@@ -514,6 +514,8 @@ static void cpu_moe_route(lmc_backend *be, lmc_tensor *ids, lmc_tensor *weights,
     LMC_ASSERT(op->n_group <= 1 || (op->n_group <= 256 && op->n_expert % op->n_group == 0 &&
                                     op->topk_group >= 1 && op->topk_group <= op->n_group));
     LMC_ASSERT(!sel_bias || (sel_bias->type == LMC_DTYPE_F32 && lmc_tensor_nelem(sel_bias) == op->n_expert));
+    LMC_ASSERT(!op->expert_scale || (op->expert_scale->type == LMC_DTYPE_F32 &&
+                                     lmc_tensor_nelem(op->expert_scale) == op->n_expert));
     scratch_reserve(CTX(be), (size_t)op->n_expert * 3);
     op_args o = {.kind = OP_MOE_ROUTE, .y = ids, .y2 = weights, .a = logits, .bias = sel_bias, .moe = op};
     dispatch(be, &o);

@@ -51,13 +51,14 @@ void lmc_cpu_moe_route_rows(int32_t *ids, float *wout, const float *logits, cons
     const int E = op->n_expert, k = op->k;
     float *p = scratch, *c = scratch + E; /* [E] scores, [E] choice scores */
     unsigned char *taken = (unsigned char *)(scratch + 2 * E);
+    const float *es = op->expert_scale ? (const float *)op->expert_scale->data : NULL;
     for (int64_t t = t0; t < t1; t++) {
         const float *l = logits + (size_t)t * E;
         int32_t *id = ids + (size_t)t * k;
         float *w = wout + (size_t)t * k;
         if (op->score == LMC_MOE_SPARSEMIXER) {
             sparsemixer(id, w, l, E, op->jitter, taken);
-            for (int j = 0; j < k; j++) w[j] *= op->scale;
+            for (int j = 0; j < k; j++) w[j] = w[j] * op->scale * (es ? es[id[j]] : 1.0f);
             continue;
         }
         if (op->score == LMC_MOE_SOFTMAX) {
@@ -105,7 +106,7 @@ void lmc_cpu_moe_route_rows(int32_t *ids, float *wout, const float *logits, cons
             den += op->norm_eps;
             for (int j = 0; j < k; j++) w[j] = (float)(w[j] / den);
         }
-        for (int j = 0; j < k; j++) w[j] *= op->scale;
+        for (int j = 0; j < k; j++) w[j] = w[j] * op->scale * (es ? es[id[j]] : 1.0f);
     }
 }
 

@@ -195,9 +195,10 @@ typedef struct lmc_cuda_moe_route {
 } lmc_cuda_moe_route;
 /* 1 when lmc_cuda_moe_route_dev takes this op (k ≤ 64, n_group ≤ 256, E ≤ ~4500). */
 int lmc_cuda_moe_route_ok(const lmc_cuda_moe_route *op);
-/* ids I32 [k, n], w f32 [k, n] from logits f32 [E, n] (+ bias f32 [E] or NULL) as backend.h. */
+/* ids I32 [k, n], w f32 [k, n] from logits f32 [E, n] (+ bias f32 [E] or NULL; each weight times
+ * escale[id] when escale, f32 [E], is not NULL) as backend.h. */
 void lmc_cuda_moe_route_dev(cudaStream_t s, int32_t *ids, float *w, const float *logits, const float *bias,
-                            int64_t n, const lmc_cuda_moe_route *op);
+                            const float *escale, int64_t n, const lmc_cuda_moe_route *op);
 #define LMC_CUDA_MOE_MAX_EXPERTS 256 /* the expert table travels in the launch's parameters */
 #define LMC_CUDA_MOE_MAX_SLOTS 512   /* n·k of one grouped product */
 #define LMC_CUDA_MOE_FUSED_SLOTS 64  /* up to this many slots the product's blocks group them */

@@ -64,27 +64,38 @@ void lmc_cuda_op_moe_route(lmc_backend *be, lmc_tensor *ids, lmc_tensor *weights
     LMC_ASSERT(lmc_tensor_nrows(ids) == n && lmc_tensor_nrows(weights) == n);
     LMC_ASSERT(op->score != LMC_MOE_SPARSEMIXER || k == 2);
     LMC_ASSERT(!sel_bias || (sel_bias->type == LMC_DTYPE_F32 && lmc_tensor_nelem(sel_bias) == E));
+    const lmc_tensor *es = op->expert_scale;
+    LMC_ASSERT(!es || (es->type == LMC_DTYPE_F32 && lmc_tensor_nelem(es) == E));
     LMC_ASSERT(ids->nb[1] == (size_t)k * 4 && weights->nb[1] == (size_t)k * 4);
     if (!moe_host()) {
         const lmc_cuda_moe_route r = {op->score, E, k, op->norm, op->norm_min, op->norm_eps,
                                       op->n_group, op->topk_group, op->scale, op->jitter};
         if (lmc_cuda_moe_route_ok(&r)) {
             lmc_cuda_moe_route_dev(c->stream, ids->data, weights->data, logits->data,
-                                   sel_bias ? sel_bias->data : NULL, n, &r);
+                                   sel_bias ? sel_bias->data : NULL, es ? es->data : NULL, n, &r);
             lmc_cuda_launched(c, "moe_route");
             return;
         }
     }
     if (host_refused(c)) return;
     const size_t nl = (size_t)n * E, nk = (size_t)n * k;
-    float *h = host_ws(c, (nl + E + 2 * nk + 3 * (size_t)E + 16) * 4);
+    float *h = host_ws(c, (nl + 2 * (size_t)E + 2 * nk + 3 * (size_t)E + 16) * 4);
     if (!h) { lmc_cuda_note_msg(c, LMC_ERR_NOMEM, "moe_route: host scratch"); return; }
-    float *hl = h, *hb = hl + nl, *hw = hb + E, *scratch = hw + nk;
+    float *hl = h, *hb = hl + nl, *hes = hb + E, *hw = hes + E, *scratch = hw + nk;
     int32_t *hid = (int32_t *)(void *)(scratch + 3 * (size_t)E);
     d2h(c, hl, logits->data, nl * 4);
     if (sel_bias) d2h(c, hb, sel_bias->data, (size_t)E * 4);
+    /* the CPU rows read expert_scale through the op: a host copy in a host tensor */
+    lmc_moe_route_op hop = *op;
+    lmc_tensor hes_t;
+    if (es) {
+        d2h(c, hes, es->data, (size_t)E * 4);
+        hes_t = *es;
+        hes_t.data = hes;
+        hop.expert_scale = &hes_t;
+    }
     if (c->err) return;
-    lmc_cpu_moe_route_rows(hid, hw, hl, sel_bias ? hb : NULL, op, 0, n, scratch);
+    lmc_cpu_moe_route_rows(hid, hw, hl, sel_bias ? hb : NULL, &hop, 0, n, scratch);
     /* pageable sources: each copy has left the host buffer when the call returns */
     lmc_cuda_note(c, cudaMemcpyAsync(ids->data, hid, nk * 4, cudaMemcpyHostToDevice, c->stream), "moe_route");
     lmc_cuda_note(c, cudaMemcpyAsync(weights->data, hw, nk * 4, cudaMemcpyHostToDevice, c->stream), "moe_route");

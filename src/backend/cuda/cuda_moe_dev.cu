@@ -87,12 +87,14 @@ static __device__ __forceinline__ bool sm_keep(float lj, double m, float jitter)
 
 /* dynamic shared memory: p [E], c [E] floats, taken [E] bytes */
 __global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int32_t *ids, float *wout, const float *logits,
-                                                             const float *bias, lmc_cuda_moe_route op) {
+                                                             const float *bias, const float *escale,
+                                                             lmc_cuda_moe_route op) {
     extern __shared__ float sm[];
     __shared__ argmx sha[32];
     __shared__ float shf[32];
     __shared__ double shd[32];
     __shared__ float gs[256], wsel[ROUTE_MAX_K];
+    __shared__ int isel[ROUTE_MAX_K];
     __shared__ unsigned char keep[256];
     const int E = op.n_expert, k = op.k, tid = threadIdx.x, nt = blockDim.x;
     const int64_t t = blockIdx.x;
@@ -122,7 +124,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int32_t *ids, float
             s = block_sum_d(s, shd);
             if (tid == 0) {
                 ids[t * k + r] = a.i;
-                wout[t * k + r] = (float)(exp(m - (double)mx) / s) * op.scale;
+                wout[t * k + r] = (float)(exp(m - (double)mx) / s) * op.scale * (escale ? escale[a.i] : 1.0f);
                 taken[a.i] = 1;
             }
             __syncthreads();
@@ -174,6 +176,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int32_t *ids, float
         a = block_argmax(a, sha);
         if (tid == 0) {
             ids[t * k + j] = a.i;
+            isel[j] = a.i;
             wsel[j] = p[a.i];
             taken[a.i] = 1;
         }
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS) k_moe_route(int32_t *ids, float
         for (int j = 0; j < k; j++) {
             float w = wsel[j];
             if (op.norm) w = (float)(w / den);
-            wout[t * k + j] = w * op.scale;
+            wout[t * k + j] = w * op.scale * (escale ? escale[isel[j]] : 1.0f);
         }
     }
 }
@@ -198,10 +201,10 @@ extern "C" int lmc_cuda_moe_route_ok(const lmc_cuda_moe_route *op) {
 }
 
 extern "C" void lmc_cuda_moe_route_dev(cudaStream_t s, int32_t *ids, float *w, const float *logits, const float *bias,
-                                       int64_t n, const lmc_cuda_moe_route *op) {
+                                       const float *escale, int64_t n, const lmc_cuda_moe_route *op) {
     if (n <= 0) return;
     const size_t smem = ((size_t)op->n_expert * 9 + 15) & ~(size_t)15;
-    k_moe_route<<<(unsigned)n, ROUTE_THREADS, smem, s>>>(ids, w, logits, bias, *op);
+    k_moe_route<<<(unsigned)n, ROUTE_THREADS, smem, s>>>(ids, w, logits, bias, escale, *op);
 }
 
 /* ------------------------------------------------------------------ grouping */
