@@ -90,12 +90,16 @@ static void test_matmul_n(void) {
 
 /* The int8-activation decode path repeated on the host: each token's x quantized per
  * 32-element block as the kernel does it (float: d = amax/127, q = rint(x·127/amax)), then
- * y = Σ_blocks d_w·d·Σ code·q in double. wb: the checkpoint bytes (ggml blocks). */
+ * y = Σ_blocks d_w·d·Σ code·q in double (K-quants: Σ_blocks d·Σ w·q with the CPU's
+ * dequantized weights w). wb: the checkpoint bytes (ggml blocks). */
 static void int8_ref(lmc_dtype t, const uint8_t *wb, int64_t in, int64_t out, const float *x, int64_t n, float *y) {
     const size_t row = lmc_dtype_row_bytes(t, in), bb = t == LMC_DTYPE_Q8_0 ? 34 : 18;
+    const int kq = t != LMC_DTYPE_Q8_0 && t != LMC_DTYPE_Q4_0;
     const int64_t nb = in / 32;
     int8_t *q = malloc((size_t)in);
-    float *d = malloc((size_t)nb * sizeof *d);
+    float *d = malloc((size_t)nb * sizeof *d), *wf = kq ? malloc((size_t)(in * out) * sizeof *wf) : NULL;
+    for (int64_t o = 0; kq && o < out; o++)
+        LMC_ASSERT(lmc_dequantize_row(t, wb + (size_t)o * row, NULL, wf + o * in, in) == 0);
     for (int64_t k = 0; k < n; k++) {
         const float *xk = x + k * in;
         for (int64_t b = 0; b < nb; b++) {
@@ -107,7 +111,12 @@ static void int8_ref(lmc_dtype t, const uint8_t *wb, int64_t in, int64_t out, co
         }
         for (int64_t o = 0; o < out; o++) {
             double acc = 0.0;
-            for (int64_t b = 0; b < nb; b++) {
+            for (int64_t b = 0; kq && b < nb; b++) {
+                double s = 0.0;
+                for (int j = 0; j < 32; j++) s += (double)wf[o * in + b * 32 + j] * q[b * 32 + j];
+                acc += (double)d[b] * s;
+            }
+            for (int64_t b = 0; !kq && b < nb; b++) {
                 const uint8_t *blk = wb + (size_t)o * row + (size_t)b * bb;
                 uint16_t h;
                 memcpy(&h, blk, 2);
@@ -124,6 +133,7 @@ static void int8_ref(lmc_dtype t, const uint8_t *wb, int64_t in, int64_t out, co
     }
     free(q);
     free(d);
+    free(wf);
 }
 
 /* Q8_0/Q4_0 products of 1..8 tokens: the int8-activation kernel against int8_ref (1e-5:
@@ -209,8 +219,11 @@ static void test_matmul_fused(void) {
                                         {512, 40, 16, 9}, {544, 257, 129, 1}, {4096, 31, 7, 1}, {1024, 64, 4500, 1},
                                         /* prefill-sized (bf16 GEMMs with the input op in front) */
                                         {264, 33, 17, 64}, {96, 130, 41, 33}, {1056, 65, 31, 130}};
+    /* (no Q5_K: weight_make gives it random bytes whose mins make every gate product of a shape one
+     * large number of one sign, and act(gate)·up of large negative gates is ill-conditioned;
+     * test_matmul_kq_int8 covers its int8 path) */
     const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
-                               LMC_DTYPE_Q4_K, LMC_DTYPE_MLX4};
+                               LMC_DTYPE_Q4_K, LMC_DTYPE_Q6_K, LMC_DTYPE_MLX4};
     if (getenv("LMC_CUDA_FUSE") || getenv("LMC_CUDA_QGEMV")) {
         printf("SKIP test_matmul_fused: LMC_CUDA_FUSE / LMC_CUDA_QGEMV set\n");
         return;
@@ -259,10 +272,25 @@ static void test_matmul_fused(void) {
             int took = gpu->i->matmul_fused(gpu, 3, yg, wg, &x.g, &op);
             CHECK_MSG(took == (dec || gemm), "fused rms 3 %s in %lld n %lld: taken %d, expected %d", lmc_dtype_name(t),
                       (long long)in, (long long)n, took, dec || gemm);
+            /* The int8 path (one token) also against the GPU's plain rms_norm and products: the codes of
+             * x·g and of x·g/rms are the same (the block scale absorbs 1/rms) up to a rare rounding flip,
+             * so 2e-3. Against the CPU the F2 bound (tol · max|ref|) is left to matrices of 8 rows or
+             * more there: the largest of a few int8 products can fall far below their typical size
+             * while their activation rounding does not (7 rows: 1.5% seen with an ordinary error). */
+            const int plain = dec_q && took;
+            if (plain) gpu->i->rms_norm(gpu, &h.g, &x.g, none ? NULL : &g.g, 1e-5f, off);
             for (int i = 0; took && i < 3; i++) {
+                const int64_t rows = i == 0 ? o0 : o1;
                 snprintf(what, sizeof what, "fused rms→%d/3 %s in %lld n %lld", i, lmc_dtype_name(t), (long long)in,
                          (long long)n);
-                compare(&y[i], tol, what);
+                if (!qv || rows >= 8) compare(&y[i], tol, what);
+                if (plain) {
+                    pair yq;
+                    pair_alloc(&yq, LMC_DTYPE_F32, rows, n, 1);
+                    gpu->i->matmul(gpu, &yq.g, wg[i], &h.g);
+                    compare_gpu(&y[i].g, &yq.g, 2e-3, what);
+                    pair_free(&yq);
+                }
             }
             cnt[0] += took;
             /* 2. y0 = act(w1 · rms_norm(x)) · (w2 · rms_norm(x)) (w1, w2 of one shape) */
@@ -277,7 +305,19 @@ static void test_matmul_fused(void) {
             CHECK_MSG(took == (dec_f || glu_q), "fused rms glu %s in %lld n %lld: taken %d", lmc_dtype_name(t),
                       (long long)in, (long long)n, took);
             snprintf(what, sizeof what, "fused rms glu %s in %lld n %lld", lmc_dtype_name(t), (long long)in, (long long)n);
-            if (took) compare(&y[1], qv ? 2e-2 : tol, what); /* int8 activations of two products: F2 */
+            if (took && (!qv || o1 >= 8)) compare(&y[1], qv ? 2e-2 : tol, what); /* int8 activations of two products: F2 */
+            if (took && qv) { /* and the GPU's plain sequence (as in 1.; act·mul amplifies a flip: 5e-3) */
+                pair ya, yb;
+                pair_alloc(&ya, LMC_DTYPE_F32, o1, n, 1);
+                pair_alloc(&yb, LMC_DTYPE_F32, o1, n, 1);
+                gpu->i->rms_norm(gpu, &h.g, &x.g, none ? NULL : &g.g, 1e-5f, off);
+                gpu->i->matmul(gpu, &ya.g, wg[1], &h.g);
+                gpu->i->matmul(gpu, &yb.g, wg[2], &h.g);
+                gpu->i->act_mul(gpu, &ya.g, &ya.g, &yb.g, act);
+                compare_gpu(&y[1].g, &ya.g, 5e-3, what);
+                pair_free(&ya);
+                pair_free(&yb);
+            }
             cnt[1] += took;
             /* 3. y0 (+)= w0 · (act(x) · x2); the int8 path quantizes the very values act_mul makes, so it
              * also equals the GPU's own plain sequence up to summation order */
@@ -831,7 +871,9 @@ static void weight_make_mlx(weight *w, lmc_dtype t, int64_t in, int64_t out, int
  * (f32 activations): GGUF widths of 1..17 blocks (block counts that leave threads of the last
  * round idle), odd row counts, MLX with groups of 32/64/128 at widths that are multiples of the
  * group only; each product must be the one the kernels take (lmc_cuda_gemv_ok), and y += w·x
- * through matmul_fused (in x, out acc) for the GGUF ones. */
+ * through matmul_fused (in x, out acc) for the GGUF ones. Q4_K/Q5_K/Q6_K take the int8 path of
+ * k_gemv_q unless LMC_CUDA_KQ_INT8=0: against int8_ref at 1e-5 and the CPU at 1e-2, the latter
+ * from 8 rows on (one row's sum can cancel far below the activations' rounding). */
 static void test_matmul_kq(void) {
     static const lmc_dtype types[] = {LMC_DTYPE_Q4_K, LMC_DTYPE_Q5_K, LMC_DTYPE_Q6_K, LMC_DTYPE_Q2_K, LMC_DTYPE_Q3_K,
                                       LMC_DTYPE_Q4_1, LMC_DTYPE_Q5_0, LMC_DTYPE_Q5_1, LMC_DTYPE_MLX2, LMC_DTYPE_MLX3,
@@ -870,18 +912,28 @@ static void test_matmul_kq(void) {
                 CHECK_MSG(lmc_cuda_gemv_ok(&wd, x.g.data, n) == 1, "%s: not taken by the decode kernels", what);
                 ref->i->matmul(ref, &y.c, &w.c, &x.c);
                 gpu->i->matmul(gpu, &y.g, &w.g, &x.g);
-                compare(&y, 1e-4, what);
+                const int int8 = lmc_cuda_gemv_int8(t, in, n);
+                float *xh = malloc((size_t)(in * n) * sizeof *xh);
+                ref->i->get(ref, xh, &x.c, 0, (size_t)(in * n) * 4);
+                if (!int8 || out >= 8) compare(&y, int8 ? 1e-2 : 1e-4, what);
+                if (int8) mmq_check(t, &w, in, out, xh, n, &y.g, NULL, what);
                 n_cases++;
                 if (!is_mlx) { /* y += w·x (matmul_fused in x, out acc: the residual add) */
                     lmc_fuse_op op = {.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_ACC};
                     ref->i->matmul(ref, &tmp.c, &w.c, &x.c);
                     ref->i->add(ref, &y.c, &y.c, &tmp.c);
+                    float *y0 = malloc((size_t)(out * n) * sizeof *y0); /* y before: the int8 reference's base */
+                    CHECK(gpu->i->sync(gpu) == 0);
+                    gpu->i->get(gpu, y0, &y.g, 0, (size_t)(out * n) * 4);
                     lmc_tensor *yg = &y.g;
                     const lmc_tensor *wg = &w.g;
                     CHECK_MSG(gpu->i->matmul_fused(gpu, 1, &yg, &wg, &x.g, &op) == 1, "%s: fused acc not taken", what);
                     snprintf(what + strlen(what), sizeof what - strlen(what), " (acc)");
-                    compare(&y, 1e-4, what);
+                    if (!int8 || out >= 8) compare(&y, int8 ? 1e-2 : 1e-4, what);
+                    if (int8) mmq_check(t, &w, in, out, xh, n, &y.g, y0, what);
+                    free(y0);
                 }
+                free(xh);
                 pair_free(&x);
                 pair_free(&y);
                 pair_free(&tmp);
@@ -890,6 +942,106 @@ static void test_matmul_kq(void) {
         }
     }
     printf("matmul_kq: %d products\n", n_cases);
+}
+
+/* A [in, out] Q4_K/Q5_K/Q6_K weight of random bytes (every code, scale and min value, Q6_K's
+ * signed scales of both signs) with sane f16 super-block scales, bound on both backends. */
+static void weight_make_kq_bytes(weight *w, lmc_dtype t, int64_t in, int64_t out) {
+    memset(w, 0, sizeof *w);
+    const size_t row = lmc_dtype_row_bytes(t, in), bb = lmc_dtype_block_bytes(t);
+    w->bytes = calloc((size_t)out, row);
+    uint8_t *p = w->bytes;
+    for (size_t k = 0; k < (size_t)out * row; k++) p[k] = (uint8_t)(frand() * 128 + 128);
+    for (size_t b = 0; b < (size_t)out * row / bb; b++) {
+        uint8_t *blk = p + b * bb;
+        if (t == LMC_DTYPE_Q6_K) put16(blk + 208, f16_scale());
+        else {
+            put16(blk, f16_scale());
+            put16(blk + 2, f16_scale());
+        }
+    }
+    weight_bind(w, t, in, out, 64, LMC_DTYPE_BF16);
+}
+
+/* Q4_K/Q5_K/Q6_K products of 1..8 tokens on the int8-activation path of k_gemv_q (activations
+ * quantized per 32 elements, __dp4a per 16-element run): against int8_ref (1e-5: the same int8
+ * activations, float summation order differs) and the f32 CPU reference (1e-2, as Q8_0/Q4_0).
+ * Weights quantized from random floats and of random bytes; one super-block rows, odd row counts,
+ * rows of several super-blocks, many row groups a warp (4500 rows), K of 14336 at 8 tokens, an
+ * all-zero activation block; matmul_n of two K-quant matrices over one x. LMC_CUDA_KQ_INT8=0 (or
+ * LMC_CUDA_QGEMV=off): the f32 kernel must take them instead (1e-4). */
+static void test_matmul_kq_int8(void) {
+    static const int64_t shapes[][3] = {/* in, out, n_tokens */
+                                        {256, 5, 1}, {512, 33, 2}, {768, 257, 3}, {1280, 131, 4}, {256, 96, 5},
+                                        {4096, 40, 6}, {1024, 70, 7}, {14336, 12, 8}, {256, 4500, 1},
+                                        {4352, 9, 1}, {2048, 4400, 1}, {4096, 130, 8}};
+    static const lmc_dtype types[] = {LMC_DTYPE_Q4_K, LMC_DTYPE_Q5_K, LMC_DTYPE_Q6_K};
+    const int off = (getenv("LMC_CUDA_KQ_INT8") && !strcmp(getenv("LMC_CUDA_KQ_INT8"), "0")) ||
+                    (getenv("LMC_CUDA_QGEMV") && !strcmp(getenv("LMC_CUDA_QGEMV"), "off"));
+    int n_int8 = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const lmc_dtype t = types[ti];
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t in = shapes[si][0], out = shapes[si][1], n = shapes[si][2];
+            weight w;
+            /* Q5_K has no quantizer: always random bytes; Q4_K/Q6_K alternate */
+            if (t == LMC_DTYPE_Q5_K || si % 2) weight_make_kq_bytes(&w, t, in, out);
+            else weight_make(&w, t, in, out);
+            float *xh = malloc((size_t)(in * n) * sizeof *xh), *yr = malloc((size_t)(out * n) * sizeof *yr);
+            float *yg = malloc((size_t)(out * n) * sizeof *yg);
+            for (int64_t i = 0; i < in * n; i++) /* block magnitudes 1, 4, 16; block 1 of token 0 zero */
+                xh[i] = (i / 32 == 1) ? 0.0f : frand() * (float)(1 << (2 * ((i / 32) % 3)));
+            pair x, y;
+            pair_alloc(&x, LMC_DTYPE_F32, in, n, 1);
+            pair_set(&x, xh);
+            pair_alloc(&y, LMC_DTYPE_F32, out, n, 1);
+            ref->i->matmul(ref, &y.c, &w.c, &x.c);
+            gpu->i->matmul(gpu, &y.g, &w.g, &x.g);
+            const int int8 = lmc_cuda_gemv_int8(t, in, n);
+            char what[128];
+            snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld (%s activations) vs cpu", lmc_dtype_name(t),
+                     (long long)in, (long long)out, (long long)n, int8 ? "int8" : "f32");
+            compare(&y, int8 ? 1e-2 : 1e-4, what);
+            CHECK_MSG(int8 == !off, "%s: int8 path %s expected", what, off ? "not" : "");
+            if (int8) {
+                int8_ref(t, w.bytes, in, out, xh, n, yr);
+                gpu->i->get(gpu, yg, &y.g, 0, (size_t)(out * n) * 4);
+                double err = 0, mx = 0;
+                for (int64_t i = 0; i < out * n; i++) {
+                    err = fmax(err, fabs((double)yr[i] - yg[i]));
+                    mx = fmax(mx, fabs((double)yr[i]));
+                }
+                CHECK_MSG(err <= 1e-5 * mx && mx > 0, "%s in %lld out %lld n %lld vs int8 host reference: max|Δ| %.3g "
+                          "vs max|ref| %.3g", lmc_dtype_name(t), (long long)in, (long long)out, (long long)n, err, mx);
+                n_int8++;
+                /* matmul_n: this matrix and a second one of other height over the same x, one launch */
+                weight w2;
+                const int64_t out2 = out / 3 + 1;
+                weight_make_kq_bytes(&w2, t, in, out2);
+                pair y2, ya;
+                pair_alloc(&y2, LMC_DTYPE_F32, out2, n, 1);
+                pair_alloc(&ya, LMC_DTYPE_F32, out, n, 1);
+                ref->i->matmul(ref, &ya.c, &w.c, &x.c);
+                ref->i->matmul(ref, &y2.c, &w2.c, &x.c);
+                gpu->i->matmul_n(gpu, 2, (lmc_tensor *[]){&ya.g, &y2.g}, (const lmc_tensor *[]){&w.g, &w2.g}, &x.g);
+                snprintf(what, sizeof what, "matmul_n %s in %lld out %lld/%lld n %lld", lmc_dtype_name(t), (long long)in,
+                         (long long)out, (long long)out2, (long long)n);
+                compare(&ya, 1e-2, what);
+                compare(&y2, 1e-2, what);
+                compare_gpu(&ya.g, &y.g, 1e-5, what); /* the same int8 products as the single one */
+                pair_free(&y2);
+                pair_free(&ya);
+                weight_free(&w2);
+            }
+            pair_free(&x);
+            pair_free(&y);
+            weight_free(&w);
+            free(xh);
+            free(yr);
+            free(yg);
+        }
+    }
+    printf("matmul_kq_int8: %d products on the int8 path\n", n_int8);
 }
 
 
@@ -1110,6 +1262,7 @@ int main(void) {
     RUN(test_rope_store);
     RUN(test_attention);
     RUN(test_matmul_kq);
+    RUN(test_matmul_kq_int8);
     RUN(test_matmul_mmq_pipe);
     RUN(test_pdl_chain);
     lmc_backend_free(ref);

@@ -11,6 +11,9 @@
  * R rows) and their per-run sums, and forms Σ w·x with the codes widened in registers (kq_h:
  * one byte permute an element), scales applied once per run of 8..32 elements, mins/biases
  * through the run sums of x. Activations stay f32 (the CPU's product within rounding).
+ * Q4_K/Q5_K/Q6_K come here only with LMC_CUDA_KQ_INT8=0 (or LMC_CUDA_QGEMV=off) or when their int8
+ * activations would not fit shared memory: by default they go through k_gemv_q's int8 path
+ * (cuda_matmul.cu).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -61,11 +61,12 @@ int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_tok);
 #define LMC_CUDA_GEMV_MULTI 3
 int lmc_cuda_gemv_multi(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x, int64_t n_tok);
 /* y[t, o] = Σ_i w[o, i] x[t, i] for n_tok ≤ LMC_CUDA_GEMV_MAX_TOKENS (y rows of `out` floats).
- * Q8_0/Q4_0 with int8 activations when lmc_cuda_gemv_int8 says so, else f32 activations. */
+ * Q8_0/Q4_0/Q4_K/Q5_K/Q6_K with int8 activations when lmc_cuda_gemv_int8 says so, else f32 activations. */
 void lmc_cuda_gemv(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n_tok);
-/* 1 when lmc_cuda_gemv quantizes the activations of this Q8_0/Q4_0 product to int8 per
- * 32-element block (d = amax/127, q = rint(x·127/amax)) on the current device: the
- * shared memory holds them; LMC_CUDA_QGEMV=off in the environment turns it off. */
+/* 1 when lmc_cuda_gemv quantizes the activations of this Q8_0/Q4_0 (or Q4_K/Q5_K/Q6_K, K a
+ * multiple of 256) product to int8 per 32-element block (d = amax/127, q = rint(x·127/amax)) on the
+ * current device: the shared memory holds them; LMC_CUDA_QGEMV=off in the environment turns it
+ * off, LMC_CUDA_KQ_INT8=0 for the K-quants only (they then take lmc_cuda_gemv_kq). */
 int lmc_cuda_gemv_int8(int type, int64_t ne0, int64_t n_tok);
 /* A decode product with small ops folded in (backend.h matmul_fused): the input u is x (in 0),
  * rms_norm(x) with norm_w (NULL: none; f32/f16/bf16, 16-byte aligned), eps, w_offset (in 1), or

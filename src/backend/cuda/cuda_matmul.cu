@@ -9,6 +9,10 @@
  * with __dp4a (four int8 products per instruction), the weight block scale times the
  * activation block scale applied once per chunk. Each weight byte is read once for all
  * tokens. Activations in int8 change the result slightly (within F2 of the f32 reference).
+ * Q4_K/Q5_K/Q6_K take the same kernel in their checkpoint layout (kqv_*: a lane's piece is
+ * 32 elements, 16 code bytes of a super-block; the activations laid out so that its two runs
+ * of 16 are 16-byte reads; sub-block scales per run, Q4_K/Q5_K mins through d·Σq of the
+ * activation block); LMC_CUDA_KQ_INT8=0 sends them to k_gemv_kq (cuda_gemv_q.cu, f32).
  * Other dtypes (f32/f16/bf16), and Q8_0/Q4_0 when the int8 activations do not fit in
  * shared memory: k_gemv (f32 activations read through L1, weights widened to f32).
  * Fused decode products (backend.h matmul_fused, lmc_cuda_gemv_fused): the RMSNorm of the input
@@ -545,7 +549,12 @@ static int gemv_s_launch(cudaStream_t s, gemv_s_rows *m, const float *x, const g
     return 1;
 }
 
-/* ------------------------------------------------ Q8_0 / Q4_0 with int8 activations */
+/* ------------------------------------------------ Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K with int8 activations */
+
+/* The GGUF K-quants k_gemv_q takes in their checkpoint layout (256-element super-blocks). */
+static __host__ __device__ constexpr bool qv_kq(int t) {
+    return t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q5_K || t == LMC_DTYPE_Q6_K;
+}
 
 #define QV_MAX_THREADS 512 /* threads per block of k_gemv_q at most (≤ 128 registers a thread) */
 
@@ -554,6 +563,31 @@ static int gemv_s_launch(cudaStream_t s, gemv_s_rows *m, const float *x, const g
  * warp and token the partial Σx² of a fused RMSNorm. */
 static size_t qv_smem(int64_t K, int nt) {
     return (size_t)nt * ((size_t)K + (size_t)K / 32 * 8) + (size_t)(QV_MAX_THREADS / 32) * (size_t)nt * 4;
+}
+
+/* Where element e (a multiple of 8) of a token's K activations lies in shared memory. Q8_0: in
+ * order. Q4_0: the first 16 elements of each 32-element block in a low plane, the last 16 in a
+ * high plane (K/2 bytes each). K-quants: a 32-element piece c of a row (16 bytes of a super-block's
+ * code bytes, kqv_ld) multiplies 16 activations of its low codes at c·16 in the low plane and 16
+ * of its high codes at c·16 in the high plane. Q4_K/Q5_K: piece 8·sb + 2·cc + h holds elements
+ * 256·sb + 64·cc + 16·h + k (low nibbles) and + 32 (high); Q6_K: piece 8·sb + 4·half + 2·qq + lh
+ * holds 256·sb + 128·half + 32·qq + 16·lh + k (low) and + 64 (high). */
+template <int TYPE> static __device__ __forceinline__ int64_t qv_xpos(int64_t e, int64_t K) {
+    if (TYPE == LMC_DTYPE_Q8_0) return e;
+    if (TYPE == LMC_DTYPE_Q4_0) {
+        const int64_t blk = e >> 5, j = e & 31;
+        return (j >> 4) * (K / 2) + blk * 16 + (j & 15);
+    }
+    const int64_t sb = e >> 8, r = e & 255;
+    int plane, j;
+    if (TYPE == LMC_DTYPE_Q6_K) {
+        plane = (int)(r >> 6) & 1;
+        j = 4 * (int)(r >> 7) + 2 * ((int)(r >> 5) & 1) + ((int)(r >> 4) & 1);
+    } else {
+        plane = (int)(r >> 5) & 1;
+        j = 2 * (int)(r >> 6) + ((int)(r >> 4) & 1);
+    }
+    return plane * (K / 2) + (sb * 8 + j) * 16 + (e & 15);
 }
 
 /* Pack the low bytes of four ints. */
@@ -566,7 +600,7 @@ static __device__ __forceinline__ int qv_pack4(int a, int b, int c, int d) {
  * any is used (fewer when the weight batch in flight takes many registers). Q8_0 keeps
  * element order; Q4_0 stores each block's first 16 elements in a low plane and the last 16
  * in a high plane (both K/2 bytes) so a lane's two 16-byte reads for one weight block are
- * contiguous across the warp (no bank conflicts). d = amax/127, q = rint(x · 127/amax)
+ * contiguous across the warp (no bank conflicts); the K-quants use two planes too (qv_xpos). d = amax/127, q = rint(x · 127/amax)
  * (exact IEEE ops: the op test repeats them on the host bit for bit). */
 template <int TYPE, int QU, int NT>
 static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, float *ssw, const float *x, int64_t K,
@@ -631,11 +665,14 @@ static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, flo
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
             if (p >= pieces) continue; /* the same for the four lanes of a block */
-            const int64_t t = p / per_tok, e = (p - t * per_tok) * 8, blk = e >> 5, j = e & 31;
-            int8_t *dst = xq + t * K + (TYPE == LMC_DTYPE_Q8_0 ? e : (j >> 4) * (K / 2) + blk * 16 + (j & 15));
+            const int64_t t = p / per_tok, e = (p - t * per_tok) * 8, blk = e >> 5;
+            int8_t *dst = xq + t * K + qv_xpos<TYPE>(e, K);
             *(int2 *)dst = make_int2(w0, w1);
+            /* .y: Q4_0 -8·d·Σq (its codes' offset), Q4_K/Q5_K d·Σq (the mins), else unused */
             if ((lane & 3) == 0)
-                meta[t * (K / 32) + blk] = make_float2(d, TYPE == LMC_DTYPE_Q8_0 ? 0.0f : -8.0f * d * (float)sum);
+                meta[t * (K / 32) + blk] = make_float2(d, TYPE == LMC_DTYPE_Q8_0 || TYPE == LMC_DTYPE_Q6_K ? 0.0f
+                                                          : TYPE == LMC_DTYPE_Q4_0                         ? -8.0f * d * (float)sum
+                                                                                                            : d * (float)sum);
         }
     }
     if (fz.in == 1) {
@@ -740,6 +777,166 @@ static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_bat
     }
 }
 
+/* K-quant pieces (32 elements, 16 bytes of code bytes) in the registers of a batch, as loaded. */
+template <int TYPE> struct kqv_raw;
+template <> struct kqv_raw<LMC_DTYPE_Q4_K> { uint4 h, q; };     /* header {d, dmin, scales[12]}, qs */
+template <> struct kqv_raw<LMC_DTYPE_Q5_K> { uint4 h, q, qh; }; /* + the 16 qh bytes of the piece */
+template <> struct kqv_raw<LMC_DTYPE_Q6_K> { uint32_t ql[4], qh[4]; int s0, s1; uint16_t d; };
+template <int TYPE, int RW, int U> struct kqv_batch {
+    kqv_raw<TYPE> r[U][RW];
+};
+template <int TYPE, int RW, int U> struct qv_batch_of { typedef qv_batch<RW, U> T; };
+template <int RW, int U> struct qv_batch_of<LMC_DTYPE_Q4_K, RW, U> { typedef kqv_batch<LMC_DTYPE_Q4_K, RW, U> T; };
+template <int RW, int U> struct qv_batch_of<LMC_DTYPE_Q5_K, RW, U> { typedef kqv_batch<LMC_DTYPE_Q5_K, RW, U> T; };
+template <int RW, int U> struct qv_batch_of<LMC_DTYPE_Q6_K, RW, U> { typedef kqv_batch<LMC_DTYPE_Q6_K, RW, U> T; };
+
+/* 16 bytes from a 2-byte aligned address (Q6_K super-blocks are 210 bytes): five 4-byte loads and
+ * funnel shifts; the fifth word lies inside the same super-block for every piece. */
+static __device__ __forceinline__ void kqv_ld16_2(const uint8_t *p, uint32_t *o) {
+    const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const unsigned sh = ((unsigned)(uintptr_t)p & 3u) * 8u;
+    uint32_t w[5];
+#pragma unroll
+    for (int i = 0; i < 5; i++) w[i] = __ldg(a + i);
+#pragma unroll
+    for (int i = 0; i < 4; i++) o[i] = __funnelshift_r(w[i], w[i + 1], sh);
+}
+
+/* Piece c of a row (super-block c / 8, piece j = c % 8 of it; the layouts in qv_xpos). */
+template <int TYPE> static __device__ __forceinline__ void kqv_ld(kqv_raw<TYPE> &r, const uint8_t *row, int c) {
+    const int j = c & 7;
+    if constexpr (TYPE == LMC_DTYPE_Q6_K) { /* {ql[128], qh[64], scales[16], d} */
+        const uint8_t *b = row + (size_t)(c >> 3) * 210;
+        kqv_ld16_2(b + 16 * j, r.ql);
+        kqv_ld16_2(b + 128 + 32 * (j >> 2) + 16 * (j & 1), r.qh);
+        r.s0 = __ldg((const signed char *)b + 192 + j + (j & 4));
+        r.s1 = __ldg((const signed char *)b + 196 + j + (j & 4));
+        r.d = __ldg((const unsigned short *)(b + 208));
+    } else if constexpr (TYPE == LMC_DTYPE_Q5_K) { /* {d, dmin, scales[12], qh[32], qs[128]} */
+        const uint8_t *b = row + (size_t)(c >> 3) * 176;
+        r.h = __ldg((const uint4 *)b);
+        r.qh = __ldg((const uint4 *)(b + 16 + 16 * (j & 1)));
+        r.q = __ldg((const uint4 *)(b + 48 + 16 * j));
+    } else { /* Q4_K {d, dmin, scales[12], qs[128]} */
+        const uint8_t *b = row + (size_t)(c >> 3) * 144;
+        r.h = __ldg((const uint4 *)b);
+        r.q = __ldg((const uint4 *)(b + 16 + 16 * j));
+    }
+}
+
+template <int TYPE, int RW, int U, bool GLU>
+static __device__ __forceinline__ void kqv_load(kqv_batch<TYPE, RW, U> &b, const lmc_cuda_w &w0, const lmc_cuda_w &w1,
+                                                int64_t g, int c0, int nch) {
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        const lmc_cuda_w &w = GLU && (r & 1) ? w1 : w0;
+        const int64_t rr = GLU ? g * (RW / 2) + r / 2 : g * RW + r;
+        const uint8_t *row = (const uint8_t *)w.data + (size_t)(rr < w.ne1 ? rr : w.ne1 - 1) * w.nb1;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (c0 + 32 * u < nch) kqv_ld<TYPE>(b.r[u][r], row, c0 + 32 * u);
+    }
+}
+
+/* A piece's codes as int8 (lo: the 16 low-plane elements, hi: the 16 high-plane ones), the scales
+ * of the two halves (weight scale per code) and their mins (Q4_K/Q5_K: the piece with h = 0
+ * carries the mins of both 32-element sub-blocks, the h = 1 piece none). */
+template <int TYPE>
+static __device__ __forceinline__ void kqv_decode(const kqv_raw<TYPE> &r, int c, int (&lo)[4], int (&hi)[4], float &a0,
+                                                  float &a1, float &m0, float &m1) {
+    if constexpr (TYPE == LMC_DTYPE_Q6_K) {
+        const int qq = (c >> 1) & 1;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint32_t l = (r.ql[k] & 0x0F0F0F0Fu) | (((r.qh[k] >> (2 * qq)) & 0x03030303u) << 4);
+            const uint32_t h = ((r.ql[k] >> 4) & 0x0F0F0F0Fu) | (((r.qh[k] >> (2 * qq + 4)) & 0x03030303u) << 4);
+            /* q - 32 as a signed byte: v = q ^ 32 is q - 32 as a 6-bit two's complement; bit 5 copied
+             * into bits 6 and 7 (·6 stays inside each byte) */
+            const uint32_t vl = l ^ 0x20202020u, vh = h ^ 0x20202020u;
+            lo[k] = (int)(vl | ((vl & 0x20202020u) * 6u));
+            hi[k] = (int)(vh | ((vh & 0x20202020u) * 6u));
+        }
+        const float d = f16_to_f(r.d);
+        a0 = d * (float)r.s0;
+        a1 = d * (float)r.s1;
+        m0 = m1 = 0.0f;
+    } else {
+        const int cc = (c >> 1) & 3;
+        const float d = f16_to_f((uint16_t)(r.h.x & 0xffff)), dm = f16_to_f((uint16_t)(r.h.x >> 16));
+        int sc[2], mn[2]; /* 6-bit scales/mins of sub-blocks 2cc, 2cc + 1 */
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int i = 2 * cc + hh;
+            if (i < 4) {
+                sc[hh] = (r.h.y >> (8 * i)) & 63;
+                mn[hh] = (r.h.z >> (8 * i)) & 63;
+            } else {
+                const int s = 8 * (i - 4);
+                sc[hh] = ((r.h.w >> s) & 0x0F) | (((r.h.y >> (s + 6)) & 3) << 4);
+                mn[hh] = ((r.h.w >> (s + 4)) & 0x0F) | (((r.h.z >> (s + 6)) & 3) << 4);
+            }
+        }
+        const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uint32_t l = q[k] & 0x0F0F0F0Fu, h = (q[k] >> 4) & 0x0F0F0F0Fu;
+            if constexpr (TYPE == LMC_DTYPE_Q5_K) {
+                const uint32_t qh[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
+                l |= ((qh[k] >> (2 * cc)) & 0x01010101u) << 4;
+                h |= ((qh[k] >> (2 * cc + 1)) & 0x01010101u) << 4;
+            }
+            lo[k] = (int)l;
+            hi[k] = (int)h;
+        }
+        a0 = d * (float)sc[0];
+        a1 = d * (float)sc[1];
+        const float own = (c & 1) ? 0.0f : dm;
+        m0 = own * (float)mn[0];
+        m1 = own * (float)mn[1];
+    }
+}
+
+/* acc[r][t] += the batch's K-quant pieces · token t's int8 activations: per piece two runs of 16
+ * (low and high plane, 4 __dp4a each), each times its weight scale and its 32-block's activation
+ * scale; Q4_K/Q5_K minus min · d·Σq of the activation block. */
+template <int TYPE, int NT, int RW, int U>
+static __device__ __forceinline__ void kqv_dot(float (&acc)[RW][NT], const kqv_batch<TYPE, RW, U> &b, const int8_t *xq,
+                                               const float2 *meta, int K, int c0, int nch) {
+    const int nbk = K / 32;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int c = c0 + 32 * u;
+        if (c >= nch) break;
+        /* the natural 32-element activation blocks of the piece's low and high runs */
+        const int blo = TYPE == LMC_DTYPE_Q6_K ? (c & ~7) + (c & 4) + ((c >> 1) & 1) : c & ~1;
+        const int bhi = blo + (TYPE == LMC_DTYPE_Q6_K ? 2 : 1);
+        int lo[RW][4], hi[RW][4];
+        float a0[RW], a1[RW], m0[RW], m1[RW];
+#pragma unroll
+        for (int r = 0; r < RW; r++) kqv_decode<TYPE>(b.r[u][r], c, lo[r], hi[r], a0[r], a1[r], m0[r], m1[r]);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const int4 xa = *(const int4 *)(xq + t * K + c * 16);
+            const int4 xb = *(const int4 *)(xq + t * K + K / 2 + c * 16);
+            const float2 ml = meta[t * nbk + blo], mh = meta[t * nbk + bhi];
+#pragma unroll
+            for (int r = 0; r < RW; r++) {
+                int sl = __dp4a(lo[r][0], xa.x, 0);
+                sl = __dp4a(lo[r][1], xa.y, sl);
+                sl = __dp4a(lo[r][2], xa.z, sl);
+                sl = __dp4a(lo[r][3], xa.w, sl);
+                int sh = __dp4a(hi[r][0], xb.x, 0);
+                sh = __dp4a(hi[r][1], xb.y, sh);
+                sh = __dp4a(hi[r][2], xb.z, sh);
+                sh = __dp4a(hi[r][3], xb.w, sh);
+                float v = fmaf(a0[r] * ml.x, (float)sl, (a1[r] * mh.x) * (float)sh);
+                if (TYPE != LMC_DTYPE_Q6_K) v -= fmaf(m0[r], ml.y, m1[r] * mh.y);
+                acc[r][t] += v;
+            }
+        }
+    }
+}
+
 /* The warp's sums of row group g: reduced across lanes, lane r·NT + t writes (row g·RW + r, token t).
  * GLU: rows 2i, 2i + 1 of the group are gate and up row g·RW/2 + i; lane i·NT + t writes act(gate)·up. */
 template <int NT, int RW, bool GLU>
@@ -799,7 +996,7 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     constexpr int U = LOADS / RW, STEP = 32 * U;
     extern __shared__ __align__(16) unsigned char qv_sm[];
     const int K = (int)m.w[0].ne0; /* K·NT fits shared memory: int offsets */
-    const int nch = TYPE == LMC_DTYPE_Q8_0 ? K / 16 : K / 32; /* 16-byte code chunks per row */
+    const int nch = TYPE == LMC_DTYPE_Q8_0 ? K / 16 : K / 32; /* 16-byte code chunks (K-quants: pieces) per row */
     const int8_t *xq = (const int8_t *)qv_sm;
     const float2 *meta = (const float2 *)(qv_sm + (size_t)NT * K);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -812,10 +1009,14 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
         return i;
     };
 
-    qv_batch<RW, U> A;
+    typename qv_batch_of<TYPE, RW, U>::T A;
+    auto load = [&](int64_t gg, int i, int b0) {
+        if constexpr (qv_kq(TYPE)) kqv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[GLU ? 1 : i], gg, b0, nch);
+        else qv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[GLU ? 1 : i], gg, b0, nch);
+    };
     int base = 0; /* batch (g, base) is in A */
     int mi = g < g_end ? mat(g) : 0;
-    if (g < g_end) qv_load<TYPE, RW, U, GLU>(A, m.w[mi], m.w[GLU ? 1 : mi], g - (mi ? m.gend[mi - 1] : 0), base + lane, nch);
+    if (g < g_end) load(g - (mi ? m.gend[mi - 1] : 0), mi, base + lane);
     /* the first batch of weights is in flight: now wait for the previous kernel (lmc_launch) */
     pdl_next();
     pdl_wait();
@@ -828,7 +1029,8 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
     while (g < g_end) {
-        qv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch);
+        if constexpr (qv_kq(TYPE)) kqv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch);
+        else qv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch);
         base += STEP;
         if (base >= nch) { /* the row group is done */
             qv_store<NT, RW, GLU>(acc, m.y[mi], m.w[mi].ne1, g - (mi ? m.gend[mi - 1] : 0), lane, ssw, fz, K);
@@ -836,8 +1038,7 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
             base = 0;
             if (g < g_end) mi = mat(g);
         }
-        if (g < g_end)
-            qv_load<TYPE, RW, U, GLU>(A, m.w[mi], m.w[GLU ? 1 : mi], g - (mi ? m.gend[mi - 1] : 0), base + lane, nch);
+        if (g < g_end) load(g - (mi ? m.gend[mi - 1] : 0), mi, base + lane);
     }
 }
 
@@ -874,9 +1075,18 @@ static int qv_disabled(void) {
     return v;
 }
 
+/* LMC_CUDA_KQ_INT8=0: Q4_K/Q5_K/Q6_K decode through k_gemv_kq (cuda_gemv_q.cu) with f32
+ * activations (A/B comparisons). */
+static int qv_kq_disabled(void) {
+    static int v = -1;
+    if (v < 0) v = getenv("LMC_CUDA_KQ_INT8") && !strcmp(getenv("LMC_CUDA_KQ_INT8"), "0");
+    return v;
+}
+
 extern "C" int lmc_cuda_gemv_int8(int type, int64_t ne0, int64_t n_tok) {
-    if ((type != LMC_DTYPE_Q8_0 && type != LMC_DTYPE_Q4_0) || ne0 % 32 || n_tok < 1 ||
-        n_tok > LMC_CUDA_GEMV_MAX_TOKENS || qv_disabled())
+    const int kq = qv_kq(type);
+    if ((type != LMC_DTYPE_Q8_0 && type != LMC_DTYPE_Q4_0 && !kq) || ne0 % (kq ? 256 : 32) || n_tok < 1 ||
+        n_tok > LMC_CUDA_GEMV_MAX_TOKENS || qv_disabled() || (kq && qv_kq_disabled()))
         return 0;
     int dev, sms;
     size_t smb;
@@ -955,17 +1165,35 @@ static void qv_rows(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz
     else qv_launch<TYPE, NT, 1, 8>(s, m, x, fz, dev, sms, smb);
 }
 
+/* K-quants: two rows a warp (four spilled registers from 3 tokens on; one row a warp for small
+ * matrices is left out to keep the instantiations few), 8 pieces a lane in flight for Q4_K up to
+ * 2 tokens (a piece is two 16-byte loads), else 4 (Q5_K: three loads a piece; Q6_K: ten 4-byte
+ * loads and three small ones, its super-blocks being 2-byte aligned). */
+template <int TYPE, int NT, bool GLU = false>
+static void kqv_rows(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz) {
+    int dev, sms;
+    size_t smb;
+    if (m->w[0].ne1 <= 0 || !qv_device(&dev, &sms, &smb)) return;
+    qv_launch<TYPE, NT, 2, TYPE == LMC_DTYPE_Q4_K && NT <= 2 ? 8 : 4, GLU>(s, m, x, fz, dev, sms, smb);
+}
+
+template <int TYPE, int NT, bool GLU = false>
+static void qv_rows_any(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz) {
+    if constexpr (qv_kq(TYPE)) kqv_rows<TYPE, NT, GLU>(s, m, x, fz);
+    else qv_rows<TYPE, NT, GLU>(s, m, x, fz);
+}
+
 template <int TYPE>
 static void qv_dispatch(cudaStream_t s, qv_mat *m, const float *x, int64_t n, const gemv_fz &fz) {
     switch (n) {
-    case 1: qv_rows<TYPE, 1>(s, m, x, fz); break;
-    case 2: qv_rows<TYPE, 2>(s, m, x, fz); break;
-    case 3: qv_rows<TYPE, 3>(s, m, x, fz); break;
-    case 4: qv_rows<TYPE, 4>(s, m, x, fz); break;
-    case 5: qv_rows<TYPE, 5>(s, m, x, fz); break;
-    case 6: qv_rows<TYPE, 6>(s, m, x, fz); break;
-    case 7: qv_rows<TYPE, 7>(s, m, x, fz); break;
-    default: qv_rows<TYPE, 8>(s, m, x, fz); break;
+    case 1: qv_rows_any<TYPE, 1>(s, m, x, fz); break;
+    case 2: qv_rows_any<TYPE, 2>(s, m, x, fz); break;
+    case 3: qv_rows_any<TYPE, 3>(s, m, x, fz); break;
+    case 4: qv_rows_any<TYPE, 4>(s, m, x, fz); break;
+    case 5: qv_rows_any<TYPE, 5>(s, m, x, fz); break;
+    case 6: qv_rows_any<TYPE, 6>(s, m, x, fz); break;
+    case 7: qv_rows_any<TYPE, 7>(s, m, x, fz); break;
+    default: qv_rows_any<TYPE, 8>(s, m, x, fz); break;
     }
 }
 
@@ -1081,11 +1309,16 @@ static void qv_glu(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x
     m.w[0] = w[0];
     m.w[1] = w[1];
     m.y[0] = y;
-    if (w[0].type == LMC_DTYPE_Q8_0) qv_rows<LMC_DTYPE_Q8_0, 1, true>(s, &m, x, fz);
-    else qv_rows<LMC_DTYPE_Q4_0, 1, true>(s, &m, x, fz);
+    switch (w[0].type) {
+    case LMC_DTYPE_Q8_0: qv_rows<LMC_DTYPE_Q8_0, 1, true>(s, &m, x, fz); break;
+    case LMC_DTYPE_Q4_K: kqv_rows<LMC_DTYPE_Q4_K, 1, true>(s, &m, x, fz); break;
+    case LMC_DTYPE_Q5_K: kqv_rows<LMC_DTYPE_Q5_K, 1, true>(s, &m, x, fz); break;
+    case LMC_DTYPE_Q6_K: kqv_rows<LMC_DTYPE_Q6_K, 1, true>(s, &m, x, fz); break;
+    default: qv_rows<LMC_DTYPE_Q4_0, 1, true>(s, &m, x, fz); break;
+    }
 }
 
-/* n Q8_0/Q4_0 matrices of one dtype and width on their int8 path, one launch. */
+/* n Q8_0/Q4_0/Q4_K/Q5_K/Q6_K matrices of one dtype and width on their int8 path, one launch. */
 static void qv_any(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x, int64_t n_tok,
                    const gemv_fz &fz) {
     qv_mat m;
@@ -1095,8 +1328,13 @@ static void qv_any(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, 
         m.w[i] = w[i];
         m.y[i] = y[i];
     }
-    if (w[0].type == LMC_DTYPE_Q8_0) qv_dispatch<LMC_DTYPE_Q8_0>(s, &m, x, n_tok, fz);
-    else qv_dispatch<LMC_DTYPE_Q4_0>(s, &m, x, n_tok, fz);
+    switch (w[0].type) {
+    case LMC_DTYPE_Q8_0: qv_dispatch<LMC_DTYPE_Q8_0>(s, &m, x, n_tok, fz); break;
+    case LMC_DTYPE_Q4_K: qv_dispatch<LMC_DTYPE_Q4_K>(s, &m, x, n_tok, fz); break;
+    case LMC_DTYPE_Q5_K: qv_dispatch<LMC_DTYPE_Q5_K>(s, &m, x, n_tok, fz); break;
+    case LMC_DTYPE_Q6_K: qv_dispatch<LMC_DTYPE_Q6_K>(s, &m, x, n_tok, fz); break;
+    default: qv_dispatch<LMC_DTYPE_Q4_0>(s, &m, x, n_tok, fz); break;
+    }
 }
 
 extern "C" int lmc_cuda_gemv_multi(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x,
@@ -1105,7 +1343,7 @@ extern "C" int lmc_cuda_gemv_multi(cudaStream_t s, int n, float *const *y, const
     for (int i = 0; i < n; i++)
         if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0 || !lmc_cuda_gemv_ok(&w[i], x, n_tok)) return 0;
     const gemv_fz fz = fz_none();
-    if (lmc_cuda_gemv_int8(w[0].type, w[0].ne0, n_tok)) { /* Q8_0/Q4_0: k_gemv_q over the matrices' row groups */
+    if (lmc_cuda_gemv_int8(w[0].type, w[0].ne0, n_tok)) { /* Q8_0/Q4_0/K-quants: k_gemv_q over the matrices' row groups */
         qv_any(s, n, y, w, x, n_tok, fz);
         return 1;
     }
@@ -1138,8 +1376,10 @@ static void gemv_any(cudaStream_t s, float *y, const lmc_cuda_w *w, const float 
         else if (w->type == LMC_DTYPE_Q8_0) gemv_launch<LMC_DTYPE_Q8_0>(s, y, w, x, n_tok, fz);
         else gemv_launch<LMC_DTYPE_Q4_0>(s, y, w, x, n_tok, fz);
         break;
-    default: /* K-quants, Q4_1/Q5_0/Q5_1, MLX (cuda_gemv_q.cu): y = or y += (matmul_fused's in x, out acc) */
-        lmc_cuda_gemv_kq(s, y, w, x, n_tok, fz.acc);
+    default: /* Q4_K/Q5_K/Q6_K on the int8 path; else (and the other K-quants, Q4_1/Q5_0/Q5_1, MLX) k_gemv_kq
+              * (cuda_gemv_q.cu): y = or y += (matmul_fused's in x, out acc) */
+        if (qv_kq(w->type) && lmc_cuda_gemv_int8(w->type, w->ne0, n_tok)) qv_any(s, 1, &y, w, x, n_tok, fz);
+        else lmc_cuda_gemv_kq(s, y, w, x, n_tok, fz.acc);
         break;
     }
 }
