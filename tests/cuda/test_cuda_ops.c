@@ -136,6 +136,43 @@ static void int8_ref(lmc_dtype t, const uint8_t *wb, int64_t in, int64_t out, co
     free(wf);
 }
 
+/* One product of w (in × out) over n tokens on both backends, activations of block magnitudes 1,
+ * 4, 16 with block 1 of token 0 zero: against the f32 CPU reference (1e-2 on the int8-activation
+ * path, 1e-4 off it) and, on the int8 path, against int8_ref (1e-5: the same int8 activations,
+ * float summation order differs). x and y stay allocated for the caller (pair_free both).
+ * Returns 1 when the int8 path took the product. */
+static int int8_product(lmc_dtype t, const weight *w, int64_t in, int64_t out, int64_t n, pair *x, pair *y) {
+    float *xh = malloc((size_t)(in * n) * sizeof *xh), *yr = malloc((size_t)(out * n) * sizeof *yr);
+    float *yg = malloc((size_t)(out * n) * sizeof *yg);
+    for (int64_t i = 0; i < in * n; i++)
+        xh[i] = (i / 32 == 1) ? 0.0f : frand() * (float)(1 << (2 * ((i / 32) % 3)));
+    pair_alloc(x, LMC_DTYPE_F32, in, n, 1);
+    pair_set(x, xh);
+    pair_alloc(y, LMC_DTYPE_F32, out, n, 1);
+    ref->i->matmul(ref, &y->c, &w->c, &x->c);
+    gpu->i->matmul(gpu, &y->g, &w->g, &x->g);
+    const int int8 = lmc_cuda_gemv_int8(t, in, n);
+    char what[128];
+    snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld (%s activations) vs cpu", lmc_dtype_name(t),
+             (long long)in, (long long)out, (long long)n, int8 ? "int8" : "f32");
+    compare(y, int8 ? 1e-2 : 1e-4, what);
+    if (int8) {
+        int8_ref(t, w->bytes, in, out, xh, n, yr);
+        gpu->i->get(gpu, yg, &y->g, 0, (size_t)(out * n) * 4);
+        double err = 0, mx = 0;
+        for (int64_t i = 0; i < out * n; i++) {
+            err = fmax(err, fabs((double)yr[i] - yg[i]));
+            mx = fmax(mx, fabs((double)yr[i]));
+        }
+        CHECK_MSG(err <= 1e-5 * mx && mx > 0, "%s in %lld out %lld n %lld vs int8 host reference: max|Δ| %.3g "
+                  "vs max|ref| %.3g", lmc_dtype_name(t), (long long)in, (long long)out, (long long)n, err, mx);
+    }
+    free(xh);
+    free(yr);
+    free(yg);
+    return int8;
+}
+
 /* Q8_0/Q4_0 products of 1..8 tokens: the int8-activation kernel against int8_ref (1e-5:
  * only float summation order differs) and against the f32 CPU reference (1e-2). Shapes:
  * the shortest rows, odd row counts, several row groups per warp, K of 14336 at 8 tokens
@@ -153,40 +190,13 @@ static void test_matmul_int8(void) {
             const int64_t in = shapes[si][0], out = shapes[si][1], n = shapes[si][2];
             weight w;
             weight_make(&w, t, in, out);
-            float *xh = malloc((size_t)(in * n) * sizeof *xh), *yr = malloc((size_t)(out * n) * sizeof *yr);
-            float *yg = malloc((size_t)(out * n) * sizeof *yg);
-            for (int64_t i = 0; i < in * n; i++) /* block magnitudes 1, 4, 16; block 1 of token 0 zero */
-                xh[i] = (i / 32 == 1) ? 0.0f : frand() * (float)(1 << (2 * ((i / 32) % 3)));
             pair x, y;
-            pair_alloc(&x, LMC_DTYPE_F32, in, n, 1);
-            pair_set(&x, xh);
-            pair_alloc(&y, LMC_DTYPE_F32, out, n, 1);
-            ref->i->matmul(ref, &y.c, &w.c, &x.c);
-            gpu->i->matmul(gpu, &y.g, &w.g, &x.g);
-            const int int8 = lmc_cuda_gemv_int8(t, in, n);
-            char what[112];
-            snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld (%s activations) vs cpu", lmc_dtype_name(t),
-                     (long long)in, (long long)out, (long long)n, int8 ? "int8" : "f32");
-            compare(&y, int8 ? 1e-2 : 1e-4, what);
-            if (int8) {
-                int8_ref(t, w.bytes, in, out, xh, n, yr);
-                gpu->i->get(gpu, yg, &y.g, 0, (size_t)(out * n) * 4);
-                double err = 0, mx = 0;
-                for (int64_t i = 0; i < out * n; i++) {
-                    err = fmax(err, fabs((double)yr[i] - yg[i]));
-                    mx = fmax(mx, fabs((double)yr[i]));
-                }
-                CHECK_MSG(err <= 1e-5 * mx && mx > 0, "%s in %lld out %lld n %lld vs int8 host reference: max|Δ| %.3g "
-                          "vs max|ref| %.3g", lmc_dtype_name(t), (long long)in, (long long)out, (long long)n, err, mx);
-            }
+            const int int8 = int8_product(t, &w, in, out, n, &x, &y);
             CHECK_MSG(int8 || in * n * 5 / 4 > 200 * 1024 || getenv("LMC_CUDA_QGEMV"), "%s in %lld n %lld: int8 path expected",
                       lmc_dtype_name(t), (long long)in, (long long)n);
             pair_free(&x);
             pair_free(&y);
             weight_free(&w);
-            free(xh);
-            free(yr);
-            free(yg);
         }
     }
 }
@@ -987,32 +997,13 @@ static void test_matmul_kq_int8(void) {
             /* Q5_K has no quantizer: always random bytes; Q4_K/Q6_K alternate */
             if (t == LMC_DTYPE_Q5_K || si % 2) weight_make_kq_bytes(&w, t, in, out);
             else weight_make(&w, t, in, out);
-            float *xh = malloc((size_t)(in * n) * sizeof *xh), *yr = malloc((size_t)(out * n) * sizeof *yr);
-            float *yg = malloc((size_t)(out * n) * sizeof *yg);
-            for (int64_t i = 0; i < in * n; i++) /* block magnitudes 1, 4, 16; block 1 of token 0 zero */
-                xh[i] = (i / 32 == 1) ? 0.0f : frand() * (float)(1 << (2 * ((i / 32) % 3)));
             pair x, y;
-            pair_alloc(&x, LMC_DTYPE_F32, in, n, 1);
-            pair_set(&x, xh);
-            pair_alloc(&y, LMC_DTYPE_F32, out, n, 1);
-            ref->i->matmul(ref, &y.c, &w.c, &x.c);
-            gpu->i->matmul(gpu, &y.g, &w.g, &x.g);
-            const int int8 = lmc_cuda_gemv_int8(t, in, n);
+            const int int8 = int8_product(t, &w, in, out, n, &x, &y);
             char what[128];
-            snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld (%s activations) vs cpu", lmc_dtype_name(t),
-                     (long long)in, (long long)out, (long long)n, int8 ? "int8" : "f32");
-            compare(&y, int8 ? 1e-2 : 1e-4, what);
+            snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld", lmc_dtype_name(t), (long long)in,
+                     (long long)out, (long long)n);
             CHECK_MSG(int8 == !off, "%s: int8 path %s expected", what, off ? "not" : "");
             if (int8) {
-                int8_ref(t, w.bytes, in, out, xh, n, yr);
-                gpu->i->get(gpu, yg, &y.g, 0, (size_t)(out * n) * 4);
-                double err = 0, mx = 0;
-                for (int64_t i = 0; i < out * n; i++) {
-                    err = fmax(err, fabs((double)yr[i] - yg[i]));
-                    mx = fmax(mx, fabs((double)yr[i]));
-                }
-                CHECK_MSG(err <= 1e-5 * mx && mx > 0, "%s in %lld out %lld n %lld vs int8 host reference: max|Δ| %.3g "
-                          "vs max|ref| %.3g", lmc_dtype_name(t), (long long)in, (long long)out, (long long)n, err, mx);
                 n_int8++;
                 /* matmul_n: this matrix and a second one of other height over the same x, one launch */
                 weight w2;
@@ -1036,9 +1027,6 @@ static void test_matmul_kq_int8(void) {
             pair_free(&x);
             pair_free(&y);
             weight_free(&w);
-            free(xh);
-            free(yr);
-            free(yg);
         }
     }
     printf("matmul_kq_int8: %d products on the int8 path\n", n_int8);
