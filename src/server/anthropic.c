@@ -168,8 +168,10 @@ static int convert_tools(const cJSON *root, lmc_srv_req *r, cJSON **out, lmc_srv
     cJSON_ArrayForEach(t, *out) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
         if (strcmp(cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring, pick)) continue;
-        /* The input follows input_schema when guided decoding handles it; otherwise it is only a JSON object. */
+        /* The input follows input_schema when guided decoding handles it; otherwise it is only a JSON
+         * object. The first tool of that name decides. */
         if (lmc_jschema_compile(cJSON_GetObjectItemCaseSensitive(fn, "parameters"), &r->schema) < 0) { r->schema = NULL; lmc_clear_error(); }
+        break;
     }
     return 0;
 }

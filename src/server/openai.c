@@ -81,6 +81,15 @@ int srv_require_any_tool(const cJSON *tools, lmc_srv_req *r, lmc_srv_error *e) {
     return 0;
 }
 
+/* A forced tool call and response_format's json_schema would both constrain the reply (and
+ * both hold a compiled schema in r->schema): refused together. */
+static int forced_tool_ok(const lmc_srv_req *r, lmc_srv_error *e) {
+    if (r->schema)
+        return srv_err(e, 400, "tool_choice",
+                       "a forced tool_choice cannot be combined with response_format json_schema (both constrain the reply)");
+    return 0;
+}
+
 static int parse_tools(const lmc_server *s, const cJSON *root, lmc_srv_req *r, const cJSON **use_tools, lmc_srv_error *e) {
     *use_tools = NULL;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
@@ -113,6 +122,7 @@ static int parse_tools(const lmc_server *s, const cJSON *root, lmc_srv_req *r, c
         if (!strcmp(c, "auto")) return 0;
         if (strcmp(c, "required")) return srv_err(e, 400, "tool_choice", "'tool_choice' must be none, auto, required or a named function");
         if (!*use_tools) return srv_err(e, 400, "tool_choice", "tool_choice 'required' needs tools");
+        if (forced_tool_ok(r, e) < 0) return -1;
         if (cJSON_GetArraySize(*use_tools) != 1) return srv_require_any_tool(*use_tools, r, e);
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(*use_tools, 0), "function");
         snprintf(r->tool_name, sizeof r->tool_name, "%s", cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring);
@@ -128,6 +138,7 @@ static int parse_tools(const lmc_server *s, const cJSON *root, lmc_srv_req *r, c
             found |= !strcmp(n->valuestring, name->valuestring);
         }
         if (!found) return srv_err(e, 400, "tool_choice", "tool_choice names '%.64s', which is not among the tools", name->valuestring);
+        if (forced_tool_ok(r, e) < 0) return -1;
         snprintf(r->tool_name, sizeof r->tool_name, "%s", name->valuestring);
     }
     r->tool_mode = 2;   /* the reply is the named function's arguments: a JSON object */
@@ -138,8 +149,9 @@ static int parse_tools(const lmc_server *s, const cJSON *root, lmc_srv_req *r, c
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
         if (strcmp(cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring, r->tool_name) || !cJSON_IsObject(params)) continue;
         /* Arguments follow the parameters schema when lmc's guided decoding handles it; otherwise
-         * they are only guaranteed to be a JSON object. */
+         * they are only guaranteed to be a JSON object. The first tool of that name decides. */
         if (lmc_jschema_compile(params, &r->schema) < 0) { r->schema = NULL; lmc_clear_error(); }
+        break;
     }
     return 0;
 }

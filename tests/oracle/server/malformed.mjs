@@ -69,6 +69,11 @@ export function malformedCases() {
   add("tool_choice names an unknown tool", chat, J({ messages: user, tools: [tool], tool_choice: { type: "function", function: { name: "g" } } }));
   add("tool_choice unknown word", chat, J({ messages: user, tools: [tool], tool_choice: "always" }));
   add("tool_choice required without tools", chat, J({ messages: user, tool_choice: "required" }));
+  add("forced tool_choice with response_format json_schema", chat, J({ messages: user, tools: [tool],
+    tool_choice: { type: "function", function: { name: "f" } },
+    response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" } } } }));
+  add("tool_choice required with response_format json_schema", chat, J({ messages: user, tools: [tool], tool_choice: "required",
+    response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object" } } } }));
   add("assistant tool_calls malformed", chat, J({ messages: [{ role: "assistant", content: null, tool_calls: [{ function: {} }] }, ...user] }));
   // completions
   add("completions: missing prompt", comp, J({ max_tokens: 4 }));
