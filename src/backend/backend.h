@@ -43,6 +43,10 @@ typedef struct lmc_attn_op {
     float scale;    /* multiplies q·k */
     float softcap;  /* 0: none; else scores = softcap · tanh(scores / softcap) */
     int window;     /* 0: every earlier position; else only positions > pos - window */
+    const lmc_tensor *sinks; /* f32 [n_head] on this backend, or NULL: head h's softmax also counts one
+                              * logit sinks[h] that no value follows (attention sinks, gpt-oss):
+                              * weights exp(s_i - m) / (Σ_j exp(s_j - m) + exp(sinks[h] - m)),
+                              * m = max(max_j s_j, sinks[h]) */
 } lmc_attn_op;
 
 /* Mixture-of-experts routing: how token t's expert ids and weights come from its router
@@ -165,6 +169,15 @@ typedef struct lmc_backend_i {
      * x f32 [D, k, n], weights f32 [k, n], y and shared f32 [D, n]; y may alias shared. */
     void (*moe_sum)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *weights,
                     const lmc_tensor *shared, const lmc_tensor *shared_gate);
+
+    /* y[:, j, t] += b[:, ids[j, t]]: a per-expert bias after matmul_id (y f32 [D, k, n] or [D, k·n],
+     * b f32 [D, E], ids I32 [k, n]). */
+    void (*add_bias_id)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b, const lmc_tensor *ids);
+    /* Clamped GLU over interleaved (gate, up) pairs (gpt-oss experts): x f32 [2·D, rows] holds gate
+     * at even and up at odd positions of each row, y f32 [D, rows]:
+     *   g = min(gate, limit), u = clamp(up, -limit, limit), y = (u + 1) · g · sigmoid(alpha · g).
+     * y never aliases x. */
+    void (*glu_clamp)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float alpha, float limit);
 
     /* ---- activations with learned parameters ---- */
     /* xIELU (apertus), elementwise over x (f32, any shape; y may alias x):

@@ -55,6 +55,12 @@ static const lmc_names vaultgemma_names = { /* gemma2 layout without the post no
     .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
     .gate = "mlp.gate_proj", .up = "mlp.up_proj", .down = "mlp.down_proj",
 };
+static const lmc_names gpt_oss_names = {
+    .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
+    .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
+    .sinks = "self_attn.sinks",
+};
+
 static const lmc_names hunyuan_names = {
     .attn_norm = "input_layernorm", .ffn_norm = "post_attention_layernorm",
     .q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj", .o = "self_attn.o_proj",
@@ -209,6 +215,8 @@ static const lmc_moe_names moe_granite = {.router = "block_sparse_moe.router.lay
     .shared = "shared_mlp.", .s_gate_up = "input_linear", .s_down = "output_linear"};
 static const lmc_moe_names moe_granite_v5 = {.router = "mlp.gate", MOE_V5_EXPERTS,
     .shared = "shared_mlp.", .s_gate_up = "input_linear", .s_down = "output_linear"};
+static const lmc_moe_names moe_gpt_oss = {.router = "mlp.router", .router_bias = 1,
+    .x_gate_up = "mlp.experts.gate_up_proj", .x_down = "mlp.experts.down_proj"};
 #undef MOE_V5_EXPERTS
 
 static const lmc_moe_desc moe_mixtral_d = {.names = {&moe_qwen, &moe_mixtral_old}, .norm = LMC_MOE_NORM_ALWAYS,
@@ -225,6 +233,8 @@ static const lmc_moe_desc moe_hunyuan_d = {.names = {&moe_hunyuan}, .norm = LMC_
                                            .shared_i_dense = 1};
 static const lmc_moe_desc moe_granite_d = {.names = {&moe_granite, &moe_granite_v5}, .norm = LMC_MOE_NORM_ALWAYS,
                                            .expert_i_dense = 1};
+static const lmc_moe_desc moe_gpt_oss_d = {.names = {&moe_gpt_oss}, .norm = LMC_MOE_NORM_ALWAYS, .expert_i_dense = 1,
+                                           .glu_clamp = 1};
 static const lmc_moe_desc moe_phimoe_d = {.names = {&moe_qwen, &moe_mixtral_old}, .score = LMC_MOE_SPARSEMIXER,
                                           .norm = LMC_MOE_NORM_NEVER, .expert_i_dense = 1};
 
@@ -371,6 +381,10 @@ static const lmc_arch moe_rows[] = {
     {.model_type = "hunyuan_v1_moe", .qk_norm = LMC_QK_NORM_HEAD, .qk_norm_after_rope = 1, .prefix = "model.",
      .names = &hunyuan_names, .moe = &moe_hunyuan_d,
      .notes = "hunyuan block (q/k norms after rope), softmax top-k renormalized, shared MLP"},
+    {.model_type = "gpt_oss", .bias = LMC_BIAS_ATTN_MLP_ALWAYS, .attn_bias_default = 1, .window = LMC_WINDOW_LAYER_TYPES,
+     .sliding_pattern = 2, .prefix = "model.", .names = &gpt_oss_names, .moe = &moe_gpt_oss_d,
+     .notes = "attention sinks, q/k/v/o biases, sliding/full layers (layer_types), yarn; router with bias, softmax "
+              "over the top-k logits; input-major interleaved gate_up experts with biases, clamped GLU (swiglu_limit)"},
 };
 
 static const lmc_wrapper wrappers[] = {

@@ -71,6 +71,7 @@ typedef struct lmc_names {
     const char *attn_norm, *attn_post_norm, *ffn_norm, *ffn_post_norm;
     const char *q, *k, *v, *qkv, *o, *q_norm, *k_norm;
     const char *gate, *up, *gate_up, *down;
+    const char *sinks;      /* attention-sink logits [H], full name after the layer prefix (gpt-oss) */
 } lmc_names;
 
 /* Mixture of experts (model/moe.h): tensor names of a sparse layer (after "<prefix>layers.<i>.";
@@ -85,6 +86,10 @@ typedef struct lmc_moe_names {
     const char *shared;         /* prefix of the shared expert(s) (NULL: none) */
     const char *s_gate, *s_up, *s_down, *s_gate_up; /* within the shared expert (s_gate_up: fused [2Is, D]) */
     const char *shared_gate;    /* sigmoid gate of the shared expert [1, D] (qwen2_moe) */
+    int router_bias;            /* the router has a bias [E] (gpt-oss) */
+    const char *x_gate_up, *x_down; /* input-major fused full names (no ".weight"): [E, D, 2I] with gate/up
+                                     * interleaved (gate at even rows of the output), [E, I, D]; each with a
+                                     * per-expert bias "<name>_bias" [E, 2I], [E, D] (gpt-oss) */
 } lmc_moe_names;
 
 typedef enum lmc_moe_norm_rule {
@@ -104,6 +109,9 @@ typedef struct lmc_moe_desc {
     int norm_min_key;           /* the denominator is clamped by moe_norm_min (ernie4_5_moe) */
     int scale_key;              /* routed_scaling_factor applies */
     int group_keys;             /* n_group / topk_group apply */
+    int glu_clamp;              /* experts: clamped GLU over interleaved gate/up (backend glu_clamp) with
+                                 * per-expert biases; limit = config swiglu_limit (7), alpha = swiglu_alpha
+                                 * (1.702) */
 } lmc_moe_desc;
 
 typedef struct lmc_profile lmc_profile;

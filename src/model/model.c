@@ -392,6 +392,70 @@ static lmc_status bind_experts_fused(lmc_model *m, audit *a, const char *name, i
     return LMC_OK;
 }
 
+/* A float tensor [ne1, ne0] (ne1 = 0: 1-D [ne0]) bound as an f32 copy the model owns (small
+ * parameters the ops read as f32: attention sinks, router and expert biases). */
+static lmc_status bind_f32(lmc_model *m, audit *a, const char *name, int64_t ne0, int64_t ne1, lmc_tensor *out) {
+    memset(out, 0, sizeof *out);
+    found_t f;
+    LMC_TRY(find(m, a, name, ne0, ne1, 1, &f));
+    if (!f.w) return LMC_OK;
+    if (!plain_float(f.w->dtype)) return lmc_fail(LMC_ERR_UNSUPPORTED, "%s must be F32, F16 or BF16", name);
+    const int64_t ne = ne1 ? ne0 * ne1 : ne0;
+    lmc_weight *o;
+    LMC_TRY(owned_weight(m, f.w, LMC_DTYPE_F32, f.w->n_dims, f.w->shape[0], f.w->shape[1], (size_t)ne * 4, &o));
+    lmc_to_f32(f.w->dtype, f.w->data, (float *)o->data, (size_t)ne);
+    f.w = o;
+    f.dtype = LMC_DTYPE_F32;
+    return view_rows(m, &f, 0, ne1 ? ne1 : ne0, out);
+}
+
+/* Input-major fused experts [E, in, out] (gpt-oss gate_up_proj / down_proj, float dtypes) transposed
+ * once into [E, out, in] the model owns (a second copy of these tensors in host memory), bound as
+ * per-expert [in, out] weights; and their per-expert bias "<name>_bias" [E, out] as an f32 copy. */
+static lmc_status bind_experts_in_major(lmc_model *m, audit *a, const char *name, int64_t E, int64_t in, int64_t out,
+                                       lmc_tensor *views, lmc_tensor *bias) {
+    char n[320];
+    snprintf(n, sizeof n, "%s_bias", name);
+    LMC_TRY(bind_f32(m, a, n, out, E, bias));
+    const lmc_weight *t = lmc_weights_find(m->weights, name);
+    if (!t) {
+        snprintf(n, sizeof n, "%s_blocks", name);
+        if (lmc_weights_find(m->weights, n))
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: MXFP4 experts (%s + _scales) are not supported yet; a checkpoint "
+                            "with BF16 experts (dequantized) loads", name, n);
+        note_missing(a, name);
+        return LMC_OK;
+    }
+    a->used[lmc_weights_index_of(m->weights, t)] = 1;
+    if (!plain_float(t->dtype))
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor %s has dtype %s; these experts must be F32, F16 or BF16", name,
+                        lmc_dtype_name(t->dtype));
+    if (t->n_dims != 3 || t->shape[0] != E || t->shape[1] != in || t->shape[2] != out) {
+        char got[128];
+        shape_str(t, got, sizeof got);
+        return lmc_fail(LMC_ERR_FORMAT, "tensor %s has shape [%s], expected [%lld, %lld, %lld] from config.json", name,
+                        got, (long long)E, (long long)in, (long long)out);
+    }
+    m->weight_bytes += t->nbytes;
+    m->n_params += E * in * out;
+    lmc_weight *w;
+    LMC_TRY(owned_weight(m, t, t->dtype, 3, E, out, t->nbytes, &w));
+    w->shape[2] = in;
+    const size_t es = lmc_dtype_size(t->dtype);
+    for (int64_t e = 0; e < E; e++) {
+        const char *src = (const char *)t->data + (size_t)e * in * out * es;
+        char *dst = (char *)w->data + (size_t)e * in * out * es;
+        for (int64_t i = 0; i < in; i++)
+            for (int64_t o = 0; o < out; o++) memcpy(dst + ((size_t)o * in + i) * es, src + ((size_t)i * out + o) * es, es);
+    }
+    const size_t row_bytes = lmc_dtype_row_bytes(t->dtype, in);
+    for (int64_t e = 0; e < E; e++) {
+        views[e] = lmc_tensor_make(t->dtype, in, out, 1, 1);
+        LMC_TRY(m->be->i->bind_weight(m->be, &views[e], (const char *)w->data + (size_t)e * out * row_bytes));
+    }
+    return LMC_OK;
+}
+
 /* The router, routed experts (per-expert tensors or fused 3-D ones) and shared expert of sparse layer il. */
 static lmc_status bind_moe(lmc_model *m, audit *a, int il, const char *p, int mlp_bias) {
     const lmc_config *c = &m->cfg;
@@ -413,6 +477,10 @@ static lmc_status bind_moe(lmc_model *m, audit *a, int il, const char *p, int ml
     }
     snprintf(n, sizeof n, "%.200s%.90s", p, nm->router);
     LMC_TRY(bind_linear(m, a, n, D, E, 0, &M->router, &unused));
+    if (nm->router_bias) {
+        snprintf(n, sizeof n, "%.200s%.90s.bias", p, nm->router);
+        LMC_TRY(bind_f32(m, a, n, E, 0, &M->router_b));
+    }
     if (nm->sel_bias) {
         /* selection bias [E] or [1, E], kept as an f32 copy the model owns */
         snprintf(n, sizeof n, "%.200s%.90s", p, nm->sel_bias);
@@ -438,7 +506,16 @@ static lmc_status bind_moe(lmc_model *m, audit *a, int il, const char *p, int ml
     M->gate = nm->e_gate || nm->f_gate_up ? views : NULL;
     M->up = views + E;
     M->down = views + 2 * E;
-    M->n_expert_params = (M->gate ? 3 : 2) * D * I;
+    if (d->glu_clamp) {
+        if (!m->be->i->glu_clamp || !m->be->i->add_bias_id)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "the %s backend has no glu_clamp / add_bias_id ops (needed by %s)",
+                            m->be->i->name, c->model_type);
+        double v;
+        M->gate_up = views;
+        M->glu_limit = lmc_config_double(c, "swiglu_limit", &v) > 0 ? (float)v : 7.0f;
+        M->glu_alpha = lmc_config_double(c, "swiglu_alpha", &v) > 0 ? (float)v : 1.702f;
+    }
+    M->n_expert_params = (M->gate || M->gate_up ? 3 : 2) * D * I;
     snprintf(e0, sizeof e0, nm->expert ? nm->expert : "", 0);
     snprintf(n, sizeof n, "%.170s%.60s%.50s.weight", p, e0, nm->e_down ? nm->e_down : "");
     if (nm->expert && lmc_weights_find(m->weights, n)) {
@@ -455,6 +532,11 @@ static lmc_status bind_moe(lmc_model *m, audit *a, int il, const char *p, int ml
             snprintf(n, sizeof n, "%.240s%.50s", ep, nm->e_down);
             LMC_TRY(bind_linear(m, a, n, I, D, 0, &M->down[e], &unused));
         }
+    } else if (nm->x_gate_up && M->gate_up) {
+        snprintf(n, sizeof n, "%.200s%.90s", p, nm->x_gate_up);
+        LMC_TRY(bind_experts_in_major(m, a, n, E, D, 2 * I, M->gate_up, &M->b_gate_up));
+        snprintf(n, sizeof n, "%.200s%.90s", p, nm->x_down);
+        LMC_TRY(bind_experts_in_major(m, a, n, E, I, D, M->down, &M->b_down));
     } else if (nm->f_gate_up) {
         lmc_tensor *gu[2] = {M->gate, M->up}, *dn[1] = {M->down};
         snprintf(n, sizeof n, "%.200s%.90s", p, nm->f_gate_up);
@@ -590,6 +672,7 @@ static lmc_status bind_layer(lmc_model *m, audit *a, int il) {
         LMC_TRY(bind_linear(m, a, NAME(nm->v), D, kv_dim, qkv_bias, &L->wv, &L->bv));
     }
     LMC_TRY(bind_linear(m, a, NAME(nm->o), q_dim, D, o_bias, &L->wo, &L->bo));
+    if (nm->sinks) LMC_TRY(bind_f32(m, a, NAME(nm->sinks), c->n_heads, 0, &L->sinks));
     int qk = ar->qk_norm != LMC_QK_NORM_NONE && (!ar->qk_norm_optional || c->use_qk_norm > 0);
     if (qk) {
         lmc_tensor unused;
@@ -695,7 +778,7 @@ static lmc_status load_weights(lmc_model *m, const char *dir) {
     if (ar->prefix_alt && !lmc_weights_find(m->weights, n)) m->prefix = ar->prefix_alt; /* older layout (gpt2: no "transformer.") */
     snprintf(m->lm_head_buf, sizeof m->lm_head_buf, "%s.weight", ar->lm_head ? ar->lm_head : "lm_head");
     m->lm_head_name = m->lm_head_buf;
-    m->cap_owned = 4 * c->n_layers + 8;
+    m->cap_owned = 8 * c->n_layers + 8;
     m->owned = calloc((size_t)m->cap_owned, sizeof *m->owned);
     if (!m->owned) return lmc_fail(LMC_ERR_NOMEM, "rewritten weight table");
     const lmc_wrapper *w = m->profile.wrapper;

@@ -30,6 +30,7 @@ typedef struct lmc_layer {
     lmc_tensor ffn_post_norm, ffn_post_norm_b; /* [D] */
     lmc_tensor w_gate, w_up, w_down;     /* [D, I], [D, I], [I, D] (gate/up views of a fused gate_up when fused) */
     lmc_tensor b_gate, b_up, b_down;     /* [I], [I], [D] */
+    lmc_tensor sinks;                    /* f32 [H] attention-sink logits (gpt-oss); data NULL: none */
     lmc_moe_layer *moe;                  /* router + experts in place of the MLP (NULL: a dense layer) */
     float xielu[4];                      /* xIELU MLP (apertus): softplus(alpha_p), beta + softplus(alpha_n), beta, eps */
     int window;                          /* sliding window (0 = full attention) */

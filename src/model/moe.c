@@ -27,7 +27,7 @@ int lmc_moe_shared_size(const lmc_config *cfg, const lmc_arch *a) {
 int64_t lmc_moe_inactive_params(const lmc_config *cfg, const lmc_arch *a) {
     if (!a->moe || cfg->n_experts <= 0) return 0;
     const lmc_moe_names *nm = a->moe->names[0];
-    const int64_t per = (nm->e_gate || nm->f_gate_up ? 3 : 2) * (int64_t)cfg->hidden_size * lmc_moe_expert_size(cfg, a);
+    const int64_t per = (nm->e_gate || nm->f_gate_up || nm->x_gate_up ? 3 : 2) * (int64_t)cfg->hidden_size * lmc_moe_expert_size(cfg, a);
     int64_t n = 0;
     for (int il = 0; il < cfg->n_layers && il < LMC_MAX_LAYERS; il++)
         if (!cfg->layer_dense[il]) n += (int64_t)(cfg->n_experts - cfg->n_experts_used) * per;
@@ -83,7 +83,7 @@ lmc_status lmc_moe_check_config(const lmc_config *cfg, const lmc_arch *a) {
 
 static lmc_tensor *all_tensors(lmc_moe_scratch *s, int i) {
     lmc_tensor *t[] = {&s->logits, &s->ids, &s->w, &s->gate, &s->up, &s->eout, &s->sh_gate, &s->sh_up, &s->sh_out,
-                       &s->sh_logit};
+                       &s->sh_logit, &s->gate_up};
     return i < (int)(sizeof t / sizeof t[0]) ? t[i] : NULL;
 }
 
@@ -102,6 +102,8 @@ lmc_status lmc_moe_scratch_init(lmc_moe_scratch *s, const lmc_model *m, int n_ba
     s->sh_up = lmc_tensor_make(LMC_DTYPE_F32, Is ? Is : 1, B, 1, 1);
     s->sh_out = lmc_tensor_make(LMC_DTYPE_F32, D, B, 1, 1);
     s->sh_logit = lmc_tensor_make(LMC_DTYPE_F32, 1, B, 1, 1);
+    const int glu = m->profile.arch->moe->glu_clamp;
+    s->gate_up = lmc_tensor_make(LMC_DTYPE_F32, glu ? 2 * I : 1, glu ? k * B : 1, 1, 1);
     for (int i = 0; all_tensors(s, i); i++) {
         lmc_status st = m->be->i->alloc(m->be, all_tensors(s, i));
         if (st < 0) {
@@ -134,8 +136,20 @@ void lmc_moe_forward(const lmc_model *m, const lmc_moe_layer *L, lmc_moe_scratch
     lmc_tensor eo = lmc_tensor_rows(&s->eout, 0, (int64_t)k * n);
     /* route */
     be->i->matmul(be, &logits, &L->router, h);
+    if (L->router_b.data) be->i->add_bias(be, &logits, &L->router_b);
     be->i->moe_route(be, &ids, &w, &logits, L->sel_bias.data ? &L->sel_bias : NULL, &op);
     /* the selected experts, grouped */
+    if (L->gate_up) {
+        /* gpt-oss: one interleaved gate/up product, expert biases, the clamped GLU */
+        lmc_tensor gu = lmc_tensor_rows(&s->gate_up, 0, (int64_t)k * n);
+        be->i->matmul_id(be, &gu, L->gate_up, E, h, &ids);
+        be->i->add_bias_id(be, &gu, &L->b_gate_up, &ids);
+        be->i->glu_clamp(be, &g, &gu, L->glu_alpha, L->glu_limit);
+        be->i->matmul_id(be, &eo, L->down, E, &g, &ids);
+        be->i->add_bias_id(be, &eo, &L->b_down, &ids);
+        be->i->moe_sum(be, out, &eo, &w, NULL, NULL);
+        return;
+    }
     if (L->gate) {
         be->i->matmul_id(be, &g, L->gate, E, h, &ids);
         be->i->matmul_id(be, &u, L->up, E, h, &ids);

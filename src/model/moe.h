@@ -4,6 +4,7 @@
  *   logits = router · h;  (ids, w) = route(logits)            (softmax / sigmoid / sparsemixer)
  *   y_j    = down_e(act(gate_e(h)) · up_e(h))  for e = ids[j]  (grouped by expert: each selected
  *                                                               expert's weights read once per forward)
+ *            (gpt-oss: y_j = down_e(glu_clamp(gate_up_e(h) + b_e)) + b'_e, gate/up interleaved)
  *   out    = Σ_j w_j · y_j  (+ shared(h) · [sigmoid(shared_gate · h)])
  *
  * The model owns the layers' expert views (bound in model.c; the weights stay
@@ -27,6 +28,11 @@ typedef struct lmc_moe_layer {
     lmc_tensor sh_gate, sh_up, sh_down;  /* shared expert(s): [D, Is], [D, Is], [Is, D]; sh_down.data NULL: none */
     lmc_tensor sh_b_gate, sh_b_up, sh_b_down; /* [Is], [Is], [D] (data NULL when absent) */
     lmc_tensor sh_router;                /* [D, 1] sigmoid gate of the shared expert (qwen2_moe); data NULL: none */
+    lmc_tensor router_b;                 /* f32 [E] router bias (gpt-oss); data NULL: none */
+    lmc_tensor *gate_up;                 /* [E] each [D, 2I], gate/up rows interleaved (glu_clamp rows: gate and up
+                                          * are NULL then); NULL: none */
+    lmc_tensor b_gate_up, b_down;        /* f32 [2I, E], [D, E] per-expert biases (glu_clamp rows) */
+    float glu_alpha, glu_limit;          /* glu_clamp parameters */
     int64_t n_expert_params;             /* parameters of one routed expert */
 } lmc_moe_layer;
 
@@ -36,6 +42,7 @@ typedef struct lmc_moe_scratch {
     lmc_tensor ids;             /* i32 [k, B] selected experts */
     lmc_tensor w;               /* f32 [k, B] their weights */
     lmc_tensor gate, up;        /* f32 [I, k·B] per-slot expert activations */
+    lmc_tensor gate_up;         /* f32 [2I, k·B] interleaved gate/up (glu_clamp rows; [1, 1] otherwise) */
     lmc_tensor eout;            /* f32 [D, k·B] per-slot expert outputs */
     lmc_tensor sh_gate, sh_up;  /* f32 [Is, B] shared expert */
     lmc_tensor sh_out;          /* f32 [D, B] */

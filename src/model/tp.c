@@ -93,6 +93,10 @@ lmc_status lmc_tp_plan_make(const lmc_model *m, int N, lmc_tp_plan *p) {
     if (ar->qk_norm == LMC_QK_NORM_FULL)
         return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor parallelism: %s normalizes q and k over all heads at once "
                         "(that would need one more all-reduce per layer)", c->model_type);
+    for (int il = 0; il < c->n_layers; il++)
+        if (m->layers[il].sinks.data || (m->layers[il].moe && m->layers[il].moe->gate_up))
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor parallelism: %s's attention sinks and interleaved experts with "
+                            "biases do not split yet", c->model_type);
     const int H = c->n_heads, KV = c->n_kv_heads;
     if (!divides(H, N))
         return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor parallelism: n_heads %d is not divisible by --tp %d", H, N);

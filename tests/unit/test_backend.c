@@ -686,6 +686,8 @@ static void test_rope_properties(void) {
 typedef struct {
     int n_head, n_kv_head, head_dim, n_ctx, n_seq, window;
     float scale, softcap;
+    int has_sinks;                 /* attention sinks: one logit per head in the softmax */
+    float sinks[16];
     int n_rounds;
     int round_tokens[40];          /* tokens per round */
     int32_t seq[40][32], pos[40][32];
@@ -734,6 +736,7 @@ static void attention_scenario(const attn_scenario *sc, uint64_t s) {
         lmc_tensor kc = mk(be, LMC_DTYPE_F32, kv_row, sc->n_ctx, sc->n_seq, NULL);
         lmc_tensor vc = mk(be, LMC_DTYPE_F32, kv_row, sc->n_ctx, sc->n_seq, NULL);
         float *row = fvec((size_t)kv_row);
+        lmc_tensor sk = mk(be, LMC_DTYPE_F32, nh, 1, 1, (float *)sc->sinks);
         int done = 0;
         for (int r = 0; r < sc->n_rounds; r++) {
             const int n = sc->round_tokens[r];
@@ -759,7 +762,7 @@ static void attention_scenario(const attn_scenario *sc, uint64_t s) {
                 cache_bad += memcmp(row, vb + (size_t)t * kv_row, sizeof(float) * kv_row) != 0;
             }
             lmc_attn_op op = {.n_head = nh, .n_kv_head = nkv, .head_dim = hd, .scale = sc->scale,
-                              .softcap = sc->softcap, .window = sc->window};
+                              .softcap = sc->softcap, .window = sc->window, .sinks = sc->has_sinks ? &sk : NULL};
             be->i->attention(be, &y, &qt, &kc, &vc, &pt, &st, &op);
             get_all(be, &y, out[b] + (size_t)done * q_row);
             done += n;
@@ -767,7 +770,7 @@ static void attention_scenario(const attn_scenario *sc, uint64_t s) {
             free(kb); free(vb);
         }
         free(row);
-        rel(be, &kc); rel(be, &vc);
+        rel(be, &kc); rel(be, &vc); rel(be, &sk);
     }
     CHECK_EQ_INT(cache_bad, 0);
     check_vs_ref(out, (size_t)total * q_row, 1e-5, "attention");
@@ -792,6 +795,8 @@ static void attention_scenario(const attn_scenario *sc, uint64_t s) {
                     w[j] = d;
                     if (d > mx) mx = d;
                 }
+                if (sc->has_sinks && sc->sinks[h] > mx) mx = sc->sinks[h];
+                if (sc->has_sinks) sum += exp(sc->sinks[h] - mx); /* a logit no value follows */
                 for (int j = lo; j <= p; j++) { w[j] = exp(w[j] - mx); sum += w[j]; }
                 double *o = hand + (size_t)done * q_row + (size_t)h * hd;
                 for (int i = 0; i < hd; i++) o[i] = 0;
@@ -888,6 +893,25 @@ static void test_attention_softcap(void) {
     scenario_build(&sc, pre2, 1, 12);
     attention_scenario(&sc, 82);
 }
+/* Attention sinks (gpt-oss): per-head logits in the denominator, from far below the scores to
+ * far above them (a sink of 30 leaves almost nothing of the values), with a window and GQA. */
+static void test_attention_sinks(void) {
+    attn_scenario sc = scenario(4, 2, 16, 32, 2, 0, 0);
+    sc.has_sinks = 1;
+    const float s1[4] = {-20.0f, 0.5f, 3.0f, 30.0f};
+    memcpy(sc.sinks, s1, sizeof s1);
+    const int pre[] = {9, 3};
+    scenario_build(&sc, pre, 1, 5);
+    attention_scenario(&sc, 83);
+    sc = scenario(6, 3, 8, 8, 2, 5, 0); /* sliding window over a rotating cache */
+    sc.has_sinks = 1;
+    const float s2[6] = {1.5f, -1.0f, 0.0f, 2.5f, -3.0f, 0.75f};
+    memcpy(sc.sinks, s2, sizeof s2);
+    const int pre2[] = {4, 2};
+    scenario_build(&sc, pre2, 1, 14);
+    attention_scenario(&sc, 84);
+}
+
 /* One query over two keys: the softmax weights worked out by hand. */
 static void test_attention_known(void) {
     const float k[2][2] = {{1, 0}, {0, 1}}, v[2][2] = {{10, 0}, {0, 20}};
@@ -1078,6 +1102,7 @@ int main(void) {
     RUN(test_attention_window_wrap);
     RUN(test_attention_many_sequences);
     RUN(test_attention_softcap);
+    RUN(test_attention_sinks);
     RUN(test_act);
     RUN(test_act_mul);
     RUN(test_act_known);

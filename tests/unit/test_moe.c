@@ -772,6 +772,97 @@ static void test_mtp_drop(void) {
     CHECK(system(cmd) == 0);
 }
 
+/* add_bias_id: y[:, j, t] += b[:, ids[j, t]], against the loop written here. */
+static void test_add_bias_id(void) {
+    const int D = 24, E = 5, k = 2, n = 7;
+    float y[24 * 2 * 7], b[24 * 5];
+    int32_t ids[14];
+    for (int i = 0; i < D * k * n; i++) y[i] = frand();
+    for (int i = 0; i < D * E; i++) b[i] = frand();
+    for (int i = 0; i < k * n; i++) ids[i] = (i * 3 + 1) % E;
+    for (int mode = 0; mode < 2; mode++) {
+        lmc_backend *be = mode ? ref_be : fast_be;
+        lmc_tensor yt = host_tensor(be, LMC_DTYPE_F32, D, k * n, y), bt = host_tensor(be, LMC_DTYPE_F32, D, E, b);
+        lmc_tensor it = host_tensor(be, LMC_DTYPE_I32, k, n, ids);
+        be->i->add_bias_id(be, &yt, &bt, &it);
+        double err = 0;
+        for (int s = 0; s < k * n; s++)
+            for (int d = 0; d < D; d++)
+                err = fmax(err, fabs(((float *)yt.data)[s * D + d] - ((double)y[s * D + d] + b[ids[s] * D + d])));
+        CHECK_MSG(err < 1e-6, "mode %d: off by %.3g", mode, err);
+        be->i->release(be, &yt); be->i->release(be, &bt); be->i->release(be, &it);
+    }
+}
+
+/* glu_clamp over interleaved (gate, up) pairs: values on both sides of ±limit. */
+static void test_glu_clamp(void) {
+    const int D = 33, n = 4;
+    const float alpha = 1.702f, limit = 7.0f;
+    float x[66 * 4];
+    for (int i = 0; i < 2 * D * n; i++) x[i] = 12.0f * frand(); /* |x| up to 12: the clamps bite */
+    for (int mode = 0; mode < 2; mode++) {
+        lmc_backend *be = mode ? ref_be : fast_be;
+        lmc_tensor xt = host_tensor(be, LMC_DTYPE_F32, 2 * D, n, x), yt = host_tensor(be, LMC_DTYPE_F32, D, n, NULL);
+        be->i->glu_clamp(be, &yt, &xt, alpha, limit);
+        double err = 0;
+        int clamped = 0;
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < D; i++) {
+                double g = x[t * 2 * D + 2 * i], u = x[t * 2 * D + 2 * i + 1];
+                clamped += g > limit || fabs(u) > limit;
+                g = g > limit ? limit : g;
+                u = u > limit ? limit : u < -limit ? -limit : u;
+                double r = (u + 1) * g / (1 + exp(-alpha * g));
+                err = fmax(err, fabs(((float *)yt.data)[t * D + i] - r) / fmax(1, fabs(r)));
+            }
+        CHECK(clamped > 0);
+        CHECK_MSG(err < 1e-5, "mode %d: off by %.3g", mode, err);
+        be->i->release(be, &xt); be->i->release(be, &yt);
+    }
+}
+
+/* gpt-oss experts are stored input-major [E, D, 2I] and transposed at load: the bound view of
+ * expert e holds output row o, input column i at the file's [e, i, o]; biases are f32 [2I, E]. */
+static void test_gpt_oss_layout(void) {
+    lmc_model *m = NULL;
+    CHECK(lmc_model_load("tests/fixtures/gpt_oss", fast_be, &m) == LMC_OK);
+    if (!m) return;
+    const lmc_moe_layer *M = m->layers[1].moe;
+    CHECK(M && M->gate_up && !M->gate && M->router_b.data && m->layers[0].sinks.data);
+    const lmc_weight *gu = lmc_weights_find(m->weights, "model.layers.1.mlp.experts.gate_up_proj");
+    const lmc_weight *gb = lmc_weights_find(m->weights, "model.layers.1.mlp.experts.gate_up_proj_bias");
+    const lmc_weight *dn = lmc_weights_find(m->weights, "model.layers.1.mlp.experts.down_proj");
+    CHECK(gu && gb && dn && gu->dtype == LMC_DTYPE_BF16);
+    if (!M || !gu || !gb || !dn) { lmc_model_free(m); return; }
+    const int64_t E = gu->shape[0], D = gu->shape[1], O = gu->shape[2], I = dn->shape[1];
+    int bad = 0;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t i = 0; i < D; i += 7)
+            for (int64_t o = 0; o < O; o += 5) {
+                float a, b;
+                lmc_to_f32(LMC_DTYPE_BF16, (const uint16_t *)gu->data + (e * D + i) * O + o, &a, 1);
+                lmc_to_f32(LMC_DTYPE_BF16, (const uint16_t *)M->gate_up[e].data + o * D + i, &b, 1);
+                bad += a != b;
+            }
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t i = 0; i < I; i += 3)
+            for (int64_t o = 0; o < D; o += 11) {
+                float a, b;
+                lmc_to_f32(LMC_DTYPE_BF16, (const uint16_t *)dn->data + (e * I + i) * D + o, &a, 1);
+                lmc_to_f32(LMC_DTYPE_BF16, (const uint16_t *)M->down[e].data + o * I + i, &b, 1);
+                bad += a != b;
+            }
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t o = 0; o < O; o++) {
+            float a;
+            lmc_to_f32(LMC_DTYPE_BF16, (const uint16_t *)gb->data + e * O + o, &a, 1);
+            bad += a != ((const float *)M->b_gate_up.data)[e * O + o];
+        }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(M->glu_limit == 7.0f && fabsf(M->glu_alpha - 1.702f) < 1e-6f);
+    lmc_model_free(m);
+}
+
 int main(void) {
     if (access("tests/fixtures", F_OK) != 0 && chdir("../..") != 0) return 1; /* run from the repo root */
     LMC_ASSERT(lmc_backend_cpu_init(&fast_be, 2, 0) == LMC_OK);
@@ -782,6 +873,9 @@ int main(void) {
     RUN(test_route_expert_scale);
     RUN(test_matmul_id);
     RUN(test_moe_sum);
+    RUN(test_add_bias_id);
+    RUN(test_glu_clamp);
+    RUN(test_gpt_oss_layout);
     RUN(test_block);
     RUN(test_config_rules);
     RUN(test_fused_layout);

@@ -940,6 +940,33 @@ CASES += [
     },
 ]
 
+# ---- gpt-oss: attention sinks, sliding/full alternation, yarn (truncate false), clamped GLU experts ----
+CASES += [
+    {
+        "name": "gpt_oss",
+        "model_type": "gpt_oss",
+        "config": {"vocab_size": 256, "head_dim": 16, "num_local_experts": 4, "num_experts_per_tok": 2,
+                   "intermediate_size": 32, "sliding_window": 8,
+                   "layer_types": ["sliding_attention", "full_attention"],
+                   "attention_bias": True, "tie_word_embeddings": False, "rms_norm_eps": 1e-5,
+                   "swiglu_limit": 7.0,
+                   "rope_parameters": {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0,
+                                       "beta_slow": 1.0, "truncate": False,
+                                       "original_max_position_embeddings": 32,
+                                       "rope_theta": 150000.0}},
+        "router": {"n_expert": 4, "k": 2},
+        "sink_std": 1.5,
+        "dtype": "bfloat16", "n_prompt": 24, "n_greedy": 8, "seed": 3201, "spelling": "new",
+        "knobs": ["attention sinks (a learned logit per head in the softmax denominator)",
+                  "sliding window 8 < prompt 24 on layer 0, full attention on layer 1",
+                  "yarn rope, truncate false (fractional correction range)",
+                  "router with bias, softmax over the top-2 logits",
+                  "experts gate_up_proj [E, H, 2I] input-major, gate/up interleaved, clamped GLU (limit 7)",
+                  "per-expert biases", "q/k/v/o biases", "bf16 weights"],
+        "description": "gpt-oss: sinks, alternating sliding/full attention, clamped-GLU experts.",
+    },
+]
+
 CASE_NAMES = [c["name"] for c in CASES]
 
 

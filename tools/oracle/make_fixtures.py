@@ -89,8 +89,10 @@ def init_weights(model, seed, bf16, case, torch):
                 v = embed_std * torch.randn(shape, generator=g)
             elif name.endswith("norm.weight") or (len(shape) == 1 and name.endswith(".weight")):
                 v = norm_base + 0.1 * torch.randn(shape, generator=g)
-            elif name.endswith(".bias"):
+            elif name.endswith(".bias") or name.endswith("_bias"):  # also fused experts' [E, out]
                 v = 0.1 * torch.randn(shape, generator=g)
+            elif name.endswith(".sinks"):  # attention-sink logits, one per head
+                v = case.get("sink_std", 1.0) * torch.randn(shape, generator=g)
             elif name.endswith("correction_bias"):  # expert-selection bias (a parameter in some types)
                 v = 0.1 * torch.randn(shape, generator=g)
             elif len(shape) == 2 and name.endswith(".weight"):
@@ -156,6 +158,8 @@ def router_margin(model, ids, case, torch):
                 s = s + bias
         else:
             s = logits
+            if isinstance(getattr(mod, "bias", None), torch.Tensor):  # a router Linear with a bias
+                s = s + mod.bias.to(torch.float64)
         G = r.get("n_group", 1)
         if G > 1:
             gs = s.view(s.shape[0], G, -1).topk(2, dim=-1).values.sum(-1)

@@ -297,7 +297,10 @@ static void run_attention(op_args *o, int ith, int nth) {
             scores[pp - p_begin] = s;
             if (s > mx) mx = s;
         }
-        double sum = 0;
+        /* an attention sink joins the softmax's max and denominator, and no value follows it */
+        const float sink = p->sinks ? ((const float *)p->sinks->data)[h] : 0.0f;
+        if (p->sinks && sink > mx) mx = sink;
+        double sum = p->sinks ? expf(sink - mx) : 0;
         for (int64_t pp = p_begin; pp <= p_end; pp++) {
             float e = expf(scores[pp - p_begin] - mx);
             scores[pp - p_begin] = e;
@@ -478,6 +481,7 @@ static void cpu_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q,
     LMC_ASSERT(q->ne[0] * q->ne[1] * q->ne[2] * q->ne[3] ==
                (int64_t)op->head_dim * op->n_head * lmc_tensor_nelem(pos));
     LMC_ASSERT(k_cache->ne[0] == (int64_t)op->head_dim * op->n_kv_head);
+    LMC_ASSERT(!op->sinks || (op->sinks->type == LMC_DTYPE_F32 && lmc_tensor_nelem(op->sinks) == op->n_head));
     scratch_reserve(CTX(be), (size_t)k_cache->ne[1]);
     lmc_tensor qv = lmc_tensor_reshape(q, (int64_t)op->head_dim * op->n_head, lmc_tensor_nelem(pos), 1, 1);
     op_args o = {.kind = OP_ATTENTION, .y = out, .a = &qv, .k = k_cache, .v = v_cache, .pos = pos, .seq = seq,
@@ -655,6 +659,36 @@ static void cpu_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *expe
         memcpy((float *)y->data + (size_t)s * out, yg + (size_t)where[s] * out, (size_t)out * 4);
 }
 
+/* Per-expert bias and the clamped interleaved GLU: elementwise, one thread, one pass. */
+static void cpu_add_bias_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b, const lmc_tensor *ids) {
+    (void)be;
+    const int64_t D = y->ne[0], S = lmc_tensor_nelem(ids), E = b->ne[1];
+    LMC_ASSERT(y->type == LMC_DTYPE_F32 && b->type == LMC_DTYPE_F32 && ids->type == LMC_DTYPE_I32);
+    LMC_ASSERT(is_contig(y) && is_contig(b) && is_contig(ids) && b->ne[0] == D && lmc_tensor_nrows(y) == S);
+    const int32_t *id = ids->data;
+    for (int64_t s = 0; s < S; s++) {
+        LMC_ASSERT(id[s] >= 0 && id[s] < E);
+        float *row = (float *)y->data + (size_t)s * D;
+        const float *bias = (const float *)b->data + (size_t)id[s] * D;
+        for (int64_t i = 0; i < D; i++) row[i] += bias[i];
+    }
+}
+
+static void cpu_glu_clamp(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float alpha, float limit) {
+    (void)be;
+    const int64_t D = y->ne[0], n = lmc_tensor_nrows(y);
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32 && is_contig(x) && is_contig(y));
+    LMC_ASSERT(x->ne[0] == 2 * D && lmc_tensor_nrows(x) == n && x->data != y->data);
+    for (int64_t t = 0; t < n; t++) {
+        const float *a = (const float *)x->data + (size_t)t * 2 * D;
+        float *o = (float *)y->data + (size_t)t * D;
+        for (int64_t i = 0; i < D; i++) {
+            const float g = fminf(a[2 * i], limit), u = fminf(fmaxf(a[2 * i + 1], -limit), limit);
+            o[i] = (u + 1.0f) * (g / (1.0f + expf(-alpha * g)));
+        }
+    }
+}
+
 /* Elementwise and cheap next to the matmuls around it: one thread, one pass. */
 static void cpu_xielu(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const float p[4]) {
     (void)be;
@@ -758,6 +792,8 @@ static const lmc_backend_i cpu_iface = {
     .moe_route = cpu_moe_route,
     .matmul_id = cpu_matmul_id,
     .moe_sum = cpu_moe_sum,
+    .add_bias_id = cpu_add_bias_id,
+    .glu_clamp = cpu_glu_clamp,
     .xielu = cpu_xielu,
     .argmax = cpu_argmax,
     .topk = cpu_topk,
