@@ -29,11 +29,14 @@ static const struct { const char *name; int64_t elems; size_t bytes; int mlx_bit
     [LMC_DTYPE_MLX5 - LMC_DTYPE_QFIRST] = {"MLX5", 32, 20, 5},
     [LMC_DTYPE_MLX6 - LMC_DTYPE_QFIRST] = {"MLX6", 32, 24, 6},
     [LMC_DTYPE_MLX8 - LMC_DTYPE_QFIRST] = {"MLX8", 32, 32, 8},
+    [LMC_DTYPE_MXFP4 - LMC_DTYPE_QFIRST] = {"MXFP4", 32, 17, 0},
+    [LMC_DTYPE_MXFP4_MLX - LMC_DTYPE_QFIRST] = {"MXFP4_MLX", 32, 16, 0},
 };
 
 int lmc_dtype_is_quant(lmc_dtype t) { return t >= LMC_DTYPE_QFIRST && t < LMC_DTYPE_END; }
 int lmc_dtype_mlx_bits(lmc_dtype t) { return lmc_dtype_is_quant(t) ? qinfo[t - LMC_DTYPE_QFIRST].mlx_bits : 0; }
 int lmc_dtype_is_mlx(lmc_dtype t) { return lmc_dtype_mlx_bits(t) != 0; }
+int lmc_dtype_has_aux(lmc_dtype t) { return lmc_dtype_is_mlx(t) || t == LMC_DTYPE_MXFP4_MLX; }
 
 int64_t lmc_dtype_block_elems(lmc_dtype t) {
     if (lmc_dtype_is_quant(t)) return qinfo[t - LMC_DTYPE_QFIRST].elems;

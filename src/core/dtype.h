@@ -49,6 +49,14 @@ typedef enum lmc_dtype {
     LMC_DTYPE_MLX5,
     LMC_DTYPE_MLX6,
     LMC_DTYPE_MLX8,
+    /* MXFP4 (OCP microscaling: 4-bit E2M1 codes, one E8M0 exponent per 32 elements):
+     * MXFP4 is ggml's 17-byte block (exponent byte, then 16 bytes of nibbles: low
+     * nibbles elements 0..15, high nibbles 16..31); MXFP4_MLX is the layout of mlx's
+     * "mxfp4" mode and of Hugging Face `_blocks`/`_scales` pairs: 16 bytes of codes
+     * per 32 elements (byte j: element 2j low nibble, 2j+1 high), the exponents in
+     * the tensor's aux (lmc_quant_mlx with U8 scales, no biases; core/quant.h) */
+    LMC_DTYPE_MXFP4,
+    LMC_DTYPE_MXFP4_MLX,
     LMC_DTYPE_END
 } lmc_dtype;
 
@@ -59,6 +67,8 @@ int lmc_dtype_is_quant(lmc_dtype t);
 /* 1 for the MLX affine types; lmc_dtype_mlx_bits gives their bits (0 for other types). */
 int lmc_dtype_is_mlx(lmc_dtype t);
 int lmc_dtype_mlx_bits(lmc_dtype t);
+/* 1 for the types whose scales live in the tensor's aux (lmc_quant_mlx): MLX affine and MXFP4_MLX. */
+int lmc_dtype_has_aux(lmc_dtype t);
 /* Elements per block (1 for plain types) and bytes per block (the element size for plain types). */
 int64_t lmc_dtype_block_elems(lmc_dtype t);
 size_t lmc_dtype_block_bytes(lmc_dtype t);

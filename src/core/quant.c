@@ -226,6 +226,34 @@ static void deq_mlx(int bits, const uint8_t *s, const lmc_mlx_row *a, float *y, 
     }
 }
 
+/* ---------------------------------------------------------------- MXFP4 */
+
+/* ggml's block_mxfp4: e, then qs[16] (element j low nibble of qs[j], element 16 + j high). */
+static void deq_mxfp4(const uint8_t *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, b += 17, y += QK) {
+        const float d = lmc_e8m0_half_ggml(b[0]);
+        for (int j = 0; j < 16; j++) {
+            y[j] = lmc_mxfp4_kvalues[b[1 + j] & 0x0F] * d;
+            y[j + 16] = lmc_mxfp4_kvalues[b[1 + j] >> 4] * d;
+        }
+    }
+}
+
+/* mlx's FP4_LUT (E2M1; code 8 is -0) */
+static const float fp4_lut[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+
+/* mlx / Hugging Face layout: 16 code bytes per 32 elements (element 2j low nibble of byte j,
+ * 2j + 1 high), the exponents in the row's aux; as mlx: scale 2^(e-127) times FP4_LUT. */
+static void deq_mxfp4_mlx(const uint8_t *s, const uint8_t *e, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, s += 16, y += QK) {
+        const float d = 2.0f * lmc_e8m0_half_mlx(e[i]);
+        for (int j = 0; j < 16; j++) {
+            y[2 * j] = d * fp4_lut[s[j] & 0x0F];
+            y[2 * j + 1] = d * fp4_lut[s[j] >> 4];
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- dispatch */
 
 void lmc_dequant_row_unchecked(lmc_dtype t, const void *src, const lmc_mlx_row *aux, float *dst, int64_t n) {
@@ -245,6 +273,8 @@ void lmc_dequant_row_unchecked(lmc_dtype t, const void *src, const lmc_mlx_row *
     case LMC_DTYPE_MLX5: case LMC_DTYPE_MLX6: case LMC_DTYPE_MLX8:
         deq_mlx(lmc_dtype_mlx_bits(t), b, aux, dst, n);
         break;
+    case LMC_DTYPE_MXFP4: deq_mxfp4(b, dst, n / QK); break;
+    case LMC_DTYPE_MXFP4_MLX: deq_mxfp4_mlx(b, aux->scales, dst, n / QK); break;
 #ifdef __F16C__
     case LMC_DTYPE_F16: { /* vcvtph2ps is exact, subnormals included */
         int64_t i = 0;
@@ -276,6 +306,11 @@ static lmc_status check_row(lmc_dtype t, const void *aux, int64_t n, const char 
                 return lmc_fail(LMC_ERR_ARG, "%s: MLX scales of dtype %s (expected F32, F16 or BF16)", what,
                                 lmc_dtype_name(a->scale_type));
         }
+        if (t == LMC_DTYPE_MXFP4_MLX) {
+            const lmc_mlx_row *a = aux;
+            if (!a || !a->scales || a->group_size != 32 || a->scale_type != LMC_DTYPE_U8)
+                return lmc_fail(LMC_ERR_ARG, "%s: MXFP4_MLX row without U8 exponents of groups of 32", what);
+        }
         return LMC_OK;
     }
     if (!lmc_dtype_is_float(t)) return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: dtype %s is not a weight type", what, lmc_dtype_name(t));
@@ -292,11 +327,27 @@ lmc_status lmc_dequantize_row(lmc_dtype t, const void *src, const void *aux, flo
 
 lmc_mlx_row lmc_quant_mlx_row(const lmc_quant_mlx *q, int64_t row) {
     lmc_mlx_row r = {q->group_size, q->scales.type, (char *)q->scales.data + (size_t)row * q->scales.nb[1],
-                     (char *)q->biases.data + (size_t)row * q->biases.nb[1]};
+                     q->biases.data ? (char *)q->biases.data + (size_t)row * q->biases.nb[1] : NULL};
     return r;
 }
 
+static lmc_status mxfp4_mlx_check(int64_t in, int64_t out, const lmc_quant_mlx *q) {
+    if (!q) return lmc_fail(LMC_ERR_FORMAT, "MXFP4 weight without scales");
+    if (q->group_size != 32) return lmc_fail(LMC_ERR_FORMAT, "MXFP4 group size %d (expected 32)", q->group_size);
+    if (in <= 0 || in % 32)
+        return lmc_fail(LMC_ERR_FORMAT, "MXFP4 weight: %lld input features are not a multiple of 32", (long long)in);
+    if (q->scales.type != LMC_DTYPE_U8)
+        return lmc_fail(LMC_ERR_FORMAT, "MXFP4 scales of dtype %s (expected U8 E8M0 exponents)",
+                        lmc_dtype_name(q->scales.type));
+    if (q->scales.ne[0] != in / 32 || q->scales.ne[1] != out || q->scales.ne[2] != 1 || q->scales.ne[3] != 1)
+        return lmc_fail(LMC_ERR_FORMAT, "MXFP4 scales have shape [%lld, %lld], expected [%lld, %lld]",
+                        (long long)q->scales.ne[0], (long long)q->scales.ne[1], (long long)(in / 32), (long long)out);
+    if (!q->scales.data) return lmc_fail(LMC_ERR_FORMAT, "MXFP4 scales have no data");
+    return LMC_OK;
+}
+
 lmc_status lmc_quant_mlx_check(lmc_dtype t, int64_t in, int64_t out, const lmc_quant_mlx *q) {
+    if (t == LMC_DTYPE_MXFP4_MLX) return mxfp4_mlx_check(in, out, q);
     if (!lmc_dtype_is_mlx(t)) return lmc_fail(LMC_ERR_FORMAT, "dtype %s is not an MLX affine type", lmc_dtype_name(t));
     if (!q) return lmc_fail(LMC_ERR_FORMAT, "MLX weight without scales and biases");
     if (q->group_size != 32 && q->group_size != 64 && q->group_size != 128)
@@ -320,7 +371,7 @@ lmc_status lmc_quant_mlx_check(lmc_dtype t, int64_t in, int64_t out, const lmc_q
 
 void lmc_tensor_row_to_f32(const lmc_tensor *w, int64_t row, float *dst) {
     const char *src = (const char *)w->data + (size_t)row * w->nb[1];
-    if (lmc_dtype_is_mlx(w->type)) {
+    if (lmc_dtype_has_aux(w->type)) {
         lmc_mlx_row r = lmc_quant_mlx_row(w->aux, row);
         lmc_dequant_row_unchecked(w->type, src, &r, dst, w->ne[0]);
     } else {
@@ -516,6 +567,63 @@ static void quant_mlx(int bits, const float *x, uint8_t *dst, const lmc_mlx_row 
     }
 }
 
+/* ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127 (0 for an all-zero block; kept
+ * in 0..255 where the float would leave it), the nearest kvalue·d, ties to the lower code. */
+static int nearest_kvalue(float x, float d) {
+    int best = 0;
+    float best_err = fabsf(lmc_mxfp4_kvalues[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        const float err = fabsf(lmc_mxfp4_kvalues[i] * d - x);
+        if (err < best_err) { best = i; best_err = err; }
+    }
+    return best;
+}
+
+static void quant_mxfp4(const float *x, uint8_t *b, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK, b += 17) {
+        float amax = 0;
+        for (int j = 0; j < QK; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+        float ef = amax > 0 ? floorf(log2f(amax)) - 2 + 127 : 0;
+        ef = ef < 0 ? 0 : ef > 255 ? 255 : ef;
+        const uint8_t e = (uint8_t)ef;
+        const float d = lmc_e8m0_half_ggml(e);
+        b[0] = e;
+        for (int j = 0; j < 16; j++)
+            b[1 + j] = (uint8_t)(nearest_kvalue(x[j], d) | (nearest_kvalue(x[j + 16], d) << 4));
+    }
+}
+
+/* mlx's mxfp4 quantize (ops.cpp fp_quantize): s = amax/6; e = round(log2 s) (0 when s is 0;
+ * kept in -127..127 here); codes: the nearest E2M1 value to x / 2^e, the first of equals in
+ * the order 0, .5, 1, 1.5, 2, 3, 4, 6, -0, -.5, ... (argmin). */
+static void quant_mxfp4_mlx(const float *x, uint8_t *dst, uint8_t *es, int64_t nb) {
+    const float *lut = fp4_lut;
+    for (int64_t i = 0; i < nb; i++, x += QK, dst += 16) {
+        float amax = 0;
+        for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float s = amax / 6.0f;
+        int e = s == 0 ? 0 : (int)rintf(log2f(s));
+        e = e < -127 ? -127 : e > 127 ? 127 : e;
+        es[i] = (uint8_t)(e + 127);
+        const float p = ldexpf(1.0f, e);
+        for (int j = 0; j < 16; j++) {
+            int c[2];
+            for (int h = 0; h < 2; h++) {
+                const float v = x[2 * j + h] / p;
+                int best = 0;
+                float best_err = fabsf(v - lut[0]);
+                for (int k = 1; k < 16; k++) {
+                    const float err = fabsf(v - lut[k]);
+                    if (err < best_err) { best = k; best_err = err; }
+                }
+                c[h] = best;
+            }
+            dst[j] = (uint8_t)(c[0] | (c[1] << 4));
+        }
+    }
+}
+
 lmc_status lmc_quantize_row(lmc_dtype t, const float *src, void *dst, void *aux, int64_t n) {
     lmc_status st = check_row(t, aux, n, "quantize");
     if (st < 0) return st;
@@ -528,6 +636,8 @@ lmc_status lmc_quantize_row(lmc_dtype t, const float *src, void *dst, void *aux,
     case LMC_DTYPE_MLX5: case LMC_DTYPE_MLX6: case LMC_DTYPE_MLX8:
         quant_mlx(lmc_dtype_mlx_bits(t), src, dst, aux, n);
         return LMC_OK;
+    case LMC_DTYPE_MXFP4: quant_mxfp4(src, dst, n / QK); return LMC_OK;
+    case LMC_DTYPE_MXFP4_MLX: quant_mxfp4_mlx(src, dst, ((lmc_mlx_row *)aux)->scales, n / QK); return LMC_OK;
     case LMC_DTYPE_F32: memcpy(dst, src, (size_t)n * 4); return LMC_OK;
     case LMC_DTYPE_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = lmc_f32_to_f16(src[i]); return LMC_OK;
     case LMC_DTYPE_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = lmc_f32_to_bf16(src[i]); return LMC_OK;

@@ -12,31 +12,61 @@
  *   lmc_tensor w = lmc_tensor_make(LMC_DTYPE_MLX4, in, out, 1, 1); w.data = packed; w.aux = &aux;
  *   lmc_tensor_row_to_f32(&w, row, dst);          // any dtype, one row of `in` floats
  *
+ * MXFP4 (both layouts, core/dtype.h): w = E2M1(code) · 2^(e - 127) per 32-element
+ * block; as ggml computes it, kvalues (E2M1 × 2, small integers) times the half scale
+ * 2^(e - 128), the same f32 value (products by powers of two are exact). ggml's block
+ * (MXFP4) takes e = 255 as 2^127 (its E8M0 half-scale helper); mlx (MXFP4_MLX) as inf.
+ *   lmc_quant_mlx aux = {.group_size = 32, .scales = u8 [in/32, out]};   // biases unused
+ *   lmc_tensor w = lmc_tensor_make(LMC_DTYPE_MXFP4_MLX, in, out, 1, 1); w.aux = &aux;
+ *
  * Quantizers (lmc_quantize_row) exist for the types lmc writes: Q8_0, Q4_0
  * (ggml's reference rounding), Q4_K, Q6_K (lmc's own scale search; any valid
- * block is readable by ggml) and MLX affine of every width (mlx's rounding).
+ * block is readable by ggml), MLX affine of every width (mlx's rounding), MXFP4
+ * (ggml's quantize_row_mxfp4_ref) and MXFP4_MLX (mlx's mxfp4 quantize: e =
+ * round(log2(amax / 6)), nearest E2M1 value, ties to the lower code).
  * Nothing here allocates; the caller owns every buffer.
  */
 #ifndef LMC_CORE_QUANT_H
 #define LMC_CORE_QUANT_H
 
+#include <math.h>
+#include <string.h>
+
 #include "status.h"
 #include "tensor.h"
 
-/* aux of an MLX affine weight [in, out] (ne[0] = in): per-group scales and biases. */
+/* aux of an MLX affine weight [in, out] (ne[0] = in): per-group scales and biases;
+ * of an MXFP4_MLX weight: group_size 32, U8 E8M0 scales, biases unused (data NULL). */
 typedef struct lmc_quant_mlx {
     int group_size;    /* 32, 64 or 128 (in must be a multiple) */
-    lmc_tensor scales; /* F32/F16/BF16 [in / group_size, out] */
-    lmc_tensor biases; /* same dtype and shape as scales */
+    lmc_tensor scales; /* F32/F16/BF16 [in / group_size, out]; MXFP4_MLX: U8 [in / 32, out] */
+    lmc_tensor biases; /* same dtype and shape as scales; MXFP4_MLX: none */
 } lmc_quant_mlx;
 
 /* The side data of one MLX row, as the row functions take it (aux argument). */
 typedef struct lmc_mlx_row {
     int group_size;
-    lmc_dtype scale_type; /* F32, F16 or BF16 */
+    lmc_dtype scale_type; /* F32, F16 or BF16; U8 for MXFP4_MLX */
     void *scales;         /* [n / group_size] of scale_type (written by lmc_quantize_row) */
-    void *biases;
+    void *biases;         /* NULL for MXFP4_MLX */
 } lmc_mlx_row;
+
+/* E2M1 codes as ggml's kvalues_mxfp4: twice the value, small integers. */
+static const int8_t lmc_mxfp4_kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* The half scale 2^(e - 128) of an E8M0 exponent, as ggml's GGML_E8M0_TO_FP32_HALF
+ * (subnormal for e < 2; e = 255 gives 2^127). */
+static inline float lmc_e8m0_half_ggml(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* The same for mlx's mxfp4 scales (2^(e - 127) as a bf16, halved): e = 255 is inf. */
+static inline float lmc_e8m0_half_mlx(uint8_t e) {
+    return e == 255 ? (float)HUGE_VAL : lmc_e8m0_half_ggml(e);
+}
 
 /* 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block's 12 packed bytes. */
 static inline void lmc_q4k_scale_min(int j, const uint8_t *s, int *sc, int *mn) {
@@ -59,7 +89,8 @@ static inline float lmc_mlx_side_at(lmc_dtype t, const void *p, int64_t i) {
 /* Row `row` of an MLX weight's side data. */
 lmc_mlx_row lmc_quant_mlx_row(const lmc_quant_mlx *q, int64_t row);
 
-/* Check an MLX weight of type t, shape [in, out], against its aux; LMC_ERR_FORMAT naming the problem. */
+/* Check an MLX weight (affine or MXFP4_MLX) of type t, shape [in, out], against its aux;
+ * LMC_ERR_FORMAT naming the problem. */
 lmc_status lmc_quant_mlx_check(lmc_dtype t, int64_t in, int64_t out, const lmc_quant_mlx *q);
 
 /* Dequantize one row of n elements of type t (any float or block type) into f32.
@@ -67,8 +98,9 @@ lmc_status lmc_quant_mlx_check(lmc_dtype t, int64_t in, int64_t out, const lmc_q
  * block / group size, unsupported type, bad aux. */
 lmc_status lmc_dequantize_row(lmc_dtype t, const void *src, const void *aux, float *dst, int64_t n);
 
-/* Quantize one row of n f32 values into type t (Q8_0, Q4_0, Q4_K, Q6_K, MLX2..MLX8).
- * For MLX types aux is an lmc_mlx_row * whose scales/biases (scale_type) receive the groups. */
+/* Quantize one row of n f32 values into type t (Q8_0, Q4_0, Q4_K, Q6_K, MLX2..MLX8, MXFP4,
+ * MXFP4_MLX). For MLX types aux is an lmc_mlx_row * whose scales/biases (scale_type) receive
+ * the groups; for MXFP4_MLX its scales (U8, group 32) receive the exponents. */
 lmc_status lmc_quantize_row(lmc_dtype t, const float *src, void *dst, void *aux, int64_t n);
 
 /* Row `row` of a 2-D weight of any float or block dtype as f32 (no checks: hot path). */

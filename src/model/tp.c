@@ -27,6 +27,8 @@ static int is_2d(const lmc_tensor *w) { return w->ne[2] == 1 && w->ne[3] == 1; }
 
 lmc_status lmc_tp_view_cols(const lmc_tensor *w, int64_t c0, int64_t n, lmc_tensor *out, lmc_quant_mlx *aux_out) {
     const int64_t u = unit_elems(w);
+    if (w->type == LMC_DTYPE_MXFP4_MLX)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor parallelism does not split MXFP4_MLX weights");
     if (!is_2d(w) || c0 < 0 || n <= 0 || c0 + n > w->ne[0])
         return lmc_fail(LMC_ERR_ARG, "columns [%lld, %lld) of a weight with %lld", (long long)c0, (long long)(c0 + n),
                         (long long)w->ne[0]);
@@ -47,6 +49,8 @@ lmc_status lmc_tp_view_cols(const lmc_tensor *w, int64_t c0, int64_t n, lmc_tens
 }
 
 lmc_status lmc_tp_view_rows(const lmc_tensor *w, int64_t r0, int64_t n, lmc_tensor *out, lmc_quant_mlx *aux_out) {
+    if (w->type == LMC_DTYPE_MXFP4_MLX)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "tensor parallelism does not split MXFP4_MLX weights");
     if (!is_2d(w) || r0 < 0 || n <= 0 || r0 + n > w->ne[1])
         return lmc_fail(LMC_ERR_ARG, "rows [%lld, %lld) of a weight with %lld", (long long)r0, (long long)(r0 + n),
                         (long long)w->ne[1]);

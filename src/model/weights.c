@@ -113,6 +113,42 @@ int lmc_weights_index_of(const lmc_weights *w, const lmc_weight *t) {
     return t >= w->items && t < w->items + w->n ? (int)(t - w->items) : -1;
 }
 
+lmc_status lmc_weight_bind_mxfp4(lmc_backend *be, const lmc_weight *blocks, const lmc_weight *scales, int64_t expert,
+                                 int64_t row0, int64_t n_rows, lmc_tensor *w, lmc_quant_mlx *aux) {
+    const int nd = blocks->n_dims;
+    if (blocks->dtype != LMC_DTYPE_U8 || scales->dtype != LMC_DTYPE_U8)
+        return lmc_fail(LMC_ERR_FORMAT, "MXFP4 %s / %s have dtypes %s / %s, expected U8 / U8", blocks->name, scales->name,
+                        lmc_dtype_name(blocks->dtype), lmc_dtype_name(scales->dtype));
+    if (nd < 3 || nd > 6 || blocks->shape[nd - 1] != 16 || scales->n_dims != nd - 1)
+        return lmc_fail(LMC_ERR_FORMAT, "MXFP4 %s must be [..., rows, in/32, 16] with %s [..., rows, in/32]", blocks->name,
+                        scales->name);
+    int64_t n_expert = 1;
+    for (int d = 0; d < nd - 1; d++) {
+        if (scales->shape[d] != blocks->shape[d] || blocks->shape[d] <= 0)
+            return lmc_fail(LMC_ERR_FORMAT, "MXFP4 %s and %s differ in dim %d (%lld vs %lld)", blocks->name, scales->name,
+                            d, (long long)blocks->shape[d], (long long)scales->shape[d]);
+        if (d < nd - 3) n_expert *= blocks->shape[d];
+    }
+    const int64_t rows = blocks->shape[nd - 3], groups = blocks->shape[nd - 2];
+    if (expert < 0 || expert >= n_expert || row0 < 0 || n_rows <= 0 || row0 + n_rows > rows)
+        return lmc_fail(LMC_ERR_FORMAT, "MXFP4 %s: expert %lld rows [%lld, %lld) outside its %lld x %lld rows",
+                        blocks->name, (long long)expert, (long long)row0, (long long)(row0 + n_rows), (long long)n_expert,
+                        (long long)rows);
+    if (blocks->nbytes != (size_t)(n_expert * rows * groups * 16) || scales->nbytes != (size_t)(n_expert * rows * groups))
+        return lmc_fail(LMC_ERR_FORMAT, "MXFP4 %s / %s: byte sizes do not match their shapes", blocks->name, scales->name);
+    const size_t first = (size_t)(expert * rows + row0);
+    memset(aux, 0, sizeof *aux);
+    aux->group_size = 32;
+    aux->scales = lmc_tensor_make(LMC_DTYPE_U8, groups, n_rows, 1, 1);
+    *w = lmc_tensor_make(LMC_DTYPE_MXFP4_MLX, groups * 32, n_rows, 1, 1);
+    LMC_TRY(be->i->bind_weight(be, &aux->scales, (const char *)scales->data + first * (size_t)groups));
+    w->aux = aux;
+    lmc_status st = lmc_quant_mlx_check(w->type, w->ne[0], w->ne[1], aux);
+    if (st >= 0) st = be->i->bind_weight(be, w, (const char *)blocks->data + first * (size_t)groups * 16);
+    if (st < 0) be->i->unbind_weight(be, &aux->scales);
+    return st;
+}
+
 lmc_status lmc_checkpoint_config(const char *path, lmc_config *cfg) {
     if (!lmc_path_is_gguf(path)) return lmc_config_load(path, cfg);
     lmc_gguf *g;

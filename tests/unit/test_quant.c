@@ -116,7 +116,7 @@ static void test_sizes(void) {
         {LMC_DTYPE_Q3_K, "Q3_K", 256, 110}, {LMC_DTYPE_Q4_K, "Q4_K", 256, 144}, {LMC_DTYPE_Q5_K, "Q5_K", 256, 176},
         {LMC_DTYPE_Q6_K, "Q6_K", 256, 210}, {LMC_DTYPE_MLX2, "MLX2", 32, 8}, {LMC_DTYPE_MLX3, "MLX3", 32, 12},
         {LMC_DTYPE_MLX4, "MLX4", 32, 16}, {LMC_DTYPE_MLX5, "MLX5", 32, 20}, {LMC_DTYPE_MLX6, "MLX6", 32, 24},
-        {LMC_DTYPE_MLX8, "MLX8", 32, 32},
+        {LMC_DTYPE_MLX8, "MLX8", 32, 32}, {LMC_DTYPE_MXFP4, "MXFP4", 32, 17}, {LMC_DTYPE_MXFP4_MLX, "MXFP4_MLX", 32, 16},
     };
     CHECK_EQ_INT(sizeof all / sizeof all[0], LMC_DTYPE_END - LMC_DTYPE_QFIRST);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {

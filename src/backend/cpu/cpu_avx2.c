@@ -11,6 +11,9 @@
  *         offset goes through the prepared per-block Σx term, as in cpu_simd.c.
  *   Q4_K, Q5_K, Q6_K, MLX4, MLX8  f32 activations, codes widened to f32, the mins / offsets /
  *         MLX biases through prepared partial sums of x (as cpu_simd.c).
+ *   MXFP4, MXFP4_MLX  Q8_0 activations; vpshufb maps the nibbles (put in element order) to
+ *         E2M1·2 (ggml's kvalues), signed·signed through the vpsignb trick as Q8_0, one f32
+ *         step per block with 2^(e-128)·dx.
  * Other block types use the generic path on such CPUs.
  */
 #include "cpu_avx2.h"
@@ -30,7 +33,7 @@ int lmc_cpu_avx2_supported(void) {
 int lmc_cpu_avx2_has_type(lmc_dtype t) {
     return t == LMC_DTYPE_BF16 || t == LMC_DTYPE_F16 || t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0 ||
            t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q5_K || t == LMC_DTYPE_Q6_K || t == LMC_DTYPE_MLX4 ||
-           t == LMC_DTYPE_MLX8;
+           t == LMC_DTYPE_MLX8 || t == LMC_DTYPE_MXFP4 || t == LMC_DTYPE_MXFP4_MLX;
 }
 
 #pragma GCC push_options
@@ -261,6 +264,47 @@ static void rows4_q6k(const char *const r[4], const float *xp, int64_t in, size_
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum8(acc[k]) - 32.0f * csum[k];
 }
 
+
+/* MXFP4 weights (ggml's 17-byte blocks, or mlx's 16 code bytes per block with the exponents in
+ * the aux) against Q8_0 activations in element order. */
+static void rows4_mxfp4(int gguf, const lmc_quant_mlx *q, const int64_t ro[4], const char *const r[4], const char *xp,
+                        int64_t in, size_t pf, float out[4]) {
+    const int8_t *xq = (const int8_t *)xp;
+    const float *xd = (const float *)(const void *)(xp + in);
+    const __m256i tbl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)lmc_mxfp4_kvalues));
+    const __m256i ones16 = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
+    const __m256i shift4 = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    const __m128i low4x = _mm_set1_epi8(0x0F);
+    const uint8_t *es[4] = {NULL, NULL, NULL, NULL};
+    if (!gguf) _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) es[k] = (const uint8_t *)q->scales.data + (size_t)ro[k] * q->scales.nb[1];
+    const size_t bs = gguf ? 17 : 16;
+    __m256 acc[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < in / 32; b++) {
+        const __m256i xv = _mm256_loadu_si256((const void *)(xq + 32 * b));
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
+            _mm_prefetch((const char *)blk + pf, _MM_HINT_T0);
+            __m256i idx;
+            float d;
+            if (gguf) { /* low nibbles: elements 0..15, high: 16..31 */
+                const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)(blk + 1)));
+                idx = _mm256_and_si256(_mm256_srlv_epi32(v, shift4), low4);
+                d = lmc_e8m0_half_ggml(blk[0]);
+            } else { /* low nibbles: even elements, high: odd */
+                const __m128i v = _mm_loadu_si128((const void *)blk);
+                const __m128i lo = _mm_and_si128(v, low4x), hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4x);
+                idx = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+                d = lmc_e8m0_half_mlx(es[k][b]);
+            }
+            const __m256i wv = _mm256_shuffle_epi8(tbl, idx);
+            const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones16)), _mm256_set1_ps(d * xd[b]), acc[k]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum8(acc[k]);
+}
+
 void lmc_cpu_avx2_matvec(float *y, const lmc_tensor *w, const void *xp, size_t token_bytes, int64_t n_tok, int64_t o0,
                          int64_t o1, int n_streams, size_t pf_bytes) {
     const int64_t in = w->ne[0], out = w->ne[1];
@@ -293,6 +337,8 @@ void lmc_cpu_avx2_matvec(float *y, const lmc_tensor *w, const void *xp, size_t t
             case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8:
                 rows4_mlx(lmc_dtype_mlx_bits(w->type), w->aux, ro, r, (const float *)(const void *)xt, in, pf, s);
                 break;
+            case LMC_DTYPE_MXFP4: rows4_mxfp4(1, NULL, ro, r, xt, in, pf, s); break;
+            case LMC_DTYPE_MXFP4_MLX: rows4_mxfp4(0, w->aux, ro, r, xt, in, pf, s); break;
             default: LMC_ASSERT(!"no AVX2 kernel for this dtype");
             }
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) if (ok[k]) y[(size_t)t * out + ro[k]] = s[k];

@@ -387,7 +387,7 @@ static void cpu_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, cons
     LMC_ASSERT(w->ne[0] == x->ne[0] && w->ne[1] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
     LMC_ASSERT(is_contig(x) && is_contig(y) && w->nb[0] == lmc_dtype_block_bytes(w->type));
     LMC_ASSERT(w->nb[1] >= lmc_dtype_row_bytes(w->type, w->ne[0]) && lmc_dtype_row_bytes(w->type, w->ne[0]) > 0);
-    LMC_ASSERT(!lmc_dtype_is_mlx(w->type) || lmc_quant_mlx_check(w->type, w->ne[0], w->ne[1], w->aux) == LMC_OK);
+    LMC_ASSERT(!lmc_dtype_has_aux(w->type) || lmc_quant_mlx_check(w->type, w->ne[0], w->ne[1], w->aux) == LMC_OK);
     cpu_ctx *c = CTX(be);
     scratch_reserve(c, (size_t)w->ne[0] * LMC_CPU_GEMM_BLOCK);
     op_args o = {.kind = OP_MATMUL, .y = y, .w = w, .a = x};

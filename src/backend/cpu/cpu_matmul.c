@@ -160,7 +160,7 @@ void lmc_cpu_matmul_rows_ref(float *y, const lmc_tensor *w, const float *x, int6
             } else {
                 /* block formats: dequantize the row once (the reference dequantizer is scalar) */
                 float buf[256];
-                const int64_t be = lmc_dtype_is_mlx(w->type) ? 0 : lmc_dtype_block_elems(w->type);
+                const int64_t be = lmc_dtype_has_aux(w->type) ? 0 : lmc_dtype_block_elems(w->type);
                 if (be) {
                     for (int64_t b = 0; b < in; b += be) {
                         lmc_dequant_row_unchecked(w->type, src + (size_t)(b / be) * lmc_dtype_block_bytes(w->type),
@@ -171,11 +171,11 @@ void lmc_cpu_matmul_rows_ref(float *y, const lmc_tensor *w, const float *x, int6
                     const lmc_quant_mlx *q = w->aux;
                     lmc_mlx_row r = lmc_quant_mlx_row(q, o);
                     const int g = q->group_size;
-                    const size_t gbytes = (size_t)g * (size_t)lmc_dtype_mlx_bits(w->type) / 8;
-                    size_t ssz = q->scales.type == LMC_DTYPE_F32 ? 4 : 2;
+                    const size_t gbytes = lmc_dtype_row_bytes(w->type, g);
+                    const size_t ssz = lmc_dtype_size(q->scales.type);
                     for (int64_t b = 0; b < in; b += g) {
                         lmc_mlx_row rg = {g, r.scale_type, (char *)r.scales + (size_t)(b / g) * ssz,
-                                          (char *)r.biases + (size_t)(b / g) * ssz};
+                                          r.biases ? (char *)r.biases + (size_t)(b / g) * ssz : NULL};
                         lmc_dequant_row_unchecked(w->type, src + (size_t)(b / g) * gbytes, &rg, buf, g);
                         for (int64_t i = 0; i < g; i++) s += (double)buf[i] * x[(size_t)t * in + b + i];
                     }

@@ -19,6 +19,11 @@
  *         activations up to f32 rounding (test_quant: ≤ 1e-7 of Σ|w·x|); against the
  *         exact activations the error is ~1e-3 of Σ|w·x|. MLX8's codes go into vpdpbusd
  *         as they are.
+ *   MXFP4, MXFP4_MLX  Q8_0 activations laid out as for Q4_0 (ggml block: low nibbles are
+ *         elements 0..15) or MLX4 (mlx / Hugging Face: low nibbles are the even elements);
+ *         one vpshufb maps the codes to E2M1·2 + 12 (0..24, unsigned for vpdpbusd), the
+ *         accumulator starts at -12·Σx per lane; each lane is scaled by its block's
+ *         2^(e-128) times the activation scale.
  * CPUs without AVX-512 VNNI+VBMI but with AVX2 take cpu_avx2.c's kernels (Q8_0 activations
  * in element order for Q8_0 / Q4_0, f32 for the others); other types use cpu_matmul.c's
  * generic path.
@@ -49,8 +54,10 @@ static size_t pf_bytes = 4096; /* software prefetch distance in each stretch */
  * Q4_0 (4 blocks of 18 bytes): loads at blk and blk + 8; scale lane l ← block l/4 from blk.
  * Q8_0 (4 blocks of 34 bytes): first halves from (blk, blk + 64), second halves from
  * (blk + 8, blk + 72); scale lane l ← block l/4 from (blk, blk + 64). */
-static uint8_t q4_qidx[64], q8_aidx[64], q8_bidx[64];
+static uint8_t q4_qidx[64], q8_aidx[64], q8_bidx[64], mx_qidx[64];
 static uint16_t q4_sidx[32], q8_sidx[32];
+/* MXFP4 half scales 2^(e-128) by exponent byte: ggml's block, mlx's layout (core/quant.h). */
+static float mx_half[2][256];
 
 static void fill_tables(void) {
     for (int i = 0; i < 64; i++) {
@@ -60,6 +67,12 @@ static void fill_tables(void) {
         q8_aidx[i] = (uint8_t)(34 * j + 2 + m); /* < 120: (blk, blk + 64) as is */
         const int s8 = 34 * j + 18 + m;         /* 18..135 */
         q8_bidx[i] = (uint8_t)(s8 < 72 ? s8 - 8 : 64 + s8 - 72);
+        const int sm = 17 * j + 1 + m; /* MXFP4: code byte m of block j of the 68, loads at blk and blk + 8 */
+        mx_qidx[i] = (uint8_t)(sm < 64 ? sm : 64 + sm - 8);
+    }
+    for (int e = 0; e < 256; e++) {
+        mx_half[0][e] = lmc_e8m0_half_ggml((uint8_t)e);
+        mx_half[1][e] = lmc_e8m0_half_mlx((uint8_t)e);
     }
     for (int l = 0; l < 32; l++) {
         const int j = (l / 4) % 4;
@@ -110,6 +123,7 @@ static act_kind kind_of(const lmc_tensor *w) {
     case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q5_K: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
     case LMC_DTYPE_Q6_K: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
     case LMC_DTYPE_MLX8: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
+    case LMC_DTYPE_MXFP4: case LMC_DTYPE_MXFP4_MLX: return ACT_Q8;
     default: return ACT_NONE;
     }
 }
@@ -301,8 +315,9 @@ static void q8_prepare_avx512(lmc_dtype t, const float *x, int64_t in, char *p) 
     const __m512i ones = _mm512_set1_epi8(1);
     /* Q8_0 / Q4_0: the first halves of the 4 blocks, then the second halves; MLX4: the even
      * elements of the 128, then the odd ones (low / high nibbles of 64 code bytes) */
-    const int mlx = t == LMC_DTYPE_MLX4, qk = t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q5_K;
-    const int off = t == LMC_DTYPE_Q4_0 ? -8 : t == LMC_DTYPE_Q8_0 ? -128 : 0;
+    const int mlx = t == LMC_DTYPE_MLX4 || t == LMC_DTYPE_MXFP4_MLX, qk = t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q5_K;
+    const int off = t == LMC_DTYPE_Q4_0 ? -8 : t == LMC_DTYPE_Q8_0 ? -128 :
+                    t == LMC_DTYPE_MXFP4 || t == LMC_DTYPE_MXFP4_MLX ? -12 : 0;
     uint8_t ilo[64], ihi[64];
     for (int i = 0; i < 64; i++) { /* Q4_K: blocks 0, 2 then 1, 3 (a 64-byte code chunk's low / high nibbles) */
         ilo[i] = (uint8_t)(mlx ? 2 * i : qk ? i + 32 * (i / 32) : 32 * (i / 16) + i % 16);
@@ -691,6 +706,106 @@ static void rows4_q6kq(const char *const r[4], const char *xp, int64_t in, size_
 
 
 
+
+/* ---- MXFP4 (ggml block and mlx / Hugging Face layout) against Q8_0 activations ---- */
+
+/* Σ kvalue·xq over one 32-element block of either layout (element order activations). */
+static inline int mx_block_isum(int gguf, const uint8_t *codes, const int8_t *xq) {
+    int isum = 0;
+    for (int j = 0; j < 16; j++) {
+        const int lo = lmc_mxfp4_kvalues[codes[j] & 15], hi = lmc_mxfp4_kvalues[codes[j] >> 4];
+        isum += gguf ? lo * xq[j] + hi * xq[16 + j] : lo * xq[2 * j] + hi * xq[2 * j + 1];
+    }
+    return isum;
+}
+
+/* ggml's 17-byte blocks: per group of 4 blocks (68 bytes) and row, one vpermt2b gathers the 64
+ * code bytes (the second load masked to the group's last byte), vpshufb maps the nibbles to
+ * kvalue + 12, two vpdpbusd against the first / second halves of the 4 blocks' activations
+ * on the -12·Σx accumulator; lanes (4 per block) scaled by 2^(e-128)·dx. */
+static void rows4_mxfp4(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
+    const int64_t nb = in / 32, ng = nb / 4;
+    const int8_t *xq = (const int8_t *)xp;
+    const float *xd = (const float *)(const void *)(xp + in);
+    const char *side = xp + q8_side_off(in);
+    const __m512i qidx = _mm512_loadu_si512(mx_qidx), low4 = _mm512_set1_epi8(0x0F);
+    const __m512i tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const __m512i gidx = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    const __m128i eidx = _mm_setr_epi32(0, 17, 34, 51);
+    const __mmask64 m60 = 0x0FFFFFFFFFFFFFFFull;
+    __m512 acc[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++, side += Q8_SIDE_BYTES) {
+        const __m512i xlo = _mm512_loadu_si512(xq + 128 * g), xhi = _mm512_loadu_si512(xq + 128 * g + 64);
+        const __m512 dxv = _mm512_loadu_ps(side);
+        const __m512i corr = _mm512_loadu_si512(side + 64);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const char *blk = r[k] + 68 * g;
+            _mm_prefetch(blk + pf, _MM_HINT_T0);
+            _mm_prefetch(blk + pf + 64, _MM_HINT_T0);
+            const __m512i l0 = _mm512_loadu_si512(blk), l1 = _mm512_maskz_loadu_epi8(m60, blk + 8);
+            const __m512i v = _mm512_permutex2var_epi8(l0, qidx, l1);
+            const __m512i lo = _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, low4));
+            const __m512i hi = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+            const __m512i sm = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, xlo), hi, xhi);
+            const __m128i e4 = _mm_and_si128(_mm_i32gather_epi32((const int *)(const void *)blk, eidx, 1), _mm_set1_epi32(0xFF));
+            const __m128 h4 = _mm_i32gather_ps(mx_half[0], e4, 4);
+            const __m512 sv = _mm512_permutexvar_ps(gidx, _mm512_castps128_ps512(h4));
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(sv, dxv), acc[k]);
+        }
+    }
+    float tail[4] = {0, 0, 0, 0};
+    for (int64_t b = 4 * ng; b < nb; b++)
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const uint8_t *blk = (const uint8_t *)r[k] + 17 * b;
+            tail[k] += mx_half[0][blk[0]] * xd[b] * (float)mx_block_isum(1, blk + 1, xq + 32 * b);
+        }
+    hsum4x512(acc, out);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] += tail[k];
+}
+
+/* mlx / Hugging Face layout: per 128 elements (64 code bytes, one load) and row, the low and
+ * high nibbles (even and odd elements) meet the de-interleaved activations (as MLX4); the
+ * row's 4 exponents of the 128 come from its aux. */
+static void rows4_mxfp4m(const lmc_quant_mlx *q, const int64_t ro[4], const char *const r[4], const char *xp,
+                         int64_t in, size_t pf, float out[4]) {
+    const int64_t nb = in / 32, nc = in / 128;
+    const int8_t *xq = (const int8_t *)xp;
+    const float *xd = (const float *)(const void *)(xp + in);
+    const char *side = xp + q8_side_off(in);
+    const uint8_t *es[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) es[k] = (const uint8_t *)q->scales.data + (size_t)ro[k] * q->scales.nb[1];
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const __m512i gidx = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    __m512 acc[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < nc; c++, side += Q8_SIDE_BYTES) {
+        const __m512i xlo = _mm512_loadu_si512(xq + 128 * c), xhi = _mm512_loadu_si512(xq + 128 * c + 64);
+        const __m512 dxv = _mm512_loadu_ps(side);
+        const __m512i corr = _mm512_loadu_si512(side + 64);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            const char *blk = r[k] + 64 * c;
+            _mm_prefetch(blk + pf, _MM_HINT_T0);
+            const __m512i v = _mm512_loadu_si512(blk);
+            const __m512i lo = _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, low4));
+            const __m512i hi = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+            const __m512i sm = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, xlo), hi, xhi);
+            uint32_t e4;
+            memcpy(&e4, es[k] + 4 * c, 4);
+            const __m128 h4 = _mm_i32gather_ps(mx_half[1], _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)e4)), 4);
+            const __m512 sv = _mm512_permutexvar_ps(gidx, _mm512_castps128_ps512(h4));
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(sv, dxv), acc[k]);
+        }
+    }
+    float tail[4] = {0, 0, 0, 0};
+    for (int64_t b = 4 * nc; b < nb; b++) /* the last < 128 elements, in element order */
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+            tail[k] += mx_half[1][es[k][b]] * xd[b] * (float)mx_block_isum(0, (const uint8_t *)r[k] + 16 * b, xq + 32 * b);
+    hsum4x512(acc, out);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] += tail[k];
+}
+
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
     const int64_t in = w->ne[0], out = w->ne[1];
     const size_t tb = token_bytes(w);
@@ -731,6 +846,8 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             case LMC_DTYPE_Q6_K: rows4_q6kq(r, xt, in, pf, s); break;
             case LMC_DTYPE_MLX4: rows4_mlx4q(w->aux, ro, r, xt, in, pf, s); break;
             case LMC_DTYPE_MLX8: rows4_mlx8q(w->aux, ro, r, xt, in, pf, s); break;
+            case LMC_DTYPE_MXFP4: rows4_mxfp4(r, xt, in, pf, s); break;
+            case LMC_DTYPE_MXFP4_MLX: rows4_mxfp4m(w->aux, ro, r, xt, in, pf, s); break;
             default: LMC_ASSERT(!"no SIMD kernel for this dtype");
             }
             _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) if (ok[k]) y[(size_t)t * out + ro[k]] = s[k];

@@ -162,8 +162,11 @@ static lmc_status cuda_bind_weight(lmc_backend *be, lmc_tensor *t, const void *h
     const size_t nbytes = lmc_tensor_nbytes(t);
     if (t->nb[1] != lmc_dtype_row_bytes(t->type, t->ne[0]))
         return lmc_fail(LMC_ERR_UNSUPPORTED, "cuda: strided weight views are not supported");
-    if (!lmc_dtype_is_float(t->type) && !lmc_dtype_is_quant(t->type))
+    if (!lmc_dtype_is_float(t->type) && !lmc_dtype_is_quant(t->type) && t->type != LMC_DTYPE_U8) /* U8: MXFP4 exponents */
         return lmc_fail(LMC_ERR_UNSUPPORTED, "cuda: weights of dtype %s", lmc_dtype_name(t->type));
+    if (t->type == LMC_DTYPE_MXFP4 || t->type == LMC_DTYPE_MXFP4_MLX)
+        return lmc_fail(LMC_ERR_UNSUPPORTED, "cuda: %s weights have no kernels on this backend yet; use --backend cpu",
+                        lmc_dtype_name(t->type));
     for (int i = 0; i < c->n_binds; i++) {
         cuda_bind *b = &c->binds[i];
         if (b->host == host && b->nbytes == nbytes && b->type == (int)t->type && b->ne0 == t->ne[0]) {
