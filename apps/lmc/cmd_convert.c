@@ -16,7 +16,7 @@ static const char *convert_help =
     "\n"
     "Write MODEL (a Hugging Face directory or ORG/NAME in the cache) as a GGUF file\n"
     "with llama.cpp's tensor names and metadata keys. Tensors keep their storage type\n"
-    "(f32, f16, bf16) unless --type q8_0|q4_0|q4_k|q6_k quantizes the weight matrices\n"
+    "(f32, f16, bf16) unless --type q8_0|q4_0|q4_k|q6_k|mxfp4 quantizes the weight matrices\n"
     "whose rows fit its blocks (norms and odd-sized rows keep their type).\n"
     "tokenizer.json and the chat template are embedded unless\n"
     "--no-tokenizer. Architectures: llama, mistral, qwen2, qwen3, gemma, gemma2,\n"
@@ -44,12 +44,12 @@ int cmd_convert(int argc, char **argv) {
         else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
             static const struct { const char *name; lmc_dtype t; } types[] = {
                 {"q8_0", LMC_DTYPE_Q8_0}, {"q4_0", LMC_DTYPE_Q4_0}, {"q4_k", LMC_DTYPE_Q4_K}, {"q6_k", LMC_DTYPE_Q6_K},
-                {"keep", (lmc_dtype)0}};
+                {"mxfp4", LMC_DTYPE_MXFP4}, {"keep", (lmc_dtype)0}};
             const char *v = argv[++i];
             int found = 0;
             for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
                 if (!strcmp(v, types[k].name)) { p.quant_type = (int)types[k].t; found = 1; }
-            if (!found) return cli_usage_error("convert", "--type must be q8_0, q4_0, q4_k, q6_k or keep, not '%s'", v);
+            if (!found) return cli_usage_error("convert", "--type must be q8_0, q4_0, q4_k, q6_k, mxfp4 or keep, not '%s'", v);
         }
         else if (argv[i][0] == '-') return cli_usage_error("convert", "unknown option '%s'", argv[i]);
         else if (!in) in = argv[i];

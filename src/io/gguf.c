@@ -117,6 +117,7 @@ lmc_status lmc_ggml_type_to_dtype(uint32_t type, lmc_dtype *out) {
     case LMC_GGML_Q4_K: *out = LMC_DTYPE_Q4_K; return LMC_OK;
     case LMC_GGML_Q5_K: *out = LMC_DTYPE_Q5_K; return LMC_OK;
     case LMC_GGML_Q6_K: *out = LMC_DTYPE_Q6_K; return LMC_OK;
+    case LMC_GGML_MXFP4: *out = LMC_DTYPE_MXFP4; return LMC_OK;
     default: break;
     }
     const char *name = lmc_ggml_type_name(type);
@@ -144,6 +145,7 @@ lmc_status lmc_ggml_type_from_dtype(lmc_dtype dt, uint32_t *out) {
     case LMC_DTYPE_Q4_K: *out = LMC_GGML_Q4_K; return LMC_OK;
     case LMC_DTYPE_Q5_K: *out = LMC_GGML_Q5_K; return LMC_OK;
     case LMC_DTYPE_Q6_K: *out = LMC_GGML_Q6_K; return LMC_OK;
+    case LMC_DTYPE_MXFP4: *out = LMC_GGML_MXFP4; return LMC_OK;
     default: return lmc_fail(LMC_ERR_UNSUPPORTED, "dtype %s has no GGML type", lmc_dtype_name(dt));
     }
 }

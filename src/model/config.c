@@ -314,12 +314,32 @@ static lmc_status parse_forward_knobs(lmc_config *cfg) {
     if (!qb_obj) qb_obj = cJSON_GetObjectItemCaseSensitive(cfg->raw, "quantization_config");
     int64_t qb = 0, qg = 0;
     const char *method = NULL, *mode = NULL;
-    if (cJSON_IsObject(qb_obj) && lmc_json_get_string(qb_obj, "quant_method", &method) > 0 && method)
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: quantization method \"%s\" is not supported (lmc reads MLX "
-                        "affine checkpoints and GGUF files)", method);
-    if (cJSON_IsObject(qb_obj) && lmc_json_get_string(qb_obj, "mode", &mode) > 0 && mode && strcmp(mode, "affine") != 0)
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: MLX quantization mode \"%s\" is not supported (affine is)", mode);
-    if (cJSON_IsObject(qb_obj) && lmc_json_get_int(qb_obj, "bits", &qb) > 0) {
+    if (cJSON_IsObject(qb_obj) && lmc_json_get_string(qb_obj, "quant_method", &method) > 0 && method) {
+        /* Hugging Face MXFP4 (gpt-oss): the quantized tensors come as `_blocks` + `_scales` pairs */
+        if (strcmp(method, "mxfp4") != 0)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: quantization method \"%s\" is not supported (lmc reads "
+                            "MLX affine / mxfp4 checkpoints, Hugging Face mxfp4 and GGUF files)", method);
+        cfg->quant_hf_mxfp4 = 1;
+        qb_obj = NULL;
+    }
+    if (cJSON_IsObject(qb_obj) && lmc_json_get_string(qb_obj, "mode", &mode) > 0 && mode) {
+        if (strcmp(mode, "mxfp4") == 0) {
+            cfg->quant_mxfp4 = 1;
+        } else if (strcmp(mode, "affine") != 0) {
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: MLX quantization mode \"%s\" is not supported (affine and "
+                            "mxfp4 are)", mode);
+        }
+    }
+    if (cfg->quant_mxfp4) {
+        if (lmc_json_get_int(qb_obj, "bits", &qb) <= 0) qb = 4;
+        if (lmc_json_get_int(qb_obj, "group_size", &qg) <= 0) qg = 32;
+        if (qb != 4 || qg != 32)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: mxfp4 quantization has 4 bits in groups of 32, not %lld / "
+                            "%lld", (long long)qb, (long long)qg);
+        cfg->quant_bits = 4;
+        cfg->quant_group = 32;
+        cfg->quant = qb_obj;
+    } else if (cJSON_IsObject(qb_obj) && lmc_json_get_int(qb_obj, "bits", &qb) > 0) {
         if (lmc_json_get_int(qb_obj, "group_size", &qg) <= 0) qg = 64;
         if (qb != 2 && qb != 3 && qb != 4 && qb != 5 && qb != 6 && qb != 8)
             return lmc_fail(LMC_ERR_UNSUPPORTED, "config.json: quantization bits %lld (supported: 2, 3, 4, 5, 6, 8)", (long long)qb);

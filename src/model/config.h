@@ -86,6 +86,8 @@ typedef struct lmc_config {
     int use_qk_norm;            /* use_qk_norm (cohere); -1 when absent */
     int use_bias;               /* use_bias (starcoder2); -1 when absent */
     int quant_bits, quant_group;/* MLX "quantization" / "quantization_config" block (0 when absent) */
+    int quant_mxfp4;            /* its "mode" is "mxfp4" (E2M1 codes, E8M0 scales; per-module "mode" overrides) */
+    int quant_hf_mxfp4;         /* Hugging Face quantization_config.quant_method "mxfp4" (`_blocks`/`_scales` pairs) */
     const cJSON *quant;         /* that block (per-module overrides are its object members) */
     /* mixture of experts (model/moe.h); n_experts 0 = a dense model */
     int n_experts;              /* num_local_experts | num_experts | moe_num_experts | n_routed_experts */

@@ -62,13 +62,39 @@ static lmc_status find_mlx(lmc_model *m, audit *a, const char *name, found_t *f)
         return lmc_fail(LMC_ERR_FORMAT, "tensor %s is U32 but not a quantized weight", name);
     memcpy(base, name, len - 7);
     base[len - 7] = 0;
-    int bits = c->quant_bits, group = c->quant_group;
+    int bits = c->quant_bits, group = c->quant_group, mxfp4 = c->quant_mxfp4;
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(c->quant, base);
     if (cJSON_IsFalse(o)) return lmc_fail(LMC_ERR_FORMAT, "tensor %s is U32 but config.json leaves it unquantized", name);
     if (cJSON_IsObject(o)) {
         int64_t v;
+        const char *mode = NULL;
         if (lmc_json_get_int(o, "bits", &v) > 0) bits = (int)v;
         if (lmc_json_get_int(o, "group_size", &v) > 0) group = (int)v;
+        if (lmc_json_get_string(o, "mode", &mode) > 0 && mode) {
+            if (strcmp(mode, "mxfp4") && strcmp(mode, "affine"))
+                return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: quantization mode \"%s\" is not supported", base, mode);
+            mxfp4 = !strcmp(mode, "mxfp4");
+        }
+    }
+    if (mxfp4) { /* MXFP4_MLX: U32 codes [out, in/8] and U8 exponents [out, in/32], no biases */
+        const lmc_weight *t = f->w;
+        if (bits != 4 || group != 32)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: mxfp4 has 4 bits in groups of 32, not %d / %d", base, bits, group);
+        if (t->n_dims != 2)
+            return lmc_fail(LMC_ERR_FORMAT, "%s has a shape that does not hold 4-bit codes", name);
+        f->dtype = LMC_DTYPE_MXFP4_MLX;
+        f->in = t->shape[1] * 8;
+        f->group = 32;
+        snprintf(n, sizeof n, "%s.scales", base);
+        LMC_TRY(mark(m, a, n, &f->scales));
+        const lmc_weight *s = f->scales;
+        if (s->n_dims != 2 || s->shape[0] != t->shape[0] || s->shape[1] * 32 != f->in || s->dtype != LMC_DTYPE_U8)
+            return lmc_fail(LMC_ERR_FORMAT, "%s: %s must be U8 [%lld, %lld] (mxfp4 exponents)", base, s->name,
+                            (long long)t->shape[0], (long long)(f->in / 32));
+        snprintf(n, sizeof n, "%s.biases", base);
+        if (lmc_weights_find(m->weights, n))
+            return lmc_fail(LMC_ERR_FORMAT, "%s: mxfp4 weights have no biases, but %s is present", base, n);
+        return LMC_OK;
     }
     static const lmc_dtype by_bits[9] = {0, 0, LMC_DTYPE_MLX2, LMC_DTYPE_MLX3, LMC_DTYPE_MLX4, LMC_DTYPE_MLX5,
                                          LMC_DTYPE_MLX6, 0, LMC_DTYPE_MLX8};
@@ -144,10 +170,12 @@ static lmc_status view_rows(lmc_model *m, const found_t *f, int64_t row0, int64_
         /* the side tensors' rows follow the weight's rows */
         if (m->n_mlx_aux >= m->cap_mlx_aux) return lmc_fail(LMC_ERR_NOMEM, "too many quantized views");
         lmc_quant_mlx *q = &m->mlx_aux[m->n_mlx_aux++];
+        memset(q, 0, sizeof *q);
         q->group_size = f->group;
         const lmc_weight *side[2] = {f->scales, f->biases};
         lmc_tensor *dst[2] = {&q->scales, &q->biases};
         for (int k = 0; k < 2; k++) {
+            if (!side[k]) continue; /* mxfp4: no biases */
             int64_t per_row = f->in / f->group;
             *dst[k] = lmc_tensor_make(side[k]->dtype, per_row, n, 1, 1);
             size_t soff = (size_t)row0 * (size_t)per_row * lmc_dtype_size(side[k]->dtype);

@@ -33,7 +33,7 @@ static lmc_status copy_file(const char *from, const char *to) {
     return bad ? lmc_fail(LMC_ERR_IO, "error copying %s", from) : LMC_OK;
 }
 
-static lmc_status write_config(const char *in_dir, const char *out_dir, int bits, int group) {
+static lmc_status write_config(const char *in_dir, const char *out_dir, int bits, int group, int mxfp4) {
     char path[4200];
     cJSON *cfg;
     snprintf(path, sizeof path, "%s/config.json", in_dir);
@@ -47,7 +47,7 @@ static lmc_status write_config(const char *in_dir, const char *out_dir, int bits
         cJSON *q = cJSON_CreateObject();
         cJSON_AddNumberToObject(q, "group_size", group);
         cJSON_AddNumberToObject(q, "bits", bits);
-        cJSON_AddStringToObject(q, "mode", "affine");
+        cJSON_AddStringToObject(q, "mode", mxfp4 ? "mxfp4" : "affine");
         cJSON_AddItemToObject(cfg, k ? "quantization_config" : "quantization", q);
     }
     char *text = cJSON_Print(cfg);
@@ -60,8 +60,9 @@ static lmc_status write_config(const char *in_dir, const char *out_dir, int bits
     return bad ? lmc_fail(LMC_ERR_IO, "cannot write %s", path) : LMC_OK;
 }
 
-lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, int group, lmc_quantize_stats *stats,
-                            void (*progress)(int done, int total, void *ud), void *ud) {
+/* mxfp4: MXFP4_MLX codes (U32) and U8 exponents, no biases (bits 4, group 32); else affine. */
+static lmc_status quantize_dir(const char *in_dir, const char *out_dir, int bits, int group, int mxfp4,
+                               lmc_quantize_stats *stats, void (*progress)(int done, int total, void *ud), void *ud) {
     static const lmc_dtype by_bits[9] = {0, 0, LMC_DTYPE_MLX2, LMC_DTYPE_MLX3, LMC_DTYPE_MLX4, LMC_DTYPE_MLX5,
                                          LMC_DTYPE_MLX6, 0, LMC_DTYPE_MLX8};
     lmc_quantize_stats st0 = {0};
@@ -70,10 +71,11 @@ lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, i
     if (bits < 2 || bits > 8 || !by_bits[bits]) return lmc_fail(LMC_ERR_ARG, "--bits must be 2, 3, 4, 5, 6 or 8");
     if (group != 32 && group != 64 && group != 128) return lmc_fail(LMC_ERR_ARG, "--group-size must be 32, 64 or 128");
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) return lmc_fail(LMC_ERR_IO, "cannot create %s: %s", out_dir, strerror(errno));
-    LMC_TRY(write_config(in_dir, out_dir, bits, group));
+    LMC_TRY(write_config(in_dir, out_dir, bits, group, mxfp4));
     lmc_st_set *set;
     LMC_TRY(lmc_st_open(in_dir, &set));
-    const lmc_dtype qt = by_bits[bits];
+    const lmc_dtype qt = mxfp4 ? LMC_DTYPE_MXFP4_MLX : by_bits[bits];
+    const lmc_dtype side_t = LMC_DTYPE_U8; /* mxfp4 exponents; affine sides keep the weight's dtype */
     const int n = lmc_st_count(set);
     lmc_st_write_tensor *outs = calloc((size_t)n * 3 + 1, sizeof *outs);
     void **bufs = calloc((size_t)n * 3 + 1, sizeof *bufs);
@@ -94,7 +96,8 @@ lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, i
             continue;
         }
         const int64_t rows = t->shape[0], in = t->shape[1], per_row = in / group;
-        const size_t code_row = lmc_dtype_row_bytes(qt, in), side_row = (size_t)per_row * lmc_dtype_size(t->dtype);
+        const lmc_dtype st_t = mxfp4 ? side_t : t->dtype;
+        const size_t code_row = lmc_dtype_row_bytes(qt, in), side_row = (size_t)per_row * lmc_dtype_size(st_t);
         uint8_t *codes = malloc(code_row * (size_t)rows);
         uint8_t *scales = malloc(side_row * (size_t)rows), *biases = malloc(side_row * (size_t)rows);
         float *f = malloc((size_t)in * sizeof *f);
@@ -112,8 +115,8 @@ lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, i
             memcpy(tmp, (const uint8_t *)t->data + (size_t)r * (size_t)in * lmc_dtype_size(t->dtype),
                    (size_t)in * lmc_dtype_size(t->dtype)); /* mapping data need not be aligned */
             lmc_to_f32(t->dtype, tmp, f, (size_t)in);
-            lmc_mlx_row aux = {.group_size = group, .scale_type = t->dtype, .scales = scales + (size_t)r * side_row,
-                               .biases = biases + (size_t)r * side_row};
+            lmc_mlx_row aux = {.group_size = group, .scale_type = st_t, .scales = scales + (size_t)r * side_row,
+                               .biases = mxfp4 ? NULL : biases + (size_t)r * side_row};
             st = lmc_quantize_row(qt, f, codes + (size_t)r * code_row, &aux, in);
         }
         free(f);
@@ -123,11 +126,12 @@ lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, i
         snprintf(bname, blen + 8, "%.*s.biases", (int)blen, t->name);
         outs[n_out++] = (lmc_st_write_tensor){.name = t->name, .dtype = LMC_DTYPE_U32, .n_dims = 2,
                                               .shape = {rows, (int64_t)(code_row / 4)}, .data = codes};
-        outs[n_out++] = (lmc_st_write_tensor){.name = sname, .dtype = t->dtype, .n_dims = 2, .shape = {rows, per_row},
+        outs[n_out++] = (lmc_st_write_tensor){.name = sname, .dtype = st_t, .n_dims = 2, .shape = {rows, per_row},
                                               .data = scales};
-        outs[n_out++] = (lmc_st_write_tensor){.name = bname, .dtype = t->dtype, .n_dims = 2, .shape = {rows, per_row},
-                                              .data = biases};
-        stats->bytes_out += code_row * (size_t)rows + 2 * side_row * (size_t)rows;
+        if (!mxfp4)
+            outs[n_out++] = (lmc_st_write_tensor){.name = bname, .dtype = t->dtype, .n_dims = 2, .shape = {rows, per_row},
+                                                  .data = biases};
+        stats->bytes_out += code_row * (size_t)rows + (mxfp4 ? 1 : 2) * side_row * (size_t)rows;
         stats->n_quantized++;
     }
     if (st >= 0) {
@@ -160,4 +164,14 @@ lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, i
     }
     if (d) closedir(d);
     return st;
+}
+
+lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, int group, lmc_quantize_stats *stats,
+                            void (*progress)(int done, int total, void *ud), void *ud) {
+    return quantize_dir(in_dir, out_dir, bits, group, 0, stats, progress, ud);
+}
+
+lmc_status lmc_quantize_mlx_mxfp4(const char *in_dir, const char *out_dir, lmc_quantize_stats *stats,
+                                  void (*progress)(int done, int total, void *ud), void *ud) {
+    return quantize_dir(in_dir, out_dir, 4, 32, 1, stats, progress, ud);
 }

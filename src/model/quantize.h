@@ -21,4 +21,9 @@ typedef struct lmc_quantize_stats {
 lmc_status lmc_quantize_mlx(const char *in_dir, const char *out_dir, int bits, int group_size, lmc_quantize_stats *stats,
                             void (*progress)(int done, int total, void *ud), void *ud);
 
+/* The same in mlx's "mxfp4" mode: `<name>` U32 E2M1 codes and `<base>.scales` U8 E8M0 exponents
+ * per 32 elements (no biases), rounded as mlx's mxfp4 quantize does; config "mode": "mxfp4". */
+lmc_status lmc_quantize_mlx_mxfp4(const char *in_dir, const char *out_dir, lmc_quantize_stats *stats,
+                                  void (*progress)(int done, int total, void *ud), void *ud);
+
 #endif
