@@ -437,6 +437,39 @@ static lmc_status bind_f32(lmc_model *m, audit *a, const char *name, int64_t ne0
     return view_rows(m, &f, 0, ne1 ? ne1 : ne0, out);
 }
 
+/* MXFP4 experts of Hugging Face's layout (quantization_config.quant_method "mxfp4"): `<name>_blocks`
+ * U8 [E, out, in/32, 16] and `<name>_scales` U8 [E, out, in/32], rows = outputs (no transpose),
+ * bound per expert in place (weights.h lmc_weight_bind_mxfp4) with the exponents in mlx_aux. */
+static lmc_status bind_experts_mxfp4(lmc_model *m, audit *a, const char *name, int64_t E, int64_t in, int64_t out,
+                                     lmc_tensor *views) {
+    char nb[320], ns[320];
+    snprintf(nb, sizeof nb, "%s_blocks", name);
+    snprintf(ns, sizeof ns, "%s_scales", name);
+    const lmc_weight *b = lmc_weights_find(m->weights, nb), *sc = lmc_weights_find(m->weights, ns);
+    if (!sc) {
+        note_missing(a, ns);
+        return LMC_OK;
+    }
+    if (!m->cfg.quant_hf_mxfp4)
+        return lmc_fail(LMC_ERR_FORMAT, "%s: MXFP4 blocks, but config.json has no quantization_config with quant_method "
+                        "\"mxfp4\"", nb);
+    a->used[lmc_weights_index_of(m->weights, b)] = 1;
+    a->used[lmc_weights_index_of(m->weights, sc)] = 1;
+    if (b->n_dims != 4 || b->shape[0] != E || b->shape[1] != out || b->shape[2] * 32 != in) {
+        char got[128];
+        shape_str(b, got, sizeof got);
+        return lmc_fail(LMC_ERR_FORMAT, "tensor %s has shape [%s], expected [%lld, %lld, %lld, 16] from config.json", nb,
+                        got, (long long)E, (long long)out, (long long)(in / 32));
+    }
+    m->weight_bytes += b->nbytes + sc->nbytes;
+    m->n_params += E * in * out;
+    for (int64_t e = 0; e < E; e++) {
+        if (m->n_mlx_aux >= m->cap_mlx_aux) return lmc_fail(LMC_ERR_NOMEM, "too many quantized views");
+        LMC_TRY(lmc_weight_bind_mxfp4(m->be, b, sc, e, 0, out, &views[e], &m->mlx_aux[m->n_mlx_aux++]));
+    }
+    return LMC_OK;
+}
+
 /* Input-major fused experts [E, in, out] (gpt-oss gate_up_proj / down_proj, float dtypes) transposed
  * once into [E, out, in] the model owns (a second copy of these tensors in host memory), bound as
  * per-expert [in, out] weights; and their per-expert bias "<name>_bias" [E, out] as an f32 copy. */
@@ -448,9 +481,7 @@ static lmc_status bind_experts_in_major(lmc_model *m, audit *a, const char *name
     const lmc_weight *t = lmc_weights_find(m->weights, name);
     if (!t) {
         snprintf(n, sizeof n, "%s_blocks", name);
-        if (lmc_weights_find(m->weights, n))
-            return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: MXFP4 experts (%s + _scales) are not supported yet; a checkpoint "
-                            "with BF16 experts (dequantized) loads", name, n);
+        if (lmc_weights_find(m->weights, n)) return bind_experts_mxfp4(m, a, name, E, in, out, views);
         note_missing(a, name);
         return LMC_OK;
     }
@@ -821,6 +852,7 @@ static lmc_status load_weights(lmc_model *m, const char *dir) {
     const char *pre = m->prefix;
     audit a = {.w = m->weights};
     m->cap_mlx_aux = 3 * lmc_weights_count(m->weights) + 3; /* a fused weight gives up to 3 views */
+    if (c->quant_hf_mxfp4 && ar->moe) m->cap_mlx_aux += 2 * c->n_experts * c->n_layers; /* an aux per expert matrix */
     m->mlx_aux = calloc((size_t)m->cap_mlx_aux, sizeof *m->mlx_aux);
     if (!m->mlx_aux) return lmc_fail(LMC_ERR_NOMEM, "quantized weight table");
     a.used = calloc((size_t)lmc_weights_count(m->weights) + 1, 1);

@@ -604,9 +604,10 @@ static void test_config_rules(void) {
 /* ---------------------------------------------------------------- loader */
 
 /* Logits of every prompt position through lmc_context. */
-static float *prompt_logits(const char *dir, const int32_t *ids, int n, int *vocab, int64_t *params, int64_t *active) {
+static float *prompt_logits_on(lmc_backend *be, const char *dir, const int32_t *ids, int n, int *vocab,
+                               int64_t *params, int64_t *active) {
     lmc_model *m = NULL;
-    if (lmc_model_load(dir, fast_be, &m) != LMC_OK) {
+    if (lmc_model_load(dir, be, &m) != LMC_OK) {
         fprintf(stderr, "  load %s: %s\n", dir, lmc_last_error());
         return NULL;
     }
@@ -630,6 +631,10 @@ static float *prompt_logits(const char *dir, const int32_t *ids, int n, int *voc
     }
     lmc_model_free(m);
     return out;
+}
+
+static float *prompt_logits(const char *dir, const int32_t *ids, int n, int *vocab, int64_t *params, int64_t *active) {
+    return prompt_logits_on(fast_be, dir, ids, n, vocab, params, active);
 }
 
 /* The mixtral fixture rewritten in transformers 5's module tree (mlp.gate, fused
@@ -863,6 +868,112 @@ static void test_gpt_oss_layout(void) {
     lmc_model_free(m);
 }
 
+/* gpt-oss MXFP4 experts (quantization_config quant_method "mxfp4": `<name>_blocks` U8 [E, out, in/32, 16]
+ * + `<name>_scales` U8 [E, out, in/32]) against the same weights dequantized: the fixture's experts
+ * quantized here (MXFP4_MLX rows = outputs), one checkpoint with the pairs, one with F32 input-major
+ * experts holding the dequantized values; their logits agree (reference backend: to rounding; fast
+ * backend: within its kernels' activation rounding), and the quantization did change the weights. */
+static void test_gpt_oss_mxfp4(void) {
+    const char *src = "tests/fixtures/gpt_oss";
+    lmc_weights *w;
+    if (lmc_weights_open(src, &w) != LMC_OK) { CHECK_MSG(0, "%s: %s", src, lmc_last_error()); return; }
+    char dq[] = "/tmp/lmc-gptoss-dq-XXXXXX", mx[] = "/tmp/lmc-gptoss-mx-XXXXXX";
+    CHECK(mkdtemp(dq) != NULL && mkdtemp(mx) != NULL);
+    const int n = lmc_weights_count(w);
+    lmc_st_write_tensor *td = calloc((size_t)n + 8, sizeof *td), *tm = calloc((size_t)2 * n + 8, sizeof *tm);
+    void *bufs[32];
+    char names[24][128];
+    int nd = 0, nm = 0, nb = 0, nn = 0, changed = 0;
+    for (int i = 0; i < n; i++) {
+        const lmc_weight *x = lmc_weights_at(w, i);
+        const size_t len = strlen(x->name);
+        const int gu = len > 12 && !strcmp(x->name + len - 12, "gate_up_proj"), dn = len > 9 && !strcmp(x->name + len - 9, "down_proj");
+        if (!gu && !dn) {
+            td[nd] = (lmc_st_write_tensor){.name = x->name, .dtype = x->dtype, .n_dims = x->n_dims, .data = x->data};
+            for (int d = 0; d < x->n_dims; d++) td[nd].shape[d] = x->shape[d];
+            tm[nm++] = td[nd++];
+            continue;
+        }
+        CHECK(x->n_dims == 3 && x->dtype == LMC_DTYPE_BF16 && nb + 3 <= 32 && nn + 2 <= 24);
+        if (x->n_dims != 3 || nb + 3 > 32 || nn + 2 > 24) continue;
+        const int64_t E = x->shape[0], in = x->shape[1], out = x->shape[2];
+        uint8_t *blk = malloc((size_t)(E * out * in / 2)), *sc = malloc((size_t)(E * out * in / 32));
+        float *deq = malloc(sizeof(float) * (size_t)(E * in * out)), *row = malloc(sizeof(float) * (size_t)in),
+              *back = malloc(sizeof(float) * (size_t)in);
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t o = 0; o < out; o++) {
+                for (int64_t k = 0; k < in; k++)
+                    lmc_to_f32(LMC_DTYPE_BF16, (const uint16_t *)x->data + (e * in + k) * out + o, &row[k], 1);
+                const size_t r = (size_t)(e * out + o);
+                lmc_mlx_row aux = {.group_size = 32, .scale_type = LMC_DTYPE_U8, .scales = sc + r * (size_t)(in / 32)};
+                CHECK(lmc_quantize_row(LMC_DTYPE_MXFP4_MLX, row, blk + r * (size_t)(in / 2), &aux, in) == LMC_OK);
+                CHECK(lmc_dequantize_row(LMC_DTYPE_MXFP4_MLX, blk + r * (size_t)(in / 2), &aux, back, in) == LMC_OK);
+                for (int64_t k = 0; k < in; k++) {
+                    deq[(e * in + k) * out + o] = back[k];
+                    changed += back[k] != row[k];
+                }
+            }
+        free(row);
+        free(back);
+        td[nd++] = (lmc_st_write_tensor){.name = x->name, .dtype = LMC_DTYPE_F32, .n_dims = 3, .shape = {E, in, out},
+                                         .data = deq};
+        snprintf(names[nn], sizeof names[0], "%s_blocks", x->name);
+        tm[nm++] = (lmc_st_write_tensor){.name = names[nn++], .dtype = LMC_DTYPE_U8, .n_dims = 4,
+                                         .shape = {E, out, in / 32, 16}, .data = blk};
+        snprintf(names[nn], sizeof names[0], "%s_scales", x->name);
+        tm[nm++] = (lmc_st_write_tensor){.name = names[nn++], .dtype = LMC_DTYPE_U8, .n_dims = 3,
+                                         .shape = {E, out, in / 32}, .data = sc};
+        bufs[nb++] = blk;
+        bufs[nb++] = sc;
+        bufs[nb++] = deq;
+    }
+    CHECK_EQ_INT(nn, 8); /* gate_up and down of 2 layers: blocks + scales */
+    CHECK(changed > 1000);
+    char path[256], cmd[700];
+    snprintf(path, sizeof path, "%s/model.safetensors", dq);
+    CHECK(lmc_st_write(path, td, nd, NULL, 0) == LMC_OK);
+    snprintf(path, sizeof path, "%s/model.safetensors", mx);
+    lmc_st_sort_for_alignment(tm, nm);
+    CHECK(lmc_st_write(path, tm, nm, NULL, 0) == LMC_OK);
+    snprintf(cmd, sizeof cmd, "cp %s/config.json %s/ && sed 's/^{/{\"quantization_config\": {\"quant_method\": \"mxfp4\"},/' "
+             "%s/config.json > %s/config.json", src, dq, src, mx);
+    CHECK(system(cmd) == 0);
+    const int32_t ids[10] = {5, 17, 99, 3, 250, 42, 42, 7, 128, 64};
+    for (int b = 0; b < 2; b++) {
+        int V1 = 0, V2 = 0;
+        int64_t p1, a1, p2, a2;
+        lmc_backend *be = b ? fast_be : ref_be;
+        float *l1 = prompt_logits_on(be, dq, ids, 10, &V1, &p1, &a1), *l2 = prompt_logits_on(be, mx, ids, 10, &V2, &p2, &a2);
+        CHECK(l1 && l2 && V1 == V2);
+        if (l1 && l2 && V1 == V2) {
+            double e = 0, scale = 0;
+            for (int i = 0; i < 10 * V1; i++) {
+                e = fmax(e, fabs(l1[i] - l2[i]));
+                scale = fmax(scale, fabs(l1[i]));
+            }
+            fprintf(stderr, "  gpt_oss mxfp4 vs dequantized (%s): max|d| %.3g of max %.3g\n", b ? "fast" : "reference", e,
+                    scale);
+            CHECK_MSG(e <= (b ? 2e-2 : 1e-5) * scale, "mxfp4 experts differ from their dequantized values by %.3g", e);
+            CHECK_EQ_INT(p1, p2);
+            CHECK_EQ_INT(a1, a2);
+        }
+        free(l1);
+        free(l2);
+    }
+    /* without the quantization_config the pairs are refused by name */
+    snprintf(cmd, sizeof cmd, "cp %s/config.json %s/config.json", src, mx);
+    CHECK(system(cmd) == 0);
+    lmc_model *m = NULL;
+    CHECK(lmc_model_load(mx, fast_be, &m) != LMC_OK && strstr(lmc_last_error(), "_blocks"));
+    lmc_model_free(m);
+    for (int i = 0; i < nb; i++) free(bufs[i]);
+    free(td);
+    free(tm);
+    lmc_weights_close(w);
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", dq, mx);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     if (access("tests/fixtures", F_OK) != 0 && chdir("../..") != 0) return 1; /* run from the repo root */
     LMC_ASSERT(lmc_backend_cpu_init(&fast_be, 2, 0) == LMC_OK);
@@ -876,6 +987,7 @@ int main(void) {
     RUN(test_add_bias_id);
     RUN(test_glu_clamp);
     RUN(test_gpt_oss_layout);
+    RUN(test_gpt_oss_mxfp4);
     RUN(test_block);
     RUN(test_config_rules);
     RUN(test_fused_layout);
