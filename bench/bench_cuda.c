@@ -24,7 +24,7 @@
  * products of the 8B shape's matrices per type (GB/s) and decode attention over caches of
  * 64 / 1024 / 8192 positions. Prints markdown tables. A benchmark, not a test.
  * Types: bf16 f16 q8_0 q4_0 q4_k q6_k (GGUF blocks, every matrix one type; the types lmc can
- * quantize to) and mlx4 mlx8
+ * quantize to), mxfp4 (ggml's MXFP4 block) and mlx4 mlx8
  * (MLX affine, groups of 64, bf16 scales/biases; their bytes count in the roofline; --kernels
  * skips MLX).
  */
@@ -113,7 +113,7 @@ static lmc_dtype type_of(const char *t) {
     static const struct { const char *name; lmc_dtype t; } tab[] = {
         {"bf16", LMC_DTYPE_BF16}, {"f16", LMC_DTYPE_F16}, {"q8_0", LMC_DTYPE_Q8_0}, {"q4_0", LMC_DTYPE_Q4_0},
         {"q4_k", LMC_DTYPE_Q4_K}, {"q6_k", LMC_DTYPE_Q6_K}, {"mlx4", LMC_DTYPE_MLX4},
-        {"mlx8", LMC_DTYPE_MLX8}};
+        {"mlx8", LMC_DTYPE_MLX8}, {"mxfp4", LMC_DTYPE_MXFP4}};
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(t, tab[i].name)) return tab[i].t;
     return LMC_DTYPE_END;

@@ -56,6 +56,13 @@ static size_t convert_weight(lmc_tensor *t, lmc_dtype to, size_t *new_bytes) {
         aux->biases.data = malloc(lmc_tensor_nbytes(&aux->biases));
         q.aux = aux;
         *new_bytes += 2 * lmc_tensor_nbytes(&aux->scales);
+    } else if (to == LMC_DTYPE_MXFP4_MLX) { /* U8 exponents per 32, no biases */
+        aux = calloc(1, sizeof *aux);
+        aux->group_size = 32;
+        aux->scales = lmc_tensor_make(LMC_DTYPE_U8, in / 32, out, 1, 1);
+        aux->scales.data = malloc(lmc_tensor_nbytes(&aux->scales));
+        q.aux = aux;
+        *new_bytes += lmc_tensor_nbytes(&aux->scales);
     }
     float *row = malloc((size_t)in * sizeof *row);
     for (int64_t o = 0; o < out; o++) {
@@ -111,7 +118,9 @@ static int run_one(const char *dir, const char *type, int n_threads, int n_promp
     if (strcmp(type, "bf16") != 0) {
         lmc_dtype to = !strcmp(type, "q8_0") ? LMC_DTYPE_Q8_0 : !strcmp(type, "q4_0") ? LMC_DTYPE_Q4_0
                      : !strcmp(type, "q4_k") ? LMC_DTYPE_Q4_K : !strcmp(type, "q6_k") ? LMC_DTYPE_Q6_K
-                     : !strcmp(type, "mlx4") ? LMC_DTYPE_MLX4 : !strcmp(type, "mlx8") ? LMC_DTYPE_MLX8 : LMC_DTYPE_END;
+                     : !strcmp(type, "mlx4") ? LMC_DTYPE_MLX4 : !strcmp(type, "mlx8") ? LMC_DTYPE_MLX8
+                     : !strcmp(type, "mxfp4") ? LMC_DTYPE_MXFP4 : !strcmp(type, "mxfp4_mlx") ? LMC_DTYPE_MXFP4_MLX
+                     : LMC_DTYPE_END;
         if (to == LMC_DTYPE_END) { fprintf(stderr, "bench: unknown type %s\n", type); return 1; }
         bytes_tok = convert_model(m, to);
     }
@@ -171,7 +180,7 @@ int main(int argc, char **argv) {
             for (char *t = strtok(argv[++i], ","); t && n_types < 8; t = strtok(NULL, ",")) types[n_types++] = t;
         } else {
             fprintf(stderr, "usage: bench_dense [--model DIR | --shape qwen05|llama1b] [--prompt N] [--gen N] [--reps N] "
-                            "[--threads 1,2] [--types bf16,q8_0,q4_0,mlx4,q4_k,q6_k,mlx8]\n");
+                            "[--threads 1,2] [--types bf16,q8_0,q4_0,mlx4,q4_k,q6_k,mlx8,mxfp4,mxfp4_mlx]\n");
             return 2;
         }
     }

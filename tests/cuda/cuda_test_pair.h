@@ -110,6 +110,18 @@ static inline void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 static inline void weight_bind(weight *w, lmc_dtype t, int64_t in, int64_t out, int group, lmc_dtype sdt) {
     w->c = lmc_tensor_make(t, in, out, 1, 1);
     w->g = w->c;
+    if (t == LMC_DTYPE_MXFP4_MLX) { /* U8 exponents per 32, no biases */
+        lmc_quant_mlx *q[2] = {&w->qc, &w->qg};
+        lmc_backend *b[2] = {ref, gpu};
+        for (int k = 0; k < 2; k++) {
+            memset(q[k], 0, sizeof *q[k]);
+            q[k]->group_size = 32;
+            q[k]->scales = lmc_tensor_make(LMC_DTYPE_U8, in / 32, out, 1, 1);
+            LMC_ASSERT(b[k]->i->bind_weight(b[k], &q[k]->scales, w->sc) == 0);
+        }
+        w->c.aux = &w->qc;
+        w->g.aux = &w->qg;
+    }
     if (lmc_dtype_is_mlx(t)) {
         lmc_quant_mlx *q[2] = {&w->qc, &w->qg};
         lmc_backend *b[2] = {ref, gpu};
@@ -139,6 +151,7 @@ static inline void weight_make(weight *w, lmc_dtype t, int64_t in, int64_t out) 
         w->sc = malloc((size_t)out * (size_t)(in / group) * 2);
         w->bi = malloc((size_t)out * (size_t)(in / group) * 2);
     }
+    if (t == LMC_DTYPE_MXFP4_MLX) w->sc = malloc((size_t)out * (size_t)(in / 32));
     for (int64_t o = 0; o < out; o++) {
         for (int64_t i = 0; i < in; i++) f[i] = frand();
         uint8_t *dst = (uint8_t *)w->bytes + (size_t)o * row;
@@ -150,9 +163,13 @@ static inline void weight_make(weight *w, lmc_dtype t, int64_t in, int64_t out) 
         case LMC_DTYPE_BF16:
             for (int64_t i = 0; i < in; i++) put16(dst + 2 * i, lmc_f32_to_bf16(f[i]));
             break;
-        case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q6_K:
+        case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q6_K: case LMC_DTYPE_MXFP4:
             LMC_ASSERT(lmc_quantize_row(t, f, dst, NULL, in) == 0);
             break;
+        case LMC_DTYPE_MXFP4_MLX: {
+            lmc_mlx_row a = {32, LMC_DTYPE_U8, (uint8_t *)w->sc + (size_t)o * (size_t)(in / 32), NULL};
+            LMC_ASSERT(lmc_quantize_row(t, f, dst, &a, in) == 0);
+        } break;
         default:
             if (lmc_dtype_is_mlx(t)) {
                 lmc_mlx_row a = {group, LMC_DTYPE_BF16, (uint16_t *)w->sc + (size_t)o * (in / group),
@@ -186,8 +203,10 @@ static inline void weight_free(weight *w) {
     gpu->i->unbind_weight(gpu, &w->g);
     if (w->sc) {
         ref->i->unbind_weight(ref, &w->qc.scales);
-        ref->i->unbind_weight(ref, &w->qc.biases);
         gpu->i->unbind_weight(gpu, &w->qg.scales);
+    }
+    if (w->bi) {
+        ref->i->unbind_weight(ref, &w->qc.biases);
         gpu->i->unbind_weight(gpu, &w->qg.biases);
     }
     free(w->bytes);

@@ -200,13 +200,13 @@ static void test_moe_device(void) {
     /* grouped products */
     enum { E = 128, IN = 256, OUT = 72 };
     const lmc_dtype types[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0,
-                               LMC_DTYPE_Q4_K, LMC_DTYPE_Q6_K};
+                               LMC_DTYPE_Q4_K, LMC_DTYPE_Q6_K, LMC_DTYPE_MXFP4, LMC_DTYPE_MXFP4_MLX};
     const int ks[] = {1, 2, 4, 8}, ns[] = {1, 3, 8, 20, 64};
     static weight ex[E];
     static lmc_tensor ec[E], eg[E];
     int32_t *idv = malloc(sizeof(int32_t) * 8 * 300);
     int n_mm = 0;
-    for (int ti = 0; ti < 7; ti++) {
+    for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
         for (int e = 0; e < E; e++) {
             weight_make(&ex[e], types[ti], IN, OUT);
             ec[e] = ex[e].c;

@@ -4,8 +4,9 @@
  * Bound (F2, DESIGN.md): max|Δ| ≤ tol · max|ref| per output, with tol 1e-2
  * where the CUDA path computes in bf16 (prefill-sized matmuls of non-f32
  * weights) and 1e-4 (1e-5 for exact element-wise ops) where it computes in
- * f32. Weight dtypes: f32, f16, bf16, every GGUF block type and MLX affine
- * (2..8 bits). The MoE ops are in test_cuda_moe.c, the shared pair/weight helpers in
+ * f32. Weight dtypes: f32, f16, bf16, every GGUF block type, MLX affine
+ * (2..8 bits), MXFP4 in both layouts (test_matmul_mxfp4, run last so that the other tests
+ * draw the same random weights as before it). The MoE ops are in test_cuda_moe.c, the shared pair/weight helpers in
  * cuda_test_pair.h. Without a usable GPU it prints a SKIP line and RESULT 0 0.
  */
 #include "cuda_test_pair.h"
@@ -1230,6 +1231,100 @@ static void test_pdl_chain(void) {
     }
 }
 
+/* MXFP4 (ggml's block and mlx's layout with U8 exponents): decode products through k_gemv_kq (taken
+ * by the decode kernels, f32 activations: 1e-4), the y += w·x epilogue, prefill through the
+ * dequantized bf16 GEMM (1e-2), matmul_n, and get_rows of an MXFP4 table. */
+static void test_matmul_mxfp4(void) {
+    static const lmc_dtype types[] = {LMC_DTYPE_MXFP4, LMC_DTYPE_MXFP4_MLX};
+    static const int64_t shapes[][3] = {/* in, out, n_tokens */
+                                        {256, 96, 1}, {512, 130, 3}, {256, 64, 8}, {1024, 72, 9}, {256, 200, 64},
+                                        {768, 33, 2}, {1280, 131, 1}, {4352, 9, 5}, {96, 37, 1}};
+    int n_dec = 0;
+    for (int ti = 0; ti < 2; ti++) {
+        const lmc_dtype t = types[ti];
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t in = shapes[si][0], out = shapes[si][1], n = shapes[si][2];
+            weight w;
+            weight_make(&w, t, in, out);
+            pair x, y;
+            pair_f32(&x, in, n, 1, 1.0f);
+            pair_alloc(&y, LMC_DTYPE_F32, out, n, 1);
+            char what[96];
+            snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld", lmc_dtype_name(t), (long long)in,
+                     (long long)out, (long long)n);
+            lmc_cuda_w wd = {.type = t, .data = w.g.data, .nb1 = w.g.nb[1], .ne0 = in, .ne1 = out};
+            if (t == LMC_DTYPE_MXFP4_MLX) {
+                wd.mlx_scales = w.qg.scales.data;
+                wd.mlx_stype = w.qg.scales.type;
+                wd.mlx_snb1 = w.qg.scales.nb[1];
+                wd.group = 32;
+            }
+            const int dec = n <= LMC_CUDA_GEMV_MAX_TOKENS;
+            if (dec) CHECK_MSG(lmc_cuda_gemv_ok(&wd, x.g.data, n) == 1, "%s: not taken by the decode kernels", what);
+            n_dec += dec;
+            ref->i->matmul(ref, &y.c, &w.c, &x.c);
+            gpu->i->matmul(gpu, &y.g, &w.g, &x.g);
+            compare(&y, dec ? 1e-4 : 1e-2, what);
+            if (dec) { /* y += w·x (matmul_fused in x, out acc) */
+                pair y2;
+                pair_alloc(&y2, LMC_DTYPE_F32, out, n, 1);
+                ref->i->matmul(ref, &y2.c, &w.c, &x.c);
+                ref->i->add(ref, &y2.c, &y2.c, &y.c);
+                gpu->i->matmul(gpu, &y2.g, &w.g, &x.g); /* y2 = w·x on the GPU, then += w·x fused */
+                lmc_tensor *yg = &y2.g;
+                const lmc_tensor *wg = &w.g;
+                lmc_fuse_op op = {.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_ACC};
+                if (gpu->i->matmul_fused && gpu->i->matmul_fused(gpu, 1, &yg, &wg, &x.g, &op)) {
+                    snprintf(what, sizeof what, "matmul acc %s in %lld n %lld", lmc_dtype_name(t), (long long)in, (long long)n);
+                    compare(&y2, 1e-4, what);
+                }
+                pair_free(&y2);
+            }
+            pair_free(&x);
+            pair_free(&y);
+            weight_free(&w);
+        }
+        /* matmul_n: separate products of MXFP4 matrices (the backend does not fuse them) */
+        weight wn[2];
+        pair yn[2], xn;
+        pair_f32(&xn, 512, 3, 1, 1.0f);
+        lmc_tensor *yg[2];
+        const lmc_tensor *wg[2];
+        for (int i = 0; i < 2; i++) {
+            weight_make(&wn[i], t, 512, i ? 33 : 130);
+            pair_alloc(&yn[i], LMC_DTYPE_F32, i ? 33 : 130, 3, 1);
+            ref->i->matmul(ref, &yn[i].c, &wn[i].c, &xn.c);
+            yg[i] = &yn[i].g;
+            wg[i] = &wn[i].g;
+        }
+        gpu->i->matmul_n(gpu, 2, yg, wg, &xn.g);
+        for (int i = 0; i < 2; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "matmul_n %d/2 %s", i, lmc_dtype_name(t));
+            compare(&yn[i], 1e-4, what);
+            pair_free(&yn[i]);
+            weight_free(&wn[i]);
+        }
+        pair_free(&xn);
+        /* get_rows of an MXFP4 table (embeddings) */
+        weight w;
+        weight_make(&w, t, 512, 50);
+        int32_t ids[7] = {0, 49, 3, 3, 17, 25, 8};
+        pair id, y;
+        pair_i32(&id, ids, 7);
+        pair_alloc(&y, LMC_DTYPE_F32, 512, 7, 1);
+        ref->i->get_rows(ref, &y.c, &w.c, &id.c, 1.5f);
+        gpu->i->get_rows(gpu, &y.g, &w.g, &id.g, 1.5f);
+        char what[64];
+        snprintf(what, sizeof what, "get_rows %s", lmc_dtype_name(t));
+        compare(&y, 1e-6, what);
+        pair_free(&id);
+        pair_free(&y);
+        weight_free(&w);
+    }
+    printf("matmul_mxfp4: %d decode products\n", n_dec);
+}
+
 int main(void) {
     if (lmc_backend_cuda_init(&gpu, 0) < 0) {
         printf("SKIP test_cuda_ops: %s\n", lmc_last_error());
@@ -1253,6 +1348,7 @@ int main(void) {
     RUN(test_matmul_kq_int8);
     RUN(test_matmul_mmq_pipe);
     RUN(test_pdl_chain);
+    RUN(test_matmul_mxfp4);
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

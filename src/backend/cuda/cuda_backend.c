@@ -87,7 +87,7 @@ lmc_cuda_w lmc_cuda_wdesc(const lmc_tensor *t) {
         w.repacked = 1;
         lmc_cuda_repacked_bytes(t->type, w.ne0, w.ne1, &w.scale_off);
     }
-    if (lmc_dtype_is_mlx(t->type)) {
+    if (lmc_dtype_has_aux(t->type)) { /* MLX affine; MXFP4_MLX: U8 exponents, no biases */
         const lmc_quant_mlx *q = t->aux;
         LMC_ASSERT(q != NULL);
         w.mlx_scales = q->scales.data;
@@ -164,9 +164,6 @@ static lmc_status cuda_bind_weight(lmc_backend *be, lmc_tensor *t, const void *h
         return lmc_fail(LMC_ERR_UNSUPPORTED, "cuda: strided weight views are not supported");
     if (!lmc_dtype_is_float(t->type) && !lmc_dtype_is_quant(t->type) && t->type != LMC_DTYPE_U8) /* U8: MXFP4 exponents */
         return lmc_fail(LMC_ERR_UNSUPPORTED, "cuda: weights of dtype %s", lmc_dtype_name(t->type));
-    if (t->type == LMC_DTYPE_MXFP4 || t->type == LMC_DTYPE_MXFP4_MLX)
-        return lmc_fail(LMC_ERR_UNSUPPORTED, "cuda: %s weights have no kernels on this backend yet; use --backend cpu",
-                        lmc_dtype_name(t->type));
     for (int i = 0; i < c->n_binds; i++) {
         cuda_bind *b = &c->binds[i];
         if (b->host == host && b->nbytes == nbytes && b->type == (int)t->type && b->ne0 == t->ne[0]) {
@@ -379,7 +376,7 @@ static void matmul_check(const lmc_tensor *y, const lmc_tensor *w, const lmc_ten
     LMC_ASSERT(w->ne[0] == x->ne[0] && w->ne[1] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
     LMC_ASSERT(is_contig(x) && is_contig(y) && w->ne[2] == 1 && w->ne[3] == 1);
     LMC_ASSERT(w->nb[1] >= lmc_dtype_row_bytes(w->type, w->ne[0]) && lmc_dtype_row_bytes(w->type, w->ne[0]) > 0);
-    LMC_ASSERT(!lmc_dtype_is_mlx(w->type) || lmc_quant_mlx_check(w->type, w->ne[0], w->ne[1], w->aux) == LMC_OK);
+    LMC_ASSERT(!lmc_dtype_has_aux(w->type) || lmc_quant_mlx_check(w->type, w->ne[0], w->ne[1], w->aux) == LMC_OK);
 }
 
 /* Q8_0/Q4_0 products of 9..64 tokens (batched decode, verification, short prompts) on the int8

@@ -156,6 +156,17 @@ static __device__ float kquant_elem(int type, const uint8_t *b, int e) {
     return 0.0f;
 }
 
+/* MXFP4: E2M1 code c as ggml's kvalue (twice the value: 0, ±1, ±2, ±3, ±4, ±6, ±8, ±12) */
+static __device__ __forceinline__ int mx_kvalue(unsigned c) {
+    const int m = (int)(c & 7u), k = m < 2 ? m : (2 + (m & 1)) << ((m >> 1) - 1);
+    return (c & 8u) ? -k : k;
+}
+/* the half scale 2^(e-128) of an E8M0 exponent (core/quant.h): ggml's (e = 255: 2^127) or mlx's (inf) */
+static __device__ __forceinline__ float mx_half(unsigned e, int mlx) {
+    if (mlx && e == 255u) return __uint_as_float(0x7f800000u);
+    return __uint_as_float(e < 2u ? 0x00200000u << e : (e - 1u) << 23);
+}
+
 /* Element i of row r of weight w (any accepted dtype). */
 static __device__ float w_elem(const lmc_cuda_w &w, int64_t r, int64_t i) {
     const int t = w.type;
@@ -190,6 +201,17 @@ static __device__ float w_elem(const lmc_cuda_w &w, int64_t r, int64_t i) {
     }
     /* 32-element GGUF blocks in checkpoint layout */
     const int j = (int)(i & 31);
+    if (t == LMC_DTYPE_MXFP4) { /* {e, qs[16]}: element j low nibble of qs[j], 16 + j high */
+        const uint8_t *b = row + (size_t)(i / 32) * 17;
+        const unsigned c = j < 16 ? b[1 + j] & 15u : b[1 + j - 16] >> 4;
+        return (float)mx_kvalue(c) * mx_half(b[0], 0);
+    }
+    if (t == LMC_DTYPE_MXFP4_MLX) { /* 16 code bytes (element 2k low nibble of byte k), exponents in the aux */
+        const unsigned c = (row[i / 2] >> (4 * (i & 1))) & 15u;
+        const unsigned e = ((const uint8_t *)w.mlx_scales)[(size_t)r * w.mlx_snb1 + (size_t)(i / 32)];
+        const int k = mx_kvalue(c & 7u);
+        return ((c & 8u) ? -(float)k : (float)k) * mx_half(e, 1); /* code 8 is -0, as mlx's table */
+    }
     switch (t) {
     case LMC_DTYPE_Q8_0: {
         const uint8_t *b = row + (size_t)(i / 32) * 34;

@@ -1,7 +1,7 @@
 /* cuda_gemv_q.cu — decode matrix-vector products (1..LMC_CUDA_GEMV_MAX_TOKENS tokens) of the
  * weight formats kept in their checkpoint layout on the device: GGUF Q2_K Q3_K Q4_K Q5_K Q6_K
  * (256-element super-blocks), Q4_1 Q5_0 Q5_1 (32-element blocks) and MLX affine 2..8 bits
- * (groups of 32/64/128). Owned here: the kernel k_gemv_kq and its launcher; routed from
+ * (groups of 32/64/128), MXFP4 in both layouts (ggml's block, mlx's codes + exponents). Owned here: the kernel k_gemv_kq and its launcher; routed from
  * lmc_cuda_gemv_ok / lmc_cuda_gemv (cuda_matmul.cu).
  *
  * Every row is cut into pieces of 32 elements; a block of KQ_THREADS threads computes R rows,
@@ -361,6 +361,69 @@ template <> struct kq<LMC_DTYPE_MLX5> : kqm<LMC_DTYPE_MLX5> {};
 template <> struct kq<LMC_DTYPE_MLX6> : kqm<LMC_DTYPE_MLX6> {};
 template <> struct kq<LMC_DTYPE_MLX8> : kqm<LMC_DTYPE_MLX8> {};
 
+/* MXFP4: 32-element blocks of E2M1 codes with one E8M0 exponent; w = kvalue·2^(e-128) (ggml's
+ * doubled values, core/quant.h). The 8 magnitudes {0,1,2,3,4,6,8,12} are two words of bytes:
+ * one byte permute picks 4 at once (selectors: the codes' low 3 bits packed into nibbles), each
+ * widened exactly through 2^23 + b and given the code's sign. MXFP4: ggml's 17-byte block (e,
+ * then qs[16]: element k low nibble of qs[k], 16 + k high; byte loads: blocks are not aligned);
+ * MXFP4_MLX: 16 code bytes (element 2k low nibble of byte k), the exponent from the aux. */
+static __device__ __forceinline__ void mx_fma4(uint32_t nib, const float *x, int i0, int step, float &s) {
+    const uint32_t m = nib & 0x07070707u, t = m | (m >> 4);
+    const uint32_t sel = (t & 0xFFu) | ((t >> 8) & 0xFF00u);
+    const uint32_t mag = __byte_perm(0x03020100u, 0x0C080604u, sel);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const float v = __uint_as_float(__byte_perm(mag, 0x4B000000u, 0x7440u | (unsigned)k)) - 8388608.0f;
+        const uint32_t sg = ((nib >> (8 * k + 3)) & 1u) << 31;
+        s = fmaf(__uint_as_float(__float_as_uint(v) ^ sg), x[i0 + k * step], s);
+    }
+}
+template <> struct kq<LMC_DTYPE_MXFP4> {
+    enum { RL = 32, NR = 1, RS = 0 };
+    struct raw { uint32_t q[4]; float d; };
+    static __device__ __forceinline__ int64_t elem0(int64_t p) { return p * 32; }
+    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, const lmc_cuda_w &, int64_t, int64_t p) {
+        const uint8_t *b = row + (size_t)p * 17;
+        uint8_t u[17];
+#pragma unroll
+        for (int i = 0; i < 17; i++) u[i] = __ldg(b + i);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            r.q[i] = (uint32_t)u[1 + 4 * i] | ((uint32_t)u[2 + 4 * i] << 8) | ((uint32_t)u[3 + 4 * i] << 16) |
+                     ((uint32_t)u[4 + 4 * i] << 24);
+        r.d = mx_half(u[0], 0);
+    }
+    static __device__ __forceinline__ float dot(const raw &r, int64_t, const float *x, const float *) {
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) { /* bytes 4w..4w+3: elements 4w + k (low), 16 + 4w + k (high) */
+            mx_fma4(r.q[w] & 0x0F0F0F0Fu, x, 4 * w, 1, s);
+            mx_fma4((r.q[w] >> 4) & 0x0F0F0F0Fu, x, 16 + 4 * w, 1, s);
+        }
+        return r.d * s;
+    }
+};
+template <> struct kq<LMC_DTYPE_MXFP4_MLX> {
+    enum { RL = 32, NR = 1, RS = 0 };
+    struct raw { uint32_t q[4]; float d; };
+    static __device__ __forceinline__ int64_t elem0(int64_t p) { return p * 32; }
+    static __device__ __forceinline__ void load(raw &r, const uint8_t *row, const lmc_cuda_w &w, int64_t rr,
+                                                int64_t p) {
+        const uint4 v = __ldg((const uint4 *)(row + (size_t)p * 16));
+        r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        r.d = mx_half(__ldg((const uint8_t *)w.mlx_scales + (size_t)rr * w.mlx_snb1 + (size_t)p), 1);
+    }
+    static __device__ __forceinline__ float dot(const raw &r, int64_t, const float *x, const float *) {
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) { /* byte 4w + k: elements 8w + 2k (low), 8w + 2k + 1 (high) */
+            mx_fma4(r.q[w] & 0x0F0F0F0Fu, x, 8 * w, 2, s);
+            mx_fma4((r.q[w] >> 4) & 0x0F0F0F0Fu, x, 8 * w + 1, 2, s);
+        }
+        return r.d * s;
+    }
+};
+
 /* One block: rows [blockIdx.x·R, + R) of w for NT tokens; y = (acc: y +) w·x. */
 template <int TYPE, int NT, int R>
 __global__ void __launch_bounds__(KQ_THREADS) k_gemv_kq(float *y, lmc_cuda_w w, const float *x, int acc_out) {
@@ -454,6 +517,8 @@ static int kq_align(int type) {
     case LMC_DTYPE_MLX4: case LMC_DTYPE_MLX8: return 16; /* uint4 loads */
     case LMC_DTYPE_MLX2: case LMC_DTYPE_MLX6: return 8;  /* uint2 */
     case LMC_DTYPE_MLX3: case LMC_DTYPE_MLX5: return 4;
+    case LMC_DTYPE_MXFP4: return 1;      /* byte loads */
+    case LMC_DTYPE_MXFP4_MLX: return 16; /* uint4 loads */
     }
     return 0;
 }
@@ -469,6 +534,7 @@ extern "C" int lmc_cuda_gemv_kq_ok(const lmc_cuda_w *w, const float *x, int64_t 
     if (w->type >= LMC_DTYPE_MLX2 && w->type <= LMC_DTYPE_MLX8)
         return w->group >= 32 && !(w->group & (w->group - 1)) && w->ne0 % w->group == 0 && w->mlx_scales &&
                w->mlx_biases;
+    if (w->type == LMC_DTYPE_MXFP4_MLX) return w->ne0 % 32 == 0 && w->group == 32 && w->mlx_scales;
     const int64_t blk = w->type >= LMC_DTYPE_Q2_K && w->type <= LMC_DTYPE_Q6_K ? 256 : 32;
     return w->ne0 % blk == 0;
 }
@@ -490,5 +556,7 @@ extern "C" void lmc_cuda_gemv_kq(cudaStream_t s, float *y, const lmc_cuda_w *w, 
     case LMC_DTYPE_MLX5: kq_launch<LMC_DTYPE_MLX5>(s, y, w, x, n_tok, acc); break;
     case LMC_DTYPE_MLX6: kq_launch<LMC_DTYPE_MLX6>(s, y, w, x, n_tok, acc); break;
     case LMC_DTYPE_MLX8: kq_launch<LMC_DTYPE_MLX8>(s, y, w, x, n_tok, acc); break;
+    case LMC_DTYPE_MXFP4: kq_launch<LMC_DTYPE_MXFP4>(s, y, w, x, n_tok, acc); break;
+    case LMC_DTYPE_MXFP4_MLX: kq_launch<LMC_DTYPE_MXFP4_MLX>(s, y, w, x, n_tok, acc); break;
     }
 }

@@ -442,7 +442,8 @@ extern "C" int lmc_cuda_moe_mm_ok(const lmc_cuda_moe_w *ew, const float *x, int6
         if (!w.repacked || (w.scale_off & 1)) return 0;
         for (int e = 0; e < ew->n_expert; e++)
             if ((uintptr_t)ew->data[e] & 15) return 0;
-    } else if (w.type < LMC_DTYPE_Q4_1 || w.type > LMC_DTYPE_Q6_K) { /* MLX (side data per expert): not here */
+    } else if ((w.type < LMC_DTYPE_Q4_1 || w.type > LMC_DTYPE_Q6_K) && w.type != LMC_DTYPE_MXFP4) {
+        /* MLX affine and MXFP4_MLX (side data per expert): not here */
         return 0;
     }
     return 1;
