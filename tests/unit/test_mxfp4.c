@@ -249,9 +249,10 @@ static void q8_act_ref(const float *x, int64_t in, int8_t *q, float *d) {
     }
 }
 
-/* Decode (1-3 tokens) on each SIMD tier against Σ w·(dx·xq) in double (the integer kernels) or
- * Σ w·x (the generic path, SIMD off); prefill (9 tokens: dequantized rows into sgemm) against
- * Σ w·x; 1 and 2 threads identical. Error relative to Σ|w·x| of the row. */
+/* Decode (1, 2 tokens) on each SIMD tier, 5 and 9 tokens (AMX int8 tiles where the CPU has them,
+ * else the SIMD kernels / dequantized rows into sgemm) against Σ w·(dx·xq) in double (the integer
+ * kernels) or Σ w·x (the f32 paths); 1 and 2 threads identical. Error relative to Σ|w·x| of the
+ * row. LMC_CPU_AMX_INT8=0 in the environment checks the sgemm path instead. */
 static void test_matmul(void) {
     const int tiers[] = {LMC_SIMD_AVX512, LMC_SIMD_AVX2, LMC_SIMD_OFF};
     const lmc_dtype types[] = {LMC_DTYPE_MXFP4, LMC_DTYPE_MXFP4_MLX};
@@ -266,14 +267,17 @@ static void test_matmul(void) {
         }
         for (int ty = 0; ty < 2; ty++) {
             double worst = 0;
+            int n_amx = 0;
             for (size_t ii = 0; ii < sizeof ins / sizeof ins[0]; ii++)
                 for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
                     const int64_t in = ins[ii], out = outs[oi];
-                    const int64_t n_tok = oi == 3 ? 9 : (int64_t)(1 + oi % 3);
-                    const int quant_act = tier != LMC_SIMD_OFF && n_tok < 8;
+                    const int64_t n_tok = oi == 3 ? 9 : oi == 2 ? 5 : (int64_t)(1 + oi);
                     mxw q;
                     mxw_make(&q, types[ty], in, out);
                     mxw_fix(&q);
+                    /* int8 activations: the SIMD decode kernels, or AMX int8 tiles (4+ tokens) */
+                    const int quant_act = lmc_cpu_amx_int8_wants(&q.w, n_tok) ||
+                                          (n_tok < 8 && lmc_cpu_simd_has(&q.w));
                     float *x = malloc((size_t)(in * n_tok) * 4), *y1 = malloc((size_t)(out * n_tok) * 4),
                           *y2 = malloc((size_t)(out * n_tok) * 4), *xd = malloc((size_t)in / 32 * 4);
                     int8_t *xq = malloc((size_t)in);
@@ -281,6 +285,7 @@ static void test_matmul(void) {
                     run_matmul(be1, &q.w, x, n_tok, y1);
                     run_matmul(be2, &q.w, x, n_tok, y2);
                     int same = 1;
+                    n_amx += lmc_cpu_amx_int8_wants(&q.w, n_tok);
                     for (int64_t t = 0; t < n_tok; t++) {
                         q8_act_ref(x + t * in, in, xq, xd);
                         for (int64_t o = 0; o < out; o++) {
@@ -304,7 +309,8 @@ static void test_matmul(void) {
                     mxw_free(&q);
                     free(x); free(y1); free(y2); free(xd); free(xq);
                 }
-            printf("  tier %d %s: worst relative error %.2e\n", tier, lmc_dtype_name(types[ty]), worst);
+            printf("  tier %d %s: worst relative error %.2e (%d products on AMX int8 tiles)\n", tier,
+                   lmc_dtype_name(types[ty]), worst, n_amx);
         }
     }
     lmc_cpu_simd_enable(1);

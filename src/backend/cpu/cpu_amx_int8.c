@@ -1,5 +1,6 @@
 /* cpu_amx_int8.c — prefill and small batches on AMX int8 tiles for block-quantized
- * weights: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4 and MLX8 (4+ tokens by default).
+ * weights: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4, MLX8 and MXFP4 in both layouts (4+ tokens by
+ * default; MXFP4's codes go in as ggml's signed kvalues, E2M1 × 2, with 2^(e-128) as the scale).
  *
  * The activations are quantized once per matmul to 8-bit 32-blocks exactly as the decode
  * kernels do (d = amax/127, q = roundf(x/d), bit for bit the scalar quantizer), so prefill
@@ -37,7 +38,8 @@
 
 static int int8_type(lmc_dtype t) {
     return t == LMC_DTYPE_Q8_0 || t == LMC_DTYPE_Q4_0 || t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q5_K ||
-           t == LMC_DTYPE_Q6_K || t == LMC_DTYPE_MLX4 || t == LMC_DTYPE_MLX8;
+           t == LMC_DTYPE_Q6_K || t == LMC_DTYPE_MLX4 || t == LMC_DTYPE_MLX8 || t == LMC_DTYPE_MXFP4 ||
+           t == LMC_DTYPE_MXFP4_MLX;
 }
 
 /* Smallest token count that takes this path (LMC_CPU_AMX_INT8_MIN; 0 or LMC_CPU_AMX_INT8=0: never). */
@@ -228,6 +230,23 @@ static void unpack_row(const lmc_tensor *w, int64_t row, int m, int8_t *codes, f
                              _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), low4), eight));
         }
         break;
+    case LMC_DTYPE_MXFP4: case LMC_DTYPE_MXFP4_MLX: { /* signed kvalues, scale 2^(e-128) */
+        const __m128i tbl = _mm_loadu_si128((const void *)lmc_mxfp4_kvalues);
+        const int gguf = w->type == LMC_DTYPE_MXFP4;
+        const uint8_t *es = gguf ? NULL : (const uint8_t *)((const lmc_quant_mlx *)w->aux)->scales.data +
+                                              (size_t)row * ((const lmc_quant_mlx *)w->aux)->scales.nb[1];
+        for (int64_t kb = 0; kb < n_kb; kb++) {
+            const uint8_t *b = r + (gguf ? 17 : 16) * (size_t)kb;
+            const __m128i v = _mm_loadu_si128((const void *)(b + gguf));
+            const __m128i lo = _mm_shuffle_epi8(tbl, _mm_and_si128(v, low4));
+            const __m128i hi = _mm_shuffle_epi8(tbl, _mm_and_si128(_mm_srli_epi16(v, 4), low4));
+            int8_t *dst = codes + kb * 512 + 32 * m;
+            a[kb * 16 + m] = gguf ? lmc_e8m0_half_ggml(b[0]) : lmc_e8m0_half_mlx(es[kb]);
+            /* ggml's block: low nibbles are inputs 0..15; mlx's: byte j holds inputs 2j, 2j + 1 */
+            _mm_storeu_si128((void *)dst, gguf ? lo : _mm_unpacklo_epi8(lo, hi));
+            _mm_storeu_si128((void *)(dst + 16), gguf ? hi : _mm_unpackhi_epi8(lo, hi));
+        }
+    } break;
     case LMC_DTYPE_Q4_K: case LMC_DTYPE_Q5_K: {
         const int five = w->type == LMC_DTYPE_Q5_K;
         for (int64_t kb = 0; kb < n_kb; kb++) {
@@ -468,7 +487,8 @@ panel_small_k(float *y, const lmc_tensor *w, const int8_t *pk, const float *dx, 
               const int8_t *codes, const float *a, const float *c, int32_t *cbuf, const int N) {
     const int64_t out = w->ne[1], n_kb = w->ne[0] / 32;
     const int spb = steps_per_block(w->type), n_st = (int)n_kb * spb;
-    const int sgn = w->type == LMC_DTYPE_Q8_0 || w->type == LMC_DTYPE_Q4_0 || w->type == LMC_DTYPE_Q6_K;
+    const int sgn = w->type == LMC_DTYPE_Q8_0 || w->type == LMC_DTYPE_Q4_0 || w->type == LMC_DTYPE_Q6_K ||
+                    w->type == LMC_DTYPE_MXFP4 || w->type == LMC_DTYPE_MXFP4_MLX;
     const int offs = w->type == LMC_DTYPE_Q4_K || w->type == LMC_DTYPE_Q5_K || lmc_dtype_is_mlx(w->type);
     const char *wr = (const char *)w->data + (size_t)o * w->nb[1] + 2;
     const long ld = (long)w->nb[1];
@@ -528,7 +548,9 @@ static void panel(float *y, const lmc_tensor *w, const int8_t *pk, const float *
         if (!codes) panel_k(y, w, pk, dx, xs, n_tok, o, rows, NULL, a, c, 1, 0, 1, cbuf);
         else panel_k(y, w, pk, dx, xs, n_tok, o, rows, codes, a, c, 1, 0, 1, cbuf);
         break;
-    case LMC_DTYPE_Q4_0: panel_k(y, w, pk, dx, xs, n_tok, o, rows, codes, a, c, 1, 0, 1, cbuf); break;
+    case LMC_DTYPE_Q4_0: case LMC_DTYPE_MXFP4: case LMC_DTYPE_MXFP4_MLX:
+        panel_k(y, w, pk, dx, xs, n_tok, o, rows, codes, a, c, 1, 0, 1, cbuf);
+        break;
     case LMC_DTYPE_Q6_K: panel_k(y, w, pk, dx, xs, n_tok, o, rows, codes, a, c, 1, 0, 2, cbuf); break;
     default: panel_k(y, w, pk, dx, xs, n_tok, o, rows, codes, a, c, 0, 1, 1, cbuf); break; /* Q4_K, Q5_K, MLX */
     }
