@@ -1009,11 +1009,24 @@ static int attn_splits(const lmc_cuda_attn *a, int64_t *chunk) {
     return (int)s;
 }
 
+/* LMC_CUDA_DEC_CHUNK=32|128: the first split length tried instead of 64 (A/B measurement: 32 was
+ * 1-2% faster end to end over contexts of ≤ 200 positions and 1.6× slower at 8192 positions, where
+ * the last block merges 256 splits; docs/BENCHMARKS.md). */
+static int dec_chunk(void) {
+    static int v = 0;
+    if (!v) {
+        const char *e = getenv("LMC_CUDA_DEC_CHUNK");
+        const int c = e ? atoi(e) : 64;
+        v = c == 32 || c == 128 ? c : 64;
+    }
+    return v;
+}
+
 /* Splits of the decode kernel: 64 positions (a multiple of DEC_T) each, at most 256 splits
  * (longer splits past 16k positions), partials within 256 MB. */
 static int dec_splits(const lmc_cuda_attn *a, int *chunk) {
     const int64_t per = a->n * a->n_head * (int64_t)(a->head_dim + 2) * 4;
-    int64_t c = 64;
+    int64_t c = dec_chunk();
     for (;;) {
         const int64_t s = (a->n_ctx + c - 1) / c;
         if (s <= 1 || (s <= DEC_MAX_SPLIT && s * per <= ((int64_t)256 << 20))) {
