@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
         }
     }
     const lmc_dtype types[] = {LMC_DTYPE_BF16, LMC_DTYPE_F16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0, LMC_DTYPE_MLX4,
-                               LMC_DTYPE_MLX8, LMC_DTYPE_Q4_K, LMC_DTYPE_Q6_K};
+                               LMC_DTYPE_MLX8, LMC_DTYPE_Q4_K, LMC_DTYPE_Q6_K, LMC_DTYPE_MXFP4, LMC_DTYPE_MXFP4_MLX};
     float *row = malloc((size_t)in * sizeof *row);
     int maxt = 0;
     for (int k = 0; k < n_toks; k++) maxt = toks[k] > maxt ? toks[k] : maxt;
@@ -97,11 +97,17 @@ int main(int argc, char **argv) {
             aux.biases.data = malloc(lmc_tensor_nbytes(&aux.scales));
             w.aux = &aux;
             wbytes += 2 * lmc_tensor_nbytes(&aux.scales);
+        } else if (t == LMC_DTYPE_MXFP4_MLX) { /* U8 exponents per 32, no biases */
+            aux.group_size = 32;
+            aux.scales = lmc_tensor_make(LMC_DTYPE_U8, in / 32, out, 1, 1);
+            aux.scales.data = malloc(lmc_tensor_nbytes(&aux.scales));
+            w.aux = &aux;
+            wbytes += lmc_tensor_nbytes(&aux.scales);
         }
         for (int64_t o = 0; o < out; o++) {
             for (int64_t i = 0; i < in; i++) { s = s * 1103515245u + 12345u; row[i] = ((float)((s >> 9) % 2001) / 1000.0f - 1.0f) * 0.05f; }
-            lmc_mlx_row r = lmc_dtype_is_mlx(t) ? lmc_quant_mlx_row(&aux, o) : (lmc_mlx_row){0};
-            if (lmc_quantize_row(t, row, (char *)w.data + (size_t)o * w.nb[1], lmc_dtype_is_mlx(t) ? &r : NULL, in) < 0) {
+            lmc_mlx_row r = lmc_dtype_has_aux(t) ? lmc_quant_mlx_row(&aux, o) : (lmc_mlx_row){0};
+            if (lmc_quantize_row(t, row, (char *)w.data + (size_t)o * w.nb[1], lmc_dtype_has_aux(t) ? &r : NULL, in) < 0) {
                 fprintf(stderr, "bench: %s\n", lmc_last_error());
                 return 1;
             }
