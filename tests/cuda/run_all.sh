@@ -68,7 +68,7 @@ fi
 if want cli && [ -x "$LMC" ]; then
     {
         ok=0; bad=0
-        for fx in llama qwen2 gemma2 mistral_swa phi3 llama_bf16 gemma4_a4b gpt_bigcode; do
+        for fx in llama qwen2 gemma2 mistral_swa phi3 llama_bf16 gemma4_a4b gpt_bigcode gpt_oss; do
             d=tests/fixtures/$fx
             [ -d "$d" ] || continue
             a=$("$LMC" generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend cpu 2>&1 | tail -n 1)
