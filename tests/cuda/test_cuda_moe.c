@@ -92,6 +92,33 @@ static void test_moe(void) {
  * per-slot inputs; the same against the host path (LMC_CUDA_MOE_HOST=1) and past the device
  * path's slot limit. A recorded route + matmul_id replays on new logits: the ids are read on the
  * device (a host round trip cannot be recorded). */
+/* The gpt-oss expert ops: per-expert biases after matmul_id and the clamped GLU over interleaved
+ * gate/up pairs (values past ±limit), decode and prefill sizes. */
+static void test_glu_bias(void) {
+    const int D = 96, E = 6, k = 2;
+    const int ns[] = {1, 37};
+    for (int ni = 0; ni < 2; ni++) {
+        const int n = ns[ni];
+        int32_t idv[80];
+        for (int s = 0; s < k * n; s++) idv[s] = (s * 5 + s / 3) % E;
+        pair ids, b, y, g;
+        pair_expert_ids(&ids, idv, k, n);
+        pair_f32(&b, 2 * D, E, 1, 1.0f);
+        pair_f32(&y, 2 * D, k * n, 1, 12.0f);
+        pair_alloc(&g, LMC_DTYPE_F32, D, k * n, 1);
+        ref->i->add_bias_id(ref, &y.c, &b.c, &ids.c);
+        gpu->i->add_bias_id(gpu, &y.g, &b.g, &ids.g);
+        compare(&y, 1e-6, "add_bias_id");
+        ref->i->glu_clamp(ref, &g.c, &y.c, 1.702f, 7.0f);
+        gpu->i->glu_clamp(gpu, &g.g, &y.g, 1.702f, 7.0f);
+        compare(&g, 1e-5, "glu_clamp");
+        pair_free(&ids);
+        pair_free(&b);
+        pair_free(&y);
+        pair_free(&g);
+    }
+}
+
 static void moe_route_case(int E, int k, lmc_moe_route_op op, int with_bias, int n) {
     op.n_expert = E;
     op.k = k;
@@ -274,6 +301,7 @@ int main(void) {
     LMC_ASSERT(lmc_backend_cpu_init(&ref, 1, 1) == 0);
     RUN(test_moe);
     RUN(test_moe_device);
+    RUN(test_glu_bias);
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

@@ -588,6 +588,7 @@ static void test_rope_store(void) {
  * Batches of ≥ 64 tokens with head_dim ≤ 256 take the tensor-core kernel (bf16 operands:
  * tol 1e-2), the others f32 (1e-4). attn_qamp scales the queries (peaked softmax when > 1). */
 static float attn_qamp = 1.0f;
+static float attn_sink_amp = 0.0f; /* > 0: attention sinks, one logit per head uniform in ±amp */
 static void attn_case(int hd, int nh, int nkv, int n_ctx, int n_seq, int window, float softcap, int n,
                       const int32_t *qpos, const int32_t *qseq) {
     const int row = hd * nkv;
@@ -612,15 +613,19 @@ static void attn_case(int hd, int nh, int nkv, int n_ctx, int n_seq, int window,
     pair_alloc(&out, LMC_DTYPE_F32, hd * nh, n, 1);
     pair_i32(&qp, qpos, n);
     pair_i32(&qs, qseq, n);
+    pair sk;
+    pair_f32(&sk, nh, 1, 1, attn_sink_amp > 0 ? attn_sink_amp : 1.0f);
     lmc_attn_op op = {.n_head = nh, .n_kv_head = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd),
                       .softcap = softcap, .window = window};
+    op.sinks = attn_sink_amp > 0 ? &sk.c : NULL;
     ref->i->attention(ref, &out.c, &q.c, &kc.c, &vc.c, &qp.c, &qs.c, &op);
+    op.sinks = attn_sink_amp > 0 ? &sk.g : NULL;
     gpu->i->attention(gpu, &out.g, &q.g, &kc.g, &vc.g, &qp.g, &qs.g, &op);
-    char what[128];
-    snprintf(what, sizeof what, "attention hd %d heads %d/%d ctx %d window %d softcap %g n %d qamp %g", hd, nh, nkv,
-             n_ctx, window, softcap, n, attn_qamp);
+    char what[160];
+    snprintf(what, sizeof what, "attention hd %d heads %d/%d ctx %d window %d softcap %g n %d qamp %g sinks %g", hd, nh,
+             nkv, n_ctx, window, softcap, n, attn_qamp, attn_sink_amp);
     compare(&out, n >= 64 && hd % 4 == 0 && hd <= 256 ? 1e-2 : 1e-4, what);
-    pair *all[] = {&kc, &vc, &kv, &vv, &fpos, &fseq, &q, &out, &qp, &qs};
+    pair *all[] = {&kc, &vc, &kv, &vv, &fpos, &fseq, &q, &out, &qp, &qs, &sk};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
     free(p);
     free(s);
@@ -672,6 +677,34 @@ static void test_attention(void) {
     attn_qamp = 1.0f;
     free(bp);
     free(bs);
+}
+
+/* Attention sinks (gpt-oss) through every kernel's ending: decode in one split and split-K merged
+ * by the last split (k_attn_dec_combine under LMC_CUDA_ATTN_MERGE=0), the generic kernel alone and
+ * with k_attn_combine (head_dim 512), the tensor-core prefill with the bf16 copy (k_fattn2) and
+ * without (head_dim 68: k_fattn); sinks from small to dominant (±8), windows, peaked queries. */
+static void test_attention_sinks(void) {
+    int32_t dp[3] = {5, 39, 77}, ds[3] = {0, 1, 2}, lp[2] = {1999, 1234}, ls[2] = {0, 1};
+    int32_t pos[64], seq[64];
+    for (int i = 0; i < 64; i++) { pos[i] = i; seq[i] = 1; }
+    const float amps[2] = {2.0f, 8.0f};
+    for (int ai = 0; ai < 2; ai++) {
+        attn_sink_amp = amps[ai];
+        attn_case(64, 8, 2, 40, 3, 0, 0, 3, dp, ds);        /* decode, one split */
+        attn_case(64, 8, 2, 40, 3, 16, 0, 3, dp, ds);       /* with a window */
+        attn_case(128, 8, 2, 2000, 2, 0, 0, 2, lp, ls);     /* split-K, merged */
+        attn_case(64, 4, 1, 2000, 2, 500, 0, 2, lp, ls);
+        attn_case(512, 4, 2, 40, 3, 0, 0, 3, dp, ds);       /* generic, k_attn_combine */
+        attn_case(512, 4, 2, 16, 1, 0, 0, 1, dp, ds);       /* generic, one split */
+        attn_case(64, 8, 2, 80, 2, 0, 0, 64, pos, seq);     /* k_fattn2 */
+        attn_case(64, 8, 2, 80, 2, 9, 0, 64, pos, seq);
+        attn_case(68, 4, 2, 80, 2, 0, 0, 64, pos, seq);     /* k_fattn */
+        attn_qamp = 4.0f;
+        attn_case(128, 8, 2, 80, 2, 20, 0, 64, pos, seq);
+        attn_case(64, 8, 2, 2000, 2, 0, 0, 2, lp, ls);
+        attn_qamp = 1.0f;
+    }
+    attn_sink_amp = 0.0f;
 }
 
 /* Sampling reductions (argmax, topk) against the CPU backend's exactly: rows with heavy ties,
@@ -1344,6 +1377,7 @@ int main(void) {
     RUN(test_rope);
     RUN(test_rope_store);
     RUN(test_attention);
+    RUN(test_attention_sinks);
     RUN(test_matmul_kq);
     RUN(test_matmul_kq_int8);
     RUN(test_matmul_mmq_pipe);

@@ -58,6 +58,18 @@ static __device__ __forceinline__ int64_t ring_slot(int64_t base, int j, int64_t
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LD 4  /* K and V float4 loads in flight per thread while a tile is staged */
 
+/* The factor a row's accumulators take when its online softmax (running max m, sum l; in log2
+ * units when log2u) ends: 1 / l, or with an attention sink σ = sinks[h] (natural units) joining
+ * the denominator, c / (l·c + e^(σ - M)) with M = max(m, σ), c = e^(m - M). A row with no
+ * position (m = -inf, l = 0) gets 0 either way. Every kernel and merge below ends through it. */
+static __device__ __forceinline__ float attn_final(float l, float m, const float *sinks, int h, bool log2u) {
+    if (!sinks) return l > 0 ? 1.0f / l : 0.0f;
+    const float sg = log2u ? sinks[h] * FA_LOG2E : sinks[h];
+    const float M = fmaxf(m, sg);
+    const float c = log2u ? exp2f(m - M) : expf(m - M);
+    return c / (l * c + (log2u ? exp2f(sg - M) : expf(sg - M)));
+}
+
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     uint32_t r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -271,18 +283,19 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) k_fattn(lmc_cuda_att
     l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-    const float inv[2] = {l_a > 0 ? 1.0f / l_a : 0.0f, l_b > 0 ? 1.0f / l_b : 0.0f};
+    const float lh[2] = {l_a, l_b}, mh[2] = {m_a, m_b};
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int64_t r = r0 + (half ? rb : ra);
         if (r >= n_rows) continue;
         const int64_t t = r / group;
         const int h = g * group + (int)(r % group);
+        const float inv = attn_final(lh[half], mh[half], a.sinks, h, true);
         float *op = a.out + (t * a.n_head + h) * hd;
 #pragma unroll
         for (int i = 0; i < HD / 8; i++) {
             const int d = i * 8 + tig * 2;
-            if (d < hd) *(float2 *)(op + d) = make_float2(o[i][2 * half] * inv[half], o[i][2 * half + 1] * inv[half]);
+            if (d < hd) *(float2 *)(op + d) = make_float2(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
         }
     }
 }
@@ -524,18 +537,19 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1)
     l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-    const float inv[2] = {l_a > 0 ? 1.0f / l_a : 0.0f, l_b > 0 ? 1.0f / l_b : 0.0f};
+    const float lh[2] = {l_a, l_b}, mh[2] = {m_a, m_b};
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int64_t r = r0 + (half ? rb : ra);
         if (r >= n_rows) continue;
         const int64_t t = r / group;
         const int h = g * group + (int)(r % group);
+        const float inv = attn_final(lh[half], mh[half], a.sinks, h, true);
         float *op = a.out + (t * a.n_head + h) * hd;
 #pragma unroll
         for (int i = 0; i < HD / 8; i++) {
             const int d = i * 8 + tig * 2;
-            if (d < hd) *(float2 *)(op + d) = make_float2(o[i][2 * half] * inv[half], o[i][2 * half + 1] * inv[half]);
+            if (d < hd) *(float2 *)(op + d) = make_float2(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
         }
     }
 }
@@ -586,7 +600,7 @@ static __device__ void dec_merge(const lmc_cuda_attn &a, const float *part, int 
                 }
             }
         }
-        const float inv = L > 0 ? 1.0f / L : 0.0f;
+        const float inv = attn_final(L, mx, a.sinks, h, false);
         float *o = a.out + (t * a.n_head + h) * hd;
 #pragma unroll
         for (int c = 0; c < NC; c++) {
@@ -724,7 +738,7 @@ __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, 
         if (i >= group) break;
         const int h = g * group + i;
         if (ns <= 1) { /* the whole range was this split's: final output */
-            const float l = s_l[i], inv = l > 0 ? 1.0f / l : 0.0f;
+            const float inv = attn_final(s_l[i], s_m[i], a.sinks, h, false);
             float *o = a.out + (t * a.n_head + h) * hd;
 #pragma unroll
             for (int cc = 0; cc < NC; cc++)
@@ -838,7 +852,7 @@ __global__ void __launch_bounds__(512) k_attn(lmc_cuda_attn a, int n_split, int6
     }
     if (n_split == 1) {
         float *o = a.out + (t * a.n_head + h) * hd;
-        const float inv = l > 0 ? 1.0f / l : 0.0f;
+        const float inv = attn_final(l, m, a.sinks, h, false);
 #pragma unroll
         for (int jj = 0; jj < ATT_MAXD; jj++) {
             const int i = lane + 32 * jj;
@@ -895,7 +909,7 @@ __global__ void k_attn_combine(lmc_cuda_attn a, int n_split, int chunk, const fl
     __syncthreads();
     float L = 0.0f;
     for (int w = 0; w < nw; w++) L += red[w];
-    const float inv = L > 0 ? 1.0f / L : 0.0f;
+    const float inv = attn_final(L, M, a.sinks, h, false);
     float *o = a.out + (t * a.n_head + h) * hd;
     for (int i = threadIdx.x; i < hd; i += blockDim.x) {
         float v = 0.0f;
@@ -966,7 +980,7 @@ __global__ void __launch_bounds__(128) k_attn_dec_combine(lmc_cuda_attn a, int n
         if (d < hd) { acc_s[wid][d] = acc[c].x; acc_s[wid][d + 1] = acc[c].y; }
     }
     __syncthreads();
-    const float inv = L > 0 ? 1.0f / L : 0.0f;
+    const float inv = attn_final(L, M, a.sinks, h, false);
     float *o = a.out + (t * a.n_head + h) * hd;
     for (int d = tid; d < hd; d += 128) o[d] = (acc_s[0][d] + acc_s[1][d] + acc_s[2][d] + acc_s[3][d]) * inv;
 }

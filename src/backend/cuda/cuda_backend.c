@@ -621,11 +621,13 @@ static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q
     LMC_ASSERT(lmc_tensor_nelem(q) == (int64_t)op->head_dim * op->n_head * lmc_tensor_nelem(pos));
     LMC_ASSERT(k_cache->ne[0] == (int64_t)op->head_dim * op->n_kv_head && k_cache->type == LMC_DTYPE_F32);
     LMC_ASSERT(v_cache->ne[0] == k_cache->ne[0] && v_cache->ne[1] == k_cache->ne[1]);
+    LMC_ASSERT(!op->sinks || (op->sinks->type == LMC_DTYPE_F32 && lmc_tensor_nelem(op->sinks) == op->n_head));
     lmc_cuda_attn a = {
         .q = q->data, .k = k_cache->data, .v = v_cache->data, .out = out->data, .pos = pos->data, .seq = seq->data,
         .n = lmc_tensor_nelem(pos), .n_ctx = k_cache->ne[1], .n_seq = k_cache->ne[2] * k_cache->ne[3],
         .n_head = op->n_head, .n_kv_head = op->n_kv_head, .head_dim = op->head_dim,
         .scale = op->scale, .softcap = op->softcap, .window = op->window, .done = c->attn_done,
+        .sinks = op->sinks ? op->sinks->data : NULL,
     };
     size_t need = lmc_cuda_attn_scratch(&a);
     float *scratch = NULL;
@@ -722,6 +724,8 @@ static const lmc_backend_i cuda_iface = {
     .moe_route = lmc_cuda_op_moe_route,
     .matmul_id = lmc_cuda_op_matmul_id,
     .moe_sum = lmc_cuda_op_moe_sum,
+    .add_bias_id = lmc_cuda_op_add_bias_id,
+    .glu_clamp = lmc_cuda_op_glu_clamp,
     .xielu = cuda_xielu,
     .argmax = cuda_argmax,
     .topk = cuda_topk,

@@ -86,5 +86,7 @@ void lmc_cuda_op_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *exp
                         const lmc_tensor *x, const lmc_tensor *ids);
 void lmc_cuda_op_moe_sum(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const lmc_tensor *weights,
                       const lmc_tensor *shared, const lmc_tensor *shared_gate);
+void lmc_cuda_op_add_bias_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b, const lmc_tensor *ids);
+void lmc_cuda_op_glu_clamp(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float alpha, float limit);
 
 #endif

@@ -117,6 +117,10 @@ void lmc_cuda_scatter_rows(cudaStream_t s, float *dst, const float *src, const i
 /* y[:, t] = Σ_j w[j, t] x[:, j, t] (+ shared[:, t] · (gate ? sigmoid(gate[t]) : 1)); y may alias shared */
 void lmc_cuda_moe_sum(cudaStream_t s, float *y, const float *x, const float *w, const float *shared,
                       const float *gate, int64_t D, int k, int64_t n);
+/* y[:, s] += b[:, ids[s]] for s < S (y [D, S], b [D, E]) */
+void lmc_cuda_add_bias_id(cudaStream_t s, float *y, const float *b, const int32_t *ids, int64_t D, int64_t S);
+/* y [D, n] = clamped GLU of the interleaved (gate, up) pairs of x [2D, n] (backend.h glu_clamp) */
+void lmc_cuda_glu_clamp(cudaStream_t s, float *y, const float *x, int64_t D, int64_t n, float alpha, float limit);
 
 /* ---- attention (cuda_attn.cu) ---- */
 typedef struct lmc_cuda_attn {
@@ -128,6 +132,7 @@ typedef struct lmc_cuda_attn {
     int n_head, n_kv_head, head_dim;
     float scale, softcap;
     int window;
+    const float *sinks;    /* [n_head] attention-sink logits (backend.h lmc_attn_op.sinks), or NULL */
     unsigned *done;        /* NULL, or n · n_kv_head split counters (device, zero, left zero): the decode
                               kernel's last split of a (token, KV head) merges the splits itself */
 } lmc_cuda_attn;

@@ -201,3 +201,21 @@ void lmc_cuda_op_moe_sum(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, co
                      shared_gate ? shared_gate->data : NULL, D, (int)k, n);
     lmc_cuda_launched(c, "moe_sum");
 }
+
+void lmc_cuda_op_add_bias_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b, const lmc_tensor *ids) {
+    cuda_ctx *c = CTX(be);
+    const int64_t D = y->ne[0], S = lmc_tensor_nelem(ids);
+    LMC_ASSERT(y->type == LMC_DTYPE_F32 && b->type == LMC_DTYPE_F32 && ids->type == LMC_DTYPE_I32);
+    LMC_ASSERT(b->ne[0] == D && lmc_tensor_nrows(y) == S && y->nb[1] == (size_t)D * 4 && b->nb[1] == (size_t)D * 4);
+    lmc_cuda_add_bias_id(c->stream, y->data, b->data, ids->data, D, S);
+    lmc_cuda_launched(c, "add_bias_id");
+}
+
+void lmc_cuda_op_glu_clamp(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float alpha, float limit) {
+    cuda_ctx *c = CTX(be);
+    const int64_t D = y->ne[0], n = lmc_tensor_nrows(y);
+    LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32 && x->ne[0] == 2 * D && lmc_tensor_nrows(x) == n);
+    LMC_ASSERT(x->nb[1] == (size_t)D * 8 && y->nb[1] == (size_t)D * 4 && x->data != y->data);
+    lmc_cuda_glu_clamp(c->stream, y->data, x->data, D, n, alpha, limit);
+    lmc_cuda_launched(c, "glu_clamp");
+}

@@ -439,3 +439,27 @@ extern "C" void lmc_cuda_moe_sum(cudaStream_t s, float *y, const float *x, const
                                  const float *gate, int64_t D, int k, int64_t n) {
     if (D * n > 0) k_moe_sum<<<grid_for(D * n), LMC_CUDA_BLOCK, 0, s>>>(y, x, w, shared, gate, D, k, n);
 }
+
+/* y[:, s] += b[:, ids[s]] for the S = k·n slots (per-expert bias after matmul_id) */
+__global__ void k_add_bias_id(float *y, const float *b, const int32_t *ids, int64_t D, int64_t S) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < D * S; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += b[(int64_t)ids[i / D] * D + i % D];
+}
+
+extern "C" void lmc_cuda_add_bias_id(cudaStream_t s, float *y, const float *b, const int32_t *ids, int64_t D, int64_t S) {
+    if (D * S > 0) k_add_bias_id<<<grid_for(D * S), LMC_CUDA_BLOCK, 0, s>>>(y, b, ids, D, S);
+}
+
+/* clamped GLU over interleaved (gate, up) pairs: x [2D, n], y [D, n] (backend.h glu_clamp) */
+__global__ void k_glu_clamp(float *y, const float *x, int64_t D, int64_t n, float alpha, float limit) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < D * n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float2 gu = *(const float2 *)(x + 2 * i); /* row t's pair j sits at 2(tD + j) = 2i */
+        const float g = fminf(gu.x, limit), u = fminf(fmaxf(gu.y, -limit), limit);
+        y[i] = (u + 1.0f) * (g / (1.0f + expf(-alpha * g)));
+    }
+}
+
+extern "C" void lmc_cuda_glu_clamp(cudaStream_t s, float *y, const float *x, int64_t D, int64_t n, float alpha,
+                                   float limit) {
+    if (D * n > 0) k_glu_clamp<<<grid_for(D * n), LMC_CUDA_BLOCK, 0, s>>>(y, x, D, n, alpha, limit);
+}
