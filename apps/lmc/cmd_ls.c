@@ -89,7 +89,8 @@ static void list_one(const char *repo_id, const char *revision, const char *dir,
     }
     char qname[24];
     if (cfg.quant_bits) {
-        snprintf(qname, sizeof qname, "mlx%d/g%d", cfg.quant_bits, cfg.quant_group);
+        if (cfg.quant_mxfp4) snprintf(qname, sizeof qname, "mlx-mxfp4");
+        else snprintf(qname, sizeof qname, "mlx%d/g%d", cfg.quant_bits, cfg.quant_group);
         dtype = qname;
     }
     printf("%-44s %-16s %-11s %9s %10s %-9s %s\n", name, cfg.model_type, tier, params, bytes, dtype, fits);

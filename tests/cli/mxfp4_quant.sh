@@ -57,6 +57,7 @@ done
 FX=tests/fixtures/llama
 prompt=$(node -e 'console.log(require(process.argv[1]).prompt_ids.join(","))' "$PWD/$FX/ref.json")
 rm -rf "$T/q" && "$LMC" quantize "$FX" "$T/q" --mode mxfp4 2>/dev/null
+"$LMC" ls "$T/q" 2>/dev/null | grep -qE "llama +generic .* mlx-mxfp4" && ok || bad "lmc ls on the mxfp4 copy: $("$LMC" ls "$T/q" 2>&1 | tail -1)"
 # refusals
 cp -r "$T/q" "$T/r1" && cfg_edit "$T/r1" 'c.quantization.bits=8;c.quantization_config.bits=8'
 "$LMC" logits -m "$T/r1" --ids 1 --out "$T/x" 2>"$T/err" && bad "mxfp4 with bits 8 accepted" || ok
