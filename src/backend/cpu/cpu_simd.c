@@ -709,6 +709,18 @@ static void rows4_q6kq(const char *const r[4], const char *xp, int64_t in, size_
 
 /* ---- MXFP4 (ggml block and mlx / Hugging Face layout) against Q8_0 activations ---- */
 
+/* The half scales 2^(e-128) of the exponent bytes in byte 0 of each dword lane of e (the other
+ * bytes zero), as core/quant.h defines them: subnormal for e < 2; e = 255 is 2^127 (ggml) or
+ * inf (mlx). */
+static inline __m512 mx_half16(__m512i e, int mlx) {
+    const __m512i one = _mm512_set1_epi32(1);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    __m512i bits = _mm512_slli_epi32(_mm512_sub_epi32(e, one), 23);
+    bits = _mm512_mask_sllv_epi32(bits, small, _mm512_set1_epi32(0x00200000), e);
+    if (mlx) bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7f800000));
+    return _mm512_castsi512_ps(bits);
+}
+
 /* Σ kvalue·xq over one 32-element block of either layout (element order activations). */
 static inline int mx_block_isum(int gguf, const uint8_t *codes, const int8_t *xq) {
     int isum = 0;
@@ -730,9 +742,11 @@ static void rows4_mxfp4(const char *const r[4], const char *xp, int64_t in, size
     const char *side = xp + q8_side_off(in);
     const __m512i qidx = _mm512_loadu_si512(mx_qidx), low4 = _mm512_set1_epi8(0x0F);
     const __m512i tbl = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-    const __m512i gidx = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
-    const __m128i eidx = _mm_setr_epi32(0, 17, 34, 51);
-    const __mmask64 m60 = 0x0FFFFFFFFFFFFFFFull;
+    /* lane l ← exponent byte of block l/4 (bytes 0, 17, 34, 51 of the group) in its low byte */
+    uint8_t ei[64];
+    for (int i = 0; i < 64; i++) ei[i] = (uint8_t)(17 * (i / 16));
+    const __m512i eidx = _mm512_loadu_si512(ei);
+    const __mmask64 m60 = 0x0FFFFFFFFFFFFFFFull, lowb = 0x1111111111111111ull;
     __m512 acc[4];
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++, side += Q8_SIDE_BYTES) {
@@ -748,9 +762,7 @@ static void rows4_mxfp4(const char *const r[4], const char *xp, int64_t in, size
             const __m512i lo = _mm512_shuffle_epi8(tbl, _mm512_and_si512(v, low4));
             const __m512i hi = _mm512_shuffle_epi8(tbl, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
             const __m512i sm = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, xlo), hi, xhi);
-            const __m128i e4 = _mm_and_si128(_mm_i32gather_epi32((const int *)(const void *)blk, eidx, 1), _mm_set1_epi32(0xFF));
-            const __m128 h4 = _mm_i32gather_ps(mx_half[0], e4, 4);
-            const __m512 sv = _mm512_permutexvar_ps(gidx, _mm512_castps128_ps512(h4));
+            const __m512 sv = mx_half16(_mm512_maskz_permutexvar_epi8(lowb, eidx, l0), 0);
             acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(sv, dxv), acc[k]);
         }
     }
@@ -793,8 +805,7 @@ static void rows4_mxfp4m(const lmc_quant_mlx *q, const int64_t ro[4], const char
             const __m512i sm = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo, xlo), hi, xhi);
             uint32_t e4;
             memcpy(&e4, es[k] + 4 * c, 4);
-            const __m128 h4 = _mm_i32gather_ps(mx_half[1], _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)e4)), 4);
-            const __m512 sv = _mm512_permutexvar_ps(gidx, _mm512_castps128_ps512(h4));
+            const __m512 sv = mx_half16(_mm512_permutexvar_epi32(gidx, _mm512_castsi128_si512(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)e4)))), 1);
             acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(sv, dxv), acc[k]);
         }
     }
