@@ -1,7 +1,7 @@
-/* cuda_kq_int8.cuh — the K-quant side of k_gemv_q (cuda_matmul.cu, its only includer): Q4_K,
+/* cuda_kq_int8.cuh — the K-quant side of k_gemv_q (cuda_gemv_int8.cuh, its only includer): Q4_K,
  * Q5_K and Q6_K pieces of 32 elements read from the checkpoint layout into a warp's registers
  * (kqv_load), decoded to int8 codes and scales (kqv_decode) and multiplied by the int8
- * activations with __dp4a (kqv_dot). Included inside cuda_matmul.cu after qv_batch / qv_dot, whose
+ * activations with __dp4a (kqv_dot). Included inside cuda_gemv_int8.cuh after qv_batch / qv_dot, whose
  * layouts (qv_xpos) and batch shape it shares.
  */
 #ifndef LMC_CUDA_KQ_INT8_CUH

@@ -1,0 +1,99 @@
+/* cuda_gemv.cuh — what the decode matrix-vector kernels share (cuda_matmul.cu, cuda_gemv_int8.cuh):
+ * the fused work a product folds in, the activations' norm weights, the device's multiprocessors. */
+#ifndef LMC_CUDA_GEMV_CUH
+#define LMC_CUDA_GEMV_CUH
+
+#include "cuda_common.cuh"
+
+/* What a decode product folds in (lmc_cuda_gemv_fused): the RMSNorm of its input (MODE ≥ 1 of
+ * gemv_block; Q8_0/Q4_0: in = 1), act(x)·x2 as its input (Q8_0/Q4_0: in = 2), act(w0·u)·(w1·u)
+ * as its output (MODE 2), y += instead of y = (acc). */
+struct gemv_fz {
+    const void *g;   /* norm weight [K] (NULL: none), dtype gt, plus woff */
+    int gt;
+    float eps, woff;
+    const float *x2; /* in = 2 */
+    int act, acc, in;
+};
+
+/* Same as cuda_ops.cu's act_apply (lmc_act order). */
+static __device__ __forceinline__ float fz_act(int act, float x) {
+    switch (act) {
+    case 0: return x / (1.0f + expf(-x));
+    case 1: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case 2: {
+        const float k = 0.79788456080286536f;
+        return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    case 3: return x > 0 ? x : 0;
+    case 4: return x > 0 ? x * x : 0;
+    }
+    return x;
+}
+
+/* N norm-weight values from element i (16-byte aligned for N ≥ 4: checked on the host), plus woff;
+ * 1 where there is no weight. */
+template <int N>
+static __device__ __forceinline__ void fz_weights(const gemv_fz &f, int64_t i, float *g) {
+    if (!f.g) {
+#pragma unroll
+        for (int k = 0; k < N; k++) g[k] = 1.0f;
+        return;
+    }
+    if (f.gt == LMC_DTYPE_F32) {
+#pragma unroll
+        for (int k = 0; k < N / 4; k++) {
+            const float4 v = __ldg((const float4 *)((const float *)f.g + i) + k);
+            g[4 * k] = v.x; g[4 * k + 1] = v.y; g[4 * k + 2] = v.z; g[4 * k + 3] = v.w;
+        }
+    } else {
+        uint32_t u[N / 2 > 0 ? N / 2 : 1]; /* N 16-bit values: 8 or 16 bytes a load */
+#pragma unroll
+        for (int k = 0; k < N / 8; k++) {
+            const uint4 v = __ldg((const uint4 *)((const uint16_t *)f.g + i) + k);
+            u[4 * k] = v.x; u[4 * k + 1] = v.y; u[4 * k + 2] = v.z; u[4 * k + 3] = v.w;
+        }
+        if (N == 4) {
+            const uint2 v = __ldg((const uint2 *)((const uint16_t *)f.g + i));
+            u[0] = v.x;
+            u[N / 2 - 1] = v.y;
+        }
+#pragma unroll
+        for (int h = 0; h < N / 2; h++) {
+            if (f.gt == LMC_DTYPE_BF16) {
+                g[2 * h] = __uint_as_float(u[h] << 16);
+                g[2 * h + 1] = __uint_as_float(u[h] & 0xffff0000u);
+            } else {
+                g[2 * h] = f16_to_f((uint16_t)(u[h] & 0xffff));
+                g[2 * h + 1] = f16_to_f((uint16_t)(u[h] >> 16));
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < N; k++) g[k] += f.woff;
+}
+
+/* Per device: multiprocessors and shared memory per block (opt-in), cached. */
+static int qv_device(int *dev, int *sms, size_t *smem_block) {
+    static int cache[16][2];
+    if (cudaGetDevice(dev) != cudaSuccess) return 0;
+    int v[2] = {0, 0};
+    const int d = *dev;
+    if (d >= 0 && d < 16 && cache[d][0]) {
+        v[0] = cache[d][0];
+        v[1] = cache[d][1];
+    } else {
+        if (cudaDeviceGetAttribute(&v[0], cudaDevAttrMultiProcessorCount, d) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v[1], cudaDevAttrMaxSharedMemoryPerBlockOptin, d) != cudaSuccess)
+            return 0;
+        if (d >= 0 && d < 16) {
+            cache[d][0] = v[0];
+            cache[d][1] = v[1];
+        }
+    }
+    *sms = v[0];
+    *smem_block = (size_t)v[1];
+    return 1;
+}
+
+#endif

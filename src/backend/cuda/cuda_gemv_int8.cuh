@@ -1,0 +1,462 @@
+/* cuda_gemv_int8.cuh — k_gemv_q, the decode products of Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K weights on
+ * int8 activations (cuda_matmul.cu's header comment describes it), with its launch shapes. Each dtype's
+ * instantiations are compiled in a translation unit of their own (cuda_qv_*.cu, QV_ENTRY), so that
+ * the build compiles them in parallel; cuda_matmul.cu calls them through lmc_cuda_qv_*. */
+#ifndef LMC_CUDA_GEMV_INT8_CUH
+#define LMC_CUDA_GEMV_INT8_CUH
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_gemv.cuh"
+
+/* The GGUF K-quants k_gemv_q takes in their checkpoint layout (256-element super-blocks). */
+static __host__ __device__ constexpr bool qv_kq(int t) {
+    return t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q5_K || t == LMC_DTYPE_Q6_K;
+}
+
+#define QV_MAX_THREADS 512 /* threads per block of k_gemv_q at most (≤ 128 registers a thread) */
+
+/* Shared memory of k_gemv_q: per token K int8 activations, then per token K/32 float2
+ * block metadata (scale d; Q4_0: -8·d·Σq, so a block is d_w·(d·Σ n·q + that)), then per
+ * warp and token the partial Σx² of a fused RMSNorm. */
+static size_t qv_smem(int64_t K, int nt) {
+    return (size_t)nt * ((size_t)K + (size_t)K / 32 * 8) + (size_t)(QV_MAX_THREADS / 32) * (size_t)nt * 4;
+}
+
+/* Where element e (a multiple of 8) of a token's K activations lies in shared memory. Q8_0: in
+ * order. Q4_0: the first 16 elements of each 32-element block in a low plane, the last 16 in a
+ * high plane (K/2 bytes each). K-quants: a 32-element piece c of a row (16 bytes of a super-block's
+ * code bytes, kqv_ld) multiplies 16 activations of its low codes at c·16 in the low plane and 16
+ * of its high codes at c·16 in the high plane. Q4_K/Q5_K: piece 8·sb + 2·cc + h holds elements
+ * 256·sb + 64·cc + 16·h + k (low nibbles) and + 32 (high); Q6_K: piece 8·sb + 4·half + 2·qq + lh
+ * holds 256·sb + 128·half + 32·qq + 16·lh + k (low) and + 64 (high). */
+template <int TYPE> static __device__ __forceinline__ int64_t qv_xpos(int64_t e, int64_t K) {
+    if (TYPE == LMC_DTYPE_Q8_0) return e;
+    if (TYPE == LMC_DTYPE_Q4_0) {
+        const int64_t blk = e >> 5, j = e & 31;
+        return (j >> 4) * (K / 2) + blk * 16 + (j & 15);
+    }
+    const int64_t sb = e >> 8, r = e & 255;
+    int plane, j;
+    if (TYPE == LMC_DTYPE_Q6_K) {
+        plane = (int)(r >> 6) & 1;
+        j = 4 * (int)(r >> 7) + 2 * ((int)(r >> 5) & 1) + ((int)(r >> 4) & 1);
+    } else {
+        plane = (int)(r >> 5) & 1;
+        j = 2 * (int)(r >> 6) + ((int)(r >> 4) & 1);
+    }
+    return plane * (K / 2) + (sb * 8 + j) * 16 + (e & 15);
+}
+
+/* Pack the low bytes of four ints. */
+static __device__ __forceinline__ int qv_pack4(int a, int b, int c, int d) {
+    return (int)__byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+
+/* All threads of the block: x [nt, K] f32 → int8 codes and block metadata in shared memory.
+ * Four lanes per 32-element block, eight elements each, QU pieces per thread loaded before
+ * any is used (fewer when the weight batch in flight takes many registers). Q8_0 keeps
+ * element order; Q4_0 stores each block's first 16 elements in a low plane and the last 16
+ * in a high plane (both K/2 bytes) so a lane's two 16-byte reads for one weight block are
+ * contiguous across the warp (no bank conflicts); the K-quants use two planes too (qv_xpos). d = amax/127, q = rint(x · 127/amax)
+ * (exact IEEE ops: the op test repeats them on the host bit for bit). */
+template <int TYPE, int QU, int NT>
+static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, float *ssw, const float *x, int64_t K,
+                                                   const gemv_fz &fz) {
+    const int lane = threadIdx.x & 31, T = blockDim.x;
+    const int64_t per_tok = K / 8, pieces = per_tok * NT;
+    float ss[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) ss[t] = 0.0f;
+    for (int64_t base = 0; base < pieces; base += (int64_t)T * QU) { /* block-uniform trip count */
+        float4 v[QU][2];
+#pragma unroll
+        for (int k = 0; k < QU; k++) {
+            const int64_t p = base + (int64_t)k * T + threadIdx.x;
+            if (p < pieces) {
+                const int64_t t = p / per_tok;
+                const float4 *src = (const float4 *)(x + t * K + (p - t * per_tok) * 8);
+                v[k][0] = __ldg(src);
+                v[k][1] = __ldg(src + 1);
+            } else {
+                v[k][0] = v[k][1] = make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < QU; k++) {
+            const int64_t p = base + (int64_t)k * T + threadIdx.x;
+            float4 a = v[k][0], b = v[k][1];
+            if (fz.in && p < pieces) { /* the fused input: x·g (1/rms applied to the sums), or act(x)·x2 */
+                const int64_t t = p / per_tok, e = (p - t * per_tok) * 8;
+                float f[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}, g[8];
+                if (fz.in == 1) {
+                    fz_weights<8>(fz, e, g);
+                    float s = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        s = fmaf(f[j], f[j], s);
+                        f[j] *= g[j];
+                    }
+#pragma unroll
+                    for (int tt = 0; tt < NT; tt++)
+                        if (tt == t) ss[tt] += s;
+                } else {
+                    const float4 *up = (const float4 *)(fz.x2 + t * K + e);
+                    const float4 u0 = __ldg(up), u1 = __ldg(up + 1);
+                    const float u[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+#pragma unroll
+                    for (int j = 0; j < 8; j++) f[j] = fz_act(fz.act, f[j]) * u[j];
+                }
+                a = make_float4(f[0], f[1], f[2], f[3]);
+                b = make_float4(f[4], f[5], f[6], f[7]);
+            }
+            float m = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
+                            fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+            const float id = m > 0.0f ? 127.0f / m : 0.0f, d = m / 127.0f;
+            const int w0 = qv_pack4(__float2int_rn(a.x * id), __float2int_rn(a.y * id), __float2int_rn(a.z * id),
+                                    __float2int_rn(a.w * id));
+            const int w1 = qv_pack4(__float2int_rn(b.x * id), __float2int_rn(b.y * id), __float2int_rn(b.z * id),
+                                    __float2int_rn(b.w * id));
+            int sum = __dp4a(w0, 0x01010101, __dp4a(w1, 0x01010101, 0));
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            if (p >= pieces) continue; /* the same for the four lanes of a block */
+            const int64_t t = p / per_tok, e = (p - t * per_tok) * 8, blk = e >> 5;
+            int8_t *dst = xq + t * K + qv_xpos<TYPE>(e, K);
+            *(int2 *)dst = make_int2(w0, w1);
+            /* .y: Q4_0 -8·d·Σq (its codes' offset), Q4_K/Q5_K d·Σq (the mins), else unused */
+            if ((lane & 3) == 0)
+                meta[t * (K / 32) + blk] = make_float2(d, TYPE == LMC_DTYPE_Q8_0 || TYPE == LMC_DTYPE_Q6_K ? 0.0f
+                                                          : TYPE == LMC_DTYPE_Q4_0                         ? -8.0f * d * (float)sum
+                                                                                                            : d * (float)sum);
+        }
+    }
+    if (fz.in == 1) {
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float s = warp_sum(ss[t]);
+            if (lane == 0) ssw[(threadIdx.x >> 5) * NT + t] = s;
+        }
+    }
+}
+
+/* One batch of a warp: the U chunks (16 bytes of codes) base + lane + 32u of RW rows g·RW..,
+ * with their weight block scales. */
+template <int RW, int U> struct qv_batch {
+    uint4 q[U][RW];
+    uint16_t d[U][RW]; /* f16 */
+};
+
+template <int TYPE, int RW, int U, bool GLU>
+static __device__ __forceinline__ void qv_load(qv_batch<RW, U> &b, const lmc_cuda_w &w0, const lmc_cuda_w &w1, int64_t g,
+                                               int c0, int nch) {
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        /* GLU: rows (gate i, up i) side by side, i = g·RW/2 + r/2 */
+        const lmc_cuda_w &w = GLU && (r & 1) ? w1 : w0;
+        const size_t rowb = TYPE == LMC_DTYPE_Q8_0 ? (size_t)w.ne0 : (size_t)(w.ne0 / 2);
+        const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
+        const int64_t nbk = w.ne0 / 32;
+        const int64_t rr = GLU ? g * (RW / 2) + r / 2 : g * RW + r;
+        const int64_t row = rr < w.ne1 ? rr : w.ne1 - 1;
+        /* chunk c0 + 32u: constant offsets from one pointer per row */
+        const uint4 *qp = (const uint4 *)((const char *)w.data + (size_t)row * rowb) + c0;
+        const uint16_t *dp = sc + row * nbk + (TYPE == LMC_DTYPE_Q8_0 ? c0 >> 1 : c0);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (c0 + 32 * u < nch) {
+                b.q[u][r] = __ldg(qp + 32 * u);
+                b.d[u][r] = __ldg(dp + (TYPE == LMC_DTYPE_Q8_0 ? 16 * u : 32 * u));
+            } else {
+                b.q[u][r] = make_uint4(0, 0, 0, 0);
+                b.d[u][r] = 0;
+            }
+        }
+    }
+}
+
+/* acc[r][t] += the batch's chunks · token t's int8 activations. */
+template <int TYPE, int NT, int RW, int U>
+static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_batch<RW, U> &b, const int8_t *xq,
+                                              const float2 *meta, int K, int c0, int nch) {
+    const int nbk = K / 32;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int c = c0 + 32 * u;
+        if (c >= nch) break;
+        if (TYPE == LMC_DTYPE_Q8_0) {
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const int4 xv = *(const int4 *)(xq + t * K + c * 16);
+                const float xd = meta[t * nbk + (c >> 1)].x;
+#pragma unroll
+                for (int r = 0; r < RW; r++) {
+                    const uint4 q = b.q[u][r];
+                    int s = __dp4a((int)q.x, xv.x, 0);
+                    s = __dp4a((int)q.y, xv.y, s);
+                    s = __dp4a((int)q.z, xv.z, s);
+                    s = __dp4a((int)q.w, xv.w, s);
+                    acc[r][t] = fmaf(f16_to_f(b.d[u][r]) * xd, (float)s, acc[r][t]);
+                }
+            }
+        } else {
+            /* byte k of a block: element k in the low nibble, element k + 16 in the high one */
+            int lo[RW][4], hi[RW][4];
+#pragma unroll
+            for (int r = 0; r < RW; r++) {
+                const uint32_t q[4] = {b.q[u][r].x, b.q[u][r].y, b.q[u][r].z, b.q[u][r].w};
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    lo[r][k] = (int)(q[k] & 0x0F0F0F0Fu);
+                    hi[r][k] = (int)((q[k] >> 4) & 0x0F0F0F0Fu);
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const int4 xa = *(const int4 *)(xq + t * K + c * 16);
+                const int4 xb = *(const int4 *)(xq + t * K + K / 2 + c * 16);
+                const float2 m = meta[t * nbk + c];
+#pragma unroll
+                for (int r = 0; r < RW; r++) {
+                    int s = __dp4a(lo[r][0], xa.x, 0);
+                    s = __dp4a(lo[r][1], xa.y, s);
+                    s = __dp4a(lo[r][2], xa.z, s);
+                    s = __dp4a(lo[r][3], xa.w, s);
+                    s = __dp4a(hi[r][0], xb.x, s);
+                    s = __dp4a(hi[r][1], xb.y, s);
+                    s = __dp4a(hi[r][2], xb.z, s);
+                    s = __dp4a(hi[r][3], xb.w, s);
+                    acc[r][t] = fmaf(f16_to_f(b.d[u][r]), fmaf(m.x, (float)s, m.y), acc[r][t]);
+                }
+            }
+        }
+    }
+}
+
+#include "cuda_kq_int8.cuh"
+
+/* The warp's sums of row group g: reduced across lanes, lane r·NT + t writes (row g·RW + r, token t).
+ * GLU: rows 2i, 2i + 1 of the group are gate and up row g·RW/2 + i; lane i·NT + t writes act(gate)·up. */
+template <int NT, int RW, bool GLU>
+static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, int64_t out, int64_t g, int lane,
+                                                const float *ssw, const gemv_fz &fz, int K) {
+    float inv[NT]; /* 1/rms of each token's x for a fused RMSNorm (from the warps' partial Σx²), else 1 */
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        inv[t] = 1.0f;
+        if (fz.in == 1) {
+            float s = 0.0f;
+            for (int k = 0; k < (int)(blockDim.x >> 5); k++) s += ssw[k * NT + t];
+            inv[t] = 1.0f / sqrtf(s / (float)K + fz.eps);
+        }
+    }
+    if constexpr (GLU) {
+#pragma unroll
+        for (int i = 0; i < RW / 2; i++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const float vg = warp_sum(acc[2 * i][t]) * inv[t], vu = warp_sum(acc[2 * i + 1][t]) * inv[t];
+                acc[2 * i][t] = acc[2 * i + 1][t] = 0.0f;
+                const int64_t row = g * (RW / 2) + i;
+                if (lane == i * NT + t && row < out) y[(int64_t)t * out + row] = fz_act(fz.act, vg) * vu;
+            }
+    } else {
+#pragma unroll
+        for (int r = 0; r < RW; r++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const float v = warp_sum(acc[r][t]) * inv[t];
+                acc[r][t] = 0.0f;
+                const int64_t row = g * RW + r;
+                if (lane == r * NT + t && row < out) {
+                    float *p = y + (int64_t)t * out + row;
+                    *p = fz.acc ? *p + v : v;
+                }
+            }
+    }
+}
+
+/* Up to LMC_CUDA_GEMV_MULTI matrices of one dtype and width over one x (q, k, v; gate, up): their row
+ * groups one after the other, gend[i] the first group past matrix i. */
+typedef struct qv_mat {
+    lmc_cuda_w w[LMC_CUDA_GEMV_MULTI];
+    float *y[LMC_CUDA_GEMV_MULTI];
+    int64_t gend[LMC_CUDA_GEMV_MULTI];
+    int n;
+} qv_mat;
+
+/* y[t, o] = Σ_i w[o, i] x[t, i] for NT tokens, Q8_0 / Q4_0 repacked weights (each matrix of m). Warp gw
+ * of the grid computes row groups [gw·gpw, gw·gpw + gpw) of RW rows each, over the whole row, in
+ * batches of U chunks a lane: LOADS = RW·U loads of 16 bytes a lane in flight (the first
+ * batch while the block quantizes the activations). */
+template <int TYPE, int NT, int RW, int LOADS, bool GLU>
+__global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float *x, int gpw, gemv_fz fz) {
+    constexpr int U = LOADS / RW, STEP = 32 * U;
+    extern __shared__ __align__(16) unsigned char qv_sm[];
+    const int K = (int)m.w[0].ne0; /* K·NT fits shared memory: int offsets */
+    const int nch = TYPE == LMC_DTYPE_Q8_0 ? K / 16 : K / 32; /* 16-byte code chunks (K-quants: pieces) per row */
+    const int8_t *xq = (const int8_t *)qv_sm;
+    const float2 *meta = (const float2 *)(qv_sm + (size_t)NT * K);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t ngroups = m.gend[m.n - 1];
+    int64_t g = ((int64_t)blockIdx.x * (blockDim.x >> 5) + warp) * gpw;
+    const int64_t g_end = g + gpw < ngroups ? g + gpw : ngroups;
+    auto mat = [&](int64_t gg) { /* the matrix of group gg */
+        int i = 0;
+        while (i < m.n - 1 && gg >= m.gend[i]) i++;
+        return i;
+    };
+
+    typename qv_batch_of<TYPE, RW, U>::T A;
+    auto load = [&](int64_t gg, int i, int b0) {
+        if constexpr (qv_kq(TYPE)) kqv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[GLU ? 1 : i], gg, b0, nch);
+        else qv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[GLU ? 1 : i], gg, b0, nch);
+    };
+    int base = 0; /* batch (g, base) is in A */
+    int mi = g < g_end ? mat(g) : 0;
+    if (g < g_end) load(g - (mi ? m.gend[mi - 1] : 0), mi, base + lane);
+    /* the first batch of weights is in flight: now wait for the previous kernel (lmc_launch) */
+    pdl_next();
+    pdl_wait();
+    float *ssw = (float *)(qv_sm + (size_t)NT * ((size_t)K + (size_t)(K / 32) * 8));
+    qv_quantize<TYPE, LOADS >= 16 ? 2 : 4, NT>((int8_t *)qv_sm, (float2 *)(qv_sm + (size_t)NT * K), ssw, x, K, fz);
+    __syncthreads();
+    float acc[RW][NT];
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    while (g < g_end) {
+        if constexpr (qv_kq(TYPE)) kqv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch);
+        else qv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch);
+        base += STEP;
+        if (base >= nch) { /* the row group is done */
+            qv_store<NT, RW, GLU>(acc, m.y[mi], m.w[mi].ne1, g - (mi ? m.gend[mi - 1] : 0), lane, ssw, fz, K);
+            g++;
+            base = 0;
+            if (g < g_end) mi = mat(g);
+        }
+        if (g < g_end) load(g - (mi ? m.gend[mi - 1] : 0), mi, base + lane);
+    }
+}
+
+/* Launch shape: every warp the same number of row groups (gpw), at most 16 warps (one block)
+ * per multiprocessor, so that the activations are quantized once per multiprocessor (two
+ * blocks of 8 warps measured 3-35% slower on the H200), blocks of 4..16 warps. */
+template <int TYPE, int NT, int RW, int LOADS, bool GLU = false>
+static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz, int dev, int sms, size_t smb) {
+    const size_t sm = qv_smem(m->w[0].ne0, NT);
+    static int opted[16]; /* dynamic shared memory limit raised, per device */
+    if (sm > 48 * 1024 && !(dev >= 0 && dev < 16 && opted[dev])) {
+        cudaFuncSetAttribute(k_gemv_q<TYPE, NT, RW, LOADS, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smb);
+        if (dev >= 0 && dev < 16) opted[dev] = 1;
+    }
+    int64_t ng = 0;
+    for (int i = 0; i < m->n; i++) {
+        ng += GLU ? (m->w[i].ne1 + RW / 2 - 1) / (RW / 2) : (m->w[i].ne1 + RW - 1) / RW;
+        m->gend[i] = ng;
+    }
+    const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32);
+    const int64_t gpw = (ng + max_w - 1) / max_w, nw = (ng + gpw - 1) / gpw;
+    int64_t wpb = (nw + sms - 1) / sms;
+    if (wpb < 4) wpb = 4;
+    if (wpb > QV_MAX_THREADS / 32) wpb = QV_MAX_THREADS / 32;
+    const unsigned blocks = (unsigned)((nw + wpb - 1) / wpb);
+    lmc_launch(k_gemv_q<TYPE, NT, RW, LOADS, GLU>, dim3(blocks), dim3((unsigned)(wpb * 32)), sm, s, *m, x, (int)gpw, fz);
+}
+
+/* Rows per warp: 4 from 3 tokens on (each activation chunk read serves more rows), 2 below,
+ * fewer when the matrix has too few rows to give half the warps of the GPU a group (Q4_0
+ * from 5 tokens on: 2 at most, or its unpacked nibbles spill registers). Loads in flight
+ * per lane: 8; 16 at one token unless the row's chunks per lane (more than 8) are not a
+ * multiple of 8 (a half-empty last batch: 8 measured faster there). */
+/* LMC_CUDA_QV_FILL=0: one token's rows two a warp with 16 loads a lane even when a row has at most
+ * 4 chunks a lane (half the batch empty), as before four rows a warp were tried (A/B). */
+static int qv_fill(void) {
+    static int v = -1;
+    if (v < 0) v = !(getenv("LMC_CUDA_QV_FILL") && !strcmp(getenv("LMC_CUDA_QV_FILL"), "0"));
+    return v;
+}
+
+template <int TYPE, int NT, bool GLU = false>
+static void qv_rows(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz) {
+    int dev, sms;
+    size_t smb;
+    int64_t rows = 0; /* rows loaded: GLU, gate's and up's */
+    for (int i = 0; i < m->n; i++) rows += m->w[i].ne1;
+    if (GLU) rows = 2 * m->w[0].ne1;
+    if (rows <= 0 || !qv_device(&dev, &sms, &smb)) return; /* lmc_cuda_gemv_int8 said yes: cached */
+    const lmc_cuda_w *w = &m->w[0];
+    constexpr int RW_MAX = NT >= 3 && !(TYPE == LMC_DTYPE_Q4_0 && NT >= 5) ? 4 : 2;
+    const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32);
+    const int64_t cpl = (w->ne0 / (TYPE == LMC_DTYPE_Q8_0 ? 16 : 32) + 31) / 32; /* chunks per lane per row */
+    /* one token, rows of at most 4 chunks a lane: 4 rows a warp fill a batch of 16 loads (else half
+     * of the 16 are past the row's end and a warp's rows take two batches, one after the other) */
+    const int fill = NT == 1 && cpl <= 4 && qv_fill();
+    int rw = fill ? 4 : RW_MAX;
+    while (rw > (GLU ? 2 : 1) && (rows + rw - 1) / rw < max_w / 2) rw /= 2;
+    if constexpr (NT == 1) {
+        if (cpl <= 8 || cpl % 8 == 0) {
+            if (rw == 4) qv_launch<TYPE, NT, 4, 16, GLU>(s, m, x, fz, dev, sms, smb);
+            else if (rw == 2) qv_launch<TYPE, NT, 2, 16, GLU>(s, m, x, fz, dev, sms, smb);
+            else if constexpr (!GLU) qv_launch<TYPE, NT, 1, 16>(s, m, x, fz, dev, sms, smb);
+            return;
+        }
+        if constexpr (GLU) {
+            qv_launch<TYPE, NT, 2, 8, true>(s, m, x, fz, dev, sms, smb);
+            return;
+        }
+    }
+    if (rw == 4) qv_launch<TYPE, NT, RW_MAX, 8>(s, m, x, fz, dev, sms, smb);
+    else if (rw == 2) qv_launch<TYPE, NT, 2, 8>(s, m, x, fz, dev, sms, smb);
+    else qv_launch<TYPE, NT, 1, 8>(s, m, x, fz, dev, sms, smb);
+}
+
+/* K-quants: two rows a warp (four spilled registers from 3 tokens on; one row a warp for small
+ * matrices is left out to keep the instantiations few), 8 pieces a lane in flight for Q4_K up to
+ * 2 tokens (a piece is two 16-byte loads), else 4 (Q5_K: three loads a piece; Q6_K: ten 4-byte
+ * loads and three small ones, its super-blocks being 2-byte aligned). */
+template <int TYPE, int NT, bool GLU = false>
+static void kqv_rows(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz) {
+    int dev, sms;
+    size_t smb;
+    if (m->w[0].ne1 <= 0 || !qv_device(&dev, &sms, &smb)) return;
+    qv_launch<TYPE, NT, 2, TYPE == LMC_DTYPE_Q4_K && NT <= 2 ? 8 : 4, GLU>(s, m, x, fz, dev, sms, smb);
+}
+
+template <int TYPE, int NT, bool GLU = false>
+static void qv_rows_any(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz) {
+    if constexpr (qv_kq(TYPE)) kqv_rows<TYPE, NT, GLU>(s, m, x, fz);
+    else qv_rows<TYPE, NT, GLU>(s, m, x, fz);
+}
+
+template <int TYPE>
+static void qv_dispatch(cudaStream_t s, qv_mat *m, const float *x, int64_t n, const gemv_fz &fz) {
+    switch (n) {
+    case 1: qv_rows_any<TYPE, 1>(s, m, x, fz); break;
+    case 2: qv_rows_any<TYPE, 2>(s, m, x, fz); break;
+    case 3: qv_rows_any<TYPE, 3>(s, m, x, fz); break;
+    case 4: qv_rows_any<TYPE, 4>(s, m, x, fz); break;
+    case 5: qv_rows_any<TYPE, 5>(s, m, x, fz); break;
+    case 6: qv_rows_any<TYPE, 6>(s, m, x, fz); break;
+    case 7: qv_rows_any<TYPE, 7>(s, m, x, fz); break;
+    default: qv_rows_any<TYPE, 8>(s, m, x, fz); break;
+    }
+}
+
+/* The per-dtype entries: glu (one token, GLU rows of m.w[0] and m.w[1]) or n_tok tokens over m. */
+#define QV_ENTRY(name, TYPE)                                                                                      \
+    void name(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, const gemv_fz &fz, int glu) {            \
+        if (glu) qv_rows_any<TYPE, 1, true>(s, m, x, fz);                                                         \
+        else qv_dispatch<TYPE>(s, m, x, n_tok, fz);                                                               \
+    }
+void lmc_cuda_qv_q8_0(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, const gemv_fz &fz, int glu);
+void lmc_cuda_qv_q4_0(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, const gemv_fz &fz, int glu);
+void lmc_cuda_qv_q4_k(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, const gemv_fz &fz, int glu);
+void lmc_cuda_qv_q5_k(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, const gemv_fz &fz, int glu);
+void lmc_cuda_qv_q6_k(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, const gemv_fz &fz, int glu);
+
+#endif

@@ -1,0 +1,4 @@
+/* cuda_qv_q4_k.cu — k_gemv_q's Q4_K instantiations (cuda_gemv_int8.cuh). */
+#include "cuda_gemv_int8.cuh"
+
+QV_ENTRY(lmc_cuda_qv_q4_k, LMC_DTYPE_Q4_K)
