@@ -5,8 +5,9 @@
  * where the CUDA path computes in bf16 (prefill-sized matmuls of non-f32
  * weights) and 1e-4 (1e-5 for exact element-wise ops) where it computes in
  * f32. Weight dtypes: f32, f16, bf16, every GGUF block type, MLX affine
- * (2..8 bits), MXFP4 in both layouts (test_matmul_mxfp4, run last so that the other tests
- * draw the same random weights as before it). The MoE ops are in test_cuda_moe.c, the shared pair/weight helpers in
+ * (2..8 bits), MXFP4 in both layouts (test_matmul_mxfp4). Tests added later run after the others
+ * (test_matmul_mxfp4, test_attention_sinks) so that those draw the same random inputs as before:
+ * one random sequence runs through the file, and some random-byte K-quant cases sit near the bound. The MoE ops are in test_cuda_moe.c, the shared pair/weight helpers in
  * cuda_test_pair.h. Without a usable GPU it prints a SKIP line and RESULT 0 0.
  */
 #include "cuda_test_pair.h"
@@ -613,20 +614,22 @@ static void attn_case(int hd, int nh, int nkv, int n_ctx, int n_seq, int window,
     pair_alloc(&out, LMC_DTYPE_F32, hd * nh, n, 1);
     pair_i32(&qp, qpos, n);
     pair_i32(&qs, qseq, n);
-    pair sk;
-    pair_f32(&sk, nh, 1, 1, attn_sink_amp > 0 ? attn_sink_amp : 1.0f);
+    pair sk; /* drawn only with sinks: the cases without draw the same random inputs as before sinks existed */
+    const int sinks = attn_sink_amp > 0;
+    if (sinks) pair_f32(&sk, nh, 1, 1, attn_sink_amp);
     lmc_attn_op op = {.n_head = nh, .n_kv_head = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd),
                       .softcap = softcap, .window = window};
-    op.sinks = attn_sink_amp > 0 ? &sk.c : NULL;
+    op.sinks = sinks ? &sk.c : NULL;
     ref->i->attention(ref, &out.c, &q.c, &kc.c, &vc.c, &qp.c, &qs.c, &op);
-    op.sinks = attn_sink_amp > 0 ? &sk.g : NULL;
+    op.sinks = sinks ? &sk.g : NULL;
     gpu->i->attention(gpu, &out.g, &q.g, &kc.g, &vc.g, &qp.g, &qs.g, &op);
     char what[160];
     snprintf(what, sizeof what, "attention hd %d heads %d/%d ctx %d window %d softcap %g n %d qamp %g sinks %g", hd, nh,
              nkv, n_ctx, window, softcap, n, attn_qamp, attn_sink_amp);
     compare(&out, n >= 64 && hd % 4 == 0 && hd <= 256 ? 1e-2 : 1e-4, what);
-    pair *all[] = {&kc, &vc, &kv, &vv, &fpos, &fseq, &q, &out, &qp, &qs, &sk};
+    pair *all[] = {&kc, &vc, &kv, &vv, &fpos, &fseq, &q, &out, &qp, &qs};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    if (sinks) pair_free(&sk);
     free(p);
     free(s);
 }
@@ -1377,12 +1380,12 @@ int main(void) {
     RUN(test_rope);
     RUN(test_rope_store);
     RUN(test_attention);
-    RUN(test_attention_sinks);
     RUN(test_matmul_kq);
     RUN(test_matmul_kq_int8);
     RUN(test_matmul_mmq_pipe);
     RUN(test_pdl_chain);
     RUN(test_matmul_mxfp4);
+    RUN(test_attention_sinks); /* last, like test_matmul_mxfp4: the tests before it draw the random inputs they drew before it */
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();
