@@ -11,7 +11,8 @@
  *      wait, one register batch in flight (MODE 1: no quantization, MODE 2: no products);
  *   B  two register batches, the next in flight while one is multiplied;
  *   C  a cp.async ring of S stages a warp in shared memory;
- *   P  A plus an L2 bulk prefetch of part of the warp's rows before the dependency wait.
+ *   P  A plus an L2 bulk prefetch of part of the warp's rows before the dependency wait;
+ *   R  no shared memory and no block barrier: each lane quantizes its own chunks' activations in registers.
  * Then a chain of the four products per layer x 320 layers (programmatic dependent launch). */
 #include <cstdio>
 #include <cstdlib>
@@ -336,6 +337,79 @@ __global__ void __launch_bounds__(512) kP(QW w, const float *x, float *y) {
     }
 }
 
+// ---------------- R: no shared memory, no block barrier: each lane quantizes the activations of its own
+// chunks in registers (one 32-element block a chunk: the lane owns the whole block, so amax, d and the
+// code sum need no shuffles), read after the dependency wait while the first weights are in flight
+template <int RW, int U>
+__global__ void __launch_bounds__(512) kR(QW w, const float *x, float *y) {
+    const int K = w.K, nch = K / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = blockIdx.x * (blockDim.x >> 5) + warp;
+    const bool act = g * RW < w.N;
+    uint4 q[U][RW];
+    uint16_t d[U][RW];
+    auto load = [&](int c0) {
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+            int row = min(g * RW + r, w.N - 1);
+            const uint4 *qp = (const uint4 *)(w.codes + (size_t)row * (K / 2));
+            const uint16_t *dp = w.sc + (size_t)row * nch;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int c = c0 + 32 * u;
+                if (c < nch) { q[u][r] = __ldg(qp + c); d[u][r] = __ldg(dp + c); }
+                else { q[u][r] = make_uint4(0, 0, 0, 0); d[u][r] = 0; }
+            }
+        }
+    };
+    if (act) load(lane);
+    pdl_next();
+    pdl_wait();
+    if (!act) return;
+    float acc[RW] = {};
+    for (int base = 0; base < nch; base += 32 * U) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = base + lane + 32 * u;
+            if (c >= nch) continue;
+            float v[32];
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const float4 f = __ldg((const float4 *)(x + 32 * c) + k);
+                v[4 * k] = f.x; v[4 * k + 1] = f.y; v[4 * k + 2] = f.z; v[4 * k + 3] = f.w;
+            }
+            float m = 0.f;
+#pragma unroll
+            for (int k = 0; k < 32; k++) m = fmaxf(m, fabsf(v[k]));
+            const float id = m > 0 ? 127.f / m : 0.f, dx = m / 127.f;
+            int xs[8], sum = 0;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                xs[k] = pack4(__float2int_rn(v[4 * k] * id), __float2int_rn(v[4 * k + 1] * id),
+                              __float2int_rn(v[4 * k + 2] * id), __float2int_rn(v[4 * k + 3] * id));
+                sum = __dp4a(xs[k], 0x01010101, sum);
+            }
+            const float my = -8.f * dx * (float)sum;
+#pragma unroll
+            for (int r = 0; r < RW; r++) {
+                const uint32_t qq[4] = {q[u][r].x, q[u][r].y, q[u][r].z, q[u][r].w};
+                int s2 = 0;
+#pragma unroll
+                for (int k = 0; k < 4; k++) s2 = __dp4a((int)(qq[k] & 0x0F0F0F0Fu), xs[k], s2);
+#pragma unroll
+                for (int k = 0; k < 4; k++) s2 = __dp4a((int)((qq[k] >> 4) & 0x0F0F0F0Fu), xs[4 + k], s2);
+                acc[r] += f16f(d[u][r]) * fmaf(dx, (float)s2, my);
+            }
+        }
+        if (base + 32 * U < nch) load(base + 32 * U + lane);
+    }
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        float v = warp_sum(acc[r]);
+        if (lane == 0 && g * RW + r < w.N) y[g * RW + r] = v;
+    }
+}
+
 // ---------------- S: read the bytes only (reference), same launch shape
 template <int RW, int U>
 __global__ void __launch_bounds__(512) kS(QW w, const float *x, float *y) {
@@ -416,6 +490,8 @@ int main(int argc, char **argv) {
         CK(cudaMemcpy(dx, hx.data(), K * 4, cudaMemcpyHostToDevice));
         std::vector<Cfg> cfgs = {
             {"S rw2 u4", kS<2, 4>, 2, 16, 0},
+            {"R rw2 u4", kR<2, 4>, 2, 16, 0}, {"R rw4 u4", kR<4, 4>, 4, 16, 0}, {"R rw2 u2", kR<2, 2>, 2, 16, 0},
+            {"R rw4 u4 w8", kR<4, 4>, 4, 8, 0},
             {"A rw2 u4", kA<2, 4>, 2, 16, 0}, {"A rw2 u4 noquant", kA<2, 4, 1>, 2, 16, 0}, {"A rw2 u4 nodot", kA<2, 4, 2>, 2, 16, 0},
             {"A rw4 u4", kA<4, 4>, 4, 16, 0}, {"A rw4 u4 w8", kA<4, 4>, 4, 8, 0}, {"A rw4 u4 w4", kA<4, 4>, 4, 4, 0},
             {"A rw4 u4 noquant", kA<4, 4, 1>, 4, 16, 0}, {"A rw4 u4 nodot", kA<4, 4, 2>, 4, 16, 0},
@@ -479,6 +555,7 @@ int main(int argc, char **argv) {
             {"A qkv4 o2u8 gu2u4 d2u4", {{"", kA<4, 4>, 4, 16, 0}, {"", kA<2, 8>, 2, 16, 0}, {"", kA<2, 4>, 2, 16, 0}, {"", kA<2, 4>, 2, 16, 0}}},
             {"A all rw4 w8, down C", {{"", kA<4, 4>, 4, 8, 0}, {"", kA<4, 4>, 4, 8, 0}, {"", kA<4, 4>, 4, 8, 0}, {"", kC<2, 2, 3>, 2, 16, 3 * (2 * 2 * 32 * 18)}}},
             {"C all", {{"", kC<4, 1, 4>, 4, 16, 4 * (4 * 1 * 32 * 18)}, {"", kC<4, 1, 4>, 4, 16, 4 * (4 * 1 * 32 * 18)}, {"", kC<2, 2, 3>, 2, 16, 3 * (2 * 2 * 32 * 18)}, {"", kC<2, 2, 3>, 2, 16, 3 * (2 * 2 * 32 * 18)}}},
+            {"R qkv4 o4 gu4 d2", {{"", kR<4, 4>, 4, 16, 0}, {"", kR<4, 4>, 4, 16, 0}, {"", kR<4, 4>, 4, 16, 0}, {"", kR<2, 4>, 2, 16, 0}}},
             {"S all", {{"", kS<2, 4>, 2, 16, 0}, {"", kS<2, 4>, 2, 16, 0}, {"", kS<2, 4>, 2, 16, 0}, {"", kS<2, 4>, 2, 16, 0}}},
         };
         for (auto &cc : ccs) {
