@@ -18,13 +18,15 @@
 /* ---- architecture table ----------------------------------------------------------------------- */
 
 static const lmc_gguf_arch_info archs[] = {
-    {"llama", "llama", "LlamaForCausalLM", 1, 0, 0, 0},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 0, 0, 0},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, 0, 0, 0},
-    {"gemma", "gemma", "GemmaForCausalLM", 0, 1, 0, 0},
-    {"gemma2", "gemma2", "Gemma2ForCausalLM", 0, 1, 1, 0},
-    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, 1, 1, 0},
-    {"phi3", "phi3", "Phi3ForCausalLM", 0, 0, 0, 1},
+    {"llama", "llama", "LlamaForCausalLM", 1, 0, 0, 0, LMC_GGUF_MOE_MIXTRAL},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", 0, 0, 0, 0, 0},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", 0, 0, 0, 0, 0},
+    {"qwen2moe", "qwen2_moe", "Qwen2MoeForCausalLM", 0, 0, 0, 0, LMC_GGUF_MOE_QWEN},
+    {"qwen3moe", "qwen3_moe", "Qwen3MoeForCausalLM", 0, 0, 0, 0, LMC_GGUF_MOE_QWEN},
+    {"gemma", "gemma", "GemmaForCausalLM", 0, 1, 0, 0, 0},
+    {"gemma2", "gemma2", "Gemma2ForCausalLM", 0, 1, 1, 0, 0},
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, 1, 1, 0, 0},
+    {"phi3", "phi3", "Phi3ForCausalLM", 0, 0, 0, 1, 0},
 };
 #define N_ARCHS (int)(sizeof archs / sizeof archs[0])
 
@@ -92,7 +94,86 @@ static const name_rule fused_rules[] = { /* phi3: ffn_up holds gate and up stack
     {"ffn_up", "mlp.gate_up_proj"},
 };
 
+static const name_rule moe_qwen_rules[] = { /* qwen2moe, qwen3moe (stacked experts: see the view) */
+    {"ffn_gate_inp", "mlp.gate"},
+    {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
+    {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
+    {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
+    {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
+};
+static const name_rule moe_mixtral_rules[] = { /* llama files with experts */
+    {"ffn_gate_inp", "block_sparse_moe.gate"},
+};
+
 #define N_OF(a) (sizeof(a) / sizeof(a)[0])
+
+static const name_rule *moe_rules(const lmc_gguf_arch_info *a, size_t *n) {
+    if (a->moe == LMC_GGUF_MOE_QWEN) { *n = N_OF(moe_qwen_rules); return moe_qwen_rules; }
+    if (a->moe == LMC_GGUF_MOE_MIXTRAL) { *n = N_OF(moe_mixtral_rules); return moe_mixtral_rules; }
+    *n = 0;
+    return NULL;
+}
+
+static const char *const expert_gguf[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+static const char *const expert_qwen[3] = {"gate_proj", "up_proj", "down_proj"};
+static const char *const expert_mixtral[3] = {"w1", "w3", "w2"};
+
+int lmc_gguf_arch_expert_kind(const char *gguf_name, long *layer) {
+    const char *p = gguf_name;
+    if (strncmp(p, "blk.", 4) != 0) return -1;
+    p += 4;
+    char *end;
+    long l = strtol(p, &end, 10);
+    if (end == p || *end != '.' || l < 0) return -1;
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(expert_gguf[k]);
+        if (strncmp(end + 1, expert_gguf[k], n) == 0 && strcmp(end + 1 + n, ".weight") == 0) {
+            *layer = l;
+            return k;
+        }
+    }
+    return -1;
+}
+
+lmc_status lmc_gguf_arch_expert_gguf_name(long layer, int kind, char *out, size_t cap) {
+    if (kind < 0 || kind > 2) return lmc_fail(LMC_ERR_ARG, "expert tensor kind %d", kind);
+    int n = snprintf(out, cap, "blk.%ld.%s.weight", layer, expert_gguf[kind]);
+    return n < 0 || (size_t)n >= cap ? lmc_fail(LMC_ERR_RANGE, "expert tensor name does not fit in %zu bytes", cap) : LMC_OK;
+}
+
+lmc_status lmc_gguf_arch_expert_hf_name(const lmc_gguf_arch_info *a, long layer, long expert, int kind, char *out,
+                                        size_t cap) {
+    if (kind < 0 || kind > 2) return lmc_fail(LMC_ERR_ARG, "expert tensor kind %d", kind);
+    int n;
+    if (a->moe == LMC_GGUF_MOE_QWEN) n = snprintf(out, cap, "model.layers.%ld.mlp.experts.%ld.%s.weight", layer, expert, expert_qwen[kind]);
+    else if (a->moe == LMC_GGUF_MOE_MIXTRAL)
+        n = snprintf(out, cap, "model.layers.%ld.block_sparse_moe.experts.%ld.%s.weight", layer, expert, expert_mixtral[kind]);
+    else return lmc_fail(LMC_ERR_UNSUPPORTED, "GGUF architecture %s has no expert tensors", a->gguf_arch);
+    return n < 0 || (size_t)n >= cap ? lmc_fail(LMC_ERR_RANGE, "expert tensor name does not fit in %zu bytes", cap) : LMC_OK;
+}
+
+int lmc_gguf_arch_parse_expert(const lmc_gguf_arch_info *a, const char *hf_name, long *layer, long *expert, int *kind) {
+    const char *mid = a->moe == LMC_GGUF_MOE_QWEN ? ".mlp.experts." : a->moe == LMC_GGUF_MOE_MIXTRAL ? ".block_sparse_moe.experts." : NULL;
+    const char *const *kinds = a->moe == LMC_GGUF_MOE_QWEN ? expert_qwen : expert_mixtral;
+    if (!mid || strncmp(hf_name, "model.layers.", 13) != 0) return 0;
+    const char *p = hf_name + 13;
+    char *end;
+    long l = strtol(p, &end, 10);
+    if (end == p || l < 0 || strncmp(end, mid, strlen(mid)) != 0) return 0;
+    p = end + strlen(mid);
+    long e = strtol(p, &end, 10);
+    if (end == p || e < 0 || *end != '.') return 0;
+    for (int k = 0; k < 3; k++) {
+        size_t n = strlen(kinds[k]);
+        if (strncmp(end + 1, kinds[k], n) == 0 && strcmp(end + 1 + n, ".weight") == 0) {
+            *layer = l;
+            *expert = e;
+            *kind = k;
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static const name_rule *arch_rules(const lmc_gguf_arch_info *a, size_t *n) {
     if (a->sandwich) { *n = N_OF(sandwich_rules); return sandwich_rules; }
@@ -164,9 +245,11 @@ static lmc_status map_name(const lmc_gguf_arch_info *a, const char *name, int fr
         if (parse_layer(name, stem_len, prefix, &layer, &rest, &rest_len)) {
             size_t n_arch;
             const name_rule *arch_r = arch_rules(a, &n_arch);
-            const name_rule *tables[2] = {layer_rules, arch_r};
-            size_t sizes[2] = {N_OF(layer_rules), n_arch};
-            for (int t = 0; t < 2; t++) {
+            size_t n_moe;
+            const name_rule *moe_r = moe_rules(a, &n_moe);
+            const name_rule *tables[3] = {layer_rules, arch_r, moe_r};
+            size_t sizes[3] = {N_OF(layer_rules), n_arch, n_moe};
+            for (int t = 0; t < 3; t++) {
                 for (size_t i = 0; i < sizes[t]; i++) {
                     const char *from = from_gguf ? tables[t][i].gguf : tables[t][i].hf;
                     const char *to = from_gguf ? tables[t][i].hf : tables[t][i].gguf;
@@ -408,6 +491,73 @@ static int llama3_fit(const lmc_gguf_tensor *t, double base, int64_t dim, llama3
     return ok;
 }
 
+/* The expert keys of a MoE file as HF's config spells them (qwen2_moe / qwen3_moe / mixtral), after
+ * checking them against the stacked tensors' shapes. Dense layers of a qwen file (no ffn_gate_inp)
+ * become mlp_only_layers. Routing renormalization: {arch}.expert_weights_norm when present, else
+ * llama.cpp's fixed choice for the architecture (qwen3moe and Mixtral renormalize, qwen2moe not). */
+static lmc_status moe_config(cfg_ctx *c, const lmc_gguf_arch_info *a, const lmc_gguf *g, int64_t n_layers, int64_t n_expert,
+                             cJSON *o) {
+    int64_t used, eff = 0, sff = 0;
+    int r;
+    if (n_expert <= 0 || n_expert > 65536)
+        return lmc_fail(LMC_ERR_FORMAT, "GGUF %s.expert_count = %lld is out of range", a->gguf_arch, (long long)n_expert);
+    LMC_TRY(req_int(c, "expert_used_count", &used));
+    if (used <= 0 || used > n_expert)
+        return lmc_fail(LMC_ERR_FORMAT, "GGUF %s.expert_used_count = %lld must be in [1, expert_count = %lld]", a->gguf_arch,
+                        (long long)used, (long long)n_expert);
+    if ((r = opt_int(c, "expert_feed_forward_length", &eff)) < 0) return r;
+    if ((r = opt_int(c, "expert_shared_feed_forward_length", &sff)) < 0) return r;
+    int norm = strcmp(a->gguf_arch, "qwen2moe") != 0;
+    int64_t ki = lmc_gguf_find_key(g, akey(c, "expert_weights_norm"));
+    if (ki >= 0) {
+        if (lmc_gguf_kv_type(g, ki) != LMC_GGUF_BOOL) return lmc_fail(LMC_ERR_FORMAT, "GGUF %s must be a bool", c->key);
+        LMC_TRY(lmc_gguf_get_bool(g, c->key, &norm));
+    }
+    const int qwen = a->moe == LMC_GGUF_MOE_QWEN;
+    if (qwen && eff <= 0)
+        return lmc_fail(LMC_ERR_FORMAT, "GGUF metadata lacks %s.expert_feed_forward_length", a->gguf_arch);
+    cJSON *dense = cJSON_CreateArray();
+    if (!dense) return lmc_fail(LMC_ERR_NOMEM, "out of memory building config.json");
+    int n_sparse = 0;
+    for (int64_t il = 0; il < n_layers; il++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%lld.ffn_gate_inp.weight", (long long)il);
+        const lmc_gguf_tensor *router = lmc_gguf_find_tensor(g, name);
+        if (!router) {
+            cJSON *n = cJSON_CreateNumber((double)il);
+            if (!n) { cJSON_Delete(dense); return lmc_fail(LMC_ERR_NOMEM, "out of memory building config.json"); }
+            cJSON_AddItemToArray(dense, n);
+            continue;
+        }
+        n_sparse++;
+        if (router->n_dims != 2 || router->ne[1] != n_expert) {
+            cJSON_Delete(dense);
+            return lmc_fail(LMC_ERR_FORMAT, "GGUF %s has %lld rows, but %s.expert_count is %lld", name,
+                            (long long)(router->n_dims == 2 ? router->ne[1] : 1), a->gguf_arch, (long long)n_expert);
+        }
+    }
+    if (n_sparse == 0 || (!qwen && n_sparse != n_layers)) {
+        cJSON_Delete(dense);
+        return lmc_fail(LMC_ERR_FORMAT, "GGUF %s file with %s.expert_count %lld has %s ffn_gate_inp router tensors",
+                        a->gguf_arch, a->gguf_arch, (long long)n_expert, n_sparse ? "too few" : "no");
+    }
+    if (qwen) {
+        cJSON_AddItemToObject(o, "mlp_only_layers", dense);
+        LMC_TRY(put_num(o, "decoder_sparse_step", 1));
+        LMC_TRY(put_num(o, "num_experts", (double)n_expert));
+        LMC_TRY(put_num(o, "moe_intermediate_size", (double)eff));
+        if (sff > 0) LMC_TRY(put_num(o, "shared_expert_intermediate_size", (double)sff));
+    } else {
+        cJSON_Delete(dense);
+        LMC_TRY(put_num(o, "num_local_experts", (double)n_expert));
+        if (!norm) return lmc_fail(LMC_ERR_UNSUPPORTED, "GGUF %s: Mixtral routing without renormalization (expert_weights_norm false)",
+                                   a->gguf_arch);
+    }
+    LMC_TRY(put_num(o, "num_experts_per_tok", (double)used));
+    if (qwen) LMC_TRY(put_bool(o, "norm_topk_prob", norm));
+    return LMC_OK;
+}
+
 static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, cJSON *o) {
     cfg_ctx c = {.g = g, .arch = a->gguf_arch};
     int64_t hidden, n_layers, n_heads, n_kv, ff, ctx = 0, head_dim, v_len, rope_dim;
@@ -456,9 +606,15 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
     }
     int tie = lmc_gguf_find_tensor(g, "output.weight") == NULL;
 
-    LMC_TRY(put_str(o, "model_type", a->model_type));
+    /* experts: llama files carry them only for Mixtral; qwen2moe / qwen3moe always */
+    int64_t n_expert = 0;
+    if ((r = opt_int(&c, "expert_count", &n_expert)) < 0) return r;
+    if (a->moe == LMC_GGUF_MOE_QWEN && r == 0) return lmc_fail(LMC_ERR_FORMAT, "GGUF metadata lacks %s.expert_count", a->gguf_arch);
+    int mixtral = a->moe == LMC_GGUF_MOE_MIXTRAL && r == 1 && n_expert > 0;
+    LMC_TRY(put_str(o, "model_type", mixtral ? "mixtral" : a->model_type));
+    if (a->moe == LMC_GGUF_MOE_QWEN || mixtral) LMC_TRY(moe_config(&c, a, g, n_layers, n_expert, o));
     cJSON *archs_arr = cJSON_AddArrayToObject(o, "architectures");
-    cJSON *an = cJSON_CreateString(a->hf_architecture);
+    cJSON *an = cJSON_CreateString(mixtral ? "MixtralForCausalLM" : a->hf_architecture);
     if (!archs_arr || !an) {
         cJSON_Delete(an);
         return lmc_fail(LMC_ERR_NOMEM, "out of memory building config.json");
@@ -493,7 +649,7 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
     int64_t window = 0;
     if ((r = opt_int(&c, "attention.sliding_window", &window)) < 0) return r;
     if (window > 0) LMC_TRY(put_num(o, "sliding_window", (double)window));
-    else if (a->fused || strcmp(a->gguf_arch, "qwen2") == 0 || strcmp(a->gguf_arch, "qwen3") == 0) {
+    else if (a->fused || a->moe == LMC_GGUF_MOE_QWEN || strcmp(a->gguf_arch, "qwen2") == 0 || strcmp(a->gguf_arch, "qwen3") == 0) {
         if (!cJSON_AddNullToObject(o, "sliding_window")) return lmc_fail(LMC_ERR_NOMEM, "out of memory building config.json");
     }
     if (strcmp(a->gguf_arch, "gemma3") == 0) {

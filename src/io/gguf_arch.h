@@ -1,8 +1,8 @@
 /* gguf_arch.h — from GGUF (llama.cpp conventions) to the Hugging Face facts
  * lmc's loader already understands: a synthetic config.json and tensor names.
  *
- * Architectures: llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3 (the value
- * of general.architecture). Binding a GGUF model then reads:
+ * Architectures: llama (with experts: Mixtral), qwen2, qwen3, qwen2moe, qwen3moe,
+ * gemma, gemma2, gemma3, phi3 (the value of general.architecture). Binding a GGUF model then reads:
  *
  *     const lmc_gguf_arch_info *a;
  *     char *json;
@@ -57,7 +57,34 @@ typedef struct lmc_gguf_arch_info {
     int norm_plus_one;           /* 1: norm weights stored as HF weight + 1 */
     int sandwich;                /* 1: gemma2/3 norm layout (ffn_norm = pre_feedforward_layernorm) */
     int fused;                   /* 1: phi3 fused attn_qkv / ffn_up (gate_up) */
+    int moe;                     /* expert tensors' HF names: 0 none, LMC_GGUF_MOE_QWEN, LMC_GGUF_MOE_MIXTRAL */
 } lmc_gguf_arch_info;
+
+/* Mixture-of-experts families (llama.cpp: blk.N.ffn_gate_inp router, blk.N.ffn_{gate,up,down}_exps
+ * experts stacked in one tensor of ne [in, out, n_expert], blk.N.ffn_{gate,up,down}_shexp shared
+ * expert, blk.N.ffn_gate_inp_shexp its sigmoid gate; keys {arch}.expert_count, expert_used_count,
+ * expert_feed_forward_length, expert_shared_feed_forward_length, expert_weights_norm):
+ *   QWEN    qwen2moe, qwen3moe: mlp.gate, mlp.experts.E.{gate,up,down}_proj, mlp.shared_expert.*,
+ *           mlp.shared_expert_gate (HF [1, D]). A layer without ffn_gate_inp is dense (mlp.*):
+ *           the config gets mlp_only_layers.
+ *   MIXTRAL llama files with {arch}.expert_count: block_sparse_moe.gate,
+ *           block_sparse_moe.experts.E.{w1,w3,w2} (gate, up, down); model_type mixtral. */
+#define LMC_GGUF_MOE_QWEN 1
+#define LMC_GGUF_MOE_MIXTRAL 2
+#define LMC_GGUF_EXPERT_GATE 0
+#define LMC_GGUF_EXPERT_UP 1
+#define LMC_GGUF_EXPERT_DOWN 2
+/* Which stacked expert tensor gguf_name is (blk.N.ffn_gate_exps.weight → LMC_GGUF_EXPERT_GATE, layer N);
+ * -1 for any other name. */
+int lmc_gguf_arch_expert_kind(const char *gguf_name, long *layer);
+/* The GGUF name of a stacked expert tensor: "blk.N.ffn_up_exps.weight". */
+lmc_status lmc_gguf_arch_expert_gguf_name(long layer, int kind, char *out, size_t cap);
+/* The HF name of one expert's matrix of a stacked tensor (a->moe's family; LMC_ERR_UNSUPPORTED when
+ * a->moe is 0). */
+lmc_status lmc_gguf_arch_expert_hf_name(const lmc_gguf_arch_info *a, long layer, long expert, int kind, char *out,
+                                        size_t cap);
+/* The inverse: 1 and (layer, expert, kind) if hf_name is a per-expert matrix of a->moe's family, else 0. */
+int lmc_gguf_arch_parse_expert(const lmc_gguf_arch_info *a, const char *hf_name, long *layer, long *expert, int *kind);
 
 /* The row of the table for a general.architecture value; NULL if unsupported. */
 const lmc_gguf_arch_info *lmc_gguf_arch_find(const char *gguf_arch);

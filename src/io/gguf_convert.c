@@ -36,6 +36,9 @@ typedef struct conv {
     int64_t hidden, n_layers, n_heads, n_kv, head_dim, ff, rope_dim;
     int tied;
     int quant_type;              /* lmc_dtype to quantize matrices to, 0 = keep */
+    int64_t n_expert;            /* MoE: experts per sparse layer (0: dense model) */
+    unsigned char *experts_done; /* [n_layers · 3]: stacked tensor (layer, gate/up/down) written */
+    const lmc_st_set *set;
 } conv;
 
 static const char *K(conv *c, const char *suffix) {
@@ -215,7 +218,7 @@ static lmc_status write_windows(conv *c) {
         if (strcmp(e->valuestring, "sliding_attention") == 0) any_sliding = 1;
         else if (strcmp(e->valuestring, "full_attention") != 0) return refuse(c, "a layer type other than full/sliding attention");
     }
-    if (strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0) {
+    if (strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0 || c->a->moe == LMC_GGUF_MOE_QWEN) {
         int b = 0;
         if (lmc_json_get_bool(c->cfg, "use_sliding_window", &b) > 0 && b) return refuse(c, "use_sliding_window");
         if (any_sliding) return refuse(c, "sliding layers");
@@ -361,9 +364,79 @@ static int ends_with(const char *s, const char *suf) {
     return n >= m && strcmp(s + n - m, suf) == 0;
 }
 
+/* Quantize n_rows rows of ne0 values (storage src_t at *data) to c->quant_type when the rows fit its
+ * blocks; *data and *type then describe the quantized copy. */
+static lmc_status maybe_quantize(conv *c, const char *hf_name, lmc_dtype src_t, int64_t ne0, int64_t n_rows,
+                                 const void **data, uint32_t *type) {
+    if (!c->quant_type || lmc_dtype_row_bytes((lmc_dtype)c->quant_type, ne0) == 0) return LMC_OK;
+    const lmc_dtype qt = (lmc_dtype)c->quant_type;
+    const size_t in_row = lmc_dtype_row_bytes(src_t, ne0), out_row = lmc_dtype_row_bytes(qt, ne0);
+    uint8_t *q = own(c, out_row * (size_t)n_rows);
+    float *f = malloc((size_t)ne0 * sizeof *f);
+    void *tmp = malloc(in_row);
+    if (!q || !f || !tmp) { free(f); free(tmp); return lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir); }
+    lmc_status qs = LMC_OK;
+    for (int64_t r = 0; qs >= 0 && r < n_rows; r++) {
+        memcpy(tmp, (const uint8_t *)*data + (size_t)r * in_row, in_row); /* mapping data need not be aligned */
+        lmc_to_f32(src_t, tmp, f, (size_t)ne0);
+        qs = lmc_quantize_row(qt, f, q + (size_t)r * out_row, NULL, ne0);
+    }
+    free(f);
+    free(tmp);
+    if (qs < 0) return lmc_fail_context(qs, "%s: quantizing %s", c->dir, hf_name);
+    LMC_TRY(lmc_ggml_type_from_dtype(qt, type));
+    *data = q;
+    return LMC_OK;
+}
+
+/* The n_expert per-expert matrices [out, in] of (layer, kind) stacked in one tensor of ne
+ * [in, out, n_expert] named blk.N.ffn_{gate,up,down}_exps.weight (llama.cpp's torch.stack(dim=0)). */
+static lmc_status add_experts(conv *c, long layer, int kind) {
+    const lmc_st_tensor *t0 = NULL;
+    char hf[256], name[128];
+    const lmc_st_tensor **ts = malloc((size_t)c->n_expert * sizeof *ts);
+    if (!ts) return lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir);
+    lmc_status st = LMC_OK;
+    for (int64_t e = 0; e < c->n_expert && st >= 0; e++) {
+        st = lmc_gguf_arch_expert_hf_name(c->a, layer, (long)e, kind, hf, sizeof hf);
+        if (st < 0) break;
+        const lmc_st_tensor *t = ts[e] = lmc_st_find(c->set, hf);
+        if (!t) st = lmc_fail(LMC_ERR_FORMAT, "%s: expert tensor %s is missing (config.json names %lld experts)", c->dir, hf,
+                              (long long)c->n_expert);
+        else if (t->n_dims != 2 || (t->dtype != LMC_DTYPE_F32 && t->dtype != LMC_DTYPE_F16 && t->dtype != LMC_DTYPE_BF16))
+            st = lmc_fail(LMC_ERR_UNSUPPORTED, "%s: expert tensor %s must be a 2-D F32, F16 or BF16 matrix (it is %s, %d dims)",
+                          c->dir, hf, lmc_dtype_name(t->dtype), t->n_dims);
+        else if (t0 && (t->dtype != t0->dtype || t->shape[0] != t0->shape[0] || t->shape[1] != t0->shape[1]))
+            st = lmc_fail(LMC_ERR_FORMAT, "%s: expert tensor %s differs in dtype or shape from %s", c->dir, hf, t0->name);
+        if (!t0) t0 = t;
+    }
+    uint8_t *buf = NULL;
+    if (st >= 0 && !(buf = own(c, t0->nbytes * (size_t)c->n_expert))) st = lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir);
+    for (int64_t e = 0; st >= 0 && e < c->n_expert; e++) memcpy(buf + (size_t)e * t0->nbytes, ts[e]->data, t0->nbytes);
+    free(ts);
+    LMC_TRY(st);
+    uint32_t type;
+    LMC_TRY(lmc_ggml_type_from_dtype(t0->dtype, &type));
+    int64_t ne[3] = {t0->shape[1], t0->shape[0], c->n_expert};
+    const void *data = buf;
+    LMC_TRY(maybe_quantize(c, t0->name, t0->dtype, ne[0], ne[1] * ne[2], &data, &type));
+    LMC_TRY(lmc_gguf_arch_expert_gguf_name(layer, kind, name, sizeof name));
+    return lmc_gguf_writer_add_tensor(c->w, name, type, 3, ne, data);
+}
+
 static lmc_status add_tensor(conv *c, const lmc_st_tensor *t) {
     if (ends_with(t->name, "rotary_emb.inv_freq")) return LMC_OK;
     if (c->tied && strcmp(t->name, "lm_head.weight") == 0) return LMC_OK;
+    long layer, expert;
+    int kind;
+    if (c->n_expert > 0 && lmc_gguf_arch_parse_expert(c->a, t->name, &layer, &expert, &kind)) {
+        if (layer >= c->n_layers || expert >= c->n_expert)
+            return lmc_fail(LMC_ERR_FORMAT, "%s: %s is outside the %lld layers x %lld experts of config.json", c->dir, t->name,
+                            (long long)c->n_layers, (long long)c->n_expert);
+        if (c->experts_done[layer * 3 + kind]) return LMC_OK;
+        c->experts_done[layer * 3 + kind] = 1;
+        return add_experts(c, layer, kind);
+    }
     char name[256];
     lmc_status st = lmc_gguf_arch_gguf_name(c->a, t->name, name, sizeof name);
     if (st < 0) return lmc_fail_context(LMC_ERR_UNSUPPORTED, "%s", c->dir);
@@ -410,26 +483,10 @@ static lmc_status add_tensor(conv *c, const lmc_st_tensor *t) {
         data = buf;
         type = LMC_GGML_F32;
     }
-    if (c->quant_type && t->n_dims == 2 && ends_with(t->name, ".weight") &&
-        lmc_dtype_row_bytes((lmc_dtype)c->quant_type, ne[0]) > 0) {
-        /* quantize each row from its (possibly rewritten) storage type */
-        const lmc_dtype qt = (lmc_dtype)c->quant_type, src_t = type == LMC_GGML_F32 ? LMC_DTYPE_F32 : t->dtype;
-        const size_t in_row = lmc_dtype_row_bytes(src_t, ne[0]), out_row = lmc_dtype_row_bytes(qt, ne[0]);
-        uint8_t *q = own(c, out_row * (size_t)ne[1]);
-        float *f = malloc((size_t)ne[0] * sizeof *f);
-        void *tmp = malloc(in_row);
-        if (!q || !f || !tmp) { free(f); free(tmp); return lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir); }
-        lmc_status qs = LMC_OK;
-        for (int64_t r = 0; qs >= 0 && r < ne[1]; r++) {
-            memcpy(tmp, (const uint8_t *)data + (size_t)r * in_row, in_row); /* mapping data need not be aligned */
-            lmc_to_f32(src_t, tmp, f, (size_t)ne[0]);
-            qs = lmc_quantize_row(qt, f, q + (size_t)r * out_row, NULL, ne[0]);
-        }
-        free(f);
-        free(tmp);
-        if (qs < 0) return lmc_fail_context(qs, "%s: quantizing %s", c->dir, t->name);
-        LMC_TRY(lmc_ggml_type_from_dtype(qt, &type));
-        data = q;
+    /* the router and the shared expert's gate stay in their float type, as llama.cpp keeps them */
+    if (t->n_dims == 2 && ends_with(t->name, ".weight") && !strstr(name, "ffn_gate_inp")) {
+        const lmc_dtype src_t = type == LMC_GGML_F32 ? LMC_DTYPE_F32 : t->dtype;
+        LMC_TRY(maybe_quantize(c, t->name, src_t, ne[0], ne[1], &data, &type));
     }
     return lmc_gguf_writer_add_tensor(c->w, name, type, t->n_dims, ne, data);
 }
@@ -439,7 +496,35 @@ static lmc_status add_tensor(conv *c, const lmc_st_tensor *t) {
 static const struct { const char *model_type, *gguf_arch; } type_map[] = {
     {"llama", "llama"}, {"mistral", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"},
     {"gemma", "gemma"}, {"gemma2", "gemma2"}, {"gemma3_text", "gemma3"}, {"phi3", "phi3"},
+    {"qwen2_moe", "qwen2moe"}, {"qwen3_moe", "qwen3moe"}, {"mixtral", "llama"},
 };
+
+/* The expert keys of a MoE checkpoint (llama.cpp's names), and the bookkeeping of stacked tensors. */
+static lmc_status write_moe(conv *c, const char *mt) {
+    const int mixtral = strcmp(mt, "mixtral") == 0;
+    if (c->a->moe != LMC_GGUF_MOE_QWEN && !mixtral) return LMC_OK;
+    int64_t used, eff = 0, sff = 0;
+    if (item(c->cfg, "num_experts")) LMC_TRY(req_int(c, "num_experts", &c->n_expert));
+    else LMC_TRY(req_int(c, "num_local_experts", &c->n_expert));
+    LMC_TRY(req_int(c, "num_experts_per_tok", &used));
+    if (used > c->n_expert) return lmc_fail(LMC_ERR_FORMAT, "%s/config.json: num_experts_per_tok %lld > %lld experts", c->dir,
+                                            (long long)used, (long long)c->n_expert);
+    LMC_TRY(lmc_gguf_writer_add_u32(c->w, K(c, "expert_count"), (uint32_t)c->n_expert));
+    LMC_TRY(lmc_gguf_writer_add_u32(c->w, K(c, "expert_used_count"), (uint32_t)used));
+    if (!mixtral) {
+        LMC_TRY(req_int(c, "moe_intermediate_size", &eff));
+        LMC_TRY(lmc_gguf_writer_add_u32(c->w, K(c, "expert_feed_forward_length"), (uint32_t)eff));
+        if (item(c->cfg, "shared_expert_intermediate_size")) {
+            LMC_TRY(req_int(c, "shared_expert_intermediate_size", &sff));
+            LMC_TRY(lmc_gguf_writer_add_u32(c->w, K(c, "expert_shared_feed_forward_length"), (uint32_t)sff));
+        }
+        int norm = 0;
+        lmc_json_get_bool(c->cfg, "norm_topk_prob", &norm);
+        LMC_TRY(lmc_gguf_writer_add_bool(c->w, K(c, "expert_weights_norm"), norm));
+    }
+    c->experts_done = calloc((size_t)c->n_layers * 3, 1);
+    return c->experts_done ? LMC_OK : lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir);
+}
 
 static lmc_status convert(conv *c, const char *out_path, const lmc_gguf_convert_params *p, lmc_st_set **st_out) {
     if (item(c->cfg, "text_config")) return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: multimodal configs (text_config) are not converted", c->dir);
@@ -450,7 +535,7 @@ static lmc_status convert(conv *c, const char *out_path, const lmc_gguf_convert_
     }
     if (!c->a) {
         return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not converted to GGUF (llama, mistral, qwen2, qwen3, "
-                        "gemma, gemma2, gemma3_text, phi3 are)", c->dir, mt);
+                        "gemma, gemma2, gemma3_text, phi3, qwen2_moe, qwen3_moe, mixtral are)", c->dir, mt);
     }
     LMC_TRY(req_int(c, "hidden_size", &c->hidden));
     LMC_TRY(req_int(c, "num_hidden_layers", &c->n_layers));
@@ -497,6 +582,7 @@ static lmc_status convert(conv *c, const char *out_path, const lmc_gguf_convert_
             LMC_TRY(lmc_gguf_writer_add_u32(c->w, K(c, "rope.scaling.original_context_length"), (uint32_t)orig));
         }
     }
+    LMC_TRY(write_moe(c, mt));
     LMC_TRY(write_windows(c));
     LMC_TRY(write_gemma_scalars(c));
     LMC_TRY(write_tokens(c));
@@ -505,6 +591,7 @@ static lmc_status convert(conv *c, const char *out_path, const lmc_gguf_convert_
 
     LMC_TRY(lmc_st_open(c->dir, st_out));
     lmc_st_set *set = *st_out;
+    c->set = set;
     if (!c->tied && !lmc_st_find(set, "lm_head.weight")) {
         return lmc_fail(LMC_ERR_FORMAT, "%s: tie_word_embeddings is false but there is no lm_head.weight", c->dir);
     }
@@ -541,6 +628,7 @@ lmc_status lmc_gguf_convert_hf(const char *dir, const char *out_path, const lmc_
     lmc_st_close(set);
     for (int i = 0; i < c.n_bufs; i++) free(c.bufs[i]);
     free(c.bufs);
+    free(c.experts_done);
     cJSON_Delete(cfg);
     return st;
 }

@@ -2,13 +2,22 @@
  * the way llama.cpp's converter (convert_hf_to_gguf.py) lays it out.
  *
  * Architectures: model_type llama (and mistral, as llama), qwen2, qwen3,
- * gemma, gemma2, gemma3_text (as gemma3), phi3. What it writes, matching
+ * gemma, gemma2, gemma3_text (as gemma3), phi3, and the mixture-of-experts
+ * qwen2_moe (qwen2moe), qwen3_moe (qwen3moe), mixtral (llama with
+ * {arch}.expert_count): per-expert matrices stacked into
+ * blk.N.ffn_{gate,up,down}_exps.weight [in, out, E] as llama.cpp's converter
+ * does, router ffn_gate_inp and the shared expert's gate ffn_gate_inp_shexp
+ * kept in their float type (never quantized), keys expert_count,
+ * expert_used_count, expert_feed_forward_length,
+ * expert_shared_feed_forward_length, expert_weights_norm (norm_topk_prob).
+ * Dense layers of a MoE model (mlp_only_layers) are written as ffn_gate/up/down. What it writes, matching
  * llama.cpp: tensor names blk.N.* (lmc_gguf_arch_gguf_name), llama q/k rows
  * permuted for its "normal" rope, gemma norm weights + 1 (stored F32), no
  * output.weight when embeddings are tied, llama3 rope as rope_freqs.weight,
  * phi3 longrope as rope_factors_long/short.weight, the {arch}.* keys that
  * lmc_gguf_arch_config reads back, and tokenizer.ggml.bos/eos/padding ids.
- * Tensors keep their storage type (F32, F16, BF16). Where llama.cpp would
+ * Tensors keep their storage type (F32, F16, BF16) unless quant_type asks (matrices and
+ * stacked experts whose rows fit its blocks). Where llama.cpp would
  * lose a fact HF needs, it is kept in a standard key: gemma2/3
  * query_pre_attn_scalar as {arch}.attention.scale when it differs from
  * llama.cpp's size rule; gemma3 layer_types as a bool array

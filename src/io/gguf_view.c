@@ -118,16 +118,66 @@ static int cmp_name_r(const void *a, const void *b, void *ctx) {
     return strcmp(v->t[*(const int64_t *)a].name, v->t[*(const int64_t *)b].name);
 }
 
+/* A stacked expert tensor blk.N.ffn_{gate,up,down}_exps.weight (ne [in, out, E]) as E HF matrices
+ * [out, in] whose data point at expert e's slice of the mapping (no copy). */
+static lmc_status add_experts(const lmc_gguf *g, lmc_gguf_hf_view *v, const lmc_gguf_tensor *src, long layer, int kind) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.expert_count", v->arch->gguf_arch);
+    int64_t n_expert = 0;
+    if (!v->arch->moe || lmc_gguf_find_key(g, key) < 0)
+        return lmc_fail(LMC_ERR_FORMAT, "GGUF tensor %s holds stacked experts, but the file has no %s", src->name, key);
+    LMC_TRY(lmc_gguf_get_int(g, key, &n_expert));
+    if (src->n_dims != 3 || src->ne[2] != n_expert || n_expert <= 0) {
+        return lmc_fail(LMC_ERR_FORMAT, "GGUF %s must be [%s %lld experts, out, in]: it has %d dims, %lld experts", src->name,
+                        key, (long long)n_expert, src->n_dims, (long long)(src->n_dims == 3 ? src->ne[2] : 0));
+    }
+    const size_t per = src->nbytes / (size_t)n_expert;
+    if (per * (size_t)n_expert != src->nbytes) return lmc_fail(LMC_ERR_FORMAT, "GGUF %s: bytes do not split into experts", src->name);
+    for (int64_t e = 0; e < n_expert; e++) {
+        char hf[256];
+        LMC_TRY(lmc_gguf_arch_expert_hf_name(v->arch, layer, (long)e, kind, hf, sizeof hf));
+        lmc_gguf_hf_tensor *t = &v->t[v->n];
+        char *name = malloc(strlen(hf) + 1);
+        if (!name) return lmc_fail(LMC_ERR_NOMEM, "out of memory for a GGUF view");
+        memcpy(name, hf, strlen(hf) + 1);
+        t->name = name;
+        v->n++;
+        t->type = src->type;
+        t->n_dims = 2;
+        for (int d = 0; d < LMC_GGUF_MAX_DIMS; d++) t->shape[d] = 1;
+        t->shape[0] = src->ne[1];
+        t->shape[1] = src->ne[0];
+        t->data = (const uint8_t *)src->data + (size_t)e * per;
+        t->nbytes = per;
+        t->gguf = src;
+        t->transform = LMC_GGUF_HF_AS_STORED;
+    }
+    return LMC_OK;
+}
+
 static lmc_status build(const lmc_gguf *g, lmc_gguf_hf_view *v) {
     LMC_TRY(lmc_gguf_arch_of(g, &v->arch));
-    int64_t n_all = lmc_gguf_n_tensors(g);
+    int64_t n_all = 0;
+    for (int64_t i = 0; i < lmc_gguf_n_tensors(g); i++) { /* stacked experts become one entry per expert */
+        const lmc_gguf_tensor *src = lmc_gguf_tensor_at(g, i);
+        long layer;
+        n_all += lmc_gguf_arch_expert_kind(src->name, &layer) >= 0 && src->n_dims == 3 ? (src->ne[2] > 0 ? src->ne[2] : 1) : 1;
+    }
     v->t = calloc((size_t)(n_all ? n_all : 1), sizeof *v->t);
     v->owned = calloc((size_t)(n_all ? n_all : 1), sizeof *v->owned);
     v->sorted = malloc((size_t)(n_all ? n_all : 1) * sizeof *v->sorted);
     if (!v->t || !v->owned || !v->sorted) return lmc_fail(LMC_ERR_NOMEM, "out of memory for a GGUF view");
-    for (int64_t i = 0; i < n_all; i++) {
+    for (int64_t i = 0; i < lmc_gguf_n_tensors(g); i++) {
         const lmc_gguf_tensor *src = lmc_gguf_tensor_at(g, i);
         if (lmc_gguf_arch_is_config_tensor(src->name)) continue;
+        long layer;
+        int kind = lmc_gguf_arch_expert_kind(src->name, &layer);
+        if (kind >= 0) {
+            if (src->n_dims != 3 || v->n + src->ne[2] > n_all)
+                return lmc_fail(LMC_ERR_FORMAT, "GGUF %s must be [experts, out, in] (it has %d dims)", src->name, src->n_dims);
+            LMC_TRY(add_experts(g, v, src, layer, kind));
+            continue;
+        }
         char hf[256];
         LMC_TRY(lmc_gguf_arch_hf_name(v->arch, src->name, hf, sizeof hf));
         lmc_gguf_hf_tensor *t = &v->t[v->n];
@@ -149,6 +199,11 @@ static lmc_status build(const lmc_gguf *g, lmc_gguf_hf_view *v) {
         if (v->arch->qk_permuted && is_layer_tensor(src->name, "attn_q")) LMC_TRY(unpermute(g, v->arch, src, 0, t, own));
         else if (v->arch->qk_permuted && is_layer_tensor(src->name, "attn_k")) LMC_TRY(unpermute(g, v->arch, src, 1, t, own));
         else if (lmc_gguf_arch_norm_shifted(v->arch, src->name)) LMC_TRY(minus_one(src, t, own));
+        else if (src->n_dims == 1 && v->arch->moe && is_layer_tensor(src->name, "ffn_gate_inp_shexp")) {
+            t->n_dims = 2; /* llama.cpp declares it [n_embd]; HF's shared_expert_gate is [1, D] */
+            t->shape[0] = 1;
+            t->shape[1] = src->ne[0];
+        }
     }
     for (int64_t i = 0; i < v->n; i++) v->sorted[i] = i;
     qsort_r(v->sorted, (size_t)v->n, sizeof *v->sorted, cmp_name_r, v);

@@ -8,6 +8,11 @@
  * as F32). Config tensors (rope_freqs, rope_factors_*) are left out: their
  * content is in lmc_gguf_arch_config. A tensor with no HF name makes the open
  * fail, naming it (the weight audit's rule: nothing unaccounted for).
+ * Stacked expert tensors (blk.N.ffn_{gate,up,down}_exps.weight, ne [in, out, E])
+ * become E per-expert HF matrices [out, in] (gguf_arch.h names them) whose data
+ * point at expert e's slice of the mapping (no copy; any storage type, rows are
+ * whole blocks); E must equal {arch}.expert_count (LMC_ERR_FORMAT otherwise). A
+ * 1-D ffn_gate_inp_shexp (llama.cpp's [n_embd]) is seen as HF's [1, D].
  *
  *     lmc_gguf_hf_view *v;
  *     lmc_gguf_hf_view_open(g, &v);           // g must outlive v

@@ -1,6 +1,6 @@
 /* test_gguf_convert.c — HF checkpoint → GGUF (lmc_gguf_convert_hf) → HF again.
  *
- * Every fixture of the seven GGUF architectures is converted the way
+ * Every fixture of the GGUF architectures (the MoE ones with their experts stacked) is converted the way
  * llama.cpp's converter lays it out, then read back through
  * lmc_gguf_arch_config (fed to lmc's own config normalizer, compared field by
  * field with the original config.json) and lmc_gguf_hf_view (every tensor
@@ -60,6 +60,9 @@ static void compare_configs(const char *fx, const lmc_config *o, const lmc_confi
     SAME_DBL(attn_scale, 1e-6);
     SAME_DBL(attn_softcap, 1e-6);
     SAME_DBL(final_softcap, 1e-6);
+    SAME_INT(n_experts); SAME_INT(n_experts_used); SAME_INT(moe_intermediate_size); SAME_INT(shared_intermediate_size);
+    CHECK_MSG((o->norm_topk_prob > 0) == (s->norm_topk_prob > 0), "%s: norm_topk_prob %d vs %d", fx, o->norm_topk_prob, s->norm_topk_prob);
+    for (int l = 0; l < o->n_layers && l < LMC_MAX_LAYERS; l++) SAME_INT(layer_dense[l]);
     if (strcmp(o->model_type, "llama") == 0) { SAME_INT(attention_bias); SAME_INT(mlp_bias); }
     if (o->has_layer_types && s->has_layer_types)
         for (int l = 0; l < o->n_layers; l++) SAME_INT(layer_sliding[l]);
@@ -129,7 +132,8 @@ static void test_fixtures_roundtrip(void) {
     const char *root = fixtures_root();
     static const char *const must[] = {"llama", "llama_bf16", "llama_bias", "llama_rope_llama3", "llama_rope_parameters",
                                        "llama_tied_linear", "llama_yarn", "mistral", "qwen2", "qwen2_untied", "qwen3",
-                                       "gemma", "gemma2", "gemma3_text", "phi3", "phi3_longrope"};
+                                       "gemma", "gemma2", "gemma3_text", "phi3", "phi3_longrope", "qwen2_moe", "qwen3_moe",
+                                       "mixtral"};
     int found[sizeof must / sizeof must[0]] = {0};
     DIR *d = opendir(root);
     CHECK_MSG(d != NULL, "cannot open %s (run from the repository root or set LMC_FIXTURES)", root);

@@ -1,0 +1,323 @@
+/* test_gguf_moe.c — mixture-of-experts GGUF files (llama.cpp's layout) written by
+ * lmc_gguf_convert_hf from the qwen3_moe, qwen2_moe and mixtral fixtures and read back.
+ *
+ * The stacked expert tensors blk.N.ffn_{gate,up,down}_exps.weight are [in, out, E] in ggml's
+ * order and come back as per-expert views into the mapping (no copy); the expert keys give the
+ * fixture's MoE config; a Q8_0 file's experts dequantize to the fixture's within Q8_0's step
+ * (router kept in its float type); the models load from the files. Malformed files (expert count against the tensors, used > count, a missing expert
+ * tensor, stacked experts in a file without expert_count) are refused with errors that name
+ * what is wrong.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/dtype.h"
+#include "core/quant.h"
+#include "gen/context.h"
+#include "io/gguf.h"
+#include "io/gguf_arch.h"
+#include "io/gguf_convert.h"
+#include "io/gguf_view.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "test.h"
+
+static char tmpdir[128];
+
+static const char *fixtures_root(void) { return getenv("LMC_FIXTURES") ? getenv("LMC_FIXTURES") : "tests/fixtures"; }
+
+static lmc_status convert(const char *fx, const char *out, int quant) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/%s", fixtures_root(), fx);
+    lmc_gguf_convert_params p = {.skip_tokenizer = 1, .quant_type = quant};
+    return lmc_gguf_convert_hf(dir, out, &p);
+}
+
+static lmc_status checkpoint_config(const char *path, lmc_config *c) { return lmc_checkpoint_config(path, c); }
+
+/* The fixture's MoE config facts come back from the GGUF's keys and router tensors. */
+static void test_config_and_layout(void) {
+    static const char *const fxs[] = {"qwen3_moe", "qwen2_moe", "mixtral"};
+    static const char *const archs[] = {"qwen3moe", "qwen2moe", "llama"};
+    for (int i = 0; i < 3; i++) {
+        char out[300], dir[600];
+        snprintf(out, sizeof out, "%s/%s.gguf", tmpdir, fxs[i]);
+        snprintf(dir, sizeof dir, "%s/%s", fixtures_root(), fxs[i]);
+        lmc_status st = convert(fxs[i], out, 0);
+        CHECK_MSG(st == LMC_OK, "%s: convert: %s", fxs[i], lmc_last_error());
+        if (st < 0) continue;
+        lmc_gguf *g = NULL;
+        CHECK(lmc_gguf_open(out, &g) == LMC_OK);
+        if (!g) continue;
+        const char *arch = NULL;
+        CHECK(lmc_gguf_get_str(g, "general.architecture", &arch, NULL) == LMC_OK && strcmp(arch, archs[i]) == 0);
+        lmc_config o, s;
+        CHECK_MSG(checkpoint_config(dir, &o) == LMC_OK, "%s", lmc_last_error());
+        CHECK_MSG(checkpoint_config(out, &s) == LMC_OK, "%s: %s", fxs[i], lmc_last_error());
+        CHECK_MSG(strcmp(o.model_type, s.model_type) == 0, "%s: model_type %s vs %s", fxs[i], o.model_type, s.model_type);
+        CHECK_EQ_INT(o.n_experts, s.n_experts);
+        CHECK_EQ_INT(o.n_experts_used, s.n_experts_used);
+        CHECK_EQ_INT(o.moe_intermediate_size, s.moe_intermediate_size);
+        CHECK_EQ_INT(o.shared_intermediate_size, s.shared_intermediate_size);
+        CHECK_EQ_INT(o.intermediate_size, s.intermediate_size);
+        CHECK_MSG((o.norm_topk_prob > 0) == (s.norm_topk_prob > 0), "%s: norm_topk_prob %d vs %d", fxs[i], o.norm_topk_prob,
+                  s.norm_topk_prob);
+        for (int l = 0; l < o.n_layers; l++) CHECK_MSG(o.layer_dense[l] == s.layer_dense[l], "%s: layer %d dense %d vs %d", fxs[i], l,
+                                                       o.layer_dense[l], s.layer_dense[l]);
+        /* the stacked tensor of the first sparse layer: ne [in, out, E], llama.cpp's names */
+        int sl = 0;
+        while (sl < o.n_layers && o.layer_dense[sl]) sl++;
+        char name[96];
+        const int64_t I = strcmp(fxs[i], "mixtral") == 0 ? o.intermediate_size : o.moe_intermediate_size;
+        static const char *const kinds[3] = {"gate", "up", "down"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.weight", sl, kinds[k]);
+            const lmc_gguf_tensor *t = lmc_gguf_find_tensor(g, name);
+            CHECK_MSG(t != NULL, "%s: %s missing", fxs[i], name);
+            if (!t) continue;
+            const int64_t in = k == 2 ? I : o.hidden_size, outd = k == 2 ? o.hidden_size : I;
+            CHECK(t->n_dims == 3 && t->ne[0] == in && t->ne[1] == outd && t->ne[2] == o.n_experts);
+        }
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", sl);
+        const lmc_gguf_tensor *r = lmc_gguf_find_tensor(g, name);
+        CHECK(r && r->n_dims == 2 && r->ne[0] == o.hidden_size && r->ne[1] == o.n_experts);
+        if (strcmp(fxs[i], "qwen2_moe") == 0) {
+            CHECK(lmc_gguf_find_tensor(g, "blk.0.ffn_gate_inp_shexp.weight") != NULL);
+            CHECK(lmc_gguf_find_tensor(g, "blk.0.ffn_down_shexp.weight") != NULL);
+            CHECK(lmc_gguf_find_tensor(g, "blk.1.ffn_down.weight") != NULL); /* mlp_only_layers [1]: dense */
+        }
+        lmc_config_free(&o);
+        lmc_config_free(&s);
+        lmc_gguf_close(g);
+    }
+}
+
+/* Q8_0 experts: per-expert views point into the stacked tensor (no copy) and dequantize to the
+ * fixture's values within Q8_0's rounding; the router and the shared expert's gate stay F32. */
+static void test_q8_0_views(void) {
+    char out[300], dir[600];
+    snprintf(out, sizeof out, "%s/q8.gguf", tmpdir);
+    snprintf(dir, sizeof dir, "%s/qwen2_moe", fixtures_root());
+    lmc_status st = convert("qwen2_moe", out, LMC_DTYPE_Q8_0);
+    CHECK_MSG(st == LMC_OK, "convert q8_0: %s", lmc_last_error());
+    if (st < 0) return;
+    lmc_gguf *g = NULL;
+    lmc_gguf_hf_view *v = NULL;
+    lmc_st_set *set = NULL;
+    CHECK(lmc_gguf_open(out, &g) == LMC_OK);
+    CHECK(g && lmc_gguf_hf_view_open(g, &v) == LMC_OK);
+    CHECK(lmc_st_open(dir, &set) == LMC_OK);
+    if (!v || !set) goto done;
+    const lmc_gguf_tensor *stk = lmc_gguf_find_tensor(g, "blk.0.ffn_up_exps.weight");
+    CHECK(stk && stk->type == LMC_GGML_Q8_0);
+    const lmc_gguf_tensor *router = lmc_gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight");
+    CHECK(router && router->type == LMC_GGML_F32);
+    const lmc_gguf_tensor *shg = lmc_gguf_find_tensor(g, "blk.0.ffn_gate_inp_shexp.weight");
+    CHECK(shg && shg->type == LMC_GGML_F32);
+    int n_checked = 0;
+    for (int i = 0; i < lmc_st_count(set); i++) {
+        const lmc_st_tensor *t = lmc_st_at(set, i);
+        if (!strstr(t->name, ".mlp.experts.")) continue;
+        const lmc_gguf_hf_tensor *h = lmc_gguf_hf_view_find(v, t->name);
+        CHECK_MSG(h != NULL, "%s missing from the view", t->name);
+        if (!h) continue;
+        CHECK(h->type == LMC_GGML_Q8_0 && h->n_dims == 2 && h->shape[0] == t->shape[0] && h->shape[1] == t->shape[1]);
+        const char *base = h->gguf->data;
+        CHECK_MSG((const char *)h->data >= base && (const char *)h->data + h->nbytes <= base + h->gguf->nbytes,
+                  "%s: view is not inside its stacked tensor", t->name);
+        const int64_t rows = t->shape[0], cols = t->shape[1];
+        float *want = malloc((size_t)cols * 4), *got = malloc((size_t)cols * 4);
+        const size_t qrow = lmc_dtype_row_bytes(LMC_DTYPE_Q8_0, cols);
+        double worst = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            memcpy(want, (const char *)t->data + (size_t)r * cols * 4, (size_t)cols * 4);
+            CHECK(lmc_dequantize_row(LMC_DTYPE_Q8_0, (const char *)h->data + (size_t)r * qrow, NULL, got, cols) == LMC_OK);
+            for (int64_t b = 0; b < cols; b += 32) {
+                double amax = 0;
+                for (int64_t j = b; j < b + 32; j++) amax = fmax(amax, fabs(want[j]));
+                for (int64_t j = b; j < b + 32; j++) worst = fmax(worst, fabs(want[j] - got[j]) / (amax / 127.0 + 1e-30));
+            }
+        }
+        /* half a step, plus the f16 rounding of the block scale seen by the largest code (127 · 2^-11 steps) */
+        CHECK_MSG(worst <= 0.5 + 127.0 / 2048.0, "%s: Q8_0 error %.3g of a step", t->name, worst);
+        free(want);
+        free(got);
+        n_checked++;
+    }
+    CHECK_EQ_INT(n_checked, 2 * 8 * 3); /* layers 0 and 2: 8 experts x gate/up/down (layer 1 is dense) */
+done:
+    lmc_st_close(set);
+    lmc_gguf_hf_view_close(v);
+    lmc_gguf_close(g);
+}
+
+/* The models load from the GGUF with their sparse layers bound (logits: tests/cli/gguf_moe.sh). */
+static void test_load(void) {
+    static const char *const fxs[] = {"qwen3_moe", "mixtral"};
+    for (int i = 0; i < 2; i++) {
+        char out[300];
+        snprintf(out, sizeof out, "%s/%s.gguf", tmpdir, fxs[i]);
+        if (access(out, R_OK) != 0) CHECK(convert(fxs[i], out, 0) == LMC_OK);
+        lmc_backend *be = NULL;
+        lmc_model *m = NULL;
+        CHECK(lmc_backend_cpu_init(&be, 2, 0) == 0);
+        lmc_status st = lmc_model_load(out, be, &m);
+        CHECK_MSG(st == LMC_OK, "%s: %s", fxs[i], lmc_last_error());
+        if (m) {
+            CHECK(m->layers[strcmp(fxs[i], "mixtral") == 0 ? 0 : 1].moe != NULL);
+            lmc_model_free(m);
+        }
+        lmc_backend_free(be);
+    }
+}
+
+/* ---- malformed files: a converted file rewritten with one change -------------------------------- */
+
+typedef struct edit {
+    const char *key;          /* a u32 key to set (NULL: none) */
+    uint32_t value;
+    const char *drop_key;     /* a key to leave out */
+    const char *drop_tensor;  /* a tensor to leave out */
+    const char *regroup;      /* a stacked tensor to relabel as [in, out·2, E/2] (same bytes) */
+} edit;
+
+static lmc_status rewrite(const char *src, const char *dst, const edit *e) {
+    lmc_gguf *g;
+    LMC_TRY(lmc_gguf_open(src, &g));
+    lmc_gguf_writer *w;
+    lmc_status st = lmc_gguf_writer_init(&w);
+    int key_done = 0;
+    for (int64_t i = 0; st >= 0 && i < lmc_gguf_n_kv(g); i++) {
+        const char *k = lmc_gguf_kv_key(g, i);
+        if (e->drop_key && strcmp(k, e->drop_key) == 0) continue;
+        if (e->key && strcmp(k, e->key) == 0) {
+            st = lmc_gguf_writer_add_u32(w, k, e->value);
+            key_done = 1;
+            continue;
+        }
+        int64_t iv;
+        double dv;
+        const char *sv;
+        size_t len;
+        int bv;
+        switch (lmc_gguf_kv_type(g, i)) {
+        case LMC_GGUF_STRING: st = lmc_gguf_kv_str(g, i, &sv, &len); if (st >= 0) st = lmc_gguf_writer_add_strn(w, k, sv, len); break;
+        case LMC_GGUF_F32: case LMC_GGUF_F64: st = lmc_gguf_kv_float(g, i, &dv); if (st >= 0) st = lmc_gguf_writer_add_f32(w, k, (float)dv); break;
+        case LMC_GGUF_BOOL: st = lmc_gguf_kv_bool(g, i, &bv); if (st >= 0) st = lmc_gguf_writer_add_bool(w, k, bv); break;
+        case LMC_GGUF_ARRAY: break;
+        default: st = lmc_gguf_kv_int(g, i, &iv); if (st >= 0) st = lmc_gguf_writer_add_u32(w, k, (uint32_t)iv); break;
+        }
+    }
+    if (st >= 0 && e->key && !key_done) st = lmc_gguf_writer_add_u32(w, e->key, e->value);
+    for (int64_t i = 0; st >= 0 && i < lmc_gguf_n_tensors(g); i++) {
+        const lmc_gguf_tensor *t = lmc_gguf_tensor_at(g, i);
+        if (e->drop_tensor && strcmp(t->name, e->drop_tensor) == 0) continue;
+        int64_t ne[LMC_GGUF_MAX_DIMS];
+        memcpy(ne, t->ne, sizeof ne);
+        if (e->regroup && strcmp(t->name, e->regroup) == 0) {
+            ne[1] *= 2;
+            ne[2] /= 2;
+        }
+        st = lmc_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data);
+    }
+    if (st >= 0) st = lmc_gguf_writer_write(w, dst);
+    lmc_gguf_writer_free(w);
+    lmc_gguf_close(g);
+    return st;
+}
+
+/* Open the view, build the config and load the model from path; the first failure's status. */
+static lmc_status read_all(const char *path) {
+    lmc_gguf *g;
+    LMC_TRY(lmc_gguf_open(path, &g));
+    lmc_gguf_hf_view *v = NULL;
+    cJSON *cfg = NULL;
+    lmc_status st = lmc_gguf_hf_view_open(g, &v);
+    if (st >= 0) st = lmc_gguf_arch_config(g, &cfg);
+    cJSON_Delete(cfg);
+    lmc_gguf_hf_view_close(v);
+    lmc_gguf_close(g);
+    if (st < 0) return st;
+    lmc_backend *be;
+    LMC_TRY(lmc_backend_cpu_init(&be, 1, 0));
+    lmc_model *m = NULL;
+    st = lmc_model_load(path, be, &m);
+    if (m) lmc_model_free(m);
+    lmc_backend_free(be);
+    return st;
+}
+
+static void test_malformed(void) {
+    char good[300], q3[300], bad[300];
+    snprintf(good, sizeof good, "%s/mixtral.gguf", tmpdir);
+    snprintf(q3, sizeof q3, "%s/qwen3_moe.gguf", tmpdir);
+    snprintf(bad, sizeof bad, "%s/bad.gguf", tmpdir);
+    if (access(good, R_OK) != 0) CHECK(convert("mixtral", good, 0) == LMC_OK);
+    if (access(q3, R_OK) != 0) CHECK(convert("qwen3_moe", q3, 0) == LMC_OK);
+    CHECK_MSG(read_all(good) == LMC_OK, "the unedited file: %s", lmc_last_error());
+    static const struct { int qwen; edit e; const char *msg; } cases[] = {
+        {0, {.key = "llama.expert_count", .value = 4}, "expert_count"},          /* tensors hold 8 */
+        {1, {.key = "qwen3moe.expert_count", .value = 16}, "expert_count"},
+        {0, {.key = "llama.expert_used_count", .value = 9}, "expert_used_count"}, /* > 8 */
+        {1, {.key = "qwen3moe.expert_used_count", .value = 0}, "expert_used_count"},
+        {0, {.drop_tensor = "blk.1.ffn_down_exps.weight"}, "experts.0.w2"},
+        {1, {.drop_tensor = "blk.1.ffn_gate_exps.weight"}, "experts.0.gate_proj"},
+        {1, {.drop_key = "qwen3moe.expert_count"}, "expert_count"},
+        {0, {.drop_key = "llama.expert_count"}, "expert_count"},             /* stacked experts, no count */
+        {1, {.regroup = "blk.2.ffn_up_exps.weight"}, "ffn_up_exps"},           /* 4 experts of 2·I rows */
+        {1, {.drop_key = "qwen3moe.expert_feed_forward_length"}, "expert_feed_forward_length"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lmc_status st = rewrite(cases[i].qwen ? q3 : good, bad, &cases[i].e);
+        CHECK_MSG(st == LMC_OK, "case %zu: rewrite: %s", i, lmc_last_error());
+        if (st < 0) continue;
+        lmc_clear_error();
+        st = read_all(bad);
+        CHECK_MSG(st < 0, "case %zu: a malformed file was accepted", i);
+        fprintf(stderr, "  refused: %s\n", lmc_last_error());
+        CHECK_MSG(strstr(lmc_last_error(), cases[i].msg) != NULL, "case %zu: \"%s\" lacks \"%s\"", i, lmc_last_error(),
+                  cases[i].msg);
+    }
+}
+
+/* The converter refuses MoE configs it cannot write. */
+static void test_convert_refusals(void) {
+    char cdir[300], cpath[400], out[300];
+    snprintf(cdir, sizeof cdir, "%s/cfg", tmpdir);
+    snprintf(cpath, sizeof cpath, "%s/config.json", cdir);
+    snprintf(out, sizeof out, "%s/refused.gguf", tmpdir);
+    CHECK(mkdir(cdir, 0700) == 0);
+    FILE *f = fopen(cpath, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4, "
+          "\"intermediate_size\": 8, \"moe_intermediate_size\": 8, \"rms_norm_eps\": 1e-6, \"num_experts\": 4, "
+          "\"num_experts_per_tok\": 5}", f);
+    fclose(f);
+    CHECK(lmc_gguf_convert_hf(cdir, out, NULL) == LMC_ERR_FORMAT);
+    CHECK_MSG(strstr(lmc_last_error(), "num_experts_per_tok") != NULL, "%s", lmc_last_error());
+    CHECK(access(out, F_OK) != 0);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lmc_test_gguf_moe_XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(test_config_and_layout);
+    RUN(test_q8_0_views);
+    RUN(test_load);
+    RUN(test_malformed);
+    RUN(test_convert_refusals);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return TEST_END();
+}
