@@ -4,7 +4,8 @@
  * The stacked expert tensors blk.N.ffn_{gate,up,down}_exps.weight are [in, out, E] in ggml's
  * order and come back as per-expert views into the mapping (no copy); the expert keys give the
  * fixture's MoE config; a Q8_0 file's experts dequantize to the fixture's within Q8_0's step
- * (router kept in its float type); the models load from the files. Malformed files (expert count against the tensors, used > count, a missing expert
+ * (router kept in its float type); a stacked Q4_K tensor's per-expert views are its experts' blocks;
+ * the models load from the files. Malformed files (expert count against the tensors, used > count, a missing expert
  * tensor, stacked experts in a file without expert_count) are refused with errors that name
  * what is wrong.
  */
@@ -177,6 +178,63 @@ static void test_load(void) {
     }
 }
 
+/* K-quant experts (rows of 256): a stacked Q4_K tensor's per-expert views are its experts' own
+ * blocks, and dequantize to what each expert's rows quantized to on their own. */
+static void test_kquant_views(void) {
+    enum { IN = 512, OUT = 3, E = 4 };
+    const size_t row = lmc_dtype_row_bytes(LMC_DTYPE_Q4_K, IN);
+    CHECK(row == 2 * 144);
+    uint8_t *stk = malloc(row * OUT * E);
+    float *src = malloc(sizeof(float) * IN * OUT * E), *got = malloc(sizeof(float) * IN), embd[IN];
+    uint32_t seed = 7;
+    for (int i = 0; i < IN * OUT * E; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        src[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * (1.0f + (float)(i / (IN * OUT))); /* experts differ in scale */
+    }
+    for (int i = 0; i < IN; i++) embd[i] = 0.01f * (float)i;
+    for (int r = 0; r < OUT * E; r++) CHECK(lmc_quantize_row(LMC_DTYPE_Q4_K, src + (size_t)r * IN, stk + (size_t)r * row, NULL, IN) == LMC_OK);
+    char path[300];
+    snprintf(path, sizeof path, "%s/q4k.gguf", tmpdir);
+    lmc_gguf_writer *w;
+    CHECK(lmc_gguf_writer_init(&w) == LMC_OK);
+    CHECK(lmc_gguf_writer_add_str(w, "general.architecture", "qwen3moe") == LMC_OK);
+    CHECK(lmc_gguf_writer_add_u32(w, "qwen3moe.expert_count", E) == LMC_OK);
+    const int64_t ne_e[2] = {IN, 1}, ne[3] = {IN, OUT, E};
+    CHECK(lmc_gguf_writer_add_tensor(w, "token_embd.weight", LMC_GGML_F32, 2, ne_e, embd) == LMC_OK);
+    CHECK(lmc_gguf_writer_add_tensor(w, "blk.0.ffn_up_exps.weight", LMC_GGML_Q4_K, 3, ne, stk) == LMC_OK);
+    CHECK(lmc_gguf_writer_write(w, path) == LMC_OK);
+    lmc_gguf_writer_free(w);
+    lmc_gguf *g = NULL;
+    lmc_gguf_hf_view *v = NULL;
+    CHECK(lmc_gguf_open(path, &g) == LMC_OK);
+    CHECK_MSG(g && lmc_gguf_hf_view_open(g, &v) == LMC_OK, "%s", lmc_last_error());
+    for (int e = 0; v && e < E; e++) {
+        char name[96];
+        snprintf(name, sizeof name, "model.layers.0.mlp.experts.%d.up_proj.weight", e);
+        const lmc_gguf_hf_tensor *h = lmc_gguf_hf_view_find(v, name);
+        CHECK_MSG(h != NULL, "%s missing", name);
+        if (!h) continue;
+        CHECK(h->type == LMC_GGML_Q4_K && h->shape[0] == OUT && h->shape[1] == IN && h->nbytes == row * OUT);
+        CHECK(memcmp(h->data, stk + (size_t)e * OUT * row, row * OUT) == 0);
+        double worst = 0, amax = 0;
+        for (int r = 0; r < OUT; r++) {
+            CHECK(lmc_dequantize_row(LMC_DTYPE_Q4_K, (const uint8_t *)h->data + (size_t)r * row, NULL, got, IN) == LMC_OK);
+            const float *want = src + ((size_t)e * OUT + r) * IN;
+            for (int i = 0; i < IN; i++) {
+                worst = fmax(worst, fabs(got[i] - want[i]));
+                amax = fmax(amax, fabs(want[i]));
+            }
+        }
+        /* 4-bit codes over each 32-value sub-block's range (min and scale): within a code step of the range */
+        CHECK_MSG(worst <= 2 * amax / 15.0, "expert %d: Q4_K error %g of max %g", e, worst, amax);
+    }
+    lmc_gguf_hf_view_close(v);
+    lmc_gguf_close(g);
+    free(stk);
+    free(src);
+    free(got);
+}
+
 /* ---- malformed files: a converted file rewritten with one change -------------------------------- */
 
 typedef struct edit {
@@ -314,6 +372,7 @@ int main(void) {
     RUN(test_config_and_layout);
     RUN(test_q8_0_views);
     RUN(test_load);
+    RUN(test_kquant_views);
     RUN(test_malformed);
     RUN(test_convert_refusals);
     char cmd[300];
