@@ -178,6 +178,10 @@ typedef struct lmc_backend_i {
      *   g = min(gate, limit), u = clamp(up, -limit, limit), y = (u + 1) · g · sigmoid(alpha · g).
      * y never aliases x. */
     void (*glu_clamp)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, float alpha, float limit);
+    /* The same GLU with gate and up in separate tensors (gpt-oss experts as GGUF stores them): gate, up and
+     * y f32 [D, rows]; y may alias gate. Optional (NULL: the model refuses that form on this backend). */
+    void (*glu_clamp_split)(lmc_backend *be, lmc_tensor *y, const lmc_tensor *gate, const lmc_tensor *up, float alpha,
+                            float limit);
 
     /* ---- activations with learned parameters ---- */
     /* xIELU (apertus), elementwise over x (f32, any shape; y may alias x):

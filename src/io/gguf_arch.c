@@ -27,6 +27,7 @@ static const lmc_gguf_arch_info archs[] = {
     {"gemma2", "gemma2", "Gemma2ForCausalLM", 0, 1, 1, 0, 0},
     {"gemma3", "gemma3_text", "Gemma3ForCausalLM", 0, 1, 1, 0, 0},
     {"phi3", "phi3", "Phi3ForCausalLM", 0, 0, 0, 1, 0},
+    {"gpt-oss", "gpt_oss", "GptOssForCausalLM", 0, 0, 0, 0, LMC_GGUF_MOE_GPTOSS},
 };
 #define N_ARCHS (int)(sizeof archs / sizeof archs[0])
 
@@ -89,6 +90,9 @@ static const name_rule sandwich_rules[] = { /* gemma2, gemma3 */
     {"post_ffw_norm", "post_feedforward_layernorm"},
     {"ffn_up", "mlp.up_proj"},
 };
+static const name_rule gptoss_rules[] = { /* gpt-oss: the norm before the experts */
+    {"post_attention_norm", "post_attention_layernorm"},
+};
 static const name_rule fused_rules[] = { /* phi3: ffn_up holds gate and up stacked */
     {"ffn_norm", "post_attention_layernorm"},
     {"ffn_up", "mlp.gate_up_proj"},
@@ -104,12 +108,19 @@ static const name_rule moe_qwen_rules[] = { /* qwen2moe, qwen3moe (stacked exper
 static const name_rule moe_mixtral_rules[] = { /* llama files with experts */
     {"ffn_gate_inp", "block_sparse_moe.gate"},
 };
+static const name_rule moe_gptoss_rules[] = { /* gpt-oss: router with bias, stacked expert biases (.bias only) */
+    {"ffn_gate_inp", "mlp.router"},
+    {"ffn_gate_exps", "mlp.experts.gate_proj"},
+    {"ffn_up_exps", "mlp.experts.up_proj"},
+    {"ffn_down_exps", "mlp.experts.down_proj"},
+};
 
 #define N_OF(a) (sizeof(a) / sizeof(a)[0])
 
 static const name_rule *moe_rules(const lmc_gguf_arch_info *a, size_t *n) {
     if (a->moe == LMC_GGUF_MOE_QWEN) { *n = N_OF(moe_qwen_rules); return moe_qwen_rules; }
     if (a->moe == LMC_GGUF_MOE_MIXTRAL) { *n = N_OF(moe_mixtral_rules); return moe_mixtral_rules; }
+    if (a->moe == LMC_GGUF_MOE_GPTOSS) { *n = N_OF(moe_gptoss_rules); return moe_gptoss_rules; }
     *n = 0;
     return NULL;
 }
@@ -145,7 +156,8 @@ lmc_status lmc_gguf_arch_expert_hf_name(const lmc_gguf_arch_info *a, long layer,
                                         size_t cap) {
     if (kind < 0 || kind > 2) return lmc_fail(LMC_ERR_ARG, "expert tensor kind %d", kind);
     int n;
-    if (a->moe == LMC_GGUF_MOE_QWEN) n = snprintf(out, cap, "model.layers.%ld.mlp.experts.%ld.%s.weight", layer, expert, expert_qwen[kind]);
+    if (a->moe == LMC_GGUF_MOE_QWEN || a->moe == LMC_GGUF_MOE_GPTOSS)
+        n = snprintf(out, cap, "model.layers.%ld.mlp.experts.%ld.%s.weight", layer, expert, expert_qwen[kind]);
     else if (a->moe == LMC_GGUF_MOE_MIXTRAL)
         n = snprintf(out, cap, "model.layers.%ld.block_sparse_moe.experts.%ld.%s.weight", layer, expert, expert_mixtral[kind]);
     else return lmc_fail(LMC_ERR_UNSUPPORTED, "GGUF architecture %s has no expert tensors", a->gguf_arch);
@@ -153,8 +165,9 @@ lmc_status lmc_gguf_arch_expert_hf_name(const lmc_gguf_arch_info *a, long layer,
 }
 
 int lmc_gguf_arch_parse_expert(const lmc_gguf_arch_info *a, const char *hf_name, long *layer, long *expert, int *kind) {
-    const char *mid = a->moe == LMC_GGUF_MOE_QWEN ? ".mlp.experts." : a->moe == LMC_GGUF_MOE_MIXTRAL ? ".block_sparse_moe.experts." : NULL;
-    const char *const *kinds = a->moe == LMC_GGUF_MOE_QWEN ? expert_qwen : expert_mixtral;
+    const char *mid = a->moe == LMC_GGUF_MOE_QWEN || a->moe == LMC_GGUF_MOE_GPTOSS ? ".mlp.experts."
+                      : a->moe == LMC_GGUF_MOE_MIXTRAL ? ".block_sparse_moe.experts." : NULL;
+    const char *const *kinds = a->moe == LMC_GGUF_MOE_MIXTRAL ? expert_mixtral : expert_qwen;
     if (!mid || strncmp(hf_name, "model.layers.", 13) != 0) return 0;
     const char *p = hf_name + 13;
     char *end;
@@ -178,6 +191,7 @@ int lmc_gguf_arch_parse_expert(const lmc_gguf_arch_info *a, const char *hf_name,
 static const name_rule *arch_rules(const lmc_gguf_arch_info *a, size_t *n) {
     if (a->sandwich) { *n = N_OF(sandwich_rules); return sandwich_rules; }
     if (a->fused) { *n = N_OF(fused_rules); return fused_rules; }
+    if (a->moe == LMC_GGUF_MOE_GPTOSS) { *n = N_OF(gptoss_rules); return gptoss_rules; }
     *n = N_OF(plain_rules);
     return plain_rules;
 }
@@ -232,6 +246,15 @@ static lmc_status emit(char *out, size_t cap, const char *name, const char *fmt,
 static lmc_status map_name(const lmc_gguf_arch_info *a, const char *name, int from_gguf, char *out, size_t cap) {
     size_t stem_len;
     const char *suffix;
+    if (a->moe == LMC_GGUF_MOE_GPTOSS) { /* attention sinks: a ".weight" in GGUF, no suffix in HF */
+        long layer;
+        const char *rest;
+        size_t rest_len, n = strlen(name);
+        if (from_gguf && parse_layer(name, n, "blk.", &layer, &rest, &rest_len) && stem_eq(rest, rest_len, "attn_sinks.weight"))
+            return emit(out, cap, name, "model.layers.%ld.self_attn.sinks", layer);
+        if (!from_gguf && parse_layer(name, n, "model.layers.", &layer, &rest, &rest_len) && stem_eq(rest, rest_len, "self_attn.sinks"))
+            return emit(out, cap, name, "blk.%ld.attn_sinks.weight", layer);
+    }
     if (split_suffix(name, &stem_len, &suffix)) {
         for (size_t i = 0; i < N_OF(global_rules); i++) {
             const char *from = from_gguf ? global_rules[i].gguf : global_rules[i].hf;
@@ -609,10 +632,17 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
     /* experts: llama files carry them only for Mixtral; qwen2moe / qwen3moe always */
     int64_t n_expert = 0;
     if ((r = opt_int(&c, "expert_count", &n_expert)) < 0) return r;
-    if (a->moe == LMC_GGUF_MOE_QWEN && r == 0) return lmc_fail(LMC_ERR_FORMAT, "GGUF metadata lacks %s.expert_count", a->gguf_arch);
+    const int gptoss = a->moe == LMC_GGUF_MOE_GPTOSS;
+    if ((a->moe == LMC_GGUF_MOE_QWEN || gptoss) && r == 0) return lmc_fail(LMC_ERR_FORMAT, "GGUF metadata lacks %s.expert_count", a->gguf_arch);
     int mixtral = a->moe == LMC_GGUF_MOE_MIXTRAL && r == 1 && n_expert > 0;
     LMC_TRY(put_str(o, "model_type", mixtral ? "mixtral" : a->model_type));
-    if (a->moe == LMC_GGUF_MOE_QWEN || mixtral) LMC_TRY(moe_config(&c, a, g, n_layers, n_expert, o));
+    if (a->moe == LMC_GGUF_MOE_QWEN || mixtral || gptoss) LMC_TRY(moe_config(&c, a, g, n_layers, n_expert, o));
+    if (gptoss) { /* HF's intermediate_size is the expert size (llama.cpp writes it as both keys) */
+        int64_t eff;
+        if ((r = opt_int(&c, "expert_feed_forward_length", &eff)) < 0) return r;
+        if (r == 0) return lmc_fail(LMC_ERR_FORMAT, "GGUF metadata lacks %s.expert_feed_forward_length", a->gguf_arch);
+        ff = eff;
+    }
     cJSON *archs_arr = cJSON_AddArrayToObject(o, "architectures");
     cJSON *an = cJSON_CreateString(mixtral ? "MixtralForCausalLM" : a->hf_architecture);
     if (!archs_arr || !an) {
@@ -640,8 +670,10 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
     /* as HF's configs spell it: gemma has hidden_act and hidden_activation, gemma2/3 only the latter */
     if (!a->sandwich) LMC_TRY(put_str(o, "hidden_act", gemma ? "gelu_pytorch_tanh" : "silu"));
     if (gemma) LMC_TRY(put_str(o, "hidden_activation", "gelu_pytorch_tanh"));
-    if (strcmp(a->gguf_arch, "llama") == 0) {
+    if (strcmp(a->gguf_arch, "llama") == 0 || gptoss) {
         LMC_TRY(put_bool(o, "attention_bias", lmc_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL));
+    }
+    if (strcmp(a->gguf_arch, "llama") == 0) {
         LMC_TRY(put_bool(o, "mlp_bias", lmc_gguf_find_tensor(g, "blk.0.ffn_up.bias") != NULL));
     }
 
@@ -649,6 +681,19 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
     int64_t window = 0;
     if ((r = opt_int(&c, "attention.sliding_window", &window)) < 0) return r;
     if (window > 0) LMC_TRY(put_num(o, "sliding_window", (double)window));
+    if (gptoss) {
+        /* llama.cpp: sliding window on even layers, full attention on odd ones (swa pattern 2); the
+         * GLU clamp is fixed at HF's default (7.0, not stored by the converter) */
+        if (window <= 0) return lmc_fail(LMC_ERR_FORMAT, "GGUF metadata lacks %s.attention.sliding_window", a->gguf_arch);
+        cJSON *lt = cJSON_AddArrayToObject(o, "layer_types");
+        if (!lt) return lmc_fail(LMC_ERR_NOMEM, "out of memory building config.json");
+        for (int64_t il = 0; il < n_layers; il++) {
+            cJSON *s = cJSON_CreateString(il % 2 == 0 ? "sliding_attention" : "full_attention");
+            if (!s) return lmc_fail(LMC_ERR_NOMEM, "out of memory building config.json");
+            cJSON_AddItemToArray(lt, s);
+        }
+        LMC_TRY(put_num(o, "swiglu_limit", 7.0));
+    }
     else if (a->fused || a->moe == LMC_GGUF_MOE_QWEN || strcmp(a->gguf_arch, "qwen2") == 0 || strcmp(a->gguf_arch, "qwen3") == 0) {
         if (!cJSON_AddNullToObject(o, "sliding_window")) return lmc_fail(LMC_ERR_NOMEM, "out of memory building config.json");
     }
@@ -730,6 +775,7 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
                 if (r) LMC_TRY(put_num(rs, "beta_fast", v));
                 if ((r = opt_num(&c, "rope.scaling.yarn_beta_slow", &v)) < 0) return r;
                 if (r) LMC_TRY(put_num(rs, "beta_slow", v));
+                if (gptoss) LMC_TRY(put_bool(rs, "truncate", 0)); /* gpt-oss's HF config: unrounded corrections */
             }
         } else {
             return lmc_fail(LMC_ERR_UNSUPPORTED, "GGUF %s.rope.scaling.type \"%s\" is not supported", a->gguf_arch, stype);

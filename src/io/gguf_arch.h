@@ -2,7 +2,7 @@
  * lmc's loader already understands: a synthetic config.json and tensor names.
  *
  * Architectures: llama (with experts: Mixtral), qwen2, qwen3, qwen2moe, qwen3moe,
- * gemma, gemma2, gemma3, phi3 (the value of general.architecture). Binding a GGUF model then reads:
+ * gemma, gemma2, gemma3, phi3, gpt-oss (the value of general.architecture). Binding a GGUF model then reads:
  *
  *     const lmc_gguf_arch_info *a;
  *     char *json;
@@ -68,9 +68,17 @@ typedef struct lmc_gguf_arch_info {
  *           mlp.shared_expert_gate (HF [1, D]). A layer without ffn_gate_inp is dense (mlp.*):
  *           the config gets mlp_only_layers.
  *   MIXTRAL llama files with {arch}.expert_count: block_sparse_moe.gate,
- *           block_sparse_moe.experts.E.{w1,w3,w2} (gate, up, down); model_type mixtral. */
+ *           block_sparse_moe.experts.E.{w1,w3,w2} (gate, up, down); model_type mixtral.
+ *   GPTOSS  gpt-oss: mlp.router (weight and bias), mlp.experts.E.{gate,up,down}_proj.weight and the
+ *           stacked biases blk.N.ffn_{gate,up,down}_exps.bias [out, E] as mlp.experts.{gate,up,down}_proj.bias
+ *           (HF [E, out]). llama.cpp's converter splits HF's input-major gate_up_proj [E, D, 2I], whose
+ *           columns interleave gate (even) and up (odd), into gate = [..., ::2] and up = [..., 1::2],
+ *           each transposed to [E, I, D]; the biases alike. The model runs the two halves as separate
+ *           matrices (model/moe.h). Also blk.N.attn_sinks.weight ↔ self_attn.sinks (no suffix in HF)
+ *           and blk.N.post_attention_norm ↔ post_attention_layernorm. */
 #define LMC_GGUF_MOE_QWEN 1
 #define LMC_GGUF_MOE_MIXTRAL 2
+#define LMC_GGUF_MOE_GPTOSS 3
 #define LMC_GGUF_EXPERT_GATE 0
 #define LMC_GGUF_EXPERT_UP 1
 #define LMC_GGUF_EXPERT_DOWN 2

@@ -151,6 +151,8 @@ static lmc_status write_rope(conv *c) {
     if (strcmp(type, "linear") == 0 || strcmp(type, "yarn") == 0) {
         static const char *const yarn_unsupported[] = {"attention_factor", "mscale", "mscale_all_dim", "truncate"};
         for (int i = 0; i < 4 && strcmp(type, "yarn") == 0; i++) {
+            int b = 1; /* gpt-oss's configs say truncate: false, which the reader restores for gpt-oss files */
+            if (i == 3 && c->a->moe == LMC_GGUF_MOE_GPTOSS && lmc_json_get_bool(full, "truncate", &b) > 0 && !b) continue;
             if (item(full, yarn_unsupported[i])) {
                 char what[64];
                 snprintf(what, sizeof what, "yarn %s", yarn_unsupported[i]);
@@ -223,6 +225,14 @@ static lmc_status write_windows(conv *c) {
         if (lmc_json_get_bool(c->cfg, "use_sliding_window", &b) > 0 && b) return refuse(c, "use_sliding_window");
         if (any_sliding) return refuse(c, "sliding layers");
         return LMC_OK;
+    }
+    if (c->a->moe == LMC_GGUF_MOE_GPTOSS) { /* llama.cpp: sliding on even layers, full on odd ones */
+        if (window <= 0) return lmc_fail(LMC_ERR_FORMAT, "%s/config.json: gpt_oss needs sliding_window", c->dir);
+        int i = 0;
+        for (const cJSON *e = lt ? lt->child : NULL; e; e = e->next, i++) {
+            if ((strcmp(e->valuestring, "sliding_attention") == 0) != (i % 2 == 0)) return refuse(c, "gpt_oss layer_types other than alternating");
+        }
+        return lmc_gguf_writer_add_u32(c->w, K(c, "attention.sliding_window"), (uint32_t)window);
     }
     if (strcmp(arch, "gemma2") == 0) {
         if (window <= 0) return lmc_fail(LMC_ERR_FORMAT, "%s/config.json: gemma2 needs sliding_window", c->dir);
@@ -424,8 +434,76 @@ static lmc_status add_experts(conv *c, long layer, int kind) {
     return lmc_gguf_writer_add_tensor(c->w, name, type, 3, ne, data);
 }
 
+/* gpt-oss's input-major experts: HF [E, in, out·step] (float) whose output column o·step + off is row o
+ * of the GGUF matrix, written as ne [in, out, E] (step 2: gate_up_proj, off 0 gate, 1 up; step 1:
+ * down_proj); a bias [E, out·step] is the case in = 1. */
+static lmc_status add_gptoss_part(conv *c, const lmc_st_tensor *t, long layer, int kind, int step, int off, int bias) {
+    const int64_t E = t->shape[0], in = bias ? 1 : t->shape[1], cols = t->shape[bias ? 1 : 2], out = cols / step;
+    const size_t es = lmc_dtype_size(t->dtype);
+    uint8_t *buf = own(c, (size_t)(E * in * out) * es);
+    if (!buf) return lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir);
+    const uint8_t *src = t->data;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t o = 0; o < out; o++)
+            for (int64_t i = 0; i < in; i++)
+                memcpy(buf + ((size_t)(e * out + o) * (size_t)in + (size_t)i) * es,
+                       src + ((size_t)(e * in + i) * (size_t)cols + (size_t)(o * step + off)) * es, es);
+    char name[128];
+    LMC_TRY(lmc_gguf_arch_expert_gguf_name(layer, kind, name, sizeof name));
+    uint32_t type;
+    LMC_TRY(lmc_ggml_type_from_dtype(t->dtype, &type));
+    const void *data = buf;
+    if (bias) { /* in F32, as llama.cpp's ggml_add_id reads them */
+        memcpy(name + strlen(name) - 6, "bias", 5); /* "….weight" → "….bias" */
+        int64_t ne[2] = {out, E};
+        float *f = own(c, (size_t)(out * E) * sizeof *f);
+        if (!f) return lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir);
+        lmc_to_f32(t->dtype, buf, f, (size_t)(out * E));
+        return lmc_gguf_writer_add_tensor(c->w, name, LMC_GGML_F32, 2, ne, f);
+    }
+    int64_t ne[3] = {in, out, E};
+    LMC_TRY(maybe_quantize(c, t->name, t->dtype, in, out * E, &data, &type));
+    return lmc_gguf_writer_add_tensor(c->w, name, type, 3, ne, data);
+}
+
+/* 1: t was one of gpt-oss's expert tensors (written or refused: see the status), 0: not one. */
+static int gptoss_experts(conv *c, const lmc_st_tensor *t, lmc_status *st) {
+    long layer;
+    int at = 0;
+    if (sscanf(t->name, "model.layers.%ld.mlp.experts.%n", &layer, &at) != 1 || at == 0) return 0;
+    const char *rest = t->name + at;
+    const int gu = strncmp(rest, "gate_up_proj", 12) == 0, dn = strncmp(rest, "down_proj", 9) == 0;
+    const char *tail = rest + (gu ? 12 : dn ? 9 : 0);
+    if ((!gu && !dn) || (*tail && strcmp(tail, "_bias") != 0)) {
+        *st = lmc_fail(LMC_ERR_UNSUPPORTED, "%s: gpt_oss expert tensor %s is not converted (%s)", c->dir, t->name,
+                       ends_with(t->name, "_blocks") || ends_with(t->name, "_scales")
+                           ? "MXFP4 _blocks/_scales checkpoints are not converted yet: convert a dequantized one"
+                           : "expected gate_up_proj, down_proj and their _bias");
+        return 1;
+    }
+    const int bias = *tail != 0, want_dims = bias ? 2 : 3;
+    const int64_t I = c->ff, D = c->hidden, out = gu ? 2 * I : D, in = gu ? D : I;
+    if (layer < 0 || layer >= c->n_layers || t->n_dims != want_dims || t->shape[0] != c->n_expert ||
+        (bias ? t->shape[1] != out : t->shape[1] != in || t->shape[2] != out) ||
+        (t->dtype != LMC_DTYPE_F32 && t->dtype != LMC_DTYPE_F16 && t->dtype != LMC_DTYPE_BF16)) {
+        *st = lmc_fail(LMC_ERR_FORMAT, "%s: %s must be a float [%lld, %s%lld] (experts, %sout) of layer < %lld", c->dir, t->name,
+                       (long long)c->n_expert, bias ? "" : (gu ? "hidden, " : "intermediate, "), (long long)out,
+                       bias ? "" : "in, ", (long long)c->n_layers);
+        return 1;
+    }
+    if (gu) {
+        *st = add_gptoss_part(c, t, layer, LMC_GGUF_EXPERT_GATE, 2, 0, bias);
+        if (*st >= 0) *st = add_gptoss_part(c, t, layer, LMC_GGUF_EXPERT_UP, 2, 1, bias);
+    } else {
+        *st = add_gptoss_part(c, t, layer, LMC_GGUF_EXPERT_DOWN, 1, 0, bias);
+    }
+    return 1;
+}
+
 static lmc_status add_tensor(conv *c, const lmc_st_tensor *t) {
     if (ends_with(t->name, "rotary_emb.inv_freq")) return LMC_OK;
+    lmc_status gst;
+    if (c->a->moe == LMC_GGUF_MOE_GPTOSS && gptoss_experts(c, t, &gst)) return gst;
     if (c->tied && strcmp(t->name, "lm_head.weight") == 0) return LMC_OK;
     long layer, expert;
     int kind;
@@ -467,8 +545,9 @@ static lmc_status add_tensor(conv *c, const lmc_st_tensor *t) {
             memcpy(buf + (size_t)lmc_gguf_gguf_row(r, hd) * row_bytes, (const uint8_t *)t->data + (size_t)r * row_bytes, row_bytes);
         }
         data = buf;
-    } else if (c->a->norm_plus_one && ends_with(t->name, "norm.weight")) {
-        /* gemma: llama.cpp stores w + 1 so that a plain RMSNorm computes HF's x̂·(1 + w); kept as F32 */
+    } else if ((c->a->norm_plus_one && ends_with(t->name, "norm.weight")) || (c->a->moe == LMC_GGUF_MOE_GPTOSS && t->n_dims == 1)) {
+        /* gemma: llama.cpp stores w + 1 so that a plain RMSNorm computes HF's x̂·(1 + w); kept as F32.
+         * gpt-oss: norms, biases and sinks in F32, as llama.cpp's converter writes every 1-D tensor */
         size_t n = (size_t)lmc_st_nelem(t);
         float *buf = own(c, n * sizeof *buf);
         void *tmp = malloc(t->nbytes ? t->nbytes : 1);
@@ -479,7 +558,8 @@ static lmc_status add_tensor(conv *c, const lmc_st_tensor *t) {
         memcpy(tmp, t->data, t->nbytes); /* safetensors data need not be aligned */
         lmc_to_f32(t->dtype, tmp, buf, n);
         free(tmp);
-        for (size_t i = 0; i < n; i++) buf[i] += 1.0f;
+        if (c->a->norm_plus_one)
+            for (size_t i = 0; i < n; i++) buf[i] += 1.0f;
         data = buf;
         type = LMC_GGML_F32;
     }
@@ -496,13 +576,13 @@ static lmc_status add_tensor(conv *c, const lmc_st_tensor *t) {
 static const struct { const char *model_type, *gguf_arch; } type_map[] = {
     {"llama", "llama"}, {"mistral", "llama"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"},
     {"gemma", "gemma"}, {"gemma2", "gemma2"}, {"gemma3_text", "gemma3"}, {"phi3", "phi3"},
-    {"qwen2_moe", "qwen2moe"}, {"qwen3_moe", "qwen3moe"}, {"mixtral", "llama"},
+    {"qwen2_moe", "qwen2moe"}, {"qwen3_moe", "qwen3moe"}, {"mixtral", "llama"}, {"gpt_oss", "gpt-oss"},
 };
 
 /* The expert keys of a MoE checkpoint (llama.cpp's names), and the bookkeeping of stacked tensors. */
 static lmc_status write_moe(conv *c, const char *mt) {
-    const int mixtral = strcmp(mt, "mixtral") == 0;
-    if (c->a->moe != LMC_GGUF_MOE_QWEN && !mixtral) return LMC_OK;
+    const int mixtral = strcmp(mt, "mixtral") == 0, gptoss = c->a->moe == LMC_GGUF_MOE_GPTOSS;
+    if (c->a->moe != LMC_GGUF_MOE_QWEN && !mixtral && !gptoss) return LMC_OK;
     int64_t used, eff = 0, sff = 0;
     if (item(c->cfg, "num_experts")) LMC_TRY(req_int(c, "num_experts", &c->n_expert));
     else LMC_TRY(req_int(c, "num_local_experts", &c->n_expert));
@@ -511,7 +591,13 @@ static lmc_status write_moe(conv *c, const char *mt) {
                                             (long long)used, (long long)c->n_expert);
     LMC_TRY(lmc_gguf_writer_add_u32(c->w, K(c, "expert_count"), (uint32_t)c->n_expert));
     LMC_TRY(lmc_gguf_writer_add_u32(c->w, K(c, "expert_used_count"), (uint32_t)used));
-    if (!mixtral) {
+    if (gptoss) {
+        /* llama.cpp runs the clamped GLU with HF's defaults and stores neither value */
+        double v;
+        if (lmc_json_get_double(c->cfg, "swiglu_limit", &v) > 0 && v != 7.0) return refuse(c, "a swiglu_limit other than 7");
+        if (lmc_json_get_double(c->cfg, "swiglu_alpha", &v) > 0 && fabs(v - 1.702) > 1e-9) return refuse(c, "a swiglu_alpha other than 1.702");
+        LMC_TRY(lmc_gguf_writer_add_u32(c->w, K(c, "expert_feed_forward_length"), (uint32_t)c->ff));
+    } else if (!mixtral) {
         LMC_TRY(req_int(c, "moe_intermediate_size", &eff));
         LMC_TRY(lmc_gguf_writer_add_u32(c->w, K(c, "expert_feed_forward_length"), (uint32_t)eff));
         if (item(c->cfg, "shared_expert_intermediate_size")) {
@@ -535,7 +621,7 @@ static lmc_status convert(conv *c, const char *out_path, const lmc_gguf_convert_
     }
     if (!c->a) {
         return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not converted to GGUF (llama, mistral, qwen2, qwen3, "
-                        "gemma, gemma2, gemma3_text, phi3, qwen2_moe, qwen3_moe, mixtral are)", c->dir, mt);
+                        "gemma, gemma2, gemma3_text, phi3, qwen2_moe, qwen3_moe, mixtral, gpt_oss are)", c->dir, mt);
     }
     LMC_TRY(req_int(c, "hidden_size", &c->hidden));
     LMC_TRY(req_int(c, "num_hidden_layers", &c->n_layers));

@@ -215,8 +215,11 @@ static const lmc_moe_names moe_granite = {.router = "block_sparse_moe.router.lay
     .shared = "shared_mlp.", .s_gate_up = "input_linear", .s_down = "output_linear"};
 static const lmc_moe_names moe_granite_v5 = {.router = "mlp.gate", MOE_V5_EXPERTS,
     .shared = "shared_mlp.", .s_gate_up = "input_linear", .s_down = "output_linear"};
+/* HF's input-major interleaved gate_up, or (GGUF, io/gguf_arch.h) separate per-expert gate and up */
 static const lmc_moe_names moe_gpt_oss = {.router = "mlp.router", .router_bias = 1,
-    .x_gate_up = "mlp.experts.gate_up_proj", .x_down = "mlp.experts.down_proj"};
+    .x_gate_up = "mlp.experts.gate_up_proj", .x_down = "mlp.experts.down_proj",
+    .expert = "mlp.experts.%d.", .e_gate = "gate_proj", .e_up = "up_proj", .e_down = "down_proj",
+    .e_bias = "mlp.experts.%s.bias"};
 #undef MOE_V5_EXPERTS
 
 static const lmc_moe_desc moe_mixtral_d = {.names = {&moe_qwen, &moe_mixtral_old}, .norm = LMC_MOE_NORM_ALWAYS,

@@ -90,6 +90,8 @@ typedef struct lmc_moe_names {
     const char *x_gate_up, *x_down; /* input-major fused full names (no ".weight"): [E, D, 2I] with gate/up
                                      * interleaved (gate at even rows of the output), [E, I, D]; each with a
                                      * per-expert bias "<name>_bias" [E, 2I], [E, D] (gpt-oss) */
+    const char *e_bias;         /* glu_clamp rows with per-expert gate/up/down matrices (GGUF's split form):
+                                 * printf with e_gate / e_up / e_down gives the stacked bias [E, out] */
 } lmc_moe_names;
 
 typedef enum lmc_moe_norm_rule {

@@ -565,19 +565,36 @@ static lmc_status bind_moe(lmc_model *m, audit *a, int il, const char *p, int ml
     M->gate = nm->e_gate || nm->f_gate_up ? views : NULL;
     M->up = views + E;
     M->down = views + 2 * E;
+    snprintf(e0, sizeof e0, nm->expert ? nm->expert : "", 0);
+    snprintf(n, sizeof n, "%.170s%.60s%.50s.weight", p, e0, nm->e_down ? nm->e_down : "");
+    const int per_expert = nm->expert && lmc_weights_find(m->weights, n);
     if (d->glu_clamp) {
         if (!m->be->i->glu_clamp || !m->be->i->add_bias_id)
             return lmc_fail(LMC_ERR_UNSUPPORTED, "the %s backend has no glu_clamp / add_bias_id ops (needed by %s)",
                             m->be->i->name, c->model_type);
         double v;
-        M->gate_up = views;
         M->glu_limit = lmc_config_double(c, "swiglu_limit", &v) > 0 ? (float)v : 7.0f;
         M->glu_alpha = lmc_config_double(c, "swiglu_alpha", &v) > 0 ? (float)v : 1.702f;
+        if (!per_expert) {
+            M->gate_up = views;
+            M->gate = NULL;
+        }
+        else if (!m->be->i->glu_clamp_split)
+            return lmc_fail(LMC_ERR_UNSUPPORTED, "the %s backend has no glu_clamp_split op (needed by %s experts with "
+                            "separate gate and up, as GGUF stores them)", m->be->i->name, c->model_type);
+        else if (nm->e_bias) { /* separate gate / up (GGUF): stacked biases [E, out] */
+            const char *kinds[3] = {nm->e_gate, nm->e_up, nm->e_down};
+            lmc_tensor *bs[3] = {&M->b_gate, &M->b_up, &M->b_down};
+            for (int k = 0; k < 3; k++) {
+                char bn[120];
+                snprintf(bn, sizeof bn, nm->e_bias, kinds[k]);
+                snprintf(n, sizeof n, "%.200s%.90s", p, bn);
+                LMC_TRY(bind_f32(m, a, n, k == 2 ? D : I, E, bs[k]));
+            }
+        }
     }
     M->n_expert_params = (M->gate || M->gate_up ? 3 : 2) * D * I;
-    snprintf(e0, sizeof e0, nm->expert ? nm->expert : "", 0);
-    snprintf(n, sizeof n, "%.170s%.60s%.50s.weight", p, e0, nm->e_down ? nm->e_down : "");
-    if (nm->expert && lmc_weights_find(m->weights, n)) {
+    if (per_expert) {
         for (int64_t e = 0; e < E; e++) {
             char ep[240];
             snprintf(e0, sizeof e0, nm->expert, (int)e);

@@ -150,6 +150,18 @@ void lmc_moe_forward(const lmc_model *m, const lmc_moe_layer *L, lmc_moe_scratch
         be->i->moe_sum(be, out, &eo, &w, NULL, NULL);
         return;
     }
+    if (L->gate && L->b_gate.data) {
+        /* gpt-oss with separate gate and up (GGUF): the same GLU over the two halves */
+        be->i->matmul_id(be, &g, L->gate, E, h, &ids);
+        be->i->add_bias_id(be, &g, &L->b_gate, &ids);
+        be->i->matmul_id(be, &u, L->up, E, h, &ids);
+        be->i->add_bias_id(be, &u, &L->b_up, &ids);
+        be->i->glu_clamp_split(be, &g, &g, &u, L->glu_alpha, L->glu_limit);
+        be->i->matmul_id(be, &eo, L->down, E, &g, &ids);
+        be->i->add_bias_id(be, &eo, &L->b_down, &ids);
+        be->i->moe_sum(be, out, &eo, &w, NULL, NULL);
+        return;
+    }
     if (L->gate) {
         be->i->matmul_id(be, &g, L->gate, E, h, &ids);
         be->i->matmul_id(be, &u, L->up, E, h, &ids);

@@ -4,7 +4,8 @@
  *   logits = router · h;  (ids, w) = route(logits)            (softmax / sigmoid / sparsemixer)
  *   y_j    = down_e(act(gate_e(h)) · up_e(h))  for e = ids[j]  (grouped by expert: each selected
  *                                                               expert's weights read once per forward)
- *            (gpt-oss: y_j = down_e(glu_clamp(gate_up_e(h) + b_e)) + b'_e, gate/up interleaved)
+ *            (gpt-oss: y_j = down_e(glu_clamp(gate_up_e(h) + b_e)) + b'_e, gate/up interleaved;
+ *             or, from GGUF, gate_e and up_e separate with their own biases and glu_clamp_split)
  *   out    = Σ_j w_j · y_j  (+ shared(h) · [sigmoid(shared_gate · h)])
  *
  * The model owns the layers' expert views (bound in model.c; the weights stay
@@ -32,6 +33,8 @@ typedef struct lmc_moe_layer {
     lmc_tensor *gate_up;                 /* [E] each [D, 2I], gate/up rows interleaved (glu_clamp rows: gate and up
                                           * are NULL then); NULL: none */
     lmc_tensor b_gate_up, b_down;        /* f32 [2I, E], [D, E] per-expert biases (glu_clamp rows) */
+    lmc_tensor b_gate, b_up;             /* f32 [I, E] each: the biases of separate gate / up (glu_clamp rows with
+                                          * gate and up set and gate_up NULL: the GGUF form) */
     float glu_alpha, glu_limit;          /* glu_clamp parameters */
     int64_t n_expert_params;             /* parameters of one routed expert */
 } lmc_moe_layer;

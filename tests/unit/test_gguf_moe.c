@@ -7,7 +7,7 @@
  * (router kept in its float type); a stacked Q4_K tensor's per-expert views are its experts' blocks;
  * the models load from the files. Malformed files (expert count against the tensors, used > count, a missing expert
  * tensor, stacked experts in a file without expert_count) are refused with errors that name
- * what is wrong.
+ * what is wrong. gpt_oss (llama.cpp's gpt-oss layout: gate_up split, biases, sinks) in test_gptoss.
  */
 #include <math.h>
 #include <stdint.h>
@@ -243,6 +243,7 @@ typedef struct edit {
     const char *drop_key;     /* a key to leave out */
     const char *drop_tensor;  /* a tensor to leave out */
     const char *regroup;      /* a stacked tensor to relabel as [in, out·2, E/2] (same bytes) */
+    const char *flip;         /* a 2-D tensor to relabel as [ne0·2, ne1/2] (same bytes) */
 } edit;
 
 static lmc_status rewrite(const char *src, const char *dst, const edit *e) {
@@ -281,6 +282,10 @@ static lmc_status rewrite(const char *src, const char *dst, const edit *e) {
         if (e->regroup && strcmp(t->name, e->regroup) == 0) {
             ne[1] *= 2;
             ne[2] /= 2;
+        }
+        if (e->flip && strcmp(t->name, e->flip) == 0) {
+            ne[0] *= 2;
+            ne[1] /= 2;
         }
         st = lmc_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data);
     }
@@ -344,6 +349,115 @@ static void test_malformed(void) {
     }
 }
 
+/* gpt-oss (llama.cpp's gpt-oss layout): HF's input-major gate_up_proj [E, D, 2I] with gate at even and up
+ * at odd columns becomes ffn_gate_exps / ffn_up_exps ne [D, I, E] (bytes compared here, independently of
+ * the model's forward), biases [I, E] in F32, sinks and post-attention norm under llama.cpp's names; the
+ * config comes back (experts, expert size, sliding window on even layers, yarn unrounded, GLU clamp);
+ * files without sinks, with a bias of the wrong shape or without an expert bias are refused by name. */
+static void test_gptoss(void) {
+    char out[300], dir[600], bad[300];
+    snprintf(out, sizeof out, "%s/gpt_oss.gguf", tmpdir);
+    snprintf(bad, sizeof bad, "%s/bad_gptoss.gguf", tmpdir);
+    snprintf(dir, sizeof dir, "%s/gpt_oss", fixtures_root());
+    lmc_status st = convert("gpt_oss", out, 0);
+    CHECK_MSG(st == LMC_OK, "convert: %s", lmc_last_error());
+    if (st < 0) return;
+    lmc_config o, s;
+    CHECK_MSG(checkpoint_config(dir, &o) == LMC_OK, "%s", lmc_last_error());
+    CHECK_MSG(checkpoint_config(out, &s) == LMC_OK, "%s", lmc_last_error());
+    CHECK(strcmp(s.model_type, "gpt_oss") == 0);
+    CHECK_EQ_INT(o.n_experts, s.n_experts);
+    CHECK_EQ_INT(o.n_experts_used, s.n_experts_used);
+    CHECK_EQ_INT(o.intermediate_size, s.intermediate_size);
+    CHECK_EQ_INT(o.sliding_window, s.sliding_window);
+    for (int l = 0; l < o.n_layers; l++) CHECK_EQ_INT(o.layer_sliding[l], s.layer_sliding[l]);
+    CHECK_EQ_INT(o.rope.type, s.rope.type);
+    CHECK(o.rope.factor == s.rope.factor && o.rope.theta == s.rope.theta && o.rope.beta_fast == s.rope.beta_fast &&
+          o.rope.beta_slow == s.rope.beta_slow);
+    CHECK_EQ_INT(o.rope.original_max_position_embeddings, s.rope.original_max_position_embeddings);
+    CHECK_EQ_INT(o.rope.truncate, s.rope.truncate);
+    CHECK_EQ_INT(s.rope.truncate, 0);
+    double lo = 0, ls = 0;
+    CHECK(lmc_config_double(&o, "swiglu_limit", &lo) > 0 && lmc_config_double(&s, "swiglu_limit", &ls) > 0 && lo == ls);
+    lmc_config_free(&o);
+    lmc_config_free(&s);
+
+    /* names both ways */
+    const lmc_gguf_arch_info *a = lmc_gguf_arch_find("gpt-oss");
+    char nm[128];
+    CHECK(a && lmc_gguf_arch_hf_name(a, "blk.3.attn_sinks.weight", nm, sizeof nm) == LMC_OK &&
+          strcmp(nm, "model.layers.3.self_attn.sinks") == 0);
+    CHECK(a && lmc_gguf_arch_gguf_name(a, "model.layers.3.self_attn.sinks", nm, sizeof nm) == LMC_OK &&
+          strcmp(nm, "blk.3.attn_sinks.weight") == 0);
+    CHECK(a && lmc_gguf_arch_gguf_name(a, "model.layers.1.post_attention_layernorm.weight", nm, sizeof nm) == LMC_OK &&
+          strcmp(nm, "blk.1.post_attention_norm.weight") == 0);
+    CHECK(a && lmc_gguf_arch_hf_name(a, "blk.1.ffn_gate_inp.bias", nm, sizeof nm) == LMC_OK &&
+          strcmp(nm, "model.layers.1.mlp.router.bias") == 0);
+
+    /* the split, element by element against the safetensors bytes */
+    lmc_gguf *g = NULL;
+    lmc_st_set *set = NULL;
+    CHECK(lmc_gguf_open(out, &g) == LMC_OK);
+    CHECK(lmc_st_open(dir, &set) == LMC_OK);
+    if (g && set) {
+        const lmc_st_tensor *gu = lmc_st_find(set, "model.layers.1.mlp.experts.gate_up_proj");
+        const lmc_st_tensor *gub = lmc_st_find(set, "model.layers.1.mlp.experts.gate_up_proj_bias");
+        const lmc_st_tensor *dn = lmc_st_find(set, "model.layers.1.mlp.experts.down_proj");
+        const lmc_gguf_tensor *tg = lmc_gguf_find_tensor(g, "blk.1.ffn_gate_exps.weight");
+        const lmc_gguf_tensor *tu = lmc_gguf_find_tensor(g, "blk.1.ffn_up_exps.weight");
+        const lmc_gguf_tensor *td = lmc_gguf_find_tensor(g, "blk.1.ffn_down_exps.weight");
+        const lmc_gguf_tensor *tb = lmc_gguf_find_tensor(g, "blk.1.ffn_up_exps.bias");
+        CHECK(gu && gub && dn && tg && tu && td && tb);
+        if (gu && gub && dn && tg && tu && td && tb) {
+            const int64_t E = gu->shape[0], D = gu->shape[1], I2 = gu->shape[2], I = I2 / 2;
+            CHECK(gu->dtype == LMC_DTYPE_BF16 && tg->type == LMC_GGML_BF16 && tb->type == LMC_GGML_F32);
+            CHECK(tg->n_dims == 3 && tg->ne[0] == D && tg->ne[1] == I && tg->ne[2] == E);
+            CHECK(td->n_dims == 3 && td->ne[0] == I && td->ne[1] == D && td->ne[2] == E);
+            CHECK(tb->n_dims == 2 && tb->ne[0] == I && tb->ne[1] == E);
+            const uint16_t *src = gu->data, *gs = tg->data, *us = tu->data, *ds = td->data, *dsrc = dn->data, *bsrc = gub->data;
+            const float *bu = tb->data;
+            int64_t mism = 0;
+            for (int64_t e = 0; e < E; e++)
+                for (int64_t i = 0; i < D; i++)
+                    for (int64_t o2 = 0; o2 < I; o2++) {
+                        const uint16_t hg = src[(e * D + i) * I2 + 2 * o2], hu = src[(e * D + i) * I2 + 2 * o2 + 1];
+                        mism += gs[(e * I + o2) * D + i] != hg || us[(e * I + o2) * D + i] != hu;
+                        mism += ds[(e * D + i) * I + o2] != dsrc[(e * I + o2) * D + i];
+                    }
+            for (int64_t e = 0; e < E; e++)
+                for (int64_t o2 = 0; o2 < I; o2++) {
+                    float want;
+                    lmc_to_f32(LMC_DTYPE_BF16, &bsrc[e * I2 + 2 * o2 + 1], &want, 1);
+                    mism += bu[e * I + o2] != want;
+                }
+            CHECK_MSG(mism == 0, "%lld elements of layer 1's experts are not where llama.cpp puts them", (long long)mism);
+        }
+    }
+    lmc_st_close(set);
+    lmc_gguf_close(g);
+
+    CHECK_MSG(read_all(out) == LMC_OK, "the unedited file: %s", lmc_last_error());
+    static const struct { edit e; const char *msg; } cases[] = {
+        {{.drop_tensor = "blk.1.attn_sinks.weight"}, "self_attn.sinks"},
+        {{.flip = "blk.0.ffn_gate_exps.bias"}, "gate_proj.bias"},
+        {{.drop_tensor = "blk.1.ffn_up_exps.bias"}, "up_proj.bias"},
+        {{.drop_tensor = "blk.0.ffn_gate_inp.bias"}, "router.bias"},
+        {{.drop_key = "gpt-oss.attention.sliding_window"}, "sliding_window"},
+        {{.drop_key = "gpt-oss.expert_feed_forward_length"}, "expert_feed_forward_length"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        st = rewrite(out, bad, &cases[i].e);
+        CHECK_MSG(st == LMC_OK, "gpt-oss case %zu: rewrite: %s", i, lmc_last_error());
+        if (st < 0) continue;
+        lmc_clear_error();
+        st = read_all(bad);
+        CHECK_MSG(st < 0, "gpt-oss case %zu: a malformed file was accepted", i);
+        fprintf(stderr, "  refused: %s\n", lmc_last_error());
+        CHECK_MSG(strstr(lmc_last_error(), cases[i].msg) != NULL, "gpt-oss case %zu: \"%s\" lacks \"%s\"", i, lmc_last_error(),
+                  cases[i].msg);
+    }
+}
+
 /* The converter refuses MoE configs it cannot write. */
 static void test_convert_refusals(void) {
     char cdir[300], cpath[400], out[300];
@@ -374,6 +488,7 @@ int main(void) {
     RUN(test_load);
     RUN(test_kquant_views);
     RUN(test_malformed);
+    RUN(test_gptoss);
     RUN(test_convert_refusals);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

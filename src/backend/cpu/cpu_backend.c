@@ -689,6 +689,20 @@ static void cpu_glu_clamp(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, f
     }
 }
 
+static void cpu_glu_clamp_split(lmc_backend *be, lmc_tensor *y, const lmc_tensor *gate, const lmc_tensor *up, float alpha,
+                                float limit) {
+    (void)be;
+    const int64_t n = lmc_tensor_nelem(y);
+    LMC_ASSERT(gate->type == LMC_DTYPE_F32 && up->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32);
+    LMC_ASSERT(is_contig(gate) && is_contig(up) && is_contig(y) && lmc_tensor_nelem(gate) == n && lmc_tensor_nelem(up) == n);
+    const float *a = gate->data, *b = up->data;
+    float *o = y->data;
+    for (int64_t i = 0; i < n; i++) {
+        const float g = fminf(a[i], limit), u = fminf(fmaxf(b[i], -limit), limit);
+        o[i] = (u + 1.0f) * (g / (1.0f + expf(-alpha * g)));
+    }
+}
+
 /* Elementwise and cheap next to the matmuls around it: one thread, one pass. */
 static void cpu_xielu(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const float p[4]) {
     (void)be;
@@ -794,6 +808,7 @@ static const lmc_backend_i cpu_iface = {
     .moe_sum = cpu_moe_sum,
     .add_bias_id = cpu_add_bias_id,
     .glu_clamp = cpu_glu_clamp,
+    .glu_clamp_split = cpu_glu_clamp_split,
     .xielu = cpu_xielu,
     .argmax = cpu_argmax,
     .topk = cpu_topk,
