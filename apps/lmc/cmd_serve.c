@@ -16,7 +16,7 @@ static const char *serve_help =
     "usage: lmc serve [-m MODEL] [--host ADDR] [--port N] [--api-key KEY] [--alias NAME]\n"
     "                 [--ctx-size N] [--max-seqs N] [--max-queue N] [--max-body BYTES] [--timeout S]\n"
     "                 [--max-connections N] [--max-header BYTES] [--max-tokens N] [--threads N] [--batch N]\n"
-    "                 [--backend cpu|cuda] [--tp N] [--no-mmap]\n"
+    "                 [--backend cpu|cuda] [--tp N] [--no-mmap] [--reasoning-format auto|none]\n"
     "                 [--spec ngram|draft|mtp [--draft-model P] [--draft-n N] [--ngram-min N] [--ngram-max N]]\n"
     "\n"
     "Serve a model over HTTP with OpenAI- and Anthropic-compatible routes:\n"
@@ -28,6 +28,11 @@ static const char *serve_help =
     "Binds to loopback unless --host says otherwise; see docs/SECURITY.md before exposing it.\n"
     "--port 0 picks a free port (printed on stderr). --api-key requires\n"
     "'Authorization: Bearer KEY' (or 'x-api-key: KEY') on every route but /health.\n"
+    "\n"
+    "--reasoning-format auto (default): a thinking model's reasoning (\"<think> ... </think>\", gpt-oss's analysis\n"
+    "channel) is returned apart: message.reasoning_content / delta.reasoning_content on /v1/chat/completions,\n"
+    "thinking blocks on /v1/messages. none: everything the model writes is content. A request may say\n"
+    "\"reasoning_format\": \"none\" or \"auto\" itself.\n"
     "\n"
     "--spec: each step drafts up to --draft-n tokens per sequence (ngram: prompt lookup; draft: a\n"
     "small model with the same tokenizer, --draft-model; mtp: a Gemma 4 assistant) and verifies\n"
@@ -80,6 +85,11 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--max-tokens")) {
             if (!(v = cli_value(argc, argv, &i)) || cli_parse_int(v, "--max-tokens", 1, 1 << 24, &x)) return EXIT_USAGE;
             sp.max_tokens = (int)x;
+        } else if (!strcmp(a, "--reasoning-format")) {
+            if (!(v = cli_value(argc, argv, &i))) return EXIT_USAGE;
+            if (strcmp(v, "auto") && strcmp(v, "none"))
+                return cli_usage_error("serve", "--reasoning-format must be auto or none, not '%s'", v);
+            sp.reasoning_none = !strcmp(v, "none");
         } else return cli_usage_error("serve", "unknown option '%s'", a);
     }
     if (!mo.model) mo.model = cli_demo_model();

@@ -201,6 +201,7 @@ int anthropic_parse(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_
     cJSON *tools = NULL;
     if (convert_tools(root, r, &tools, e) < 0) { cJSON_Delete(tools); return -1; }
     r->tool_fmt = s->tool_fmt;
+    if (srv_reasoning_format(s, root, r, e) < 0) { cJSON_Delete(tools); return -1; }
 
     cJSON *norm = cJSON_CreateArray();
     if (!norm) { cJSON_Delete(tools); return srv_err(e, 500, NULL, "out of memory"); }
@@ -255,6 +256,12 @@ static void add_stop_fields(cJSON *j, const lmc_srv_req *r, int has_calls) {
     else cJSON_AddNullToObject(j, "stop_sequence");
 }
 
+static cJSON *typed_block(const char *type) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "type", type);
+    return j;
+}
+
 static cJSON *message_json(const lmc_srv_req *r, int final) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "id", r->id);
@@ -262,6 +269,12 @@ static cJSON *message_json(const lmc_srv_req *r, int final) {
     cJSON_AddStringToObject(j, "role", "assistant");
     cJSON_AddStringToObject(j, "model", r->model);
     cJSON *content = cJSON_AddArrayToObject(j, "content");
+    if (final && r->rout_len) { /* the reasoning as a thinking block before the reply */
+        cJSON *t = typed_block("thinking");
+        cJSON_AddStringToObject(t, "thinking", r->rout);
+        cJSON_AddStringToObject(t, "signature", "");
+        cJSON_AddItemToArray(content, t);
+    }
     if (final) {
         char *text = NULL;
         cJSON *calls = srv_reply_tool_calls(r, 0, &text);
@@ -332,7 +345,43 @@ static cJSON *text_block(void) {
     return blk;
 }
 
-void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b) {
+static cJSON *thinking_block(void) {
+    cJSON *blk = typed("thinking");
+    cJSON_AddStringToObject(blk, "thinking", "");
+    cJSON_AddStringToObject(blk, "signature", "");
+    return blk;
+}
+
+/* Make `start` (a thinking, text or tool_use block of kind 1, 2 or 3) the open block, closing an open
+ * block of another kind first; returns its index. Blocks are numbered in the order they open. */
+static int use_block(lmc_sbuf *b, lmc_srv_req *r, int kind, cJSON *start) {
+    if (r->blk_kind == kind) { cJSON_Delete(start); return r->blk_index - 1; }
+    if (r->blk_kind) block_stop(b, r->blk_index - 1);
+    block_start(b, r->blk_index, start);
+    r->blk_kind = kind;
+    if (kind != 1) r->block_open = 1; /* the reply's text (or forced tool_use) block exists */
+    return r->blk_index++;
+}
+
+static void close_block(lmc_sbuf *b, lmc_srv_req *r) {
+    if (r->blk_kind) block_stop(b, r->blk_index - 1);
+    r->blk_kind = 0;
+}
+
+/* The forced tool's tool_use block (tool_mode 2). */
+static cJSON *forced_block(const lmc_srv_req *r) {
+    cJSON *call = cJSON_CreateObject(), *fn = cJSON_AddObjectToObject(call, "function");
+    char id[80];
+    snprintf(id, sizeof id, "call_%.20s_0", r->id + (strncmp(r->id, "msg_", 4) ? 0 : 4));
+    cJSON_AddStringToObject(call, "id", id);
+    cJSON_AddStringToObject(fn, "name", r->tool_name);
+    cJSON *blk = tool_use_block(call, 0);
+    cJSON_Delete(call);
+    return blk;
+}
+
+void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *rtext, size_t rn, const char *text, size_t n, int done,
+                      lmc_sbuf *b) {
     (void)s;
     /* Auto tool mode with a known format: text streams until a call could begin, calls come at the end. */
     int buffered = (r->tool_mode == 1 && r->tool_fmt != LMC_TOOL_FMT_NONE) || r->tool_mode == 3;
@@ -341,31 +390,21 @@ void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, siz
         cJSON *j = typed("message_start");
         cJSON_AddItemToObject(j, "message", message_json(r, 0));
         sbuf_sse(b, "message_start", j);
-        if (r->tool_mode == 2) {
-            cJSON *call = cJSON_CreateObject(), *fn = cJSON_AddObjectToObject(call, "function");
-            char id[80];
-            snprintf(id, sizeof id, "call_%.20s_0", r->id + (strncmp(r->id, "msg_", 4) ? 0 : 4));
-            cJSON_AddStringToObject(call, "id", id);
-            cJSON_AddStringToObject(fn, "name", r->tool_name);
-            block_start(b, 0, tool_use_block(call, 0));
-            cJSON_Delete(call);
-        } else if (!buffered) {
-            block_start(b, 0, text_block());
-        }
         sbuf_sse(b, "ping", typed("ping"));
         r->phase = 1;
     }
+    /* Blocks open as their text arrives: thinking (reasoning) first, then the reply's text or tool input. */
+    if (rn > 0) block_delta(b, use_block(b, r, 1, thinking_block()), "thinking_delta", "thinking", rtext, rn);
     if (n > 0 && !buffered) {
-        if (r->tool_mode == 2) block_delta(b, 0, "input_json_delta", "partial_json", text, n);
-        else block_delta(b, 0, "text_delta", "text", text, n);
+        if (r->tool_mode == 2) block_delta(b, use_block(b, r, 3, forced_block(r)), "input_json_delta", "partial_json", text, n);
+        else block_delta(b, use_block(b, r, 2, text_block()), "text_delta", "text", text, n);
     }
     if (buffered && !r->tc_hold) {
         /* Text streams until the template's tool-call marker could begin. */
         size_t k;
         char *piece = lmc_srv_req_take_content(r, &k);
         if (piece) {
-            if (!r->block_open) { block_start(b, 0, text_block()); r->block_open = 1; }
-            block_delta(b, 0, "text_delta", "text", piece, k);
+            block_delta(b, use_block(b, r, 2, text_block()), "text_delta", "text", piece, k);
             free(piece);
         }
     }
@@ -385,23 +424,23 @@ void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, siz
         cJSON *calls = r->tc_hold ? srv_reply_tool_calls(r, r->tc_emitted, &content) : NULL;
         if (!calls && r->tool_mode != 3) { free(content); content = strdup(r->out && r->tc_emitted <= r->out_len ? r->out + r->tc_emitted : ""); }
         if ((content && *content) || (!calls && !r->block_open)) {
-            if (!r->block_open) { block_start(b, 0, text_block()); r->block_open = 1; }
-            if (content && *content) block_delta(b, 0, "text_delta", "text", content, strlen(content));
+            int index = use_block(b, r, 2, text_block());
+            if (content && *content) block_delta(b, index, "text_delta", "text", content, strlen(content));
         }
-        int index = 0;
-        if (r->block_open) block_stop(b, index++);
+        close_block(b, r);
         const cJSON *c;
         cJSON_ArrayForEach(c, calls) {
             const char *args = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "function"), "arguments")->valuestring;
-            block_start(b, index, tool_use_block(c, 0));
-            block_delta(b, index, "input_json_delta", "partial_json", args, strlen(args));
-            block_stop(b, index++);
+            block_start(b, r->blk_index, tool_use_block(c, 0));
+            block_delta(b, r->blk_index, "input_json_delta", "partial_json", args, strlen(args));
+            block_stop(b, r->blk_index++);
         }
         has_calls = calls != NULL;
         cJSON_Delete(calls);
         free(content);
     } else {
-        block_stop(b, 0);
+        if (!r->block_open) use_block(b, r, r->tool_mode == 2 ? 3 : 2, r->tool_mode == 2 ? forced_block(r) : text_block());
+        close_block(b, r);
     }
     cJSON *j = typed("message_delta");
     cJSON *d = cJSON_AddObjectToObject(j, "delta");

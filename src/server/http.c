@@ -163,7 +163,7 @@ static void cancel(lmc_server *s, lmc_srv_req *r) {
 /* Wait up to ms for new text or the end; returns with r->mu held. */
 static void wait_news(lmc_srv_req *r, int ms) {
     pthread_mutex_lock(&r->mu);
-    if (r->done || r->out_len > r->sent) return;
+    if (r->done || r->out_len > r->sent || r->rout_len > r->rsent) return;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_nsec += (long)ms * 1000000L;
@@ -194,8 +194,13 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         if (text) memcpy(text, r->out + r->sent, n);
         else n = 0;
         r->sent += n;
+        size_t rn = r->rout_len > r->rsent ? r->rout_len - r->rsent : 0; /* new reasoning, sent before new content */
+        char *rtext = rn ? malloc(rn) : NULL;
+        if (rtext) memcpy(rtext, r->rout + r->rsent, rn);
+        else rn = 0;
+        r->rsent += rn;
         pthread_mutex_unlock(&r->mu);
-        if (!n && !done) {
+        if (!n && !rn && !done) {
             if (peer_closed(s, r->conn)) { cancel((lmc_server *)s, r); return MHD_CONTENT_READER_END_WITH_ERROR; }
             /* Nothing yet (queued, or a long prefill): an SSE comment now and then, which clients ignore, so the
              * idle timeout never drops a stream that is only waiting for its first token. */
@@ -212,9 +217,10 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         lmc_sbuf b = {.p = r->pend, .len = 0, .cap = r->pend_cap};
         if (b.p) b.p[0] = 0;
-        if (r->api == LMC_API_MESSAGES) anthropic_stream(s, r, text, n, done, &b);
-        else openai_stream(s, r, text, n, done, &b);
+        if (r->api == LMC_API_MESSAGES) anthropic_stream(s, r, rtext, rn, text, n, done, &b);
+        else openai_stream(s, r, rtext, rn, text, n, done, &b);
         free(text);
+        free(rtext);
         r->pend = b.p;
         r->pend_cap = b.cap;
         r->pend_len = b.oom ? 0 : b.len;
@@ -582,6 +588,12 @@ lmc_status lmc_server_start(const lmc_server_params *pp, lmc_server **out) {
             if (st < 0) { lmc_server_stop(s); return lmc_fail_context(st, "tool-use chat template"); }
         }
     }
+    /* Reasoning: gpt-oss channels when the template writes them and the tokenizer has the token, else
+     * "<think>" (which only splits an output that opens it or a prompt that ends inside it). */
+    char *tsrc = NULL;
+    if (!p.model_dir || lmc_chat_template_load(p.model_dir, NULL, 0, &tsrc) < 0) lmc_clear_error();
+    s->reason_fmt = lmc_reason_detect(tsrc, lmc_tokenizer_token_to_id(p.tok, "<|channel|>") >= 0);
+    free(tsrc);
     s->pooling = LMC_POOL_MEAN;
     if (p.model_dir) { /* sentence-transformers pooling config, when the checkpoint ships one */
         char path[4200];

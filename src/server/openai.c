@@ -176,6 +176,7 @@ int openai_parse_chat(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lm
     const cJSON *tools = NULL;
     if (parse_tools(s, root, r, &tools, e) < 0) return -1;
     r->tool_fmt = s->tool_fmt;
+    if (srv_reasoning_format(s, root, r, e) < 0) return -1;
     if (srv_render_chat(s, messages, tools, r, e) < 0) return -1;
     return srv_check_length(s, r, max, have, rc1 == 0 ? "max_completion_tokens" : "max_tokens", e);
 }
@@ -395,6 +396,7 @@ char *openai_final_body(const lmc_server *s, lmc_srv_req *r) {
         else cJSON_AddNullToObject(m, "content");
         free(content);
         cJSON_AddNullToObject(m, "refusal");
+        if (r->rout_len) cJSON_AddStringToObject(m, "reasoning_content", r->rout);
         if (calls) cJSON_AddItemToObject(m, "tool_calls", calls);
     } else {
         cJSON_AddStringToObject(c, "text", r->out ? r->out : "");
@@ -477,7 +479,26 @@ static cJSON *chunk(lmc_srv_req *r, const char *text, size_t n, int role, const 
     return j;
 }
 
-void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b) {
+/* A chunk whose delta carries reasoning text (what llama.cpp's and vLLM's servers call reasoning_content). */
+static cJSON *reasoning_chunk(lmc_srv_req *r, const char *text, size_t n) {
+    cJSON *j = head(r, "chat.completion.chunk");
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta");
+    char *t = malloc(n + 1);
+    if (t) { memcpy(t, text, n); t[n] = 0; }
+    cJSON_AddStringToObject(d, "reasoning_content", t ? t : "");
+    free(t);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    if (r->include_usage) cJSON_AddNullToObject(j, "usage");
+    return j;
+}
+
+void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *rtext, size_t rn, const char *text, size_t n, int done,
+                   lmc_sbuf *b) {
     /* Auto tool mode with a known format: the reply is only known to be calls or text at the end. */
     int buffered = r->api == LMC_API_CHAT && ((r->tool_mode == 1 && r->tool_fmt != LMC_TOOL_FMT_NONE) || r->tool_mode == 3);
     if (r->tool_mode == 3) r->tc_hold = 1; /* the call is known once its JSON is complete */
@@ -486,6 +507,7 @@ void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t
         else if (r->api == LMC_API_CHAT) sbuf_sse(b, NULL, chunk(r, "", 0, 1, NULL, NULL));
         r->phase = 1;
     }
+    if (rn > 0 && r->api == LMC_API_CHAT) sbuf_sse(b, NULL, reasoning_chunk(r, rtext, rn));
     int has_calls = 0;
     if (r->tool_mode == 2) {
         if (n > 0) sbuf_sse(b, NULL, forced_delta(r, text, n, 0));

@@ -45,6 +45,8 @@ void lmc_srv_req_unref(lmc_srv_req *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->out);
+    free(r->rout);
+    lmc_reason_free(&r->rs);
     free(r->lps);
     free(r->embedding);
     lmc_jschema_free(r->schema);
@@ -70,6 +72,21 @@ int lmc_srv_req_commit(lmc_srv_req *r, const char *text, size_t len) {
     memcpy(r->out + r->out_len, text, len);
     r->out_len += len;
     r->out[r->out_len] = 0;
+    pthread_cond_broadcast(&r->cv);
+    return 0;
+}
+
+int lmc_srv_req_commit_reasoning(lmc_srv_req *r, const char *text, size_t len) {
+    if (r->rout_len + len + 1 > r->rout_cap) {
+        size_t cap = (r->rout_len + len + 1) * 2 + 64;
+        char *o = realloc(r->rout, cap);
+        if (!o) return -1;
+        r->rout = o;
+        r->rout_cap = cap;
+    }
+    memcpy(r->rout + r->rout_len, text, len);
+    r->rout_len += len;
+    r->rout[r->rout_len] = 0;
     pthread_cond_broadcast(&r->cv);
     return 0;
 }

@@ -18,6 +18,7 @@
 #include "gen/sampler.h"
 #include "jschema.h"
 #include "jsonfsm.h"
+#include "reason.h"
 #include <cjson/cJSON.h>
 #include "tok/tokenizer.h"
 
@@ -66,6 +67,7 @@ typedef struct lmc_srv_req {
     int tool_mode;                /* 0 no tools; 1 auto: parse calls from the reply; 2 forced: the reply is tool_name's
                                    * arguments; 3 required among several: the reply is {"name", "arguments"} */
     int tool_fmt;                 /* lmc_tool_fmt of the template (auto mode) */
+    lmc_reason_fmt reason_fmt;    /* how the output splits into reasoning and content (OFF: all content) */
     char tool_name[128];
     char id[64];                  /* chatcmpl-…, cmpl-…, msg_… */
     char model[128];
@@ -75,8 +77,10 @@ typedef struct lmc_srv_req {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int refs;
-    char *out;                    /* committed text (NUL-terminated) */
+    char *out;                    /* committed text (NUL-terminated): the content */
     size_t out_len, out_cap;
+    char *rout;                   /* committed reasoning text (NUL-terminated; NULL: none yet) */
+    size_t rout_len, rout_cap;
     int done;
     lmc_finish finish;
     int stop_index;               /* which stop string ended it (-1 none) */
@@ -101,15 +105,18 @@ typedef struct lmc_srv_req {
     lmc_jsstate jss;              /* its state */
     cJSON *schema_doc;            /* owned: response_format's schema, checked in full at the end (oneOf) */
     int json_fed;                 /* tokens fed to the JSON state (0: the next token decodes as the first) */
+    lmc_reason rs;                /* splits the detokenized output (initialized from the rendered prompt) */
 
     /* --- HTTP-side streaming state (only the connection's thread touches it) --- */
     void *conn;                   /* MHD connection, valid until the request completes */
     int phase;
     size_t sent;                  /* bytes of out already turned into events */
+    size_t rsent;                 /* bytes of rout already turned into events */
     int lps_sent;                 /* logprob entries already sent */
     size_t tc_emitted;            /* auto tool mode: bytes of out streamed as content */
     int tc_hold;                  /* auto tool mode: a tool call began; the rest waits for the end */
     int block_open;               /* Anthropic stream: the text block has started */
+    int blk_kind, blk_index;      /* Anthropic stream: the open block (0 none, 1 thinking, 2 text) and the next index */
     double hb_last;               /* when bytes last went to MHD (keep-alive comments while waiting) */
     char *pend;                   /* formatted bytes not yet handed to MHD */
     size_t pend_len, pend_off, pend_cap;
@@ -121,6 +128,8 @@ void lmc_srv_req_ref(lmc_srv_req *r);
 void lmc_srv_req_unref(lmc_srv_req *r);
 /* Append text to r->out (caller holds r->mu). Returns 0, or -1 when out of memory. */
 int lmc_srv_req_commit(lmc_srv_req *r, const char *text, size_t len);
+/* Append reasoning text to r->rout (caller holds r->mu). Returns 0, or -1 when out of memory. */
+int lmc_srv_req_commit_reasoning(lmc_srv_req *r, const char *text, size_t len);
 /* Finish (caller holds r->mu): sets done, reason, time, and wakes readers. */
 void lmc_srv_req_finish_locked(lmc_srv_req *r, lmc_finish f);
 const char *lmc_finish_openai(lmc_finish f);

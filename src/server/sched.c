@@ -88,6 +88,24 @@ static int text_append(lmc_srv_req *r, const char *p, size_t n) {
     return 0;
 }
 
+/* The splitter's output: reasoning is committed at once (stop strings and constraints apply to
+ * the content only); content joins the text that stop strings and tool parsing read. */
+static void emit_part(void *ctx, int reasoning, const char *p, size_t n) {
+    lmc_srv_req *r = ctx;
+    if (reasoning) {
+        pthread_mutex_lock(&r->mu);
+        lmc_srv_req_commit_reasoning(r, p, n);
+        pthread_mutex_unlock(&r->mu);
+    } else {
+        text_append(r, p, n);
+    }
+}
+
+/* Detokenized bytes through the reasoning splitter (final: the output ended). */
+static int split_text(lmc_srv_req *r, const char *p, size_t n, int final) {
+    return lmc_reason_feed(&r->rs, p, n, final, emit_part, r) < 0 ? lmc_fail(LMC_ERR_NOMEM, "reasoning text") : 0;
+}
+
 /* Commit what is safe: up to a found stop string (returns 1: stop hit), else all but the
  * longest suffix that could still grow into a stop string (all of it when final). */
 static int commit_text(lmc_srv_req *r, int final) {
@@ -120,7 +138,7 @@ static void retire(lmc_sched *s, int i, lmc_finish f) {
         if (r->stop_index < 0) {
             char *piece = NULL;
             size_t n = 0;
-            if (lmc_detok_flush(r->detok, &piece, &n) == 0 && n) text_append(r, piece, n);
+            if (lmc_detok_flush(r->detok, &piece, &n) == 0) split_text(r, piece, n, 1);
             free(piece);
             if (commit_text(r, 1)) f = LMC_FINISH_STOP;
         }
@@ -200,7 +218,8 @@ static lmc_status admit(lmc_sched *s, lmc_srv_req *r) {
         return LMC_OK;
     }
     st = lmc_sampler_init(&r->sampler, &r->sp, s->n_vocab);
-    if (st >= 0 && s->p.tok) st = lmc_detok_init(&r->detok, s->p.tok, 1);
+    /* harmony markers are special tokens: that output is detokenized with them, and the splitter removes them */
+    if (st >= 0 && s->p.tok) st = lmc_detok_init(&r->detok, s->p.tok, r->reason_fmt != LMC_REASON_HARMONY);
     if (st >= 0 && (r->presence_penalty != 0 || r->frequency_penalty != 0)) {
         r->counts = calloc((size_t)s->n_vocab, sizeof *r->counts);
         if (!r->counts) st = lmc_fail(LMC_ERR_NOMEM, "penalty counts");
@@ -254,7 +273,8 @@ static int mask_json(lmc_sched *s, lmc_srv_req *r) {
  * backend when the logits stayed there: the same token). Negative: the row could not be read. */
 static int32_t sample(lmc_sched *s, lmc_srv_req *r, int row) {
     int32_t t;
-    if (!r->counts && !r->n_bias && !r->json_mode) {
+    int constrain = r->json_mode && lmc_reason_in_content(&r->rs); /* reasoning is never constrained */
+    if (!r->counts && !r->n_bias && !constrain) {
         t = lmc_context_sample(s->ctx, row, r->sampler);
         if (t < 0) return t;
         lmc_sampler_accept(r->sampler, t);
@@ -269,14 +289,14 @@ static int32_t sample(lmc_sched *s, lmc_srv_req *r, int row) {
                 s->work[v] -= r->presence_penalty + r->frequency_penalty * (float)r->counts[v];
     for (int k = 0; k < r->n_bias; k++)
         if (r->bias_id[k] >= 0 && r->bias_id[k] < s->n_vocab) s->work[r->bias_id[k]] += r->bias_val[k];
-    if (r->json_mode && !mask_json(s, r)) {
+    if (constrain && !mask_json(s, r)) {
         const lmc_config *c = &s->p.model->cfg;
         return c->n_eos > 0 ? c->eos_token_ids[0] : lmc_tokenizer_eos_id(s->p.tok);
     }
     t = lmc_sampler_sample(r->sampler, s->work);
     int n;
     const char *txt;
-    if (r->json_mode && t >= 0 && t < s->n_vocab && (txt = tok_text(s, r, t, &n)) && n > 0) {
+    if (constrain && t >= 0 && t < s->n_vocab && (txt = tok_text(s, r, t, &n)) && n > 0) {
         if (r->schema) lmc_jsstate_feed(&r->jss, txt, (size_t)n);
         else lmc_jfsm_feed(&r->js, txt, (size_t)n);
         r->json_fed++;
@@ -331,8 +351,20 @@ static void on_token(lmc_sched *s, int i, int32_t t, int row, double now) {
             fail_slot(s, i, lmc_last_error());
             return;
         }
-        if (n) text_append(r, piece, n);
+        int was_content = lmc_reason_in_content(&r->rs);
+        size_t before = r->text_len;
+        lmc_status st = split_text(r, piece, n, 0);
         free(piece);
+        if (st < 0) { fail_slot(s, i, lmc_last_error()); return; }
+        if (r->json_mode && !was_content) {
+            /* sampled unconstrained in the reasoning: later tokens are not the output's first, and content
+             * bytes this token carried past the reasoning's end are read into the JSON state now */
+            r->json_fed++;
+            if (r->text_len > before) {
+                if (r->schema) lmc_jsstate_feed(&r->jss, r->text + before, r->text_len - before);
+                else lmc_jfsm_feed(&r->js, r->text + before, r->text_len - before);
+            }
+        }
         if (commit_text(r, 0)) { retire(s, i, LMC_FINISH_STOP); return; }
     }
     if (r->n_gen >= r->max_tokens || sl->n_tokens >= s->ctx->kv.n_ctx) { retire(s, i, LMC_FINISH_LENGTH); return; }

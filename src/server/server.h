@@ -43,6 +43,8 @@ typedef struct lmc_server_params {
     int spec_ngram_min, spec_ngram_max; /* (0: 1 and 3) */
     lmc_model *spec_draft_model; /* borrowed: a draft model with the target's tokenizer */
     const char *spec_mtp_path;   /* a Gemma 4 assistant beside a gemma4 target */
+    int reasoning_none;          /* 1: all output is content (--reasoning-format none); 0 (auto): reasoning
+                                  * ("<think>", gpt-oss channels) is returned apart, per request overridable */
     const lmc_tp_params *tp;     /* borrowed; n_ranks > 1: tensor parallel (lmc_sched_params.tp) */
 } lmc_server_params;
 

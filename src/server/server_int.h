@@ -44,6 +44,7 @@ struct lmc_server {
     lmc_jinja_template *tmpl;     /* chat template, parsed once (NULL: none) */
     lmc_jinja_template *tmpl_tools; /* the template used when a request has tools (often the same text) */
     int tool_fmt;                 /* lmc_tool_fmt the tools template asks for */
+    lmc_reason_fmt reason_fmt;    /* the model's reasoning format (requests use it unless reasoning_format is none) */
     lmc_pooling pooling;          /* how /v1/embeddings pools (sentence-transformers config, else mean) */
     char model_id[128];
     int port;
@@ -73,13 +74,16 @@ int srv_render_chat(const lmc_server *s, const cJSON *messages, const cJSON *too
 int srv_check_length(const lmc_server *s, lmc_srv_req *r, long max_tokens, int have_max, const char *param,
                      lmc_srv_error *e);
 void srv_make_id(char *out, size_t cap, const char *prefix);
+/* reasoning_format of a chat request ("auto" or "none"; absent: the server's) into r->reason_fmt. */
+int srv_reasoning_format(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e);
 
 /* ---- OpenAI routes (openai.c) ---- */
 int openai_parse_chat(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e);
 int openai_parse_completion(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e);
 char *openai_final_body(const lmc_server *s, lmc_srv_req *r);
-/* Append the SSE events for new text (and for the end when done) to b. */
-void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b);
+/* Append the SSE events for new reasoning (rtext), new text (and for the end when done) to b. */
+void openai_stream(const lmc_server *s, lmc_srv_req *r, const char *rtext, size_t rn, const char *text, size_t n, int done,
+                   lmc_sbuf *b);
 char *openai_models_body(const lmc_server *s);
 char *openai_model_body(const lmc_server *s);   /* GET /v1/models/{id} */
 /* /v1/embeddings: one request per input (*reqs, *n malloc'ed; each to be submitted), and the reply. */
@@ -99,7 +103,8 @@ cJSON *srv_reply_tool_calls(const lmc_srv_req *r, size_t from, char **content);
 /* ---- Anthropic /v1/messages (anthropic.c) ---- */
 int anthropic_parse(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e);
 char *anthropic_final_body(const lmc_server *s, lmc_srv_req *r);
-void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *text, size_t n, int done, lmc_sbuf *b);
+void anthropic_stream(const lmc_server *s, lmc_srv_req *r, const char *rtext, size_t rn, const char *text, size_t n, int done,
+                      lmc_sbuf *b);
 
 /* ---- metrics.c ---- */
 char *metrics_body(lmc_server *s);

@@ -252,6 +252,16 @@ static cJSON *norm_tool_calls(const cJSON *tc, const char *param, lmc_srv_error 
     return out;
 }
 
+int srv_reasoning_format(const lmc_server *s, const cJSON *root, lmc_srv_req *r, lmc_srv_error *e) {
+    const char *f = NULL;
+    r->reason_fmt = s->p.reasoning_none ? LMC_REASON_OFF : s->reason_fmt;
+    if (jf_string(root, "reasoning_format", &f, e) < 0) return -1;
+    if (!f) return 0;
+    if (!strcmp(f, "auto")) { r->reason_fmt = s->reason_fmt; return 0; }
+    if (!strcmp(f, "none")) { r->reason_fmt = LMC_REASON_OFF; return 0; }
+    return srv_err(e, 400, "reasoning_format", "'reasoning_format' must be 'auto' or 'none'");
+}
+
 int srv_render_chat(const lmc_server *s, const cJSON *messages, const cJSON *tools, lmc_srv_req *r, lmc_srv_error *e) {
     if (!cJSON_IsArray(messages)) return srv_err(e, 400, "messages", "'messages' must be a list");
     if (cJSON_GetArraySize(messages) == 0) return srv_err(e, 400, "messages", "'messages' must not be empty");
@@ -311,6 +321,8 @@ int srv_render_chat(const lmc_server *s, const cJSON *messages, const cJSON *too
     lmc_status st = lmc_chat_render_template(tmpl, &cp, &prompt, &plen);
     cJSON_Delete(norm);
     if (st < 0) return srv_err(e, 400, "messages", "the chat template failed on these messages: %s", lmc_last_error());
+    lmc_reason_free(&r->rs);
+    lmc_reason_init(&r->rs, r->reason_fmt, prompt, plen); /* whether the output starts inside the reasoning */
     st = lmc_tokenizer_encode_chat(s->p.tok, prompt, plen, &r->prompt, &r->n_prompt);
     free(prompt);
     if (st < 0) return srv_err(e, 400, "messages", "tokenizing the prompt failed: %s", lmc_last_error());

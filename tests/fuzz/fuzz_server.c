@@ -49,6 +49,7 @@ int fuzz_server_init(void) {
     pthread_mutex_init(&srv_->mu, NULL);
     snprintf(srv_->model_id, sizeof srv_->model_id, "demo");
     srv_->pooling = LMC_POOL_MEAN;
+    srv_->reason_fmt = LMC_REASON_THINK; /* replies that open "<think>" take the reasoning paths */
     char *src = NULL;
     if (lmc_chat_template_load(LMC_DEMO_DIR, NULL, 0, &src) < 0) goto fail;
     lmc_status st = lmc_jinja_parse(src, strlen(src), &srv_->tmpl);
@@ -78,6 +79,12 @@ void fuzz_server_fini(void) {
     srv_tok_ = NULL; srv_model_ = NULL; srv_be_ = NULL;
 }
 
+/* The reasoning splitter's output, committed as the scheduler does (caller holds r->mu). */
+static void srv_emit(void *ctx, int reasoning, const char *p, size_t n) {
+    lmc_srv_req *r = ctx;
+    FUZZ_CHECK((reasoning ? lmc_srv_req_commit_reasoning(r, p, n) : lmc_srv_req_commit(r, p, n)) == 0);
+}
+
 /* Answer a parsed generation request with `reply` as the model's text, as the scheduler
  * and http.c's stream reader / final body would. */
 static void srv_answer(lmc_srv_req *r, const char *reply, size_t rn) {
@@ -97,9 +104,10 @@ static void srv_answer(lmc_srv_req *r, const char *reply, size_t rn) {
             else (void)lmc_jfsm_feed(&r->js, p, n);
         }
         pthread_mutex_lock(&r->mu);
-        FUZZ_CHECK(lmc_srv_req_commit(r, p, n) == 0);
-        r->n_gen++;
         int last = k == 1;
+        FUZZ_CHECK(lmc_reason_feed(&r->rs, p, n, last, srv_emit, r) == 0);
+        if (!r->out) FUZZ_CHECK(lmc_srv_req_commit(r, "", 0) == 0);
+        r->n_gen++;
         if (last) {
             int which = -1;
             size_t at = lmc_stop_find(r->out, r->out_len, 0, r->stop, r->n_stop, &which);
@@ -112,12 +120,18 @@ static void srv_answer(lmc_srv_req *r, const char *reply, size_t rn) {
         if (text) memcpy(text, r->out + r->sent, m);
         else m = 0;
         r->sent += m;
+        size_t rm = r->rout_len - r->rsent;
+        char *rtext = rm ? malloc(rm) : NULL;
+        if (rtext) memcpy(rtext, r->rout + r->rsent, rm);
+        else rm = 0;
+        r->rsent += rm;
         pthread_mutex_unlock(&r->mu);
         if (r->stream) {
-            if (r->api == LMC_API_MESSAGES) anthropic_stream(srv_, r, text, m, last, &b);
-            else openai_stream(srv_, r, text, m, last, &b);
+            if (r->api == LMC_API_MESSAGES) anthropic_stream(srv_, r, rtext, rm, text, m, last, &b);
+            else openai_stream(srv_, r, rtext, rm, text, m, last, &b);
         }
         free(text);
+        free(rtext);
     }
     if (!r->stream) {
         char *body = r->api == LMC_API_MESSAGES ? anthropic_final_body(srv_, r) : openai_final_body(srv_, r);
