@@ -7,7 +7,7 @@
 // gpt-oss's analysis channel (harmony). Re-mapping a token's text changes neither the prompt's
 // tokens nor the greedy choice, so the raw reply is known from the plain demo model (or from a
 // reasoning_format "none" request with logprobs, whose token texts keep special tokens), and the
-// expected split is computed here by the rules docs/SERVER.md states. Checks: non-streaming and
+// expected split is computed here by the rules README.md states. Checks: non-streaming and
 // streaming splits on both APIs, Anthropic event order, reasoning_format "none" (per request and
 // --reasoning-format none) leaving the text unchanged, a template that opens "<think>" in the
 // prompt (unterminated reasoning at max_tokens), stop strings applying to the content only,
