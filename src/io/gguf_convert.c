@@ -466,6 +466,35 @@ static lmc_status add_gptoss_part(conv *c, const lmc_st_tensor *t, long layer, i
     return lmc_gguf_writer_add_tensor(c->w, name, type, 3, ne, data);
 }
 
+/* gpt-oss's Hugging Face MXFP4 experts (`<name>_blocks` U8 [E, rows·step, in/32, 16], `<name>_scales` U8
+ * [E, rows·step, in/32]; rows are outputs, element 2j of a block in the low nibble of byte j, 2j + 1 in the
+ * high one) repacked without requantizing into ggml's MXFP4 blocks (type 39: the exponent byte, then
+ * element j in the low nibble of byte j, 16 + j in the high one; the same E2M1 codes and E8M0 exponent),
+ * rows o·step + off, written as ne [in, rows, E]. */
+static lmc_status add_gptoss_mxfp4(conv *c, const lmc_st_tensor *b, const lmc_st_tensor *sc, long layer, int kind, int step,
+                                   int off) {
+    const int64_t E = b->shape[0], rows = b->shape[1] / step, G = b->shape[2];
+    uint8_t *buf = own(c, (size_t)(E * rows * G) * 17);
+    if (!buf) return lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir);
+    const uint8_t *q = b->data, *e8 = sc->data;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t g = 0; g < G; g++) {
+                const size_t src = (size_t)((e * rows * step + r * step + off) * G + g);
+                uint8_t *o = buf + (size_t)((e * rows + r) * G + g) * 17;
+                const uint8_t *s16 = q + src * 16;
+                o[0] = e8[src];
+                for (int j = 0; j < 16; j++) {
+                    const int lo = (s16[j / 2] >> (4 * (j % 2))) & 0x0F, hi = (s16[(16 + j) / 2] >> (4 * (j % 2))) & 0x0F;
+                    o[1 + j] = (uint8_t)(lo | hi << 4);
+                }
+            }
+    char name[128];
+    LMC_TRY(lmc_gguf_arch_expert_gguf_name(layer, kind, name, sizeof name));
+    int64_t ne[3] = {G * 32, rows, E};
+    return lmc_gguf_writer_add_tensor(c->w, name, LMC_GGML_MXFP4, 3, ne, buf);
+}
+
 /* 1: t was one of gpt-oss's expert tensors (written or refused: see the status), 0: not one. */
 static int gptoss_experts(conv *c, const lmc_st_tensor *t, lmc_status *st) {
     long layer;
@@ -474,11 +503,36 @@ static int gptoss_experts(conv *c, const lmc_st_tensor *t, lmc_status *st) {
     const char *rest = t->name + at;
     const int gu = strncmp(rest, "gate_up_proj", 12) == 0, dn = strncmp(rest, "down_proj", 9) == 0;
     const char *tail = rest + (gu ? 12 : dn ? 9 : 0);
+    if (gu || dn) {
+        if (strcmp(tail, "_scales") == 0) { /* written with its _blocks */
+            *st = LMC_OK;
+            return 1;
+        }
+        if (strcmp(tail, "_blocks") == 0) {
+            char sn[300];
+            snprintf(sn, sizeof sn, "%.*s_scales", (int)(tail - t->name), t->name);
+            const lmc_st_tensor *sc = lmc_st_find(c->set, sn);
+            const int64_t I = c->ff, D = c->hidden, out = gu ? 2 * I : D, in = gu ? D : I;
+            if (!sc || layer < 0 || layer >= c->n_layers || t->dtype != LMC_DTYPE_U8 || sc->dtype != LMC_DTYPE_U8 ||
+                t->n_dims != 4 || sc->n_dims != 3 || t->shape[0] != c->n_expert || t->shape[1] != out || t->shape[2] * 32 != in ||
+                t->shape[3] != 16 || sc->shape[0] != t->shape[0] || sc->shape[1] != out || sc->shape[2] != t->shape[2]) {
+                *st = lmc_fail(LMC_ERR_FORMAT, "%s: MXFP4 %s must be U8 [%lld, %lld, %lld, 16] with %s U8 [%lld, %lld, %lld]",
+                               c->dir, t->name, (long long)c->n_expert, (long long)out, (long long)(in / 32), sn,
+                               (long long)c->n_expert, (long long)out, (long long)(in / 32));
+                return 1;
+            }
+            if (gu) {
+                *st = add_gptoss_mxfp4(c, t, sc, layer, LMC_GGUF_EXPERT_GATE, 2, 0);
+                if (*st >= 0) *st = add_gptoss_mxfp4(c, t, sc, layer, LMC_GGUF_EXPERT_UP, 2, 1);
+            } else {
+                *st = add_gptoss_mxfp4(c, t, sc, layer, LMC_GGUF_EXPERT_DOWN, 1, 0);
+            }
+            return 1;
+        }
+    }
     if ((!gu && !dn) || (*tail && strcmp(tail, "_bias") != 0)) {
-        *st = lmc_fail(LMC_ERR_UNSUPPORTED, "%s: gpt_oss expert tensor %s is not converted (%s)", c->dir, t->name,
-                       ends_with(t->name, "_blocks") || ends_with(t->name, "_scales")
-                           ? "MXFP4 _blocks/_scales checkpoints are not converted yet: convert a dequantized one"
-                           : "expected gate_up_proj, down_proj and their _bias");
+        *st = lmc_fail(LMC_ERR_UNSUPPORTED, "%s: gpt_oss expert tensor %s is not converted (expected gate_up_proj, "
+                       "down_proj, their _bias, or MXFP4 _blocks / _scales)", c->dir, t->name);
         return 1;
     }
     const int bias = *tail != 0, want_dims = bias ? 2 : 3;

@@ -7,7 +7,8 @@
  * (router kept in its float type); a stacked Q4_K tensor's per-expert views are its experts' blocks;
  * the models load from the files. Malformed files (expert count against the tensors, used > count, a missing expert
  * tensor, stacked experts in a file without expert_count) are refused with errors that name
- * what is wrong. gpt_oss (llama.cpp's gpt-oss layout: gate_up split, biases, sinks) in test_gptoss.
+ * what is wrong. gpt_oss (llama.cpp's gpt-oss layout: gate_up split, biases, sinks) in test_gptoss;
+ * a Hugging Face MXFP4 gpt_oss checkpoint repacked into GGUF MXFP4 in test_gptoss_mxfp4.
  */
 #include <math.h>
 #include <stdint.h>
@@ -458,6 +459,151 @@ static void test_gptoss(void) {
     }
 }
 
+/* Prompt logits of the model at path on backend be (NULL on failure). */
+static float *prompt_logits(lmc_backend *be, const char *path, const int32_t *ids, int n, int *vocab) {
+    lmc_model *m = NULL;
+    if (lmc_model_load(path, be, &m) != LMC_OK) {
+        fprintf(stderr, "  load %s: %s\n", path, lmc_last_error());
+        return NULL;
+    }
+    lmc_context *ctx = NULL;
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = n + 1;
+    float *out = NULL;
+    if (lmc_context_init(&ctx, m, &cp) == LMC_OK) {
+        int32_t pos[64], seq[64] = {0};
+        uint8_t want[64];
+        for (int i = 0; i < n; i++) { pos[i] = i; want[i] = 1; }
+        lmc_batch b = {n, ids, pos, seq, want};
+        if (lmc_context_decode(ctx, &b) == LMC_OK && ctx->n_logits == n) {
+            *vocab = m->cfg.vocab_size;
+            out = malloc(sizeof(float) * (size_t)n * (size_t)*vocab);
+            for (int i = 0; i < n; i++) memcpy(out + (size_t)i * (size_t)*vocab, lmc_context_logits(ctx, i), sizeof(float) * (size_t)*vocab);
+        }
+        lmc_context_free(ctx);
+    }
+    lmc_model_free(m);
+    return out;
+}
+
+/* A Hugging Face MXFP4 gpt-oss checkpoint (quant_method mxfp4: `<name>_blocks` U8 [E, out, in/32, 16] and
+ * `<name>_scales` U8 [E, out, in/32], made here from the fixture's experts) converts without
+ * requantizing: every row of the GGUF's MXFP4 ffn_{gate,up,down}_exps dequantizes to exactly the
+ * checkpoint's row (gate: even rows of gate_up, up: odd ones), and the two files give the same logits
+ * on the reference backend (exact f32 activations). */
+static void test_gptoss_mxfp4(void) {
+    char src[600], mx[300], out[300], path[400], cmd[1400];
+    snprintf(src, sizeof src, "%s/gpt_oss", fixtures_root());
+    snprintf(mx, sizeof mx, "%s/gptoss_mx", tmpdir);
+    snprintf(out, sizeof out, "%s/gptoss_mx.gguf", tmpdir);
+    CHECK(mkdir(mx, 0700) == 0);
+    lmc_st_set *set = NULL;
+    if (lmc_st_open(src, &set) != LMC_OK) { CHECK_MSG(0, "%s", lmc_last_error()); return; }
+    const int n = lmc_st_count(set);
+    lmc_st_write_tensor *tw = calloc((size_t)n + 8, sizeof *tw);
+    void *bufs[16];
+    char names[16][128];
+    int nw = 0, nb = 0, nn = 0;
+    for (int i = 0; i < n && tw; i++) {
+        const lmc_st_tensor *x = lmc_st_at(set, i);
+        const size_t len = strlen(x->name);
+        const int gu = len > 12 && !strcmp(x->name + len - 12, "gate_up_proj"), dn = len > 9 && !strcmp(x->name + len - 9, "down_proj");
+        if (!gu && !dn) {
+            tw[nw] = (lmc_st_write_tensor){.name = x->name, .dtype = x->dtype, .n_dims = x->n_dims, .data = x->data};
+            for (int d = 0; d < x->n_dims; d++) tw[nw].shape[d] = x->shape[d];
+            nw++;
+            continue;
+        }
+        if (x->n_dims != 3 || x->dtype != LMC_DTYPE_BF16 || nb + 2 > 16) { CHECK(0); continue; }
+        const int64_t E = x->shape[0], in = x->shape[1], o_n = x->shape[2];
+        uint8_t *blk = malloc((size_t)(E * o_n * in / 2)), *sc = malloc((size_t)(E * o_n * in / 32));
+        float *row = malloc(sizeof(float) * (size_t)in);
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t o = 0; o < o_n; o++) {
+                for (int64_t k = 0; k < in; k++) lmc_to_f32(LMC_DTYPE_BF16, (const uint16_t *)x->data + (e * in + k) * o_n + o, &row[k], 1);
+                const size_t r = (size_t)(e * o_n + o);
+                lmc_mlx_row aux = {.group_size = 32, .scale_type = LMC_DTYPE_U8, .scales = sc + r * (size_t)(in / 32)};
+                CHECK(lmc_quantize_row(LMC_DTYPE_MXFP4_MLX, row, blk + r * (size_t)(in / 2), &aux, in) == LMC_OK);
+            }
+        free(row);
+        snprintf(names[nn], sizeof names[0], "%s_blocks", x->name);
+        tw[nw++] = (lmc_st_write_tensor){.name = names[nn++], .dtype = LMC_DTYPE_U8, .n_dims = 4, .shape = {E, o_n, in / 32, 16}, .data = blk};
+        snprintf(names[nn], sizeof names[0], "%s_scales", x->name);
+        tw[nw++] = (lmc_st_write_tensor){.name = names[nn++], .dtype = LMC_DTYPE_U8, .n_dims = 3, .shape = {E, o_n, in / 32}, .data = sc};
+        bufs[nb++] = blk;
+        bufs[nb++] = sc;
+    }
+    CHECK_EQ_INT(nn, 8);
+    snprintf(path, sizeof path, "%s/model.safetensors", mx);
+    lmc_st_sort_for_alignment(tw, nw);
+    CHECK(lmc_st_write(path, tw, nw, NULL, 0) == LMC_OK);
+    snprintf(cmd, sizeof cmd, "sed 's/^{/{\"quantization_config\": {\"quant_method\": \"mxfp4\"},/' %s/config.json > %s/config.json",
+             src, mx);
+    CHECK(system(cmd) == 0);
+    lmc_gguf_convert_params p = {.skip_tokenizer = 1};
+    lmc_status st = lmc_gguf_convert_hf(mx, out, &p);
+    CHECK_MSG(st == LMC_OK, "convert: %s", lmc_last_error());
+
+    /* rows: GGUF layer 1 expert rows against the checkpoint's */
+    lmc_st_set *ms = NULL;
+    lmc_gguf *g = NULL;
+    if (st == LMC_OK && lmc_st_open(mx, &ms) == LMC_OK && lmc_gguf_open(out, &g) == LMC_OK) {
+        static const char *const gg[3] = {"blk.1.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight", "blk.1.ffn_down_exps.weight"};
+        int64_t bad = 0, rows = 0;
+        for (int k = 0; k < 3; k++) {
+            const char *hn = k == 2 ? "model.layers.1.mlp.experts.down_proj" : "model.layers.1.mlp.experts.gate_up_proj";
+            char bn[160], sn[160];
+            snprintf(bn, sizeof bn, "%s_blocks", hn);
+            snprintf(sn, sizeof sn, "%s_scales", hn);
+            const lmc_st_tensor *hb = lmc_st_find(ms, bn), *hs = lmc_st_find(ms, sn);
+            const lmc_gguf_tensor *t = lmc_gguf_find_tensor(g, gg[k]);
+            CHECK(hb && hs && t && t->type == LMC_GGML_MXFP4 && t->n_dims == 3);
+            if (!hb || !hs || !t || t->type != LMC_GGML_MXFP4) continue;
+            const int64_t in = t->ne[0], R = t->ne[1], E = t->ne[2], step = k == 2 ? 1 : 2, off = k == 1;
+            float a[256], b[256];
+            for (int64_t e = 0; e < E && in <= 256; e++)
+                for (int64_t r = 0; r < R; r++) {
+                    const size_t hr = (size_t)(e * R * step + r * step + off);
+                    lmc_mlx_row aux = {.group_size = 32, .scale_type = LMC_DTYPE_U8, .scales = (uint8_t *)hs->data + hr * (size_t)(in / 32)};
+                    CHECK(lmc_dequantize_row(LMC_DTYPE_MXFP4_MLX, (const uint8_t *)hb->data + hr * (size_t)(in / 2), &aux, a, in) == LMC_OK);
+                    CHECK(lmc_dequantize_row(LMC_DTYPE_MXFP4, (const uint8_t *)t->data + (size_t)(e * R + r) * (size_t)(in / 32) * 17, NULL, b, in) == LMC_OK);
+                    bad += memcmp(a, b, sizeof(float) * (size_t)in) != 0;
+                    rows++;
+                }
+        }
+        CHECK_MSG(bad == 0 && rows == 2 * 4 * 32 + 4 * 64, "%lld of %lld MXFP4 rows differ after the repack", (long long)bad,
+                  (long long)rows);
+    } else {
+        CHECK_MSG(0, "reopen: %s", lmc_last_error());
+    }
+    lmc_gguf_close(g);
+    lmc_st_close(ms);
+
+    /* logits: the checkpoint and its GGUF on the reference backend */
+    lmc_backend *be;
+    if (st == LMC_OK && lmc_backend_cpu_init(&be, 1, 1) == LMC_OK) {
+        const int32_t ids[10] = {5, 17, 99, 3, 250, 42, 42, 7, 128, 64};
+        int V1 = 0, V2 = 0;
+        float *l1 = prompt_logits(be, mx, ids, 10, &V1), *l2 = prompt_logits(be, out, ids, 10, &V2);
+        CHECK(l1 && l2 && V1 == V2);
+        if (l1 && l2 && V1 == V2) {
+            double e = 0, scale = 0;
+            for (int i = 0; i < 10 * V1; i++) {
+                e = fmax(e, fabs(l1[i] - l2[i]));
+                scale = fmax(scale, fabs(l1[i]));
+            }
+            fprintf(stderr, "  gpt_oss HF mxfp4 vs its GGUF (reference backend): max|d| %.3g of max %.3g\n", e, scale);
+            CHECK_MSG(e <= 1e-5 * scale, "logits differ by %.3g", e);
+        }
+        free(l1);
+        free(l2);
+        lmc_backend_free(be);
+    }
+    for (int i = 0; i < nb; i++) free(bufs[i]);
+    free(tw);
+    lmc_st_close(set);
+}
+
 /* The converter refuses MoE configs it cannot write. */
 static void test_convert_refusals(void) {
     char cdir[300], cpath[400], out[300];
@@ -489,6 +635,7 @@ int main(void) {
     RUN(test_kquant_views);
     RUN(test_malformed);
     RUN(test_gptoss);
+    RUN(test_gptoss_mxfp4);
     RUN(test_convert_refusals);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

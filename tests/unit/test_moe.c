@@ -826,6 +826,30 @@ static void test_glu_clamp(void) {
     }
 }
 
+/* glu_clamp_split (gate and up in separate tensors, GGUF's gpt-oss experts) equals glu_clamp over the
+ * same values interleaved, in place on gate too. */
+static void test_glu_clamp_split(void) {
+    const int D = 33, n = 4;
+    const float alpha = 1.702f, limit = 7.0f;
+    float x[66 * 4], g[33 * 4], u[33 * 4];
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < D; i++) {
+            g[t * D + i] = x[t * 2 * D + 2 * i] = 12.0f * frand();
+            u[t * D + i] = x[t * 2 * D + 2 * i + 1] = 12.0f * frand();
+        }
+    for (int mode = 0; mode < 2; mode++) {
+        lmc_backend *be = mode ? ref_be : fast_be;
+        CHECK(be->i->glu_clamp_split != NULL);
+        if (!be->i->glu_clamp_split) continue;
+        lmc_tensor xt = host_tensor(be, LMC_DTYPE_F32, 2 * D, n, x), yt = host_tensor(be, LMC_DTYPE_F32, D, n, NULL);
+        lmc_tensor gt = host_tensor(be, LMC_DTYPE_F32, D, n, g), ut = host_tensor(be, LMC_DTYPE_F32, D, n, u);
+        be->i->glu_clamp(be, &yt, &xt, alpha, limit);
+        be->i->glu_clamp_split(be, &gt, &gt, &ut, alpha, limit);
+        CHECK(memcmp(yt.data, gt.data, sizeof(float) * (size_t)(D * n)) == 0);
+        be->i->release(be, &xt); be->i->release(be, &yt); be->i->release(be, &gt); be->i->release(be, &ut);
+    }
+}
+
 /* gpt-oss experts are stored input-major [E, D, 2I] and transposed at load: the bound view of
  * expert e holds output row o, input column i at the file's [e, i, o]; biases are f32 [2I, E]. */
 static void test_gpt_oss_layout(void) {
@@ -986,6 +1010,7 @@ int main(void) {
     RUN(test_moe_sum);
     RUN(test_add_bias_id);
     RUN(test_glu_clamp);
+    RUN(test_glu_clamp_split);
     RUN(test_gpt_oss_layout);
     RUN(test_gpt_oss_mxfp4);
     RUN(test_block);
