@@ -10,6 +10,7 @@
 lmc_tool_fmt lmc_tool_fmt_detect(const char *src) {
     if (!src) return LMC_TOOL_FMT_NONE;
     if (strstr(src, "<tool_call>")) return LMC_TOOL_FMT_HERMES;
+    if (strstr(src, "<|channel|>") && strstr(src, "to=")) return LMC_TOOL_FMT_HARMONY;
     if (strstr(src, "[TOOL_CALLS]")) return LMC_TOOL_FMT_MISTRAL;
     if (strstr(src, "<|python_tag|>") || (strstr(src, "\"parameters\"") && strstr(src, "<|eom_id|>")))
         return LMC_TOOL_FMT_LLAMA3;
@@ -21,6 +22,7 @@ const char *lmc_tool_fmt_name(lmc_tool_fmt f) {
     case LMC_TOOL_FMT_HERMES: return "hermes";
     case LMC_TOOL_FMT_MISTRAL: return "mistral";
     case LMC_TOOL_FMT_LLAMA3: return "llama3";
+    case LMC_TOOL_FMT_HARMONY: return "harmony";
     default: return "none";
     }
 }
@@ -117,6 +119,53 @@ static int parse_json_calls(const char *start, const char *text_before, size_t b
     return cJSON_GetArraySize(calls);
 }
 
+/* Where the harmony call whose recipient is at `to` begins: its header's "<|channel|>" when that comes
+ * first (with no message between), else the recipient itself. */
+static const char *harmony_call_start(const char *text, const char *to) {
+    const char *best = to;
+    for (const char *c = text; (c = strstr(c, "<|channel|>")) && c < to; c++) {
+        const char *m = strstr(c, "<|message|>");
+        if (!m || m > to) { best = c; break; }
+    }
+    return best;
+}
+
+static int parse_harmony(const char *text, cJSON *calls, char **content) {
+    static const char rcpt[] = "to=functions.";
+    char *rest = NULL;
+    size_t rlen = 0;
+    const char *p = text;
+    for (const char *to; (to = strstr(p, rcpt));) {
+        const char *start = harmony_call_start(p, to), *name = to + strlen(rcpt), *ne = name;
+        while (*ne && !isspace((unsigned char)*ne) && *ne != '<') ne++;
+        const char *msg = strstr(ne, "<|message|>");
+        if (ne == name || !msg) break;
+        const char *args = msg + strlen("<|message|>");
+        /* the arguments run to the next call's header (or the end; a trailing "<|call|>" is not theirs) */
+        const char *next = strstr(args, rcpt), *end = next ? harmony_call_start(args, next) : args + strlen(args);
+        const char *call_end = strstr(args, "<|call|>");
+        const char *ae = call_end && call_end < end ? call_end : end;
+        cJSON *v = cJSON_ParseWithLength(args, (size_t)(ae - args));
+        if (!cJSON_IsObject(v)) { cJSON_Delete(v); break; }
+        char *a = cJSON_PrintUnformatted(v);
+        cJSON_Delete(v);
+        if (!a) break;
+        char *nm = strndup(name, (size_t)(ne - name));
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "name", nm ? nm : "");
+        cJSON_AddStringToObject(c, "arguments", a);
+        free(nm);
+        free(a);
+        cJSON_AddItemToArray(calls, c);
+        append(&rest, &rlen, p, (size_t)(start - p));
+        p = call_end && call_end < end ? call_end + strlen("<|call|>") : end;
+    }
+    append(&rest, &rlen, p, strlen(p));
+    *content = rest ? trimmed(rest, rlen) : NULL;
+    free(rest);
+    return cJSON_GetArraySize(calls);
+}
+
 int lmc_tools_parse(lmc_tool_fmt f, const char *text, cJSON **calls_out, char **content) {
     *calls_out = NULL;
     *content = NULL;
@@ -128,6 +177,8 @@ int lmc_tools_parse(lmc_tool_fmt f, const char *text, cJSON **calls_out, char **
     } else if (f == LMC_TOOL_FMT_MISTRAL) {
         const char *m = strstr(text, "[TOOL_CALLS]");
         if (m) n = parse_json_calls(m + strlen("[TOOL_CALLS]"), text, (size_t)(m - text), calls, content);
+    } else if (f == LMC_TOOL_FMT_HARMONY) {
+        n = parse_harmony(text, calls, content);
     } else if (f == LMC_TOOL_FMT_LLAMA3) {
         const char *m = strstr(text, "<|python_tag|>");
         const char *start = m ? m + strlen("<|python_tag|>") : text;
@@ -156,6 +207,21 @@ size_t lmc_tools_safe_prefix(lmc_tool_fmt f, const char *text, size_t len, int *
         if (i == len || (rest < tl && !memcmp(text + i, tag, rest))) return 0;     /* undecided yet */
         if (text[i] == '{' || (rest >= tl && !memcmp(text + i, tag, tl))) { *calls_start = 1; return 0; }
         return len;
+    }
+    if (f == LMC_TOOL_FMT_HARMONY) {
+        /* a call's header: "<|channel|>" (the splitter leaves no other in the content) or the recipient */
+        const char *ms[2] = {"<|channel|>", "to=functions."};
+        size_t keep = len;
+        for (int m = 0; m < 2; m++) {
+            size_t ml = strlen(ms[m]);
+            for (size_t p = 0; p + ml <= len && p < keep; p++)
+                if (!memcmp(text + p, ms[m], ml)) { *calls_start = 1; keep = p; break; }
+        }
+        if (*calls_start) return keep;
+        for (int m = 0; m < 2; m++)
+            for (size_t k = strlen(ms[m]) - 1; k > 0; k--)
+                if (k <= len && !memcmp(text + len - k, ms[m], k)) { keep = len - k < keep ? len - k : keep; break; }
+        return keep;
     }
     if (!marker) return len;
     size_t ml = strlen(marker);

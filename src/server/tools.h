@@ -12,6 +12,9 @@ typedef enum lmc_tool_fmt {
     LMC_TOOL_FMT_HERMES,     /* <tool_call>{"name": …, "arguments": {…}}</tool_call> (Qwen 2.5/3, Hermes) */
     LMC_TOOL_FMT_MISTRAL,    /* [TOOL_CALLS] [{"name": …, "arguments": {…}}, …] */
     LMC_TOOL_FMT_LLAMA3,     /* [<|python_tag|>]{"name": …, "parameters": {…}} (Llama 3.1+) */
+    LMC_TOOL_FMT_HARMONY,    /* gpt-oss: a commentary message to functions.NAME, as the reasoning splitter leaves it in
+                              * the content: "<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}"
+                              * or "to=functions.NAME<|channel|>commentary json<|message|>{…}" */
 } lmc_tool_fmt;
 
 /* The format a chat template's source asks the model to write. */

@@ -242,6 +242,29 @@ async function main() {
   check("harmony, none: special tokens skipped as before", hn.choices[0].message.content === hb.toks.filter((_, i) => i !== hEnd).join(""),
         JSON.stringify(hn.choices[0].message.content));
   await H2.stop();
+
+  // ---- harmony tool call: a commentary message to functions.NAME becomes tool_calls ----
+  const call = '<|end|><|start|>assistant<|channel|>commentary to=functions.get_verse <|constrain|>json<|message|>{"book": "Genesis"}';
+  const H3 = await startServer(["-m", modelDir(hTemplate + "{# calls are written to=functions.NAME #}", { ...hmap, [hb.ids[hEnd]]: [call, false] })]);
+  const verse = { type: "function", function: { name: "get_verse", parameters: { type: "object", properties: { book: { type: "string" } } } } };
+  const tc = await oa(H3.url).chat.completions.create({ ...body, tools: [verse] });
+  const tm = tc.choices[0].message;
+  check("harmony tools: the analysis is reasoning, the commentary call a tool call", tm.reasoning_content === hw.reasoning &&
+        tm.tool_calls?.length === 1 && tm.tool_calls[0].function.name === "get_verse" &&
+        JSON.stringify(JSON.parse(tm.tool_calls[0].function.arguments)) === '{"book":"Genesis"}' && !tm.content, JSON.stringify(tm));
+  const tcs = await oa(H3.url).chat.completions.create({ ...body, tools: [verse], stream: true });
+  let sr = "", sc2 = "", calls = [];
+  for await (const ch of tcs) for (const c of ch.choices) {
+    sr += c.delta?.reasoning_content ?? ""; sc2 += c.delta?.content ?? "";
+    for (const t of c.delta?.tool_calls ?? []) calls.push(t);
+  }
+  check("harmony tools, streamed: reasoning deltas, then the call", sr === hw.reasoning && sc2 === "" && calls.length === 1 &&
+        calls[0].function.name === "get_verse", JSON.stringify({ sr, sc2, calls }));
+  const am3 = await an(H3.url).messages.create({ model: "x", max_tokens: N, messages: Q, temperature: 0,
+    tools: [{ name: "get_verse", input_schema: verse.function.parameters }] });
+  check("harmony tools, messages: a thinking block, then a tool_use block", am3.content.map((b) => b.type).join(",") === "thinking,tool_use" &&
+        am3.content[0].thinking === hw.reasoning && am3.content[1].name === "get_verse" && am3.content[1].input.book === "Genesis", JSON.stringify(am3.content));
+  await H3.stop();
 }
 
 try {

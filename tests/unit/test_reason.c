@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "server/reason.h"
+#include "server/tools.h"
 #include "test.h"
 
 typedef struct split { char r[4096], c[4096]; size_t rn, cn; int order_ok, seen_content; } split;
@@ -156,6 +157,51 @@ static void test_detect(void) {
     CHECK_EQ_INT(lmc_reason_detect("{{ '<|im_start|>assistant\\n' }}", 1), LMC_REASON_THINK);
 }
 
+/* A gpt-oss reply through the splitter, then the content through the harmony tool-call parser. */
+static void test_harmony_tool_calls(void) {
+    const char *p = "<|start|>user<|message|>Weather?<|end|><|start|>assistant";
+    const char *outs[2] = {
+        "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}",
+        "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\":\"Paris\"}",
+    };
+    for (int k = 0; k < 2; k++) {
+        split s = run_cuts(LMC_REASON_HARMONY, p, outs[k], NULL, 0);
+        CHECK_EQ_STR(s.r, "Need weather.");
+        cJSON *calls = NULL;
+        char *content = NULL;
+        CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_HARMONY, s.c, &calls, &content), 1);
+        cJSON *c = cJSON_GetArrayItem(calls, 0);
+        CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")), "get_weather");
+        CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(c, "arguments")), "{\"city\":\"Paris\"}");
+        CHECK(content == NULL);
+        cJSON_Delete(calls);
+        free(content);
+        int start = 0;
+        size_t n = strlen(s.c);
+        CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_HARMONY, s.c, n, &start), 0); /* the call holds from its header on */
+        CHECK(start);
+    }
+    /* a final answer before a call stays content; text that only begins a header is held back */
+    cJSON *calls = NULL;
+    char *content = NULL;
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_HARMONY, "Let me check. <|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>",
+                                 &calls, &content), 1);
+    CHECK_EQ_STR(content, "Let me check.");
+    CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(calls, 0), "arguments")), "{}");
+    cJSON_Delete(calls);
+    free(content);
+    CHECK_EQ_INT(lmc_tools_parse(LMC_TOOL_FMT_HARMONY, "no call to=functions.f<|message|>not json", &calls, &content), 0);
+    CHECK_EQ_STR(content, "no call to=functions.f<|message|>not json");
+    free(content);
+    int start = 0;
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_HARMONY, "Answer <|chan", 13, &start), 7);
+    CHECK(!start);
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_HARMONY, "Answer to=fun", 13, &start), 7);
+    CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_HARMONY, "Answer.", 7, &start), 7);
+    CHECK_EQ_INT(lmc_tool_fmt_detect("{{ '<|start|>assistant to=' + 'functions.' + name + '<|channel|>commentary json<|message|>' }}"),
+                 LMC_TOOL_FMT_HARMONY);
+}
+
 int main(void) {
     RUN(test_think_markers);
     RUN(test_think_no_markers);
@@ -163,5 +209,6 @@ int main(void) {
     RUN(test_harmony);
     RUN(test_in_content);
     RUN(test_detect);
+    RUN(test_harmony_tool_calls);
     return TEST_END();
 }
