@@ -289,6 +289,8 @@ static cJSON *usage_json(const lmc_srv_req *r) {
     cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + r->n_gen);
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
     cJSON_AddNumberToObject(d, "cached_tokens", r->n_cached);
+    if (r->n_reasoning > 0)
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"), "reasoning_tokens", r->n_reasoning);
     return u;
 }
 

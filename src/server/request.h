@@ -85,6 +85,7 @@ typedef struct lmc_srv_req {
     lmc_finish finish;
     int stop_index;               /* which stop string ended it (-1 none) */
     int n_gen;                    /* tokens sampled */
+    int n_reasoning;              /* of those, tokens whose text is (or opens, closes or frames) the reasoning */
     int n_cached;                 /* prompt tokens whose KV was reused */
     char err[256];
     float *embedding;             /* [n_embd] L2-normalized, set before done (embedding requests) */

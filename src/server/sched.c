@@ -356,6 +356,11 @@ static void on_token(lmc_sched *s, int i, int32_t t, int row, double now) {
         lmc_status st = split_text(r, piece, n, 0);
         free(piece);
         if (st < 0) { fail_slot(s, i, lmc_last_error()); return; }
+        if (!was_content || !lmc_reason_in_content(&r->rs)) {
+            pthread_mutex_lock(&r->mu);
+            r->n_reasoning++;
+            pthread_mutex_unlock(&r->mu);
+        }
         if (r->json_mode && !was_content) {
             /* sampled unconstrained in the reasoning: later tokens are not the output's first, and content
              * bytes this token carried past the reasoning's end are read into the JSON state now */

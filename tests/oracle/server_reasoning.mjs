@@ -129,6 +129,8 @@ async function main() {
   check("think: reasoning_content is the text between the markers", m.reasoning_content === want.reasoning, `${JSON.stringify(m.reasoning_content)} vs ${JSON.stringify(want.reasoning)}`);
   check("think: content is the text after </think>", m.content === want.content, `${JSON.stringify(m.content)} vs ${JSON.stringify(want.content)}`);
   check("think: finish_reason and usage unchanged", auto.choices[0].finish_reason === "length" && auto.usage.completion_tokens === N);
+  check("think: usage.completion_tokens_details.reasoning_tokens counts <think> to </think>",
+        auto.usage.completion_tokens_details?.reasoning_tokens === iClose + 1 && !none.usage.completion_tokens_details, JSON.stringify(auto.usage));
   const st = await collect(to, body);
   check("think stream: reasoning deltas then content deltas, equal to the non-streamed message",
         st.reasoning === want.reasoning && st.content === want.content && st.order && st.finish === "length", JSON.stringify(st));
@@ -199,6 +201,7 @@ async function main() {
   const uo = await o1.chat.completions.create(body);
   check("opened <think>, no </think> (max_tokens): all of it is reasoning", uo.choices[0].message.reasoning_content === rtrim(ltrim(ob.content)) &&
         uo.choices[0].message.content === "" && uo.choices[0].finish_reason === "length", JSON.stringify(uo.choices[0].message));
+  check("opened <think>: every token is a reasoning token", uo.usage.completion_tokens_details?.reasoning_tokens === N, JSON.stringify(uo.usage));
   const ua = await an(O1.url).messages.create({ model: "x", max_tokens: N, messages: Q, temperature: 0 });
   check("opened <think>, messages: the thinking block holds it all", ua.content[0]?.type === "thinking" && ua.content[0].thinking === rtrim(ltrim(ob.content)));
   await O1.stop();
