@@ -587,8 +587,13 @@ static lmc_status build_config(const lmc_gguf *g, const lmc_gguf_arch_info *a, c
     LMC_TRY(req_int(&c, "embedding_length", &hidden));
     LMC_TRY(req_int(&c, "block_count", &n_layers));
     LMC_TRY(req_int(&c, "attention.head_count", &n_heads));
-    LMC_TRY(req_int(&c, "feed_forward_length", &ff));
-    int r = opt_int(&c, "attention.head_count_kv", &n_kv);
+    int r;
+    if (a->moe == LMC_GGUF_MOE_GPTOSS) { /* every layer is sparse: expert_feed_forward_length below decides */
+        if ((r = opt_int(&c, "feed_forward_length", &ff)) < 0) return r;
+    } else {
+        LMC_TRY(req_int(&c, "feed_forward_length", &ff));
+    }
+    r = opt_int(&c, "attention.head_count_kv", &n_kv);
     if (r < 0) return r;
     if (r == 0) n_kv = n_heads;
     if (n_kv <= 0 || n_kv > n_heads || n_heads % n_kv) {

@@ -438,6 +438,9 @@ static void test_gptoss(void) {
     lmc_gguf_close(g);
 
     CHECK_MSG(read_all(out) == LMC_OK, "the unedited file: %s", lmc_last_error());
+    /* feed_forward_length is redundant with expert_feed_forward_length here: a file without it loads */
+    CHECK(rewrite(out, bad, &(edit){.drop_key = "gpt-oss.feed_forward_length"}) == LMC_OK);
+    CHECK_MSG(read_all(bad) == LMC_OK, "without feed_forward_length: %s", lmc_last_error());
     static const struct { edit e; const char *msg; } cases[] = {
         {{.drop_tensor = "blk.1.attn_sinks.weight"}, "self_attn.sinks"},
         {{.flip = "blk.0.ffn_gate_exps.bias"}, "gate_proj.bias"},
