@@ -22,6 +22,13 @@
 #define RE_LLAMA3 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2 "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* GPT-4o's o200k split (llama.cpp's "gpt-4o"; gpt-oss): case-aware letter runs with the contraction as
+ * a suffix, digits in threes, a punctuation run that takes a trailing '/' */
+#define RE_GPT4O                                                                                                      \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" \
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
 /* llama.cpp's "default": four splits one after the other; "smollm": digits, then GPT-2's */
 static const char *const k_default_seq[] = {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]", NULL};
@@ -43,7 +50,7 @@ static const pre_def k_pre[] = {
     {"falcon3", RE_LLAMA3, NULL, 1, 0, 1}, {"falcon-h1", RE_LLAMA3, NULL, 1, 0, 1}, {"pixtral", RE_LLAMA3, NULL, 1, 0, 1},
     {"midm-2.0", RE_LLAMA3, NULL, 1, 0, 1}, {"lfm2", RE_LLAMA3, NULL, 1, 0, 1}, {"jina-v5-nano", RE_LLAMA3, NULL, 1, 0, 1},
     {"qwen2", RE_QWEN2, NULL, 0, 1, 0}, {"deepseek-r1-qwen", RE_QWEN2, NULL, 0, 1, 0}, {"kormo", RE_QWEN2, NULL, 0, 1, 0},
-    {"megrez", RE_QWEN2, NULL, 0, 1, 0},
+    {"megrez", RE_QWEN2, NULL, 0, 1, 0}, {"gpt-4o", RE_GPT4O, NULL, 0, 0, 0},
     {"gpt-2", NULL, NULL, 0, 0, 0}, {"phi-2", NULL, NULL, 0, 0, 0}, {"gigachat", NULL, NULL, 0, 0, 0}, {"a.x-4.0", NULL, NULL, 0, 0, 0},
     {"mellum", NULL, NULL, 0, 0, 0}, {"exaone4", NULL, NULL, 0, 0, 0},
 };
@@ -625,8 +632,9 @@ static lmc_status write_ggml(wctx *c, lmc_gguf_writer *w, int write_ids) {
         if (!has_bl) return lmc_fail(LMC_ERR_UNSUPPORTED, "tokenizer.json: a BPE without byte fallback nor a ByteLevel pre-tokenizer");
         if (regex && strcmp(regex, RE_LLAMA3) == 0) pre_name = "llama-bpe";
         else if (regex && strcmp(regex, RE_QWEN2) == 0) pre_name = "qwen2";
+        else if (regex && strcmp(regex, RE_GPT4O) == 0) pre_name = "gpt-4o";
         else if (!regex && bl_regex) pre_name = "gpt-2";
-        else return lmc_fail(LMC_ERR_UNSUPPORTED, "tokenizer.json: a pre-tokenizer regex without a llama.cpp pre name here (llama-bpe, qwen2, gpt-2)");
+        else return lmc_fail(LMC_ERR_UNSUPPORTED, "tokenizer.json: a pre-tokenizer regex without a llama.cpp pre name here (llama-bpe, qwen2, gpt-4o, gpt-2)");
     }
 
     /* merges, as "a b" */

@@ -1,6 +1,6 @@
 /* test_gguf_tok.c — tokenizer.ggml.* in GGUF files (io/gguf_tok.h).
  *
- * Real tokenizers (Llama 3, Qwen 3, Llama 2 from the oracle's node_modules) are written
+ * Real tokenizers (Llama 3, Qwen 3, GPT-4o, Llama 2 from the oracle's node_modules) are written
  * as llama.cpp lays them out (lmc_gguf_tok_write_ggml), read back, rebuilt into a
  * tokenizer.json (lmc_gguf_tokenizer_json) and must give the same ids and text as the
  * original tokenizer.json on a few hundred strings. Hand-built GGUF vocabularies check
@@ -201,6 +201,7 @@ done:
 
 static void test_llama3(void) { roundtrip("llama3", "gpt2", "llama-bpe", 0); }
 static void test_qwen3(void) { roundtrip("qwen3", "gpt2", "qwen2", 0); }
+static void test_gpt4o(void) { roundtrip("gpt4o", "gpt2", "gpt-4o", 0); } /* o200k: gpt-oss's split */
 static void test_llama2(void) { roundtrip("llama2", "llama", "default", 1); }
 static void test_llama3_1(void) { roundtrip("llama3_1", "gpt2", "llama-bpe", 1); } /* BOS in a post-processor Sequence */
 static void test_gemma3(void) { roundtrip("gemma3", "llama", "default", 1); }       /* SPM without the ▁ prefix */
@@ -520,6 +521,7 @@ int main(void) {
     RUN(test_fuzz);
     RUN(test_llama3);
     RUN(test_qwen3);
+    RUN(test_gpt4o);
     RUN(test_llama2);
     RUN(test_llama3_1);
     RUN(test_gemma3);
