@@ -167,7 +167,7 @@ static void run(lmc_reason *rs, int final, lmc_reason_emit emit, void *ctx) {
             }
             int to;
             rs->dest = header_dest(b, k, &to);
-            if (to) { /* a call's header stays visible to the client, from its first marker or recipient on */
+            if (to && !rs->bare_calls) { /* a call's header stays visible to the client, from its first marker or recipient on */
                 size_t m = find(b, k, "<|"), t = find(b, k, "to=");
                 m = m < t ? m : t;
                 m = m > rs->pre ? m : rs->pre;

@@ -25,6 +25,8 @@ typedef struct lmc_reason {
     char *buf;            /* undecided bytes: a possible marker start, whitespace, a harmony header */
     size_t len, cap;
     size_t pre;           /* leading bytes of buf that came from the prompt (an open harmony header) */
+    int bare_calls;       /* harmony: a message to a recipient goes to the content without its header (set after
+                           * init for a forced tool call, whose content is the arguments alone) */
     int oom;
 } lmc_reason;
 

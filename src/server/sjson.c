@@ -323,6 +323,7 @@ int srv_render_chat(const lmc_server *s, const cJSON *messages, const cJSON *too
     if (st < 0) return srv_err(e, 400, "messages", "the chat template failed on these messages: %s", lmc_last_error());
     lmc_reason_free(&r->rs);
     lmc_reason_init(&r->rs, r->reason_fmt, prompt, plen); /* whether the output starts inside the reasoning */
+    r->rs.bare_calls = r->tool_mode >= 2; /* a forced call's content is its arguments */
     st = lmc_tokenizer_encode_chat(s->p.tok, prompt, plen, &r->prompt, &r->n_prompt);
     free(prompt);
     if (st < 0) return srv_err(e, 400, "messages", "tokenizing the prompt failed: %s", lmc_last_error());

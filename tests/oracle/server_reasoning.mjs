@@ -267,6 +267,12 @@ async function main() {
     tools: [{ name: "get_verse", input_schema: verse.function.parameters }] });
   check("harmony tools, messages: a thinking block, then a tool_use block", am3.content.map((b) => b.type).join(",") === "thinking,tool_use" &&
         am3.content[0].thinking === hw.reasoning && am3.content[1].name === "get_verse" && am3.content[1].input.book === "Genesis", JSON.stringify(am3.content));
+  // forced: the analysis runs unconstrained, the call's arguments are the content alone (JSON-checked from there)
+  const fc = await oa(H3.url).chat.completions.create({ ...body, tools: [verse], tool_choice: { type: "function", function: { name: "get_verse" } } });
+  const fm = fc.choices[0].message;
+  check("harmony tools, forced: reasoning, then the arguments alone, ended when the JSON closed", fm.reasoning_content === hw.reasoning &&
+        fm.tool_calls?.[0]?.function.arguments.startsWith('{"book": "Genesis"}') &&
+        JSON.parse(fm.tool_calls[0].function.arguments).book === "Genesis" && fc.choices[0].finish_reason === "stop", JSON.stringify(fc.choices[0]));
   await H3.stop();
 }
 

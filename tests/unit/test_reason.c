@@ -181,6 +181,18 @@ static void test_harmony_tool_calls(void) {
         CHECK_EQ_INT(lmc_tools_safe_prefix(LMC_TOOL_FMT_HARMONY, s.c, n, &start), 0); /* the call holds from its header on */
         CHECK(start);
     }
+    /* a forced call (bare_calls): the content is the arguments alone */
+    {
+        split s;
+        memset(&s, 0, sizeof s);
+        lmc_reason rs;
+        lmc_reason_init(&rs, LMC_REASON_HARMONY, p, strlen(p));
+        rs.bare_calls = 1;
+        lmc_reason_feed(&rs, outs[0], strlen(outs[0]), 1, emit, &s);
+        lmc_reason_free(&rs);
+        CHECK_EQ_STR(s.r, "Need weather.");
+        CHECK_EQ_STR(s.c, "{\"city\": \"Paris\"}");
+    }
     /* a final answer before a call stays content; text that only begins a header is held back */
     cJSON *calls = NULL;
     char *content = NULL;
