@@ -14,7 +14,13 @@ wait_for() {
     return 1
 }
 prompts() { screen | grep -cE '^>( |$)'; }
-tmux new-session -d -s "$S" -x 160 -y 60 "$LMC chat -n 24 --seed 3; echo CHAT-EXITED-\$?; sleep 30"
+# a new session right after the last one was killed can reach the exiting tmux server ("server
+# exited unexpectedly"): try again
+start() {
+    for _ in $(seq 1 10); do tmux new-session -d -s "$S" -x 160 -y 60 "$1" 2>/dev/null && return 0; sleep 0.2; done
+    return 1
+}
+start "$LMC chat -n 24 --seed 3; echo CHAT-EXITED-\$?; sleep 30"
 wait_for "lmc chat" 100 && ok || bad "no banner: $(screen | tail -3)"
 wait_for '^>( |$)' 50 && ok || bad "no prompt"
 tmux send-keys -t "$S" "Who made the heaven and the earth?" Enter
@@ -29,7 +35,7 @@ for _ in $(seq 1 100); do [ "$(prompts)" -ge 3 ] && break; sleep 0.1; done
 tmux send-keys -t "$S" "/exit" Enter
 wait_for "CHAT-EXITED-0" 50 && ok || bad "/exit did not end the session with status 0"
 tmux kill-session -t "$S" 2>/dev/null
-tmux new-session -d -s "$S" -x 160 -y 60 "$LMC chat -n 100000 --ignore-eos --threads 1; echo CHAT-EXITED-\$?; sleep 30"
+start "$LMC chat -n 100000 --ignore-eos --threads 1; echo CHAT-EXITED-\$?; sleep 30"
 wait_for '^>( |$)' 100 && ok || bad "no prompt (second session)"
 tmux send-keys -t "$S" "Tell me of the kings of Israel" Enter
 # Ctrl-C as soon as the reply is streaming: the demo fills its 1024-token context in about a
