@@ -28,6 +28,7 @@
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "prompt_logits.h"
 #include "test.h"
 
 static char tmpdir[128];
@@ -462,33 +463,6 @@ static void test_gptoss(void) {
     }
 }
 
-/* Prompt logits of the model at path on backend be (NULL on failure). */
-static float *prompt_logits(lmc_backend *be, const char *path, const int32_t *ids, int n, int *vocab) {
-    lmc_model *m = NULL;
-    if (lmc_model_load(path, be, &m) != LMC_OK) {
-        fprintf(stderr, "  load %s: %s\n", path, lmc_last_error());
-        return NULL;
-    }
-    lmc_context *ctx = NULL;
-    lmc_context_params cp = lmc_context_default_params();
-    cp.n_ctx = n + 1;
-    float *out = NULL;
-    if (lmc_context_init(&ctx, m, &cp) == LMC_OK) {
-        int32_t pos[64], seq[64] = {0};
-        uint8_t want[64];
-        for (int i = 0; i < n; i++) { pos[i] = i; want[i] = 1; }
-        lmc_batch b = {n, ids, pos, seq, want};
-        if (lmc_context_decode(ctx, &b) == LMC_OK && ctx->n_logits == n) {
-            *vocab = m->cfg.vocab_size;
-            out = malloc(sizeof(float) * (size_t)n * (size_t)*vocab);
-            for (int i = 0; i < n; i++) memcpy(out + (size_t)i * (size_t)*vocab, lmc_context_logits(ctx, i), sizeof(float) * (size_t)*vocab);
-        }
-        lmc_context_free(ctx);
-    }
-    lmc_model_free(m);
-    return out;
-}
-
 /* A Hugging Face MXFP4 gpt-oss checkpoint (quant_method mxfp4: `<name>_blocks` U8 [E, out, in/32, 16] and
  * `<name>_scales` U8 [E, out, in/32], made here from the fixture's experts) converts without
  * requantizing: every row of the GGUF's MXFP4 ffn_{gate,up,down}_exps dequantizes to exactly the
@@ -587,7 +561,7 @@ static void test_gptoss_mxfp4(void) {
     if (st == LMC_OK && lmc_backend_cpu_init(&be, 1, 1) == LMC_OK) {
         const int32_t ids[10] = {5, 17, 99, 3, 250, 42, 42, 7, 128, 64};
         int V1 = 0, V2 = 0;
-        float *l1 = prompt_logits(be, mx, ids, 10, &V1), *l2 = prompt_logits(be, out, ids, 10, &V2);
+        float *l1 = prompt_logits_of(be, mx, ids, 10, &V1, NULL, NULL), *l2 = prompt_logits_of(be, out, ids, 10, &V2, NULL, NULL);
         CHECK(l1 && l2 && V1 == V2);
         if (l1 && l2 && V1 == V2) {
             double e = 0, scale = 0;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "prompt_logits.h"
 #include "test.h"
 
 #include "core/quant.h"
@@ -603,38 +604,8 @@ static void test_config_rules(void) {
 
 /* ---------------------------------------------------------------- loader */
 
-/* Logits of every prompt position through lmc_context. */
-static float *prompt_logits_on(lmc_backend *be, const char *dir, const int32_t *ids, int n, int *vocab,
-                               int64_t *params, int64_t *active) {
-    lmc_model *m = NULL;
-    if (lmc_model_load(dir, be, &m) != LMC_OK) {
-        fprintf(stderr, "  load %s: %s\n", dir, lmc_last_error());
-        return NULL;
-    }
-    *params = m->n_params;
-    *active = m->n_params_active;
-    lmc_context *ctx = NULL;
-    lmc_context_params cp = lmc_context_default_params();
-    cp.n_ctx = n + 1;
-    float *out = NULL;
-    if (lmc_context_init(&ctx, m, &cp) == LMC_OK) {
-        int32_t pos[64], seq[64] = {0};
-        uint8_t want[64];
-        for (int i = 0; i < n; i++) { pos[i] = i; want[i] = 1; }
-        lmc_batch b = {n, ids, pos, seq, want};
-        if (lmc_context_decode(ctx, &b) == LMC_OK && ctx->n_logits == n) {
-            *vocab = m->cfg.vocab_size;
-            out = malloc(sizeof(float) * n * *vocab);
-            for (int i = 0; i < n; i++) memcpy(out + (size_t)i * *vocab, lmc_context_logits(ctx, i), sizeof(float) * *vocab);
-        }
-        lmc_context_free(ctx);
-    }
-    lmc_model_free(m);
-    return out;
-}
-
 static float *prompt_logits(const char *dir, const int32_t *ids, int n, int *vocab, int64_t *params, int64_t *active) {
-    return prompt_logits_on(fast_be, dir, ids, n, vocab, params, active);
+    return prompt_logits_of(fast_be, dir, ids, n, vocab, params, active);
 }
 
 /* The mixtral fixture rewritten in transformers 5's module tree (mlp.gate, fused
@@ -967,7 +938,7 @@ static void test_gpt_oss_mxfp4(void) {
         int V1 = 0, V2 = 0;
         int64_t p1, a1, p2, a2;
         lmc_backend *be = b ? fast_be : ref_be;
-        float *l1 = prompt_logits_on(be, dq, ids, 10, &V1, &p1, &a1), *l2 = prompt_logits_on(be, mx, ids, 10, &V2, &p2, &a2);
+        float *l1 = prompt_logits_of(be, dq, ids, 10, &V1, &p1, &a1), *l2 = prompt_logits_of(be, mx, ids, 10, &V2, &p2, &a2);
         CHECK(l1 && l2 && V1 == V2);
         if (l1 && l2 && V1 == V2) {
             double e = 0, scale = 0;
