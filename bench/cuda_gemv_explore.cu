@@ -77,6 +77,24 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// The batch of warp g's RW rows: chunks c0 + 32u (u < U) of each row and their scales (zero past the row).
+template <int RW, int U>
+__device__ __forceinline__ void load_batch(uint4 (&q)[U][RW], uint16_t (&d)[U][RW], const QW &w, int g, int c0) {
+    const int K = w.K, nch = K / 32;
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        const int row = min(g * RW + r, w.N - 1);
+        const uint4 *qp = (const uint4 *)(w.codes + (size_t)row * (K / 2));
+        const uint16_t *dp = w.sc + (size_t)row * nch;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + 32 * u;
+            if (c < nch) { q[u][r] = __ldg(qp + c); d[u][r] = __ldg(dp + c); }
+            else { q[u][r] = make_uint4(0, 0, 0, 0); d[u][r] = 0; }
+        }
+    }
+}
+
 // ---------------- A: one register batch of U chunks x RW rows, load -> dot (the current design)
 template <int RW, int U, int MODE = 0>
 __global__ void __launch_bounds__(512) kA(QW w, const float *x, float *y) {
@@ -89,20 +107,7 @@ __global__ void __launch_bounds__(512) kA(QW w, const float *x, float *y) {
     const bool act = g * RW < w.N;
     uint4 q[U][RW];
     uint16_t d[U][RW];
-    auto load = [&](int c0) {
-#pragma unroll
-        for (int r = 0; r < RW; r++) {
-            int row = min(g * RW + r, w.N - 1);
-            const uint4 *qp = (const uint4 *)(w.codes + (size_t)row * (K / 2));
-            const uint16_t *dp = w.sc + (size_t)row * nch;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int c = c0 + 32 * u;
-                if (c < nch) { q[u][r] = __ldg(qp + c); d[u][r] = __ldg(dp + c); }
-                else { q[u][r] = make_uint4(0, 0, 0, 0); d[u][r] = 0; }
-            }
-        }
-    };
+    auto load = [&](int c0) { load_batch<RW, U>(q, d, w, g, c0); };
     if (act) load(lane);
     pdl_next();
     pdl_wait();
@@ -144,20 +149,7 @@ __global__ void __launch_bounds__(512) kB(QW w, const float *x, float *y) {
     const bool act = g * RW < w.N;
     uint4 q[2][U][RW];
     uint16_t d[2][U][RW];
-    auto load = [&](int bi, int c0) {
-#pragma unroll
-        for (int r = 0; r < RW; r++) {
-            int row = min(g * RW + r, w.N - 1);
-            const uint4 *qp = (const uint4 *)(w.codes + (size_t)row * (K / 2));
-            const uint16_t *dp = w.sc + (size_t)row * nch;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int c = c0 + 32 * u;
-                if (c < nch) { q[bi][u][r] = __ldg(qp + c); d[bi][u][r] = __ldg(dp + c); }
-                else { q[bi][u][r] = make_uint4(0, 0, 0, 0); d[bi][u][r] = 0; }
-            }
-        }
-    };
+    auto load = [&](int bi, int c0) { load_batch<RW, U>(q[bi], d[bi], w, g, c0); };
     float acc[RW] = {};
     auto use = [&](int bi, int c0) {
 #pragma unroll
@@ -289,20 +281,7 @@ __global__ void __launch_bounds__(512) kP(QW w, const float *x, float *y) {
     const bool act = g * RW < w.N;
     uint4 q[U][RW];
     uint16_t d[U][RW];
-    auto load = [&](int c0) {
-#pragma unroll
-        for (int r = 0; r < RW; r++) {
-            int row = min(g * RW + r, w.N - 1);
-            const uint4 *qp = (const uint4 *)(w.codes + (size_t)row * (K / 2));
-            const uint16_t *dp = w.sc + (size_t)row * nch;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int c = c0 + 32 * u;
-                if (c < nch) { q[u][r] = __ldg(qp + c); d[u][r] = __ldg(dp + c); }
-                else { q[u][r] = make_uint4(0, 0, 0, 0); d[u][r] = 0; }
-            }
-        }
-    };
+    auto load = [&](int c0) { load_batch<RW, U>(q, d, w, g, c0); };
     if (act) {
         load(lane);
         const int rows = min(RW, w.N - g * RW);
@@ -348,20 +327,7 @@ __global__ void __launch_bounds__(512) kR(QW w, const float *x, float *y) {
     const bool act = g * RW < w.N;
     uint4 q[U][RW];
     uint16_t d[U][RW];
-    auto load = [&](int c0) {
-#pragma unroll
-        for (int r = 0; r < RW; r++) {
-            int row = min(g * RW + r, w.N - 1);
-            const uint4 *qp = (const uint4 *)(w.codes + (size_t)row * (K / 2));
-            const uint16_t *dp = w.sc + (size_t)row * nch;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int c = c0 + 32 * u;
-                if (c < nch) { q[u][r] = __ldg(qp + c); d[u][r] = __ldg(dp + c); }
-                else { q[u][r] = make_uint4(0, 0, 0, 0); d[u][r] = 0; }
-            }
-        }
-    };
+    auto load = [&](int c0) { load_batch<RW, U>(q, d, w, g, c0); };
     if (act) load(lane);
     pdl_next();
     pdl_wait();
