@@ -19,12 +19,7 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "run_matmul.h"
 #include "test.h"
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
-}
+#include "test_rng.h"
 
 /* Normal floats over 10^-25 .. 10^25 of both signs, some exact zeros (every part of such a
  * value is a normal bf16 or zero). */

@@ -18,16 +18,9 @@
 #include "core/quant.h"
 #include "run_matmul.h"
 #include "test.h"
+#define TEST_RNG_SEED 0x2545f4914f6cdd1dull
+#include "test_rng.h"
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
-}
-static float gauss(void) {
-    float u = ((float)(rnd() % 1000000) + 0.5f) / 1000000.0f, v = (float)(rnd() % 1000000) / 1000000.0f;
-    return sqrtf(-2 * logf(u)) * cosf(6.2831853f * v);
-}
 static void put16(uint8_t *p, uint16_t h) { p[0] = (uint8_t)h; p[1] = (uint8_t)(h >> 8); }
 static uint16_t scale16(void) { return lmc_f32_to_f16((rnd() & 1 ? -1.f : 1.f) * (0.001f + (float)(rnd() % 1000) / 1000.f)); }
 

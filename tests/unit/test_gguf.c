@@ -21,6 +21,7 @@
 #include "io/gguf_view.h"
 #include "model/config.h"
 #include "test.h"
+#include "test_rng.h"
 
 static char tmpdir[128];
 
@@ -650,14 +651,6 @@ static void test_truncations(void) {
 
 /* ---- fuzz ------------------------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
 /* Touch everything an accepted file exposes; returns a checksum so nothing is optimised away. */
 static uint64_t exercise(const lmc_gguf *g) {
     uint64_t sum = 0;
@@ -719,25 +712,25 @@ static void fuzz_one_base(const uint8_t *base, size_t n, int iters, int *n_ok) {
     for (int it = 0; it < iters; it++) {
         memcpy(buf, base, n);
         size_t len = n;
-        int n_mut = 1 + (int)(rnd() % 6);
+        int n_mut = 1 + (int)(rng_next() % 6);
         for (int m = 0; m < n_mut; m++) {
             /* most mutations land in the header and metadata, where the parser works */
-            size_t span = rnd() % 4 ? (n < 512 ? n : 512) : n;
-            size_t pos = (size_t)(rnd() % span);
-            switch (rnd() % 5) {
-            case 0: buf[pos] ^= (uint8_t)(1u << (rnd() % 8)); break;
-            case 1: buf[pos] = (uint8_t)rnd(); break;
+            size_t span = rng_next() % 4 ? (n < 512 ? n : 512) : n;
+            size_t pos = (size_t)(rng_next() % span);
+            switch (rng_next() % 5) {
+            case 0: buf[pos] ^= (uint8_t)(1u << (rng_next() % 8)); break;
+            case 1: buf[pos] = (uint8_t)rng_next(); break;
             case 2: buf[pos] = 0xff; break;
             case 3: buf[pos] = 0; break;
             default: { /* an aligned little-endian field set to an interesting value */
                 static const uint64_t vals[] = {0, 1, 2, 31, 32, 64, 0xffffffffull, 1ull << 32, 1ull << 63, UINT64_MAX};
-                uint64_t v = vals[rnd() % 10];
+                uint64_t v = vals[rng_next() % 10];
                 size_t p8 = pos & ~(size_t)7;
                 for (int k = 0; k < 8 && p8 + k < n; k++) buf[p8 + k] = (uint8_t)(v >> (8 * k));
             }
             }
         }
-        if (rnd() % 4 == 0) len = (size_t)(rnd() % (n + 1));
+        if (rng_next() % 4 == 0) len = (size_t)(rng_next() % (n + 1));
         uint8_t *copy = malloc(len ? len : 1);
         memcpy(copy, buf, len);
         lmc_gguf *g;

@@ -17,16 +17,8 @@
 #include "model/weights.h"
 #include "run_matmul.h"
 #include "test.h"
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
-}
-static float gauss(void) {
-    float u = ((float)(rnd() % 1000000) + 0.5f) / 1000000.0f, v = (float)(rnd() % 1000000) / 1000000.0f;
-    return sqrtf(-2 * logf(u)) * cosf(6.2831853f * v);
-}
+#define TEST_RNG_SEED 0x2545f4914f6cdd1dull
+#include "test_rng.h"
 
 /* E2M1 from its bits: sign, 2 exponent bits (bias 1), 1 mantissa bit; exponent 0 is subnormal. */
 static double e2m1(unsigned c) {

@@ -16,17 +16,9 @@
 #include "core/quant.h"
 #include "run_matmul.h"
 #include "test.h"
+#include "test_rng.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
-}
 static float frand(void) { return (float)(rnd() % 2000001) / 1000000.0f - 1.0f; } /* [-1, 1] */
-static float gauss(void) {
-    float u = ((float)(rnd() % 1000000) + 0.5f) / 1000000.0f, v = (float)(rnd() % 1000000) / 1000000.0f;
-    return sqrtf(-2 * logf(u)) * cosf(6.2831853f * v);
-}
 
 static float f16f(const uint8_t *p) { return lmc_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 static void put16(uint8_t *p, uint16_t h) { p[0] = (uint8_t)h; p[1] = (uint8_t)(h >> 8); }

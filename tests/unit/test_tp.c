@@ -27,15 +27,12 @@
 #include "gen/tp_context.h"
 #include "model/quantize.h"
 #include "model/tp.h"
+#include "test_rng.h"
 
 #define F2_REL 1e-3
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float frand(void) { /* uniform in [-1, 1) */
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+    return (float)((rng_next() >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
 }
 
 /* ---- host all-reduce ------------------------------------------------------------------------ */
