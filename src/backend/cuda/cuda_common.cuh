@@ -78,6 +78,23 @@ static __device__ __forceinline__ float h2f_at(const uint8_t *p) {
     return f16_to_f((uint16_t)(p[0] | (p[1] << 8)));
 }
 
+/* Rope (backend.h rope): the angle pos · inv_freq[i] in f32, its cos and sin times the attention
+ * factor, and the rotation of pair i of one head (interleaved: dims 2i, 2i + 1; else i, i + half).
+ * One definition for the kernels that rotate (k_rope, k_rope_store), so that they give the same
+ * bits; the products are rounded before the fused add (no contraction left to the compiler). */
+static __device__ __forceinline__ void rope_cs(float p, float inv, float af, float *c, float *s) {
+    const float ang = p * inv;
+    *c = cosf(ang) * af;
+    *s = sinf(ang) * af;
+}
+
+static __device__ __forceinline__ void rope_rot(float *v, int i, int half, int interleaved, float c, float s) {
+    const int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+    const float x0 = v[i0], x1 = v[i1];
+    v[i0] = fmaf(x0, c, -__fmul_rn(x1, s));
+    v[i1] = fmaf(x1, c, __fmul_rn(x0, s));
+}
+
 static __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

@@ -291,11 +291,7 @@ __global__ void k_rope(float *x, int64_t hd, int64_t n_head, const int32_t *pos,
     const int64_t t = blockIdx.x;
     const int half = n_rot / 2;
     const float p = (float)pos[t];
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float ang = p * inv[i];
-        cs[i] = cosf(ang) * af;
-        sn[i] = sinf(ang) * af;
-    }
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_cs(p, inv[i], af, &cs[i], &sn[i]);
     __syncthreads();
     const int64_t heads_per_block = blockDim.x / half > 0 ? blockDim.x / half : 1;
     const int64_t h0 = (int64_t)blockIdx.y * heads_per_block;
@@ -303,11 +299,7 @@ __global__ void k_rope(float *x, int64_t hd, int64_t n_head, const int32_t *pos,
         const int64_t h = h0 + j / half;
         if (h >= n_head) break;
         const int i = (int)(j % half);
-        float *v = x + (t * n_head + h) * hd;
-        const int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
-        const float x0 = v[i0], x1 = v[i1];
-        v[i0] = x0 * cs[i] - x1 * sn[i];
-        v[i1] = x1 * cs[i] + x0 * sn[i];
+        rope_rot(x + (t * n_head + h) * hd, i, half, interleaved, cs[i], sn[i]);
     }
 }
 
@@ -343,12 +335,7 @@ __global__ void k_rope_store(float *q, float *k, const float *v, float *kc, floa
         return;
     }
     const int half = n_rot / 2;
-    const float pf = (float)p;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float ang = pf * inv[i];
-        cs[i] = cosf(ang) * af;
-        sn[i] = sinf(ang) * af;
-    }
+    for (int i = threadIdx.x; i < half; i += blockDim.x) rope_cs((float)p, inv[i], af, &cs[i], &sn[i]);
     __syncthreads();
     const int is_k = j >= qb;
     const int64_t nh = is_k ? hkv : hq;
@@ -358,11 +345,7 @@ __global__ void k_rope_store(float *q, float *k, const float *v, float *kc, floa
         const int64_t h = h0 + e / half;
         if (h >= nh) break;
         const int i = (int)(e % half);
-        float *vv = x + h * hd;
-        const int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
-        const float x0 = vv[i0], x1 = vv[i1];
-        vv[i0] = x0 * cs[i] - x1 * sn[i];
-        vv[i1] = x1 * cs[i] + x0 * sn[i];
+        rope_rot(x + h * hd, i, half, interleaved, cs[i], sn[i]);
     }
     if (!is_k || !store) return;
     __syncthreads(); /* the block's rotated heads are visible to all its threads */
