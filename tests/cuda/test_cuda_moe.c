@@ -1,7 +1,7 @@
 /* test_cuda_moe.c — the CUDA backend's mixture-of-experts ops against the scalar CPU reference
  * (lmc_backend_cpu_init(&be, 1, 1)): moe_route, matmul_id and moe_sum on the host path and on
  * the device path (cuda_moe_dev.cu: routing, grouping and grouped products without a host round
- * trip), F2 bounds as test_cuda_ops.c. Without a usable GPU it prints a SKIP line and RESULT 0 0.
+ * trip), and gpt-oss's expert ops (add_bias_id, glu_clamp, glu_clamp_split), F2 bounds as test_cuda_ops.c. Without a usable GPU it prints a SKIP line and RESULT 0 0.
  */
 #include "cuda_test_pair.h"
 
@@ -292,6 +292,64 @@ static void test_moe_device(void) {
 }
 /* ==== end of the device MoE block ==== */
 
+/* glu_clamp_split (gpt-oss experts from GGUF: gate and up apart) against the CPU op: odd widths,
+ * 1 and 37 tokens of k = 4 slots, values past ±limit, into a separate y and in place over gate
+ * (as the MoE step calls it), then recorded and replayed on new inputs (no host sync inside). */
+static void test_glu_split(void) {
+    const int Ds[] = {45, 96, 2881}, ns[] = {1, 37}, k = 4;
+    const float alpha = 1.702f, limit = 7.0f;
+    for (int di = 0; di < 3; di++)
+        for (int ni = 0; ni < 2; ni++) {
+            const int D = Ds[di], S = k * ns[ni];
+            pair g, u, y;
+            pair_f32(&g, D, S, 1, 12.0f);
+            pair_f32(&u, D, S, 1, 12.0f);
+            pair_alloc(&y, LMC_DTYPE_F32, D, S, 1);
+            char what[80];
+            snprintf(what, sizeof what, "glu_clamp_split D %d slots %d", D, S);
+            ref->i->glu_clamp_split(ref, &y.c, &g.c, &u.c, alpha, limit);
+            gpu->i->glu_clamp_split(gpu, &y.g, &g.g, &u.g, alpha, limit);
+            compare(&y, 1e-5, what);
+            snprintf(what, sizeof what, "glu_clamp_split in place D %d slots %d", D, S);
+            ref->i->glu_clamp_split(ref, &g.c, &g.c, &u.c, alpha, limit);
+            gpu->i->glu_clamp_split(gpu, &g.g, &g.g, &u.g, alpha, limit);
+            compare(&g, 1e-5, what);
+            pair_free(&g);
+            pair_free(&u);
+            pair_free(&y);
+        }
+    /* recorded: the graph replays the op on the inputs' new contents */
+    const int D = 45, S = 4 * 37;
+    pair g, u, y;
+    pair_f32(&g, D, S, 1, 12.0f);
+    pair_f32(&u, D, S, 1, 12.0f);
+    pair_alloc(&y, LMC_DTYPE_F32, D, S, 1);
+    CHECK(gpu->i->sync(gpu) == 0);
+    void *gr = NULL;
+    if (gpu->i->graph_begin(gpu)) {
+        gpu->i->glu_clamp_split(gpu, &y.g, &g.g, &u.g, alpha, limit);
+        gr = gpu->i->graph_end(gpu);
+    }
+    CHECK_MSG(gr != NULL, "glu_clamp_split was not recorded");
+    if (gr) {
+        float *h = malloc(sizeof(float) * D * S);
+        for (int rep = 0; rep < 2; rep++) {
+            for (int i = 0; i < D * S; i++) h[i] = 10.0f * frand();
+            pair_set(&g, h);
+            for (int i = 0; i < D * S; i++) h[i] = 10.0f * frand();
+            pair_set(&u, h);
+            CHECK(gpu->i->graph_replay(gpu, gr) == 1);
+            ref->i->glu_clamp_split(ref, &y.c, &g.c, &u.c, alpha, limit);
+            compare(&y, 1e-5, "recorded glu_clamp_split");
+        }
+        free(h);
+        gpu->i->graph_free(gpu, gr);
+    }
+    pair_free(&g);
+    pair_free(&u);
+    pair_free(&y);
+}
+
 int main(void) {
     if (lmc_backend_cuda_init(&gpu, 0) < 0) {
         printf("SKIP test_cuda_moe: %s\n", lmc_last_error());
@@ -302,6 +360,7 @@ int main(void) {
     RUN(test_moe);
     RUN(test_moe_device);
     RUN(test_glu_bias);
+    RUN(test_glu_split);
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

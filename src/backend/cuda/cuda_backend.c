@@ -660,6 +660,18 @@ static void cuda_softcap(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, fl
     lmc_cuda_launched(c, "softcap");
 }
 
+/* gpt-oss experts with gate and up apart (GGUF): elementwise, recordable (no host sync) */
+static void cuda_glu_clamp_split(lmc_backend *be, lmc_tensor *y, const lmc_tensor *gate, const lmc_tensor *up, float alpha,
+                                 float limit) {
+    cuda_ctx *c = CTX(be);
+    const int64_t n = lmc_tensor_nelem(y);
+    LMC_ASSERT(gate->type == LMC_DTYPE_F32 && up->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32);
+    LMC_ASSERT(lmc_tensor_nelem(gate) == n && lmc_tensor_nelem(up) == n);
+    LMC_ASSERT(is_contig(gate) && is_contig(up) && is_contig(y));
+    lmc_cuda_glu_clamp_split(c->stream, y->data, gate->data, up->data, n, alpha, limit);
+    lmc_cuda_launched(c, "glu_clamp_split");
+}
+
 static void cuda_xielu(lmc_backend *be, lmc_tensor *y, const lmc_tensor *x, const float p[4]) {
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32 && lmc_tensor_nelem(x) == lmc_tensor_nelem(y));
@@ -726,6 +738,7 @@ static const lmc_backend_i cuda_iface = {
     .moe_sum = lmc_cuda_op_moe_sum,
     .add_bias_id = lmc_cuda_op_add_bias_id,
     .glu_clamp = lmc_cuda_op_glu_clamp,
+    .glu_clamp_split = cuda_glu_clamp_split,
     .xielu = cuda_xielu,
     .argmax = cuda_argmax,
     .topk = cuda_topk,

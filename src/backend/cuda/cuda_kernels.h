@@ -121,6 +121,9 @@ void lmc_cuda_moe_sum(cudaStream_t s, float *y, const float *x, const float *w, 
 void lmc_cuda_add_bias_id(cudaStream_t s, float *y, const float *b, const int32_t *ids, int64_t D, int64_t S);
 /* y [D, n] = clamped GLU of the interleaved (gate, up) pairs of x [2D, n] (backend.h glu_clamp) */
 void lmc_cuda_glu_clamp(cudaStream_t s, float *y, const float *x, int64_t D, int64_t n, float alpha, float limit);
+/* y [n] = the same GLU of gate [n] and up [n] held apart (backend.h glu_clamp_split); y may alias gate */
+void lmc_cuda_glu_clamp_split(cudaStream_t s, float *y, const float *gate, const float *up, int64_t n, float alpha,
+                              float limit);
 
 /* ---- attention (cuda_attn.cu) ---- */
 typedef struct lmc_cuda_attn {

@@ -446,3 +446,17 @@ extern "C" void lmc_cuda_glu_clamp(cudaStream_t s, float *y, const float *x, int
                                    float limit) {
     if (D * n > 0) k_glu_clamp<<<grid_for(D * n), LMC_CUDA_BLOCK, 0, s>>>(y, x, D, n, alpha, limit);
 }
+
+/* the same GLU with gate and up in separate tensors, elementwise over n values (backend.h
+ * glu_clamp_split; y may alias gate: each thread reads its pair before it writes) */
+__global__ void k_glu_clamp_split(float *y, const float *gate, const float *up, int64_t n, float alpha, float limit) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = fminf(gate[i], limit), u = fminf(fmaxf(up[i], -limit), limit);
+        y[i] = (u + 1.0f) * (g / (1.0f + expf(-alpha * g)));
+    }
+}
+
+extern "C" void lmc_cuda_glu_clamp_split(cudaStream_t s, float *y, const float *gate, const float *up, int64_t n,
+                                         float alpha, float limit) {
+    if (n > 0) k_glu_clamp_split<<<grid_for(n), LMC_CUDA_BLOCK, 0, s>>>(y, gate, up, n, alpha, limit);
+}
