@@ -68,10 +68,11 @@ fi
 if want cli && [ -x "$LMC" ]; then
     {
         ok=0; bad=0
-        for fx in llama qwen2 gemma2 mistral_swa phi3 llama_bf16 gemma4_a4b gpt_bigcode gpt_oss; do
-            d=tests/fixtures/$fx
-            [ -d "$d" ] || continue
-            a=$("$LMC" generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend cpu 2>&1 | tail -n 1)
+        # cmp_backends NAME MODEL [IDREF]: greedy ids of --backend cuda against --backend IDREF (default
+        # cpu) and prefill logits against --backend cpu, then sampled ids with recordings on and off
+        cmp_backends() {
+            local fx=$1 d=$2 idref=${3:-cpu}
+            a=$("$LMC" generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend "$idref" 2>&1 | tail -n 1)
             b=$("$LMC" generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend cuda 2>&1 | tail -n 1)
             "$LMC" logits -m "$d" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lc.bin --backend cpu >/dev/null 2>&1
             "$LMC" logits -m "$d" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lg.bin --backend cuda >/dev/null 2>&1
@@ -82,18 +83,40 @@ print('%.3g' % (abs(a-b).max()/abs(a).max()) if a.size==b.size and a.size else '
             # pass: the same greedy ids and every prefill logit within F2 (2e-2 of max|cpu logit|)
             lok=$(awk -v r="$rel" 'BEGIN { print (r ~ /^[0-9.e+-]+$/ && r + 0 <= 2e-2) ? "ok" : "BAD" }')
             if [ "$a" = "$b" ] && [ -n "$a" ] && [ "$lok" = ok ]; then ok=$((ok + 1)); s=same; else bad=$((bad + 1)); s=DIFFER; fi
-            echo "$fx: greedy ids cpu [$a] cuda [$b] $s; logits max|d|/max|ref| $rel ($lok)"
+            echo "$fx: greedy ids $idref [$a] cuda [$b] $s; logits max|d|/max|ref| $rel ($lok)"
             # recorded decode steps (CUDA graphs) replay the same kernels: sampled ids (sensitive to
             # any logit change) equal with recordings off, over enough steps to replay many times
             g1=$("$LMC" generate -m "$d" --ids 1,2,3 -n 40 --temp 0.9 --seed 7 --print-ids --backend cuda 2>&1 | tail -n 1)
             g0=$(LMC_CUDA_GRAPHS=0 "$LMC" generate -m "$d" --ids 1,2,3 -n 40 --temp 0.9 --seed 7 --print-ids --backend cuda 2>&1 | tail -n 1)
             if [ "$g1" = "$g0" ] && [ -n "$g1" ]; then ok=$((ok + 1)); s=same; else bad=$((bad + 1)); s=DIFFER; fi
             echo "$fx: sampled ids with graphs [$g1] without [$g0] $s"
+        }
+        for fx in llama qwen2 gemma2 mistral_swa phi3 llama_bf16 gemma4_a4b gpt_bigcode gpt_oss; do
+            [ -d "tests/fixtures/$fx" ] && cmp_backends "$fx" "tests/fixtures/$fx"
         done
+        # gpt-oss in the other forms, written from the fixture into a temp dir: GGUF in llama.cpp's
+        # layout (gate and up apart: glu_clamp_split) as bf16, q8_0 and mxfp4 (type 39 experts), and
+        # Hugging Face's MXFP4 experts (_blocks/_scales, tests/cli/gptoss_mxfp4_hf.py); each on the
+        # same weights on both backends. Greedy ids against cpu-ref (the scalar reference): the fast
+        # CPU backend rounds activations to int8 in its quantized products, and on the MXFP4 GGUF that
+        # moved its 12th greedy id (115; cpu-ref and cuda, which keeps f32 activations there: 11)
+        if [ -d tests/fixtures/gpt_oss ]; then
+            G=$(mktemp -d)
+            for t in keep q8_0 mxfp4; do
+                if "$LMC" convert tests/fixtures/gpt_oss "$G/$t.gguf" --type "$t" >/dev/null 2>"$G/err"; then
+                    cmp_backends "gpt_oss gguf $t" "$G/$t.gguf" cpu-ref
+                else bad=$((bad + 1)); echo "gpt_oss gguf $t: convert failed: $(cat "$G/err")"; fi
+            done
+            mkdir -p "$G/hf" && cp tests/fixtures/gpt_oss/generation_config.json "$G/hf/"
+            if env -u LD_LIBRARY_PATH python3 tests/cli/gptoss_mxfp4_hf.py tests/fixtures/gpt_oss "$G/hf" >/dev/null 2>"$G/err"; then
+                cmp_backends "gpt_oss hf mxfp4" "$G/hf" cpu-ref
+            else bad=$((bad + 1)); echo "gpt_oss hf mxfp4: writing the checkpoint failed: $(cat "$G/err")"; fi
+            rm -rf "$G"
+        fi
         "$LMC" bench -m tests/fixtures/llama --backend cuda 2>&1 | tail -n 3
         echo "RESULT $ok $bad"
     } >"$OUT/cli.log" 2>&1
-    echo "cli: $(result "$OUT/cli.log")"; grep -v RESULT "$OUT/cli.log" | head -n 12
+    echo "cli: $(result "$OUT/cli.log")"; grep -v RESULT "$OUT/cli.log" | head -n 40
 fi
 
 if want bench; then
