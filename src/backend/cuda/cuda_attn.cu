@@ -96,27 +96,16 @@ static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <int HD, int BN, int NW>
-static constexpr size_t fa_smem_bytes() {
-    return (size_t)(16 * NW + 2 * BN) * (HD + 8) * sizeof(uint16_t);
-}
+/* ---- pieces of the tensor-core prefill kernels (k_fattn, k_fattn2): block (row tile r0.., KV head g)
+ * of NW warps; row r of the batch is token r / group, query head g·group + r % group; warp w owns
+ * rows 16w..16w+15 (its lanes' rows a: 16w + lane/4, b: a + 8). Q is staged as bf16 [16·NW][HD+8]. */
 
-/* Block (row tile, kv head g) of NW warps: row r of the batch is token r / group, query head
- * g·group + r % group. HD ≥ head_dim (padded dims are zero); BN keys per tile.
- * Shared memory: Q [16·NW][HD+8], K [BN][HD+8], V [BN][HD+8] bf16 (rows padded by
- * 16 bytes: conflict-free ldmatrix). Warp w owns rows 16w..16w+15. */
-template <int HD, int BN, int NW>
-__global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) k_fattn(lmc_cuda_attn a, int64_t n_rows) {
+/* Each row's sequence and position range (r_seq -1: none), then Q into sQ; ends with a barrier. */
+template <int HD, int NW>
+static __device__ __forceinline__ void fa_rows_q(const lmc_cuda_attn &a, int64_t n_rows, int64_t r0, int g, uint16_t *sQ,
+                                                 int *r_seq, int *r_pb, int *r_pe) {
     constexpr int ST = HD + 8, FA_BM = 16 * NW, NT = 32 * NW;
-    extern __shared__ __align__(16) unsigned char fa_smem[];
-    uint16_t *sQ = (uint16_t *)fa_smem, *sK = sQ + FA_BM * ST, *sV = sK + BN * ST;
-    __shared__ int r_seq[FA_BM], r_pb[FA_BM], r_pe[FA_BM];
-    __shared__ int s_cur, s_lo, s_hi;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int g = blockIdx.y, group = a.n_head / a.n_kv_head, hd = a.head_dim;
-    const int64_t r0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * FA_BM; /* late (long) rows first */
-    const int64_t kv_row = (int64_t)hd * a.n_kv_head;
-
+    const int tid = threadIdx.x, group = a.n_head / a.n_kv_head, hd = a.head_dim;
     if (tid < FA_BM) {
         const int64_t r = r0 + tid;
         int sq = -1, pb = 1, pe = 0;
@@ -144,27 +133,192 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) k_fattn(lmc_cuda_att
         *(uint2 *)(sQ + row * ST + d) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
     }
     __syncthreads();
+}
 
+/* The next pass: the smallest sequence above prev among the block's rows (cur) and the union of its
+ * rows' ranges [lo, hi]; 0 when none is left. s3: three shared ints. */
+template <int NW>
+static __device__ __forceinline__ int fa_pass(int prev, const int *r_seq, const int *r_pb, const int *r_pe, int *s3,
+                                              int *cur, int *lo, int *hi) {
+    constexpr int FA_BM = 16 * NW;
+    const int tid = threadIdx.x;
+    if (tid == 0) { s3[0] = INT_MAX; s3[1] = INT_MAX; s3[2] = INT_MIN; }
+    __syncthreads();
+    if (tid < FA_BM && r_seq[tid] > prev) atomicMin(&s3[0], r_seq[tid]);
+    __syncthreads();
+    *cur = s3[0];
+    if (*cur == INT_MAX) return 0;
+    if (tid < FA_BM && r_seq[tid] == *cur) {
+        atomicMin(&s3[1], r_pb[tid]);
+        atomicMax(&s3[2], r_pe[tid]);
+    }
+    __syncthreads();
+    *lo = s3[1];
+    *hi = s3[2];
+    return 1;
+}
+
+/* A warp's running softmax and output accumulators for its lanes' rows a and b. */
+template <int HD> struct fa_acc {
+    float o[HD / 8][4];
+    float m_a, m_b, l_a, l_b;
+};
+
+template <int HD> static __device__ __forceinline__ void fa_acc_init(fa_acc<HD> &A) {
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) A.o[i][0] = A.o[i][1] = A.o[i][2] = A.o[i][3] = 0.0f;
+    A.m_a = A.m_b = -INFINITY;
+    A.l_a = A.l_b = 0.0f;
+}
+
+/* One key tile (keys kb.., staged bf16 in sK, sV [BN][HD+8]) of pass cur into the warp's rows: S = QKᵀ,
+ * scale (log2 units), softcap, each row's range mask, the online softmax, O += P V. */
+template <int HD, int BN>
+static __device__ __forceinline__ void fa_tile(fa_acc<HD> &A, const lmc_cuda_attn &a, const uint16_t *sQ, const uint16_t *sK,
+                                               const uint16_t *sV, int kb, int cur, const int *r_seq, const int *r_pb,
+                                               const int *r_pe) {
+    constexpr int ST = HD + 8;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, hd = a.head_dim;
     const int ra = warp * 16 + gid, rb = ra + 8;
     const float cap = a.softcap, sc = cap > 0 ? a.scale : a.scale * FA_LOG2E;
-    float o[HD / 8][4];
+    float(&o)[HD / 8][4] = A.o;
+    float &m_a = A.m_a, &m_b = A.m_b, &l_a = A.l_a, &l_b = A.l_b;
+    float s[BN / 8][4];
 #pragma unroll
-    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+    for (int j = 0; j < BN / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        if (kk * 16 >= hd) break;
+        uint32_t af[4];
+        ldm_x4(af, sQ + (warp * 16 + (lane & 15)) * ST + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+        for (int nn = 0; nn < BN / 16; nn++) {
+            uint32_t bf[4];
+            ldm_x4(bf, sK + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * ST + kk * 16 + ((lane >> 3) & 1) * 8);
+            mma_bf16(s[2 * nn], af, bf[0], bf[1]);
+            mma_bf16(s[2 * nn + 1], af, bf[2], bf[3]);
+        }
+    }
+
+    /* scale, softcap, mask (rows' ranges from shared memory); scores in log2 units */
+    const bool on_a = r_seq[ra] == cur, on_b = r_seq[rb] == cur;
+    const int pb_a = r_pb[ra], pe_a = r_pe[ra], pb_b = r_pb[rb], pe_b = r_pe[rb];
+    float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int kp = kb + j * 8 + tig * 2 + (e & 1);
+            const bool ok = e < 2 ? (on_a && kp >= pb_a && kp <= pe_a) : (on_b && kp >= pb_b && kp <= pe_b);
+            float x = s[j][e] * sc;
+            if (cap > 0) x = cap * tanhf(x / cap) * FA_LOG2E;
+            x = ok ? x : -INFINITY;
+            s[j][e] = x;
+            if (e < 2) mx_a = fmaxf(mx_a, x);
+            else mx_b = fmaxf(mx_b, x);
+        }
+    }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+    const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+    const float mu_a = mn_a == -INFINITY ? 0.0f : mn_a, mu_b = mn_b == -INFINITY ? 0.0f : mn_b;
+    const float c_a = exp2f(m_a - mu_a), c_b = exp2f(m_b - mu_b);
+    m_a = mn_a;
+    m_b = mn_b;
+    l_a *= c_a;
+    l_b *= c_b;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        s[j][0] = exp2f(s[j][0] - mu_a);
+        s[j][1] = exp2f(s[j][1] - mu_a);
+        s[j][2] = exp2f(s[j][2] - mu_b);
+        s[j][3] = exp2f(s[j][3] - mu_b);
+        l_a += s[j][0] + s[j][1];
+        l_b += s[j][2] + s[j][3];
+    }
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) {
+        o[i][0] *= c_a;
+        o[i][1] *= c_a;
+        o[i][2] *= c_b;
+        o[i][3] *= c_b;
+    }
+
+    /* O += P V: the S accumulators of key tiles 2kk, 2kk+1 are the A fragment of step kk */
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+        const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dd = 0; dd < HD / 16; dd++) {
+            if (dd * 16 >= hd) break;
+            uint32_t bf[4];
+            ldm_x4_t(bf, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ST + dd * 16 + (lane >> 4) * 8);
+            mma_bf16(o[2 * dd], pa, bf[0], bf[1]);
+            mma_bf16(o[2 * dd + 1], pa, bf[2], bf[3]);
+        }
+    }
+}
+
+/* The warp's rows' outputs: o / l (attn_final) into a.out. */
+template <int HD>
+static __device__ __forceinline__ void fa_store(fa_acc<HD> &A, const lmc_cuda_attn &a, int64_t n_rows, int64_t r0, int g) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+    const int group = a.n_head / a.n_kv_head, hd = a.head_dim, ra = warp * 16 + gid, rb = ra + 8;
+    float(&o)[HD / 8][4] = A.o;
+    float &l_a = A.l_a, &l_b = A.l_b;
+    const float m_a = A.m_a, m_b = A.m_b;
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    const float lh[2] = {l_a, l_b}, mh[2] = {m_a, m_b};
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int64_t r = r0 + (half ? rb : ra);
+        if (r >= n_rows) continue;
+        const int64_t t = r / group;
+        const int h = g * group + (int)(r % group);
+        const float inv = attn_final(lh[half], mh[half], a.sinks, h, true);
+        float *op = a.out + (t * a.n_head + h) * hd;
+#pragma unroll
+        for (int i = 0; i < HD / 8; i++) {
+            const int d = i * 8 + tig * 2;
+            if (d < hd) *(float2 *)(op + d) = make_float2(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
+        }
+    }
+}
+
+template <int HD, int BN, int NW>
+static constexpr size_t fa_smem_bytes() {
+    return (size_t)(16 * NW + 2 * BN) * (HD + 8) * sizeof(uint16_t);
+}
+
+/* Block (row tile, kv head g) of NW warps (rows as fa_rows_q). HD ≥ head_dim (padded dims are
+ * zero); BN keys per tile. Shared memory: Q [16·NW][HD+8], K [BN][HD+8], V [BN][HD+8] bf16 (rows
+ * padded by 16 bytes: conflict-free ldmatrix); each tile's f32 K/V loaded and converted, then
+ * fa_tile. */
+template <int HD, int BN, int NW>
+__global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) k_fattn(lmc_cuda_attn a, int64_t n_rows) {
+    constexpr int ST = HD + 8, FA_BM = 16 * NW, NT = 32 * NW;
+    extern __shared__ __align__(16) unsigned char fa_smem[];
+    uint16_t *sQ = (uint16_t *)fa_smem, *sK = sQ + FA_BM * ST, *sV = sK + BN * ST;
+    __shared__ int r_seq[FA_BM], r_pb[FA_BM], r_pe[FA_BM];
+    __shared__ int s3[3];
+    const int tid = threadIdx.x, g = blockIdx.y, hd = a.head_dim;
+    const int64_t r0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * FA_BM; /* late (long) rows first */
+    const int64_t kv_row = (int64_t)hd * a.n_kv_head;
+
+    fa_rows_q<HD, NW>(a, n_rows, r0, g, sQ, r_seq, r_pb, r_pe);
+    fa_acc<HD> A;
+    fa_acc_init(A);
 
     for (int prev = -1;;) { /* one pass per sequence among the block's rows, in increasing order */
-        if (tid == 0) { s_cur = INT_MAX; s_lo = INT_MAX; s_hi = INT_MIN; }
-        __syncthreads();
-        if (tid < FA_BM && r_seq[tid] > prev) atomicMin(&s_cur, r_seq[tid]);
-        __syncthreads();
-        const int cur = s_cur;
-        if (cur == INT_MAX) break;
-        if (tid < FA_BM && r_seq[tid] == cur) {
-            atomicMin(&s_lo, r_pb[tid]);
-            atomicMax(&s_hi, r_pe[tid]);
-        }
-        __syncthreads();
-        const int lo = s_lo, hi = s_hi;
+        int cur, lo, hi;
+        if (!fa_pass<NW>(prev, r_seq, r_pb, r_pe, s3, &cur, &lo, &hi)) break;
         prev = cur;
         const float *kc = a.k + (int64_t)cur * a.n_ctx * kv_row + (int64_t)g * hd;
         const float *vc = a.v + (int64_t)cur * a.n_ctx * kv_row + (int64_t)g * hd;
@@ -198,106 +352,11 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) k_fattn(lmc_cuda_att
             }
             __syncthreads();
 
-            float s[BN / 8][4];
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) {
-                if (kk * 16 >= hd) break;
-                uint32_t af[4];
-                ldm_x4(af, sQ + (warp * 16 + (lane & 15)) * ST + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-                for (int nn = 0; nn < BN / 16; nn++) {
-                    uint32_t bf[4];
-                    ldm_x4(bf, sK + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * ST + kk * 16 + ((lane >> 3) & 1) * 8);
-                    mma_bf16(s[2 * nn], af, bf[0], bf[1]);
-                    mma_bf16(s[2 * nn + 1], af, bf[2], bf[3]);
-                }
-            }
-
-            /* scale, softcap, mask (rows' ranges from shared memory); scores in log2 units */
-            const bool on_a = r_seq[ra] == cur, on_b = r_seq[rb] == cur;
-            const int pb_a = r_pb[ra], pe_a = r_pe[ra], pb_b = r_pb[rb], pe_b = r_pe[rb];
-            float mx_a = -INFINITY, mx_b = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int kp = kb + j * 8 + tig * 2 + (e & 1);
-                    const bool ok = e < 2 ? (on_a && kp >= pb_a && kp <= pe_a) : (on_b && kp >= pb_b && kp <= pe_b);
-                    float x = s[j][e] * sc;
-                    if (cap > 0) x = cap * tanhf(x / cap) * FA_LOG2E;
-                    x = ok ? x : -INFINITY;
-                    s[j][e] = x;
-                    if (e < 2) mx_a = fmaxf(mx_a, x);
-                    else mx_b = fmaxf(mx_b, x);
-                }
-            }
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-            const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-            const float mu_a = mn_a == -INFINITY ? 0.0f : mn_a, mu_b = mn_b == -INFINITY ? 0.0f : mn_b;
-            const float c_a = exp2f(m_a - mu_a), c_b = exp2f(m_b - mu_b);
-            m_a = mn_a;
-            m_b = mn_b;
-            l_a *= c_a;
-            l_b *= c_b;
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-                s[j][0] = exp2f(s[j][0] - mu_a);
-                s[j][1] = exp2f(s[j][1] - mu_a);
-                s[j][2] = exp2f(s[j][2] - mu_b);
-                s[j][3] = exp2f(s[j][3] - mu_b);
-                l_a += s[j][0] + s[j][1];
-                l_b += s[j][2] + s[j][3];
-            }
-#pragma unroll
-            for (int i = 0; i < HD / 8; i++) {
-                o[i][0] *= c_a;
-                o[i][1] *= c_a;
-                o[i][2] *= c_b;
-                o[i][3] *= c_b;
-            }
-
-            /* O += P V: the S accumulators of key tiles 2kk, 2kk+1 are the A fragment of step kk */
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++) {
-                const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                        pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                        pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-                for (int dd = 0; dd < HD / 16; dd++) {
-                    if (dd * 16 >= hd) break;
-                    uint32_t bf[4];
-                    ldm_x4_t(bf, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ST + dd * 16 + (lane >> 4) * 8);
-                    mma_bf16(o[2 * dd], pa, bf[0], bf[1]);
-                    mma_bf16(o[2 * dd + 1], pa, bf[2], bf[3]);
-                }
-            }
+            fa_tile<HD, BN>(A, a, sQ, sK, sV, kb, cur, r_seq, r_pb, r_pe);
         }
     }
 
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-    const float lh[2] = {l_a, l_b}, mh[2] = {m_a, m_b};
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int64_t r = r0 + (half ? rb : ra);
-        if (r >= n_rows) continue;
-        const int64_t t = r / group;
-        const int h = g * group + (int)(r % group);
-        const float inv = attn_final(lh[half], mh[half], a.sinks, h, true);
-        float *op = a.out + (t * a.n_head + h) * hd;
-#pragma unroll
-        for (int i = 0; i < HD / 8; i++) {
-            const int d = i * 8 + tig * 2;
-            if (d < hd) *(float2 *)(op + d) = make_float2(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
-        }
-    }
+    fa_store(A, a, n_rows, r0, g);
 }
 
 /* ------------------------------------------------------------ tensor-core prefill, bf16 K/V */
@@ -357,60 +416,18 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1)
     extern __shared__ __align__(16) unsigned char fa_smem[];
     uint16_t *sQ = (uint16_t *)fa_smem, *sKV = sQ + FA_BM * ST; /* buffer b: K at sKV + 2b·BN·ST, V after it */
     __shared__ int r_seq[FA_BM], r_pb[FA_BM], r_pe[FA_BM];
-    __shared__ int s_cur, s_lo, s_hi;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-    const int g = blockIdx.y, group = a.n_head / a.n_kv_head, hd = a.head_dim;
+    __shared__ int s3[3];
+    const int tid = threadIdx.x, g = blockIdx.y, hd = a.head_dim;
     const int64_t r0 = (int64_t)(gridDim.x - 1 - blockIdx.x) * FA_BM; /* late (long) rows first */
     const int64_t kv_row = (int64_t)hd * a.n_kv_head;
 
-    if (tid < FA_BM) {
-        const int64_t r = r0 + tid;
-        int sq = -1, pb = 1, pe = 0;
-        if (r < n_rows) {
-            const int64_t t = r / group, s = a.seq[t];
-            if (s >= 0 && s < a.n_seq) {
-                int64_t b, e;
-                attn_range(a, t, &b, &e);
-                if (b <= e) { sq = (int)s; pb = (int)b; pe = (int)e; }
-            }
-        }
-        r_seq[tid] = sq;
-        r_pb[tid] = pb;
-        r_pe[tid] = pe;
-    }
-    for (int i = tid; i < FA_BM * HD / 4; i += NT) {
-        const int row = i / (HD / 4), d = (i % (HD / 4)) * 4;
-        const int64_t r = r0 + row;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r < n_rows && d < hd) {
-            const int64_t t = r / group;
-            const int h = g * group + (int)(r % group);
-            v = *(const float4 *)(a.q + (t * a.n_head + h) * hd + d);
-        }
-        *(uint2 *)(sQ + row * ST + d) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
-    }
-    __syncthreads();
-
-    const int ra = warp * 16 + gid, rb = ra + 8;
-    const float cap = a.softcap, sc = cap > 0 ? a.scale : a.scale * FA_LOG2E;
-    float o[HD / 8][4];
-#pragma unroll
-    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+    fa_rows_q<HD, NW>(a, n_rows, r0, g, sQ, r_seq, r_pb, r_pe);
+    fa_acc<HD> A;
+    fa_acc_init(A);
 
     for (int prev = -1;;) { /* one pass per sequence among the block's rows, in increasing order */
-        if (tid == 0) { s_cur = INT_MAX; s_lo = INT_MAX; s_hi = INT_MIN; }
-        __syncthreads();
-        if (tid < FA_BM && r_seq[tid] > prev) atomicMin(&s_cur, r_seq[tid]);
-        __syncthreads();
-        const int cur = s_cur;
-        if (cur == INT_MAX) break;
-        if (tid < FA_BM && r_seq[tid] == cur) {
-            atomicMin(&s_lo, r_pb[tid]);
-            atomicMax(&s_hi, r_pe[tid]);
-        }
-        __syncthreads();
-        const int lo = s_lo, hi = s_hi;
+        int cur, lo, hi;
+        if (!fa_pass<NW>(prev, r_seq, r_pb, r_pe, s3, &cur, &lo, &hi)) break;
         prev = cur;
         const uint16_t *kc = kb16 + (int64_t)cur * a.n_ctx * kv_row + (int64_t)g * hd;
         const uint16_t *vc = vb16 + (int64_t)cur * a.n_ctx * kv_row + (int64_t)g * hd;
@@ -448,110 +465,14 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1)
             }
             __syncthreads();
             const uint16_t *sK = sKV + 2 * buf * BN * ST, *sV = sK + BN * ST;
-
-            float s[BN / 8][4];
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) {
-                if (kk * 16 >= hd) break;
-                uint32_t af[4];
-                ldm_x4(af, sQ + (warp * 16 + (lane & 15)) * ST + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-                for (int nn = 0; nn < BN / 16; nn++) {
-                    uint32_t bf[4];
-                    ldm_x4(bf, sK + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * ST + kk * 16 + ((lane >> 3) & 1) * 8);
-                    mma_bf16(s[2 * nn], af, bf[0], bf[1]);
-                    mma_bf16(s[2 * nn + 1], af, bf[2], bf[3]);
-                }
-            }
-
-            /* scale, softcap, mask (rows' ranges from shared memory); scores in log2 units */
-            const bool on_a = r_seq[ra] == cur, on_b = r_seq[rb] == cur;
-            const int pb_a = r_pb[ra], pe_a = r_pe[ra], pb_b = r_pb[rb], pe_b = r_pe[rb];
-            float mx_a = -INFINITY, mx_b = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int kp = kb + j * 8 + tig * 2 + (e & 1);
-                    const bool ok = e < 2 ? (on_a && kp >= pb_a && kp <= pe_a) : (on_b && kp >= pb_b && kp <= pe_b);
-                    float x = s[j][e] * sc;
-                    if (cap > 0) x = cap * tanhf(x / cap) * FA_LOG2E;
-                    x = ok ? x : -INFINITY;
-                    s[j][e] = x;
-                    if (e < 2) mx_a = fmaxf(mx_a, x);
-                    else mx_b = fmaxf(mx_b, x);
-                }
-            }
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-            const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-            const float mu_a = mn_a == -INFINITY ? 0.0f : mn_a, mu_b = mn_b == -INFINITY ? 0.0f : mn_b;
-            const float c_a = exp2f(m_a - mu_a), c_b = exp2f(m_b - mu_b);
-            m_a = mn_a;
-            m_b = mn_b;
-            l_a *= c_a;
-            l_b *= c_b;
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-                s[j][0] = exp2f(s[j][0] - mu_a);
-                s[j][1] = exp2f(s[j][1] - mu_a);
-                s[j][2] = exp2f(s[j][2] - mu_b);
-                s[j][3] = exp2f(s[j][3] - mu_b);
-                l_a += s[j][0] + s[j][1];
-                l_b += s[j][2] + s[j][3];
-            }
-#pragma unroll
-            for (int i = 0; i < HD / 8; i++) {
-                o[i][0] *= c_a;
-                o[i][1] *= c_a;
-                o[i][2] *= c_b;
-                o[i][3] *= c_b;
-            }
-
-            /* O += P V: the S accumulators of key tiles 2kk, 2kk+1 are the A fragment of step kk */
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++) {
-                const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                        pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                        pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-                for (int dd = 0; dd < HD / 16; dd++) {
-                    if (dd * 16 >= hd) break;
-                    uint32_t bf[4];
-                    ldm_x4_t(bf, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ST + dd * 16 + (lane >> 4) * 8);
-                    mma_bf16(o[2 * dd], pa, bf[0], bf[1]);
-                    mma_bf16(o[2 * dd + 1], pa, bf[2], bf[3]);
-                }
-            }
+            fa_tile<HD, BN>(A, a, sQ, sK, sV, kb, cur, r_seq, r_pb, r_pe);
             __syncthreads(); /* buffer buf is free for the copies of the tile after next */
             kb = nk;
             buf ^= 1;
         }
     }
 
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-    const float lh[2] = {l_a, l_b}, mh[2] = {m_a, m_b};
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int64_t r = r0 + (half ? rb : ra);
-        if (r >= n_rows) continue;
-        const int64_t t = r / group;
-        const int h = g * group + (int)(r % group);
-        const float inv = attn_final(lh[half], mh[half], a.sinks, h, true);
-        float *op = a.out + (t * a.n_head + h) * hd;
-#pragma unroll
-        for (int i = 0; i < HD / 8; i++) {
-            const int d = i * 8 + tig * 2;
-            if (d < hd) *(float2 *)(op + d) = make_float2(o[i][2 * half] * inv, o[i][2 * half + 1] * inv);
-        }
-    }
+    fa_store(A, a, n_rows, r0, g);
 }
 
 /* ------------------------------------------------------------ decode (few tokens), f32 */
