@@ -710,6 +710,23 @@ static void test_attention_sinks(void) {
     attn_sink_amp = 0.0f;
 }
 
+/* Decode attention over long ranges, where a token's splits grow past the launch's length
+ * (LMC_CUDA_DEC_SPLITS): one and several tokens, a window, a cache long enough for the launch's own
+ * splits to double (n_ctx 20000), sinks. */
+static void test_attention_long(void) {
+    int32_t p1[1] = {5999}, s1[1] = {0};
+    attn_case(64, 8, 2, 6000, 1, 0, 0, 1, p1, s1);
+    attn_case(128, 8, 2, 6000, 1, 5000, 0, 1, p1, s1);
+    int32_t p3[3] = {5999, 4100, 70}, s3[3] = {0, 1, 1};
+    attn_case(64, 8, 2, 6000, 2, 0, 20.0f, 3, p3, s3);
+    p1[0] = 19999;
+    attn_case(64, 4, 1, 20000, 1, 0, 0, 1, p1, s1);
+    attn_sink_amp = 2.0f;
+    p1[0] = 8191;
+    attn_case(128, 8, 2, 8192, 1, 0, 0, 1, p1, s1);
+    attn_sink_amp = 0.0f;
+}
+
 /* Sampling reductions (argmax, topk) against the CPU backend's exactly: rows with heavy ties,
  * -0/+0, NaN (also first), ±inf, all -inf / all NaN, lengths around the 2048-key chunk and full
  * vocabularies (151936, 262144), 1..16 rows; topk sums within 1e-10 relative (backend.h: the CPU sums
@@ -1386,6 +1403,7 @@ int main(void) {
     RUN(test_pdl_chain);
     RUN(test_matmul_mxfp4);
     RUN(test_attention_sinks); /* last, like test_matmul_mxfp4: the tests before it draw the random inputs they drew before it */
+    RUN(test_attention_long); /* after them for the same reason */
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

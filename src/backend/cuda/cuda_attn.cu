@@ -19,7 +19,8 @@
  *  - k_attn_dec (n < 64, head_dim ≤ 256): f32, one block per (KV head, token,
  *    split) walking 32 positions per step (scores one quad of lanes per
  *    position, softmax one warp per query head, PV one thread per dimension).
- *    Splits are 64 positions (at most 256 splits: longer past 16k positions); a
+ *    Splits are 64 positions (at most 256 splits: longer past 16k positions), longer
+ *    for a token whose range would take more than 64 of them (LMC_CUDA_DEC_SPLITS); a
  *    split beyond the token's range exits at once, and a token whose range
  *    fits in one split gets its output from split 0 directly; otherwise the
  *    last of its splits to finish (a counter per (token, KV head) in
@@ -481,6 +482,15 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1)
 #define DEC_GROUP 16  /* most query heads per KV head */
 #define DEC_MAX_SPLIT 256 /* ≤ 256 (k_attn_dec_combine's weights) */
 
+/* The split length for a token whose range holds len positions: the launch's chunk (sized for
+ * n_ctx) while that makes at most `target` splits, else the multiple of DEC_T that makes about
+ * target (a long range gets fewer, longer splits: less for the last block to merge); target 0:
+ * always chunk. Never shorter than chunk, so the launch's splits always suffice. */
+static __device__ __forceinline__ int64_t dec_len_chunk(int64_t len, int chunk, int target) {
+    const int64_t c = target > 0 ? (len + target - 1) / target : 0;
+    return c <= chunk ? chunk : (c + DEC_T - 1) / DEC_T * DEC_T;
+}
+
 /* The merge of the ns splits of (token t, KV head g) that k_attn_dec wrote to part, by the block
  * that finished last: warp w merges query heads w, w + 4, … of the group; lane l owns dimensions
  * 4l..4l+3 (+ 128c). Weights exp(m_s − M) (empty splits: 0), splits added in split order
@@ -537,7 +547,7 @@ static __device__ void dec_merge(const lmc_cuda_attn &a, const float *part, int 
  * (Loading the next step's K/V rows into a second register set while the current step is
  * computed measured 1.5% slower end to end on the H200, Llama-8B shape Q4_0: not kept.) */
 template <int NC>
-__global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, int chunk, float *part) {
+__global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, int chunk, int target, float *part) {
     constexpr int HP = 128 * NC;
     __shared__ __align__(16) float sq[DEC_GROUP * HP];
     __shared__ float sp_[DEC_GROUP][DEC_T + 1];
@@ -550,10 +560,10 @@ __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, 
     const int64_t sqn = a.seq[t];
     int64_t pb = 0, pe = -1;
     if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
-    const int64_t len = pe >= pb ? pe - pb + 1 : 0;
-    const int ns = (int)((len + chunk - 1) / chunk);
+    const int64_t len = pe >= pb ? pe - pb + 1 : 0, ck = dec_len_chunk(len, chunk, target);
+    const int ns = (int)((len + ck - 1) / ck);
     if (sp > 0 && sp >= ns) return; /* beyond this token's range */
-    const int64_t lo = pb + (int64_t)sp * chunk, hi = lo + chunk - 1 < pe ? lo + chunk - 1 : pe;
+    const int64_t lo = pb + (int64_t)sp * ck, hi = lo + ck - 1 < pe ? lo + ck - 1 : pe;
     const int64_t kv_row = (int64_t)hd * a.n_kv_head;
     const float *kb = a.k + (len ? sqn : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
     const float *vb = a.v + (len ? sqn : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
@@ -844,7 +854,8 @@ __global__ void k_attn_combine(lmc_cuda_attn a, int n_split, int chunk, const fl
  * ns = ceil(range / chunk) splits were written, and a token with one has its output already.
  * Weights exp(m_s - M) go to shared memory; warp w sums splits w, w+4, … of two dimensions
  * per lane (float2), the four warps' sums are added in warp order (deterministic). */
-__global__ void __launch_bounds__(128) k_attn_dec_combine(lmc_cuda_attn a, int n_split, int chunk, const float *part) {
+__global__ void __launch_bounds__(128) k_attn_dec_combine(lmc_cuda_attn a, int n_split, int chunk, int target,
+                                                          const float *part) {
     __shared__ float f[256], red[4], acc_s[4][256];
     const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     const int64_t t = blockIdx.y;
@@ -854,8 +865,8 @@ __global__ void __launch_bounds__(128) k_attn_dec_combine(lmc_cuda_attn a, int n
     const int64_t sqn = a.seq[t];
     int64_t pb = 0, pe = -1;
     if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
-    const int64_t len = pe >= pb ? pe - pb + 1 : 0;
-    const int ns = (int)((len + chunk - 1) / chunk);
+    const int64_t len = pe >= pb ? pe - pb + 1 : 0, ck = dec_len_chunk(len, chunk, target);
+    const int ns = (int)((len + ck - 1) / ck);
     if (ns <= 1) return;
     const int64_t st = hd + 2;
     const float *pp = part + (t * a.n_head + h) * n_split * st;
@@ -957,6 +968,19 @@ static int dec_chunk(void) {
     return v;
 }
 
+/* LMC_CUDA_DEC_SPLITS=n: the most splits a token's range is cut into before its splits grow past
+ * the launch's length (dec_len_chunk; default 64, 0: never — every range in splits of the launch's
+ * length, as before). */
+static int dec_target(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("LMC_CUDA_DEC_SPLITS");
+        v = e ? atoi(e) : 64;
+        if (v < 0 || v > DEC_MAX_SPLIT) v = 64;
+    }
+    return v;
+}
+
 /* Splits of the decode kernel: 64 positions (a multiple of DEC_T) each, at most 256 splits
  * (longer splits past 16k positions), partials within 256 MB. */
 static int dec_splits(const lmc_cuda_attn *a, int *chunk) {
@@ -1034,10 +1058,11 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)s);
         lmc_cuda_attn b = *a;
         if (b.n * b.n_kv_head > LMC_CUDA_ATTN_DONE) b.done = NULL;
-        if (b.head_dim <= 128) lmc_launch(k_attn_dec<1>, grid, dim3(128), 0, st, b, s, chunk, scratch);
-        else lmc_launch(k_attn_dec<2>, grid, dim3(128), 0, st, b, s, chunk, scratch);
+        const int tg = dec_target();
+        if (b.head_dim <= 128) lmc_launch(k_attn_dec<1>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch);
+        else lmc_launch(k_attn_dec<2>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch);
         if (s > 1 && !b.done)
-            lmc_launch(k_attn_dec_combine, dim3((unsigned)a->n_head, (unsigned)a->n), dim3(128), 0, st, b, s, chunk,
+            lmc_launch(k_attn_dec_combine, dim3((unsigned)a->n_head, (unsigned)a->n), dim3(128), 0, st, b, s, chunk, tg,
                        (const float *)scratch);
         return;
     }
