@@ -387,8 +387,8 @@ static const lmc_arch moe_rows[] = {
     {.model_type = "gpt_oss", .bias = LMC_BIAS_ATTN_MLP_ALWAYS, .attn_bias_default = 1, .window = LMC_WINDOW_LAYER_TYPES,
      .sliding_pattern = 2, .prefix = "model.", .names = &gpt_oss_names, .moe = &moe_gpt_oss_d,
      .notes = "attention sinks, q/k/v/o biases, sliding/full layers (layer_types), yarn; router with bias, softmax "
-              "over the top-k logits; input-major interleaved gate_up experts with biases, clamped GLU (swiglu_limit); MXFP4 experts (_blocks/_scales) on the CPU; "
-              "GGUF gpt-oss (separate gate/up experts) on the CPU"},
+              "over the top-k logits; input-major interleaved gate_up experts with biases, clamped GLU (swiglu_limit); MXFP4 experts (_blocks/_scales); "
+              "GGUF gpt-oss (separate gate/up experts)"},
 };
 
 static const lmc_wrapper wrappers[] = {
