@@ -5,7 +5,7 @@
  * (uploaded once; a host mapping bound twice shares one device copy, by
  * reference count), and three workspaces that grow on demand: dequantized
  * weight rows and bf16 activations for cuBLAS, and attention partials.
- * Q8_0 / Q4_0 tensors always live repacked on the device (cuda_kernels.h);
+ * Q8_0 / Q4_0 tensors (MXFP4 too, unless LMC_CUDA_MXFP4_INT8=0) live repacked on the device (cuda_kernels.h);
  * set() of a whole such tensor repacks, a partial set/get of one is an error.
  * Ops never fail on the spot: the first CUDA or cuBLAS error is recorded and
  * reported by the next sync() (or get()). Kernels live in the .cu files.
@@ -66,12 +66,23 @@ void *lmc_cuda_ws(cuda_ctx *c, void **p, size_t *cap, size_t n) {
     return *p;
 }
 
-static int is_q_repacked(int type) { return type == LMC_DTYPE_Q8_0 || type == LMC_DTYPE_Q4_0; }
+static int is_mx(int type) { return type == LMC_DTYPE_MXFP4 || type == LMC_DTYPE_MXFP4_MLX; }
+
+/* Q8_0/Q4_0 always, MXFP4 (both layouts) unless LMC_CUDA_MXFP4_INT8=0: repacked on the device. */
+static int is_q_repacked(int type) {
+    return type == LMC_DTYPE_Q8_0 || type == LMC_DTYPE_Q4_0 || (is_mx(type) && lmc_cuda_mx_on());
+}
+
+/* Bytes of the repacked form and the offset of its scales (MXFP4: ggml's exponent plane). */
+static size_t repacked_bytes(int type, int64_t ne0, int64_t ne1, size_t *scale_off) {
+    if (is_mx(type)) return lmc_cuda_mx_bytes(type, ne0, ne1, scale_off);
+    return lmc_cuda_repacked_bytes(type, ne0, ne1, scale_off);
+}
 
 /* Device bytes of a contiguous tensor of this backend. */
 static size_t dev_bytes(const lmc_tensor *t, size_t *scale_off) {
     *scale_off = 0;
-    if (is_q_repacked(t->type)) return lmc_cuda_repacked_bytes(t->type, t->ne[0], lmc_tensor_nrows(t), scale_off);
+    if (is_q_repacked(t->type)) return repacked_bytes(t->type, t->ne[0], lmc_tensor_nrows(t), scale_off);
     return lmc_tensor_nbytes(t);
 }
 
@@ -85,7 +96,7 @@ lmc_cuda_w lmc_cuda_wdesc(const lmc_tensor *t) {
     w.ne1 = lmc_tensor_nrows(t);
     if (is_q_repacked(t->type)) {
         w.repacked = 1;
-        lmc_cuda_repacked_bytes(t->type, w.ne0, w.ne1, &w.scale_off);
+        repacked_bytes(t->type, w.ne0, w.ne1, &w.scale_off);
     }
     if (lmc_dtype_has_aux(t->type)) { /* MLX affine; MXFP4_MLX: U8 exponents, no biases */
         const lmc_quant_mlx *q = t->aux;
@@ -141,7 +152,7 @@ static void cuda_release(lmc_backend *be, lmc_tensor *t) {
     t->data = NULL;
 }
 
-/* Copy a whole Q8_0/Q4_0 tensor from host bytes (checkpoint layout) into its repacked device planes. */
+/* Copy a whole Q8_0/Q4_0/MXFP4 tensor from host bytes (checkpoint layout) into its repacked device planes. */
 static lmc_status upload_repacked(cuda_ctx *c, const lmc_tensor *t, void *dev, const void *host) {
     const size_t raw = lmc_tensor_nbytes(t);
     if (!lmc_cuda_ws(c, &c->stage, &c->stage_bytes, raw))
@@ -149,9 +160,13 @@ static lmc_status upload_repacked(cuda_ctx *c, const lmc_tensor *t, void *dev, c
     cudaError_t e = cudaMemcpyAsync(c->stage, host, raw, cudaMemcpyHostToDevice, c->stream);
     if (e != cudaSuccess) return lmc_fail(LMC_ERR_IO, "upload: %s", cudaGetErrorString(e));
     size_t off;
-    lmc_cuda_repacked_bytes(t->type, t->ne[0], lmc_tensor_nrows(t), &off);
-    lmc_cuda_repack(c->stream, t->type, c->stage, lmc_dtype_row_bytes(t->type, t->ne[0]), t->ne[0],
-                    lmc_tensor_nrows(t), dev, off);
+    repacked_bytes(t->type, t->ne[0], lmc_tensor_nrows(t), &off);
+    if (is_mx(t->type))
+        lmc_cuda_mx_repack(c->stream, t->type, c->stage, lmc_dtype_row_bytes(t->type, t->ne[0]), t->ne[0],
+                           lmc_tensor_nrows(t), dev, off);
+    else
+        lmc_cuda_repack(c->stream, t->type, c->stage, lmc_dtype_row_bytes(t->type, t->ne[0]), t->ne[0],
+                        lmc_tensor_nrows(t), dev, off);
     e = cudaGetLastError();
     if (e != cudaSuccess) return lmc_fail(LMC_ERR_IO, "repack: %s", cudaGetErrorString(e));
     return LMC_OK;
@@ -216,7 +231,7 @@ static void cuda_set(lmc_backend *be, lmc_tensor *dst, const void *src, size_t o
     LMC_ASSERT(off + n <= lmc_tensor_nbytes(dst));
     if (is_q_repacked(dst->type)) {
         if (off != 0 || n != lmc_tensor_nbytes(dst)) {
-            lmc_cuda_note_msg(c, LMC_ERR_UNSUPPORTED, "cuda: partial set of a Q8_0/Q4_0 tensor");
+            lmc_cuda_note_msg(c, LMC_ERR_UNSUPPORTED, "cuda: partial set of a repacked (Q8_0/Q4_0/MXFP4) tensor");
             return;
         }
         lmc_status st = upload_repacked(c, dst, dst->data, src);
@@ -230,7 +245,7 @@ static void cuda_get(lmc_backend *be, void *dst, const lmc_tensor *src, size_t o
     cuda_ctx *c = CTX(be);
     LMC_ASSERT(off + n <= lmc_tensor_nbytes(src));
     if (is_q_repacked(src->type)) {
-        lmc_cuda_note_msg(c, LMC_ERR_UNSUPPORTED, "cuda: get of a Q8_0/Q4_0 tensor");
+        lmc_cuda_note_msg(c, LMC_ERR_UNSUPPORTED, "cuda: get of a repacked (Q8_0/Q4_0/MXFP4) tensor");
         memset(dst, 0, n);
         return;
     }

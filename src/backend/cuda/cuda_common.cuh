@@ -4,7 +4,7 @@
  * Conversions are the exact ones of core/dtype.h (bf16 is a shift, f16 goes
  * through the hardware conversion, subnormals included). w_elem() reads
  * element i of row r of any weight dtype the backend accepts (f32/f16/bf16,
- * repacked Q8_0/Q4_0, the other GGUF blocks in their checkpoint layout, MLX
+ * repacked Q8_0/Q4_0 and MXFP4, the other GGUF blocks in their checkpoint layout, MLX
  * affine): it is the generic path (embedding rows, dequantization for the
  * GEMM); the decode kernels have their own vector loads.
  */
@@ -184,11 +184,48 @@ static __device__ __forceinline__ float mx_half(unsigned e, int mlx) {
     return __uint_as_float(e < 2u ? 0x00200000u << e : (e - 1u) << 23);
 }
 
+/* MXFP4 device form (both layouts, cuda_qv_mxfp4.cu; lmc_cuda_w.repacked set): per 32-element block
+ * 16 code bytes, row r at r·ne0/2, as four words: word k holds the codes of elements 4k + p in bits
+ * 4p..4p+3 and of elements 16 + 4k + p in bits 16 + 4p.. (p < 4), so that one byte permute on a
+ * word's low (high) half picks four values of the Q4_0 activation plane's low (high) run. The
+ * exponents: ggml's an exponent plane [ne1, ne0/32] at data + scale_off, mlx's the aux (U8). */
+static __device__ __forceinline__ const uint8_t *mx_exps(const lmc_cuda_w &w, const void *data, int64_t r) {
+    if (w.type == LMC_DTYPE_MXFP4) return (const uint8_t *)data + w.scale_off + (size_t)r * (size_t)(w.ne0 / 32);
+    return (const uint8_t *)w.mlx_scales + (size_t)r * w.mlx_snb1;
+}
+/* The eight codes of a device-form word as int8 kvalues: lo the four of its low half, hi of its
+ * high half. Magnitudes and negatives from two byte tables (3-bit selectors), the sign bit of each
+ * code choosing between them in a third permute. */
+static __device__ __forceinline__ void mx_int8(uint32_t q, int &lo, int &hi) {
+    const uint32_t P0 = 0x03020100u, P1 = 0x0C080604u, N0 = 0xFDFEFF00u, N1 = 0xF4F8FAFCu;
+    const uint32_t s = q & 0x77777777u;
+    const uint32_t pl = __byte_perm(P0, P1, s & 0xFFFFu), nl = __byte_perm(N0, N1, s & 0xFFFFu);
+    const uint32_t ph = __byte_perm(P0, P1, s >> 16), nh = __byte_perm(N0, N1, s >> 16);
+    lo = (int)__byte_perm(pl, nl, 0x3210u | ((q >> 1) & 0x4444u));
+    hi = (int)__byte_perm(ph, nh, 0x3210u | ((q >> 17) & 0x4444u));
+}
+/* Code of element j (< 32) of a device-form block b. */
+static __device__ __forceinline__ unsigned mx_code(const uint8_t *b, int j) {
+    const int h = j >> 4, k = (j & 15) >> 2, p = j & 3;
+    return (b[4 * k + 2 * h + (p >> 1)] >> (4 * (p & 1))) & 15u;
+}
+/* Code c with exponent e as the CPU dequantizes it: ggml's kvalue·2^(e-128); mlx's sign on the
+ * magnitude (code 8 is -0, e = 255 infinite). */
+static __device__ __forceinline__ float mx_value(unsigned c, unsigned e, int mlx) {
+    if (!mlx) return (float)mx_kvalue(c) * mx_half(e, 0);
+    const int k = mx_kvalue(c & 7u);
+    return ((c & 8u) ? -(float)k : (float)k) * mx_half(e, 1);
+}
+
 /* Element i of row r of weight w (any accepted dtype). */
 static __device__ float w_elem(const lmc_cuda_w &w, int64_t r, int64_t i) {
     const int t = w.type;
     if (t == LMC_DTYPE_F32 || t == LMC_DTYPE_F16 || t == LMC_DTYPE_BF16)
         return ld_float(t, (const char *)w.data + (size_t)r * w.nb1, i);
+    if (w.repacked && (t == LMC_DTYPE_MXFP4 || t == LMC_DTYPE_MXFP4_MLX)) {
+        const uint8_t *b = (const uint8_t *)w.data + (size_t)r * (size_t)(w.ne0 / 2) + (size_t)(i / 32) * 16;
+        return mx_value(mx_code(b, (int)(i & 31)), mx_exps(w, w.data, r)[i / 32], t == LMC_DTYPE_MXFP4_MLX);
+    }
     if (w.repacked) {
         const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
         const float d = f16_to_f(sc[r * (w.ne0 / 32) + i / 32]);

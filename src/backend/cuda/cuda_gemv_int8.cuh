@@ -1,4 +1,4 @@
-/* cuda_gemv_int8.cuh — k_gemv_q, the decode products of Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K weights on
+/* cuda_gemv_int8.cuh — k_gemv_q, the decode products of Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K / MXFP4 weights on
  * int8 activations (cuda_matmul.cu's header comment describes it), with its launch shapes. Each dtype's
  * instantiations are compiled in a translation unit of their own (cuda_qv_*.cu, QV_ENTRY), so that
  * the build compiles them in parallel; cuda_matmul.cu calls them through lmc_cuda_qv_*. */
@@ -14,6 +14,11 @@
 static __host__ __device__ constexpr bool qv_kq(int t) {
     return t == LMC_DTYPE_Q4_K || t == LMC_DTYPE_Q5_K || t == LMC_DTYPE_Q6_K;
 }
+
+/* MXFP4 in its device form (cuda_common.cuh), both layouts: TYPE LMC_DTYPE_MXFP4 in the kernel (which
+ * reads each weight's exponents where its layout keeps them); codes as int8 kvalues, so a block is
+ * 2^(e-128)·d·Σ kvalue·q (exact in the weights). */
+static __host__ __device__ constexpr bool qv_mx(int t) { return t == LMC_DTYPE_MXFP4 || t == LMC_DTYPE_MXFP4_MLX; }
 
 #define QV_MAX_THREADS 512 /* threads per block of k_gemv_q at most (≤ 128 registers a thread) */
 
@@ -33,7 +38,7 @@ static size_t qv_smem(int64_t K, int nt) {
  * holds 256·sb + 128·half + 32·qq + 16·lh + k (low) and + 64 (high). */
 template <int TYPE> static __device__ __forceinline__ int64_t qv_xpos(int64_t e, int64_t K) {
     if (TYPE == LMC_DTYPE_Q8_0) return e;
-    if (TYPE == LMC_DTYPE_Q4_0) {
+    if (TYPE == LMC_DTYPE_Q4_0 || TYPE == LMC_DTYPE_MXFP4) {
         const int64_t blk = e >> 5, j = e & 31;
         return (j >> 4) * (K / 2) + blk * 16 + (j & 15);
     }
@@ -129,7 +134,8 @@ static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, flo
             *(int2 *)dst = make_int2(w0, w1);
             /* .y: Q4_0 -8·d·Σq (its codes' offset), Q4_K/Q5_K d·Σq (the mins), else unused */
             if ((lane & 3) == 0)
-                meta[t * (K / 32) + blk] = make_float2(d, TYPE == LMC_DTYPE_Q8_0 || TYPE == LMC_DTYPE_Q6_K ? 0.0f
+                meta[t * (K / 32) + blk] = make_float2(d, TYPE == LMC_DTYPE_Q8_0 || TYPE == LMC_DTYPE_Q6_K ||
+                                                                  TYPE == LMC_DTYPE_MXFP4 ? 0.0f
                                                           : TYPE == LMC_DTYPE_Q4_0                         ? -8.0f * d * (float)sum
                                                                                                             : d * (float)sum);
         }
@@ -147,7 +153,7 @@ static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, flo
  * with their weight block scales. */
 template <int RW, int U> struct qv_batch {
     uint4 q[U][RW];
-    uint16_t d[U][RW]; /* f16 */
+    uint16_t d[U][RW]; /* f16; MXFP4: the exponent, bit 8 set for mlx's layout */
 };
 
 template <int TYPE, int RW, int U, bool GLU>
@@ -165,11 +171,14 @@ static __device__ __forceinline__ void qv_load(qv_batch<RW, U> &b, const lmc_cud
         /* chunk c0 + 32u: constant offsets from one pointer per row */
         const uint4 *qp = (const uint4 *)((const char *)w.data + (size_t)row * rowb) + c0;
         const uint16_t *dp = sc + row * nbk + (TYPE == LMC_DTYPE_Q8_0 ? c0 >> 1 : c0);
+        const uint8_t *ep = TYPE == LMC_DTYPE_MXFP4 ? mx_exps(w, w.data, row) + c0 : NULL;
+        const uint16_t mlx = TYPE == LMC_DTYPE_MXFP4 && w.type == LMC_DTYPE_MXFP4_MLX ? 0x100 : 0;
 #pragma unroll
         for (int u = 0; u < U; u++) {
             if (c0 + 32 * u < nch) {
                 b.q[u][r] = __ldg(qp + 32 * u);
-                b.d[u][r] = __ldg(dp + (TYPE == LMC_DTYPE_Q8_0 ? 16 * u : 32 * u));
+                if (TYPE == LMC_DTYPE_MXFP4) b.d[u][r] = (uint16_t)(__ldg(ep + 32 * u) | mlx);
+                else b.d[u][r] = __ldg(dp + (TYPE == LMC_DTYPE_Q8_0 ? 16 * u : 32 * u));
             } else {
                 b.q[u][r] = make_uint4(0, 0, 0, 0);
                 b.d[u][r] = 0;
@@ -200,6 +209,35 @@ static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_bat
                     s = __dp4a((int)q.z, xv.z, s);
                     s = __dp4a((int)q.w, xv.w, s);
                     acc[r][t] = fmaf(f16_to_f(b.d[u][r]) * xd, (float)s, acc[r][t]);
+                }
+            }
+        } else if (TYPE == LMC_DTYPE_MXFP4) {
+            /* word k of a block: elements 4k.. (low plane) and 16 + 4k.. (high plane) as int8 kvalues */
+            int lo[RW][4], hi[RW][4];
+            float dw[RW];
+#pragma unroll
+            for (int r = 0; r < RW; r++) {
+                const uint32_t q[4] = {b.q[u][r].x, b.q[u][r].y, b.q[u][r].z, b.q[u][r].w};
+#pragma unroll
+                for (int k = 0; k < 4; k++) mx_int8(q[k], lo[r][k], hi[r][k]);
+                dw[r] = mx_half(b.d[u][r] & 0xFFu, b.d[u][r] >> 8);
+            }
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const int4 xa = *(const int4 *)(xq + t * K + c * 16);
+                const int4 xb = *(const int4 *)(xq + t * K + K / 2 + c * 16);
+                const float xd = meta[t * nbk + c].x;
+#pragma unroll
+                for (int r = 0; r < RW; r++) {
+                    int s = __dp4a(lo[r][0], xa.x, 0);
+                    s = __dp4a(lo[r][1], xa.y, s);
+                    s = __dp4a(lo[r][2], xa.z, s);
+                    s = __dp4a(lo[r][3], xa.w, s);
+                    s = __dp4a(hi[r][0], xb.x, s);
+                    s = __dp4a(hi[r][1], xb.y, s);
+                    s = __dp4a(hi[r][2], xb.z, s);
+                    s = __dp4a(hi[r][3], xb.w, s);
+                    acc[r][t] = fmaf(dw[r] * xd, (float)s, acc[r][t]);
                 }
             }
         } else {
@@ -390,7 +428,7 @@ static void qv_rows(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz
     if (GLU) rows = 2 * m->w[0].ne1;
     if (rows <= 0 || !qv_device(&dev, &sms, &smb)) return; /* lmc_cuda_gemv_int8 said yes: cached */
     const lmc_cuda_w *w = &m->w[0];
-    constexpr int RW_MAX = NT >= 3 && !(TYPE == LMC_DTYPE_Q4_0 && NT >= 5) ? 4 : 2;
+    constexpr int RW_MAX = NT >= 3 && !((TYPE == LMC_DTYPE_Q4_0 || TYPE == LMC_DTYPE_MXFP4) && NT >= 5) ? 4 : 2;
     const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32);
     const int64_t cpl = (w->ne0 / (TYPE == LMC_DTYPE_Q8_0 ? 16 : 32) + 31) / 32; /* chunks per lane per row */
     /* one token, rows of at most 4 chunks a lane: 4 rows a warp fill a batch of 16 loads (else half
@@ -458,5 +496,7 @@ void lmc_cuda_qv_q4_0(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, 
 void lmc_cuda_qv_q4_k(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, const gemv_fz &fz, int glu);
 void lmc_cuda_qv_q5_k(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, const gemv_fz &fz, int glu);
 void lmc_cuda_qv_q6_k(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, const gemv_fz &fz, int glu);
+/* MXFP4 and MXFP4_MLX in their device form (cuda_qv_mxfp4.cu) */
+void lmc_cuda_qv_mxfp4(cudaStream_t s, qv_mat *m, const float *x, int64_t n_tok, const gemv_fz &fz, int glu);
 
 #endif

@@ -424,6 +424,36 @@ template <> struct kq<LMC_DTYPE_MXFP4_MLX> {
     }
 };
 
+/* MXFP4 in the device form of either layout (cuda_common.cuh; the uploads' form unless
+ * LMC_CUDA_MXFP4_INT8=0): reached when the int8 path does not take the product (activations too
+ * long for shared memory, LMC_CUDA_QGEMV=off). 16 code bytes a block, the exponent where the
+ * layout keeps it; codes widened through mx_int8. */
+#define KQ_MX_DEV (-2)
+template <> struct kq<KQ_MX_DEV> {
+    enum { RL = 32, NR = 1, RS = 0 };
+    struct raw { uint32_t q[4]; float d; };
+    static __device__ __forceinline__ int64_t elem0(int64_t p) { return p * 32; }
+    static __device__ __forceinline__ void load(raw &r, const uint8_t *, const lmc_cuda_w &w, int64_t rr, int64_t p) {
+        const uint4 v = __ldg((const uint4 *)((const uint8_t *)w.data + (size_t)rr * (size_t)(w.ne0 / 2)) + p);
+        r.q[0] = v.x; r.q[1] = v.y; r.q[2] = v.z; r.q[3] = v.w;
+        r.d = mx_half(__ldg(mx_exps(w, w.data, rr) + p), w.type == LMC_DTYPE_MXFP4_MLX);
+    }
+    static __device__ __forceinline__ float dot(const raw &r, int64_t, const float *x, const float *) {
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < 4; w++) { /* word w: elements 4w + k (low half), 16 + 4w + k (high half) */
+            int lo, hi;
+            mx_int8(r.q[w], lo, hi);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                s = fmaf((float)(int8_t)(lo >> (8 * k)), x[4 * w + k], s);
+                s = fmaf((float)(int8_t)(hi >> (8 * k)), x[16 + 4 * w + k], s);
+            }
+        }
+        return r.d * s;
+    }
+};
+
 /* One block: rows [blockIdx.x·R, + R) of w for NT tokens; y = (acc: y +) w·x. */
 template <int TYPE, int NT, int R>
 __global__ void __launch_bounds__(KQ_THREADS) k_gemv_kq(float *y, lmc_cuda_w w, const float *x, int acc_out) {
@@ -556,7 +586,11 @@ extern "C" void lmc_cuda_gemv_kq(cudaStream_t s, float *y, const lmc_cuda_w *w, 
     case LMC_DTYPE_MLX5: kq_launch<LMC_DTYPE_MLX5>(s, y, w, x, n_tok, acc); break;
     case LMC_DTYPE_MLX6: kq_launch<LMC_DTYPE_MLX6>(s, y, w, x, n_tok, acc); break;
     case LMC_DTYPE_MLX8: kq_launch<LMC_DTYPE_MLX8>(s, y, w, x, n_tok, acc); break;
-    case LMC_DTYPE_MXFP4: kq_launch<LMC_DTYPE_MXFP4>(s, y, w, x, n_tok, acc); break;
-    case LMC_DTYPE_MXFP4_MLX: kq_launch<LMC_DTYPE_MXFP4_MLX>(s, y, w, x, n_tok, acc); break;
+    case LMC_DTYPE_MXFP4:
+    case LMC_DTYPE_MXFP4_MLX:
+        if (w->repacked) kq_launch<KQ_MX_DEV>(s, y, w, x, n_tok, acc);
+        else if (w->type == LMC_DTYPE_MXFP4) kq_launch<LMC_DTYPE_MXFP4>(s, y, w, x, n_tok, acc);
+        else kq_launch<LMC_DTYPE_MXFP4_MLX>(s, y, w, x, n_tok, acc);
+        break;
     }
 }

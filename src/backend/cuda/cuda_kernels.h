@@ -51,6 +51,16 @@ size_t lmc_cuda_repacked_bytes(int type, int64_t ne0, int64_t ne1, size_t *scale
 void lmc_cuda_repack(cudaStream_t s, int type, const void *raw, size_t nb1, int64_t ne0, int64_t ne1, void *dst,
                      size_t scale_off);
 
+/* MXFP4 / MXFP4_MLX weights (cuda_qv_mxfp4.cu): 1 when they live in the device form (cuda_common.cuh)
+ * and take the int8 decode path (LMC_CUDA_MXFP4_INT8=0 in the environment: never); bytes of that
+ * form and the offset of ggml's exponent plane; raw (checkpoint layout, rows of nb1 bytes) → device
+ * form; rows of the device form → bf16 [nr, ne0]. */
+int lmc_cuda_mx_on(void);
+size_t lmc_cuda_mx_bytes(int type, int64_t ne0, int64_t ne1, size_t *ex_off);
+void lmc_cuda_mx_repack(cudaStream_t s, int type, const void *raw, size_t nb1, int64_t ne0, int64_t ne1, void *dst,
+                        size_t ex_off);
+void lmc_cuda_mx_dequant_bf16(cudaStream_t s, const lmc_cuda_w *w, int64_t r0, int64_t nr, uint16_t *dst);
+
 /* ---- matmul pieces (cuda_matmul.cu) ---- */
 /* 1 when the fast matrix-vector kernels take this weight with x of n_tok tokens. */
 int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_tok);
@@ -212,14 +222,17 @@ void lmc_cuda_moe_route_dev(cudaStream_t s, int32_t *ids, float *w, const float 
 #define LMC_CUDA_MOE_MAX_SLOTS 512   /* n·k of one grouped product */
 #define LMC_CUDA_MOE_FUSED_SLOTS 64  /* up to this many slots the product's blocks group them */
 /* Experts of one shape and dtype: w describes expert 0 (type, ne0 = in, ne1 = out, nb1, the
- * repacked scale offset), data[e] is expert e's device data. */
+ * repacked scale offset), data[e] is expert e's device data; aux[e] expert e's MXFP4_MLX exponents
+ * (rows of w.mlx_snb1 bytes; NULL for other dtypes). */
 typedef struct lmc_cuda_moe_w {
     lmc_cuda_w w;
     int n_expert;
     const void *data[LMC_CUDA_MOE_MAX_EXPERTS];
+    const void *aux[LMC_CUDA_MOE_MAX_EXPERTS];
 } lmc_cuda_moe_w;
 /* 1 when lmc_cuda_moe_mm takes these experts with x (16-byte aligned) over n_slots slots:
- * f32/f16/bf16, repacked Q8_0/Q4_0, the other GGUF blocks (not MLX), ne0 a multiple of 32. */
+ * f32/f16/bf16, repacked Q8_0/Q4_0/MXFP4 (both layouts), the other GGUF blocks (not MLX), ne0 a
+ * multiple of 32. */
 int lmc_cuda_moe_mm_ok(const lmc_cuda_moe_w *e, const float *x, int64_t n_slots);
 /* Bytes of device workspace lmc_cuda_moe_mm needs (the slot lists when n_slots > FUSED_SLOTS). */
 size_t lmc_cuda_moe_mm_ws(int n_expert, int64_t n_slots);

@@ -502,8 +502,8 @@ static int qv_kq_disabled(void) {
 }
 
 extern "C" int lmc_cuda_gemv_int8(int type, int64_t ne0, int64_t n_tok) {
-    const int kq = qv_kq(type);
-    if ((type != LMC_DTYPE_Q8_0 && type != LMC_DTYPE_Q4_0 && !kq) || ne0 % (kq ? 256 : 32) || n_tok < 1 ||
+    const int kq = qv_kq(type), mx = qv_mx(type) && lmc_cuda_mx_on();
+    if ((type != LMC_DTYPE_Q8_0 && type != LMC_DTYPE_Q4_0 && !kq && !mx) || ne0 % (kq ? 256 : 32) || n_tok < 1 ||
         n_tok > LMC_CUDA_GEMV_MAX_TOKENS || qv_disabled() || (kq && qv_kq_disabled()))
         return 0;
     int dev, sms;
@@ -622,6 +622,7 @@ static void qv_run(int type, cudaStream_t s, qv_mat *m, const float *x, int64_t 
     case LMC_DTYPE_Q4_K: lmc_cuda_qv_q4_k(s, m, x, n_tok, fz, glu); break;
     case LMC_DTYPE_Q5_K: lmc_cuda_qv_q5_k(s, m, x, n_tok, fz, glu); break;
     case LMC_DTYPE_Q6_K: lmc_cuda_qv_q6_k(s, m, x, n_tok, fz, glu); break;
+    case LMC_DTYPE_MXFP4: case LMC_DTYPE_MXFP4_MLX: lmc_cuda_qv_mxfp4(s, m, x, n_tok, fz, glu); break;
     default: lmc_cuda_qv_q4_0(s, m, x, n_tok, fz, glu); break;
     }
 }
@@ -691,7 +692,8 @@ static void gemv_any(cudaStream_t s, float *y, const lmc_cuda_w *w, const float 
         break;
     default: /* Q4_K/Q5_K/Q6_K on the int8 path; else (and the other K-quants, Q4_1/Q5_0/Q5_1, MLX) k_gemv_kq
               * (cuda_gemv_q.cu): y = or y += (matmul_fused's in x, out acc) */
-        if (qv_kq(w->type) && lmc_cuda_gemv_int8(w->type, w->ne0, n_tok)) qv_any(s, 1, &y, w, x, n_tok, fz);
+        if ((qv_kq(w->type) || (qv_mx(w->type) && w->repacked)) && lmc_cuda_gemv_int8(w->type, w->ne0, n_tok))
+            qv_any(s, 1, &y, w, x, n_tok, fz);
         else lmc_cuda_gemv_kq(s, y, w, x, n_tok, fz.acc);
         break;
     }
@@ -884,7 +886,12 @@ extern "C" void lmc_cuda_dequant_rows(cudaStream_t s, const lmc_cuda_w *w, int64
                                       int to_bf16) {
     const int64_t n = nr * w->ne0;
     if (n <= 0) return;
-    if (w->repacked && to_bf16) {
+    const int mx = w->type == LMC_DTYPE_MXFP4 || w->type == LMC_DTYPE_MXFP4_MLX; /* f32: through w_elem */
+    if (mx && w->repacked && to_bf16) {
+        lmc_cuda_mx_dequant_bf16(s, w, r0, nr, (uint16_t *)dst);
+        return;
+    }
+    if (w->repacked && to_bf16 && !mx) {
         const int64_t ng = w->ne0 / 8;
         const int th = ng >= 512 ? 256 : (int)((ng / 2 + 31) / 32 * 32);
         const dim3 grid((unsigned)((ng + 2 * th - 1) / (2 * th)), (unsigned)(nr < 65535 ? nr : 65535));
@@ -892,7 +899,7 @@ extern "C" void lmc_cuda_dequant_rows(cudaStream_t s, const lmc_cuda_w *w, int64
         else k_dequant_q_bf16<LMC_DTYPE_Q4_0><<<grid, th, 0, s>>>(*w, r0, nr, (uint16_t *)dst);
         return;
     }
-    if (w->repacked) {
+    if (w->repacked && !mx) {
         const int64_t chunks = nr * (w->ne0 / (w->type == LMC_DTYPE_Q8_0 ? 16 : 32));
         int64_t g = (chunks + 255) / 256;
         if (g > 132 * 32) g = 132 * 32;

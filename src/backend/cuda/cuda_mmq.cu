@@ -1,4 +1,4 @@
-/* cuda_mmq.cu — Q8_0 / Q4_0 products of 9..64 tokens (batched decode, speculative
+/* cuda_mmq.cu — Q8_0 / Q4_0 / MXFP4 products of 9..64 tokens (batched decode, speculative
  * verification, short prompts) on the int8 tensor cores, straight from the repacked blocks.
  *
  * lmc_cuda_mmq_quantize turns the activations x [T, K] f32 into int8 per 32-element block
@@ -12,6 +12,10 @@
  * a thread-block cluster of up to 8 blocks (more blocks in flight for few-row matrices);
  * their partial tiles are summed through distributed shared memory in rank order, so the
  * result does not depend on timing. Owned by the CUDA backend (cuda_backend.c dispatches).
+ * MXFP4 (both layouts, their device form: cuda_common.cuh) takes k_mmq only, as Q4_0 with the
+ * codes widened to int8 kvalues (mx_int8: the device form's word tid holds a lane's fragment
+ * elements 4tid.. and 16 + 4tid.., the Q4_0 activation order), no code offset, and the block
+ * scale 2^(e-128) from the exponent bytes.
  */
 #include <cooperative_groups.h>
 #include <stdlib.h>
@@ -61,8 +65,11 @@ static int mmq_min_tokens(void) {
     return v;
 }
 
+static int mmq_mx(int type) { return type == LMC_DTYPE_MXFP4 || type == LMC_DTYPE_MXFP4_MLX; }
+
 extern "C" int lmc_cuda_mmq_ok(const lmc_cuda_w *w, int64_t n_tok) {
-    if ((w->type != LMC_DTYPE_Q8_0 && w->type != LMC_DTYPE_Q4_0) || !w->repacked || w->ne0 % 32 || w->ne0 <= 0 ||
+    const int mx = mmq_mx(w->type) && lmc_cuda_mx_on() && (w->type == LMC_DTYPE_MXFP4 || w->mlx_scales);
+    if ((w->type != LMC_DTYPE_Q8_0 && w->type != LMC_DTYPE_Q4_0 && !mx) || !w->repacked || w->ne0 % 32 || w->ne0 <= 0 ||
         w->ne1 <= 0 || n_tok < mmq_min_tokens() || n_tok > LMC_CUDA_MMQ_MAX_TOKENS || mmq_disabled())
         return 0;
     /* 32-bit offsets (codes of the whole matrix < 4 GiB), int K, grid.y */
@@ -137,6 +144,8 @@ extern "C" void lmc_cuda_mmq_quantize(cudaStream_t s, int type, const float *x, 
     if (g > 132 * 16) g = 132 * 16;
     if (type == LMC_DTYPE_Q8_0)
         k_mmq_quant<LMC_DTYPE_Q8_0><<<(unsigned)g, 256, 0, s>>>(x, (int)K, (int)n_tok, tp, xq, dx, corr);
+    else if (mmq_mx(type))
+        k_mmq_quant<LMC_DTYPE_MXFP4><<<(unsigned)g, 256, 0, s>>>(x, (int)K, (int)n_tok, tp, xq, dx, corr);
     else
         k_mmq_quant<LMC_DTYPE_Q4_0><<<(unsigned)g, 256, 0, s>>>(x, (int)K, (int)n_tok, tp, xq, dx, corr);
 }
@@ -193,6 +202,32 @@ static __device__ __forceinline__ void mmq_load_d(uint32_t (&d)[MMQ_RM][2][mmq_u
                     const uint32_t lo = kb + u < kb1 ? __ldg(p + u) : 0u;
                     const uint32_t hi = kb + u + 1 < kb1 ? __ldg(p + u + 1) : 0u;
                     d[mt][h][u / 2] = lo | (hi << 16);
+                }
+            }
+        }
+}
+
+/* MXFP4: the exponent bytes of U = 8 blocks from kb of the lane's 2·MMQ_RM rows (ep: each row's
+ * exponents), four a word; vec: 8-byte aligned (the rows' exponents and kb multiples of 8). */
+static __device__ __forceinline__ void mmq_load_e(uint32_t (&d)[MMQ_RM][2][4], const uint8_t *const (&ep)[MMQ_RM][2],
+                                                  int kb, int kb1, int vec) {
+#pragma unroll
+    for (int mt = 0; mt < MMQ_RM; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *p = ep[mt][h] + kb;
+            if (vec) {
+                const uint2 v = __ldg((const uint2 *)p);
+                d[mt][h][0] = v.x;
+                d[mt][h][1] = v.y;
+            } else {
+#pragma unroll
+                for (int k = 0; k < 2; k++) {
+                    uint32_t v = 0;
+#pragma unroll
+                    for (int b = 0; b < 4; b++)
+                        if (kb + 4 * k + b < kb1) v |= (uint32_t)__ldg(p + 4 * k + b) << (8 * b);
+                    d[mt][h][k] = v;
                 }
             }
         }
@@ -348,6 +383,7 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
     const uint8_t *codes = (const uint8_t *)w.data;
     const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
     uint32_t co[MMQ_RM][2], so[MMQ_RM][2]; /* byte offset of the row's codes, index of its scales */
+    const uint8_t *ep[MMQ_RM][2];          /* MXFP4: the row's exponents */
 #pragma unroll
     for (int mt = 0; mt < MMQ_RM; mt++)
 #pragma unroll
@@ -356,8 +392,16 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
             if (r >= out) r = out - 1;
             co[mt][h] = (uint32_t)r * rowb;
             so[mt][h] = (uint32_t)r * (uint32_t)nb;
+            ep[mt][h] = TYPE == LMC_DTYPE_MXFP4 ? mx_exps(w, w.data, r) : NULL;
         }
-    const int vec = nb % U == 0;
+    const int mlx = TYPE == LMC_DTYPE_MXFP4 && w.type == LMC_DTYPE_MXFP4_MLX;
+    const int vec = nb % U == 0 &&
+                    (TYPE != LMC_DTYPE_MXFP4 || (mlx ? w.mlx_snb1 % 8 == 0 && ((uintptr_t)w.mlx_scales & 7) == 0
+                                                     : (w.scale_off & 7) == 0));
+    auto load_d = [&](uint32_t (&dd)[MMQ_RM][2][U / 2], int k0) {
+        if constexpr (TYPE == LMC_DTYPE_MXFP4) mmq_load_e(dd, ep, k0, kb1, vec);
+        else mmq_load_d<TYPE>(dd, sc, so, k0, kb1, vec);
+    };
     /* buffer i: codes at mmq_sh + i·half, scales xb bytes further */
     const int xb = tp * XS, half = xb + U * tp * 4 * NM;
 
@@ -372,7 +416,7 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
     uint32_t q[U][MMQ_RM][2][W];
     uint32_t d[MMQ_RM][2][U / 2], dn[MMQ_RM][2][U / 2];
     if (kb0 < kb1) {
-        mmq_load_d<TYPE>(d, sc, so, kb0, kb1, vec);
+        load_d(d, kb0);
         mmq_stage<TYPE>(mmq_sh, (float *)(mmq_sh + xb), a, kb0, kb1);
     }
 #pragma unroll
@@ -382,7 +426,7 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
     for (int kb = kb0; kb < kb1; kb += U) { /* block-uniform */
         const int kn = kb + U;
         if (kn < kb1) {
-            mmq_load_d<TYPE>(dn, sc, so, kn, kb1, vec);
+            load_d(dn, kn);
             mmq_stage<TYPE>(mmq_sh + (cur ^ 1) * half, (float *)(mmq_sh + (cur ^ 1) * half + xb), a, kn, kb1);
             asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         } else {
@@ -397,8 +441,18 @@ __global__ void __launch_bounds__(MMQ_WARPS * 32, 3) k_mmq(mmq_args a) {
 #pragma unroll
             for (int mt = 0; mt < MMQ_RM; mt++) {
 #pragma unroll
-                for (int h = 0; h < 2; h++) dw[mt][h] = f16_to_f((uint16_t)(d[mt][h][u / 2] >> (16 * (u & 1))));
-                if (TYPE == LMC_DTYPE_Q8_0) {
+                for (int h = 0; h < 2; h++)
+                    dw[mt][h] = TYPE == LMC_DTYPE_MXFP4 ? mx_half((d[mt][h][u >> 2] >> (8 * (u & 3))) & 0xFFu, mlx)
+                                                        : f16_to_f((uint16_t)(d[mt][h][u / 2] >> (16 * (u & 1))));
+                if (TYPE == LMC_DTYPE_MXFP4) { /* word tid: elements 4tid.. (a0/a1), 16 + 4tid.. (a2/a3) */
+                    int lo, hi;
+                    mx_int8(q[u][mt][0][0], lo, hi);
+                    A[mt][0] = (uint32_t)lo;
+                    A[mt][2] = (uint32_t)hi;
+                    mx_int8(q[u][mt][1][0], lo, hi);
+                    A[mt][1] = (uint32_t)lo;
+                    A[mt][3] = (uint32_t)hi;
+                } else if (TYPE == LMC_DTYPE_Q8_0) {
                     A[mt][0] = q[u][mt][0][0];
                     A[mt][1] = q[u][mt][1][0];
                     A[mt][2] = q[u][mt][0][W - 1];
@@ -701,6 +755,19 @@ template <int TYPE> static mmq_kern mmq_pick(int nt, int mode) {
     }
 }
 
+static mmq_kern mmq_pick_mx(int nt) {
+    switch (nt) {
+    case 1: return k_mmq<LMC_DTYPE_MXFP4, 1>;
+    case 2: return k_mmq<LMC_DTYPE_MXFP4, 2>;
+    case 3: return k_mmq<LMC_DTYPE_MXFP4, 3>;
+    case 4: return k_mmq<LMC_DTYPE_MXFP4, 4>;
+    case 5: return k_mmq<LMC_DTYPE_MXFP4, 5>;
+    case 6: return k_mmq<LMC_DTYPE_MXFP4, 6>;
+    case 7: return k_mmq<LMC_DTYPE_MXFP4, 7>;
+    default: return k_mmq<LMC_DTYPE_MXFP4, 8>;
+    }
+}
+
 /* Grid (S, tiles), clusters of S blocks along x. */
 static cudaError_t mmq_launch(cudaStream_t s, mmq_kern k, const mmq_args &a, int S, int64_t tiles, int threads,
                               size_t smem) {
@@ -771,7 +838,7 @@ static int mmqp_geom(int q8, int mode, int tp, int *sb) {
 }
 
 extern "C" int lmc_cuda_mmq_pipelined(const lmc_cuda_w *w, int64_t n_tok) {
-    return lmc_cuda_mmq_ok(w, n_tok) && mmqp_mode(w->type, w->ne0 / 32, (int)(n_tok + 7) / 8) > 0;
+    return lmc_cuda_mmq_ok(w, n_tok) && !mmq_mx(w->type) && mmqp_mode(w->type, w->ne0 / 32, (int)(n_tok + 7) / 8) > 0;
 }
 
 /* Stages in flight: as many as fit two blocks per multiprocessor, at most 4 (LMC_CUDA_MMQ_ST:
@@ -856,9 +923,13 @@ extern "C" int lmc_cuda_mmq(cudaStream_t s, int n, float *const *y, const lmc_cu
     a.T = (int)n_tok;
     a.Tpad = tp;
     a.acc = acc;
-    const int q8 = w[0].type == LMC_DTYPE_Q8_0, nt = (a.T + 7) / 8, mode = mmqp_mode(w[0].type, nb, nt);
+    const int q8 = w[0].type == LMC_DTYPE_Q8_0, nt = (a.T + 7) / 8, mx = mmq_mx(w[0].type);
+    const int mode = mx ? 0 : mmqp_mode(w[0].type, nb, nt);
     cudaError_t e;
-    if (mode) {
+    if (mx) { /* k_mmq only */
+        const int S = mmq_split(tiles, nb, (int)mmq_u<LMC_DTYPE_MXFP4>::v, &a.kbs);
+        e = mmq_launch(s, mmq_pick_mx(nt), a, S, tiles, MMQ_WARPS * 32, mmq_smem<LMC_DTYPE_MXFP4>(tp, S));
+    } else if (mode) {
         int sb = 0;
         const int KB = mmqp_geom(q8, mode, tp, &sb);
         int per = 0;

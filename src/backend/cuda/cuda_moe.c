@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "core/quant.h"
 #include "cuda_internal.h"
 
 static int contig_f32(const lmc_tensor *t) {
@@ -115,6 +116,12 @@ static int device_matmul_id(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *expert
             t->nb[1] != experts[0].nb[1])
             return 0;
         ew.data[e] = t->data;
+        ew.aux[e] = NULL;
+        if (t->type == LMC_DTYPE_MXFP4_MLX) { /* exponents per expert, rows of one stride */
+            const lmc_quant_mlx *q = t->aux;
+            if (!q || q->scales.nb[1] != ew.w.mlx_snb1) return 0;
+            ew.aux[e] = q->scales.data;
+        }
     }
     if (!lmc_cuda_moe_mm_ok(&ew, x->data, S)) return 0;
     void *ws = NULL;

@@ -307,6 +307,28 @@ template <> struct mw<LMC_DTYPE_Q4_0> {
         }
     }
 };
+/* MXFP4 of either layout in the device form (cuda_common.cuh): 16 code bytes a block at
+ * r·ne0/2, the exponent from ggml's plane (data + scale_off) or mlx's per-expert aux (the
+ * kernel's copy of w carries expert e's in mlx_scales) */
+#define MW_MX (-2)
+template <> struct mw<MW_MX> {
+    enum { EP = 32 };
+    static __device__ __forceinline__ void get(const lmc_cuda_w &w, const void *d, int64_t r, int64_t c, float *f) {
+        const uint4 v = __ldg((const uint4 *)((const uint8_t *)d + r * (w.ne0 / 2)) + c);
+        const float s = mx_half(__ldg(mx_exps(w, d, r) + c), w.type == LMC_DTYPE_MXFP4_MLX);
+        const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            int lo, hi;
+            mx_int8(u[k], lo, hi);
+#pragma unroll
+            for (int p = 0; p < 4; p++) {
+                f[4 * k + p] = s * (float)(int8_t)(lo >> (8 * p));
+                f[16 + 4 * k + p] = s * (float)(int8_t)(hi >> (8 * p));
+            }
+        }
+    }
+};
 /* any other dtype of the backend but MLX (GGUF blocks in checkpoint layout): element by element
  * through w_elem, pieces of 32 */
 #define MW_GENERIC (-1)
@@ -370,7 +392,9 @@ __global__ void __launch_bounds__(32 * MM_WARPS) k_moe_mm(float *y, lmc_cuda_moe
         src = off + E + 1 + off[u];
         dst = off + E + 1 + S + off[u];
     }
-    const lmc_cuda_w &w = ew.w;
+    lmc_cuda_w wx = ew.w; /* MXFP4_MLX: expert e's exponents */
+    if (T == MW_MX && wx.type == LMC_DTYPE_MXFP4_MLX) wx.mlx_scales = ew.aux[e];
+    const lmc_cuda_w &w = T == MW_MX ? wx : ew.w;
     const void *d = ew.data[e];
     const int64_t in = w.ne0, out = w.ne1, npc = in / mw<T>::EP;
     const int warp = tid >> 5, lane = tid & 31;
@@ -420,10 +444,12 @@ __global__ void __launch_bounds__(32 * MM_WARPS) k_moe_mm(float *y, lmc_cuda_moe
     }
 }
 
-static int mm_kind(int type) {
-    switch (type) {
+static int mm_kind(const lmc_cuda_w &w) {
+    switch (w.type) {
     case LMC_DTYPE_F32: case LMC_DTYPE_F16: case LMC_DTYPE_BF16: case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0:
-        return type;
+        return w.type;
+    case LMC_DTYPE_MXFP4: case LMC_DTYPE_MXFP4_MLX:
+        if (w.repacked) return MW_MX;
     }
     return MW_GENERIC;
 }
@@ -433,7 +459,7 @@ extern "C" int lmc_cuda_moe_mm_ok(const lmc_cuda_moe_w *ew, const float *x, int6
     if (ew->n_expert < 1 || ew->n_expert > LMC_CUDA_MOE_MAX_EXPERTS) return 0;
     if (n_slots < 1 || n_slots > LMC_CUDA_MOE_MAX_SLOTS) return 0;
     if (w.ne1 < 1 || w.ne0 % 32 || ((uintptr_t)x & 15)) return 0;
-    const int kind = mm_kind(w.type);
+    const int kind = mm_kind(w);
     if (kind == LMC_DTYPE_F32 || kind == LMC_DTYPE_F16 || kind == LMC_DTYPE_BF16) {
         if (w.nb1 % 16) return 0;
         for (int e = 0; e < ew->n_expert; e++)
@@ -442,8 +468,11 @@ extern "C" int lmc_cuda_moe_mm_ok(const lmc_cuda_moe_w *ew, const float *x, int6
         if (!w.repacked || (w.scale_off & 1)) return 0;
         for (int e = 0; e < ew->n_expert; e++)
             if ((uintptr_t)ew->data[e] & 15) return 0;
+    } else if (kind == MW_MX) { /* codes 16-byte aligned; mlx: every expert's exponents (ew->aux) */
+        for (int e = 0; e < ew->n_expert; e++)
+            if (((uintptr_t)ew->data[e] & 15) || (w.type == LMC_DTYPE_MXFP4_MLX && !ew->aux[e])) return 0;
     } else if ((w.type < LMC_DTYPE_Q4_1 || w.type > LMC_DTYPE_Q6_K) && w.type != LMC_DTYPE_MXFP4) {
-        /* MLX affine and MXFP4_MLX (side data per expert): not here */
+        /* MLX affine and MXFP4_MLX in checkpoint layout (LMC_CUDA_MXFP4_INT8=0): not here */
         return 0;
     }
     return 1;
@@ -465,12 +494,13 @@ extern "C" void lmc_cuda_moe_mm(cudaStream_t s, float *y, const lmc_cuda_moe_w *
         k_moe_sort<<<1, 1024, 0, s>>>(ids, n_slots, ew->n_expert, k, per_slot, (int32_t *)ws);
         lists = (const int32_t *)ws;
     }
-    switch (mm_kind(ew->w.type)) {
+    switch (mm_kind(ew->w)) {
     case LMC_DTYPE_F32: mm_launch<LMC_DTYPE_F32>(s, y, ew, x, per_slot, ids, k, n_slots, lists); break;
     case LMC_DTYPE_F16: mm_launch<LMC_DTYPE_F16>(s, y, ew, x, per_slot, ids, k, n_slots, lists); break;
     case LMC_DTYPE_BF16: mm_launch<LMC_DTYPE_BF16>(s, y, ew, x, per_slot, ids, k, n_slots, lists); break;
     case LMC_DTYPE_Q8_0: mm_launch<LMC_DTYPE_Q8_0>(s, y, ew, x, per_slot, ids, k, n_slots, lists); break;
     case LMC_DTYPE_Q4_0: mm_launch<LMC_DTYPE_Q4_0>(s, y, ew, x, per_slot, ids, k, n_slots, lists); break;
+    case MW_MX: mm_launch<MW_MX>(s, y, ew, x, per_slot, ids, k, n_slots, lists); break;
     default: mm_launch<MW_GENERIC>(s, y, ew, x, per_slot, ids, k, n_slots, lists); break;
     }
 }
