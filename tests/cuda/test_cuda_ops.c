@@ -92,16 +92,14 @@ static void test_matmul_n(void) {
 
 /* The int8-activation decode path repeated on the host: each token's x quantized per
  * 32-element block as the kernel does it (float: d = amax/127, q = rint(x·127/amax)), then
- * y = Σ_blocks d_w·d·Σ code·q in double (K-quants: Σ_blocks d·Σ w·q with the CPU's
- * dequantized weights w). wb: the checkpoint bytes (ggml blocks). */
-static void int8_ref(lmc_dtype t, const uint8_t *wb, int64_t in, int64_t out, const float *x, int64_t n, float *y) {
-    const size_t row = lmc_dtype_row_bytes(t, in), bb = t == LMC_DTYPE_Q8_0 ? 34 : 18;
-    const int kq = t != LMC_DTYPE_Q8_0 && t != LMC_DTYPE_Q4_0;
+ * y = Σ_blocks d_w·d·Σ code·q in double from the checkpoint bytes wb (ggml blocks) of Q8_0 / Q4_0,
+ * or, given wf (the CPU's dequantized weights: K-quants, MXFP4), y = Σ_blocks d·Σ w·q. */
+static void int8_ref_of(lmc_dtype t, const uint8_t *wb, const float *wf, int64_t in, int64_t out, const float *x,
+                        int64_t n, float *y) {
+    const size_t row = wb ? lmc_dtype_row_bytes(t, in) : 0, bb = t == LMC_DTYPE_Q8_0 ? 34 : 18;
     const int64_t nb = in / 32;
     int8_t *q = malloc((size_t)in);
-    float *d = malloc((size_t)nb * sizeof *d), *wf = kq ? malloc((size_t)(in * out) * sizeof *wf) : NULL;
-    for (int64_t o = 0; kq && o < out; o++)
-        LMC_ASSERT(lmc_dequantize_row(t, wb + (size_t)o * row, NULL, wf + o * in, in) == 0);
+    float *d = malloc((size_t)nb * sizeof *d);
     for (int64_t k = 0; k < n; k++) {
         const float *xk = x + k * in;
         for (int64_t b = 0; b < nb; b++) {
@@ -113,12 +111,12 @@ static void int8_ref(lmc_dtype t, const uint8_t *wb, int64_t in, int64_t out, co
         }
         for (int64_t o = 0; o < out; o++) {
             double acc = 0.0;
-            for (int64_t b = 0; kq && b < nb; b++) {
+            for (int64_t b = 0; wf && b < nb; b++) {
                 double s = 0.0;
                 for (int j = 0; j < 32; j++) s += (double)wf[o * in + b * 32 + j] * q[b * 32 + j];
                 acc += (double)d[b] * s;
             }
-            for (int64_t b = 0; !kq && b < nb; b++) {
+            for (int64_t b = 0; !wf && b < nb; b++) {
                 const uint8_t *blk = wb + (size_t)o * row + (size_t)b * bb;
                 uint16_t h;
                 memcpy(&h, blk, 2);
@@ -135,6 +133,18 @@ static void int8_ref(lmc_dtype t, const uint8_t *wb, int64_t in, int64_t out, co
     }
     free(q);
     free(d);
+}
+
+/* int8_ref_of for the checkpoint bytes wb of dtype t (K-quants through their dequantized rows). */
+static void int8_ref(lmc_dtype t, const uint8_t *wb, int64_t in, int64_t out, const float *x, int64_t n, float *y) {
+    const size_t row = lmc_dtype_row_bytes(t, in);
+    float *wf = NULL;
+    if (t != LMC_DTYPE_Q8_0 && t != LMC_DTYPE_Q4_0) {
+        wf = malloc((size_t)(in * out) * sizeof *wf);
+        for (int64_t o = 0; o < out; o++)
+            LMC_ASSERT(lmc_dequantize_row(t, wb + (size_t)o * row, NULL, wf + o * in, in) == 0);
+    }
+    int8_ref_of(t, wb, wf, in, out, x, n, y);
     free(wf);
 }
 
@@ -1405,34 +1415,6 @@ static void mx_weight(weight *w, lmc_dtype t, int64_t in, int64_t out, float *wf
     weight_bind(w, t, in, out, 32, LMC_DTYPE_U8);
 }
 
-/* The int8-activation path on the host (int8_ref's, with the CPU's dequantized weights wf). */
-static void mx_int8_ref(const float *wf, int64_t in, int64_t out, const float *x, int64_t n, float *y) {
-    const int64_t nb = in / 32;
-    int8_t *q = malloc((size_t)in);
-    float *d = malloc((size_t)nb * sizeof *d);
-    for (int64_t k = 0; k < n; k++) {
-        const float *xk = x + k * in;
-        for (int64_t b = 0; b < nb; b++) {
-            float m = 0.0f;
-            for (int j = 0; j < 32; j++) m = fmaxf(m, fabsf(xk[b * 32 + j]));
-            const float id = m > 0.0f ? 127.0f / m : 0.0f;
-            d[b] = m / 127.0f;
-            for (int j = 0; j < 32; j++) q[b * 32 + j] = (int8_t)rintf(xk[b * 32 + j] * id);
-        }
-        for (int64_t o = 0; o < out; o++) {
-            double acc = 0.0;
-            for (int64_t b = 0; b < nb; b++) {
-                double s = 0.0;
-                for (int j = 0; j < 32; j++) s += (double)wf[o * in + b * 32 + j] * q[b * 32 + j];
-                acc += (double)d[b] * s;
-            }
-            y[k * out + o] = (float)acc;
-        }
-    }
-    free(q);
-    free(d);
-}
-
 /* MXFP4 of both layouts on k_gemv_q's int8 path (their device form, cuda_qv_mxfp4.cu): 1..8
  * tokens, odd row counts, K multiples of 32 that are not of 256 (2880: gpt-oss), an all-zero
  * activation block, K too long for shared memory at 8 tokens (k_gemv_kq on the device form: 1e-4);
@@ -1482,7 +1464,7 @@ static void test_matmul_mxfp4_int8(void) {
             const int mmq = !dec && n <= LMC_CUDA_MMQ_MAX_TOKENS && !off && !getenv("LMC_CUDA_MMQ");
             if (int8 || mmq) {
                 n_int8++;
-                mx_int8_ref(wf, in, out, xh, n, yr);
+                int8_ref_of(LMC_DTYPE_F32, NULL, wf, in, out, xh, n, yr);
                 gpu->i->get(gpu, yg, &y.g, 0, (size_t)(out * n) * 4);
                 double err = 0, mx = 0;
                 for (int64_t i = 0; i < out * n; i++) {
