@@ -35,11 +35,6 @@ let hj=Buffer.from(JSON.stringify(out));const pad=(8-hj.length%8)%8;hj=Buffer.co
 const len=Buffer.alloc(8);len.writeBigUInt64LE(BigInt(hj.length));
 fs.writeFileSync(process.argv[2]+"/model.safetensors",Buffer.concat([len,hj,...parts]));' "$1" "$2" "$3"
 }
-maxrel() { # maxrel A.f32 B.f32: max |a - b| / max |b|
-    node -e 'const fs=require("fs");const r=p=>{const b=fs.readFileSync(p);return new Float32Array(b.buffer,b.byteOffset,b.length/4)};
-const a=r(process.argv[1]),b=r(process.argv[2]);let m=0,e=0;for(let i=0;i<b.length;i++){m=Math.max(m,Math.abs(b[i]));e=Math.max(e,Math.abs(a[i]-b[i]))}
-console.log(a.length===b.length&&b.length>0?(e/m).toExponential(2):"NaN")' "$1" "$2"
-}
 prompt=$(node -e 'console.log(require(process.argv[1]).prompt_ids.join(","))' "$PWD/$FX/ref.json")
 greedy=$(node -e 'console.log(require(process.argv[1]).greedy_ids.join(" "))' "$PWD/$FX/ref.json")
 n=$(echo "$greedy" | wc -w)
@@ -55,7 +50,7 @@ for v in bf16 f32 f16; do
         "$LMC" logits -m "$T/$v.gguf" --ids "$prompt" --out "$T/b.f32" 2>"$T/err" || { bad "$v: logits: $(cat "$T/err")"; continue; }
     d=$(maxrel "$T/b.f32" "$T/a.f32")
     echo "gpt_oss $v: GGUF vs safetensors logits $d" >&2
-    node -e "process.exit(+process.argv[1] <= 1e-6 ? 0 : 1)" "$d" && ok || bad "$v: GGUF vs safetensors logits differ by $d"
+    at_most "$d" 1e-6 && ok || bad "$v: GGUF vs safetensors logits differ by $d"
     [ "$v" = f16 ] && continue
     got=$("$LMC" generate -m "$T/$v.gguf" --ids "$prompt" -n "$n" --greedy --ignore-eos --print-ids \
           --logits-out "$T/s.f32" 2>"$T/err") || { bad "$v: generate: $(cat "$T/err")"; continue; }
@@ -70,7 +65,7 @@ for t in q8_0 q4_0 mxfp4; do
     read -r _ rel _ agree _ clear < <(node tests/cli/quant_err.mjs "$FX" "$T/l.f32")
     echo "gpt_oss $t: rel $rel, argmax agree $agree, on clear rows $clear" >&2
     bound=0.8; [ "$t" = q8_0 ] && bound=0.15
-    node -e "process.exit(+process.argv[1] <= +process.argv[2] ? 0 : 1)" "$rel" "$bound" && ok || bad "$t: logit error $rel > $bound"
+    at_most "$rel" "$bound" && ok || bad "$t: logit error $rel > $bound"
 done
 # configs llama.cpp's gpt-oss layout cannot express are refused by name
 refuse() { # refuse WHAT JS-EDIT: the fixture with config c edited by JS-EDIT must not convert, naming WHAT

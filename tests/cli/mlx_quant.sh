@@ -18,10 +18,10 @@ for c in llama llama_bf16 qwen2 qwen3 gemma2 phi3 cohere; do
         read -r _ rel _ agree _ clear < <(node tests/cli/quant_err.mjs "$FX" "$T/l.f32")
         echo "$c mlx$b: rel $rel, argmax agree $agree, on clear rows $clear" >&2
         if [ "$b" = 8 ]; then
-            node -e "process.exit(+process.argv[1] <= 0.08 ? 0 : 1)" "$rel" && ok || bad "$c 8-bit: logit error $rel > 0.08"
+            at_most "$rel" 0.08 && ok || bad "$c 8-bit: logit error $rel > 0.08"
             [ "${clear%/*}" = "${clear#*/}" ] && ok || bad "$c 8-bit: argmax differs on clear rows ($clear)"
         else
-            node -e "process.exit(+process.argv[1] <= 1.0 ? 0 : 1)" "$rel" && ok || bad "$c 4-bit: logit error $rel > 1.0"
+            at_most "$rel" 1.0 && ok || bad "$c 4-bit: logit error $rel > 1.0"
         fi
     done
 done

@@ -24,7 +24,7 @@ for c in llama qwen2 qwen3 gemma2 phi3 mixtral qwen2_moe; do
     "$LMC" logits -m "$T/q" --ids "$prompt" --out "$T/l.f32" 2>"$T/err" || { bad "$c mxfp4: logits: $(cat "$T/err")"; continue; }
     read -r _ rel _ agree _ clear < <(node tests/cli/quant_err.mjs "$FX" "$T/l.f32")
     echo "$c mxfp4 (mlx): rel $rel, argmax agree $agree, on clear rows $clear" >&2
-    node -e "process.exit(+process.argv[1] <= 1.2 ? 0 : 1)" "$rel" && ok || bad "$c mxfp4: logit error $rel > 1.2"
+    at_most "$rel" 1.2 && ok || bad "$c mxfp4: logit error $rel > 1.2"
 done
 for c in llama qwen2_untied qwen3 gemma2 phi3 mistral; do
     FX=tests/fixtures/$c
@@ -35,7 +35,7 @@ for c in llama qwen2_untied qwen3 gemma2 phi3 mistral; do
     "$LMC" logits -m "$T/m.gguf" --ids "$prompt" --out "$T/l.f32" 2>"$T/err" || { bad "$c MXFP4 gguf: logits: $(cat "$T/err")"; continue; }
     read -r _ rel _ agree _ clear < <(node tests/cli/quant_err.mjs "$FX" "$T/l.f32")
     echo "$c MXFP4 (gguf): rel $rel, argmax agree $agree, on clear rows $clear" >&2
-    node -e "process.exit(+process.argv[1] <= 1.0 ? 0 : 1)" "$rel" && ok || bad "$c MXFP4 gguf: logit error $rel > 1.0"
+    at_most "$rel" 1.0 && ok || bad "$c MXFP4 gguf: logit error $rel > 1.0"
 done
 # the fast kernels (int8 activations on AVX-512 / AVX2) against the exact reference backend on the same
 # MXFP4 weights, 5 greedy decode steps: ids identical (these steps have clear gaps), the logits each
@@ -52,7 +52,7 @@ for c in llama qwen3 mixtral gguf; do
 const a=r(process.argv[1]),b=r(process.argv[2]);let m=0,e=0;for(let i=0;i<b.length;i++){m=Math.max(m,Math.abs(b[i]));e=Math.max(e,Math.abs(a[i]-b[i]))}
 console.log(a.length===b.length&&b.length>0?(e/m).toExponential(2):"NaN")' "$T/a.f32" "$T/b.f32")
     echo "$c mxfp4: decode cpu vs cpu-ref max |Δlogit| / max|logit| $d" >&2
-    node -e "process.exit(+process.argv[1] <= 5e-2 ? 0 : 1)" "$d" && ok || bad "$c mxfp4: cpu vs cpu-ref $d > 5e-2"
+    at_most "$d" 5e-2 && ok || bad "$c mxfp4: cpu vs cpu-ref $d > 5e-2"
 done
 FX=tests/fixtures/llama
 prompt=$(node -e 'console.log(require(process.argv[1]).prompt_ids.join(","))' "$PWD/$FX/ref.json")
