@@ -19,7 +19,8 @@
  *  - k_attn_dec (n < 64, head_dim ≤ 256): f32, one block per (KV head, token,
  *    split) walking 32 positions per step (scores one quad of lanes per
  *    position, softmax one warp per query head, PV one thread per dimension).
- *    Splits are 64 positions (at most 256 splits: longer past 16k positions), longer
+ *    Splits are 64 positions (at most 256 splits: longer past 16k positions), two of
+ *    32 for a range of at most 64 (LMC_CUDA_DEC_HALF), longer
  *    for a token whose range would take more than 32 of them (LMC_CUDA_DEC_SPLITS); a
  *    split beyond the token's range exits at once, and a token whose range
  *    fits in one split gets its output from split 0 directly; otherwise the
@@ -485,8 +486,10 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1)
 /* The split length for a token whose range holds len positions: the launch's chunk (sized for
  * n_ctx) while that makes at most `target` splits, else the multiple of DEC_T that makes about
  * target (a long range gets fewer, longer splits: less for the last block to merge); target 0:
- * always chunk. Never shorter than chunk, so the launch's splits always suffice. */
-static __device__ __forceinline__ int64_t dec_len_chunk(int64_t len, int chunk, int target) {
+ * always chunk. Never shorter than chunk, so the launch's splits always suffice, except with
+ * half: a range of at most chunk positions in two splits of chunk / 2 (the launch has ≥ 2). */
+static __device__ __forceinline__ int64_t dec_len_chunk(int64_t len, int chunk, int target, int half) {
+    if (half && len <= chunk) return chunk / 2;
     const int64_t c = target > 0 ? (len + target - 1) / target : 0;
     return c <= chunk ? chunk : (c + DEC_T - 1) / DEC_T * DEC_T;
 }
@@ -547,7 +550,8 @@ static __device__ void dec_merge(const lmc_cuda_attn &a, const float *part, int 
  * (Loading the next step's K/V rows into a second register set while the current step is
  * computed measured 1.5% slower end to end on the H200, Llama-8B shape Q4_0: not kept.) */
 template <int NC>
-__global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, int chunk, int target, float *part) {
+__global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, int chunk, int target, float *part,
+                                                  int half) {
     constexpr int HP = 128 * NC;
     __shared__ __align__(16) float sq[DEC_GROUP * HP];
     __shared__ float sp_[DEC_GROUP][DEC_T + 1];
@@ -560,7 +564,7 @@ __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, 
     const int64_t sqn = a.seq[t];
     int64_t pb = 0, pe = -1;
     if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
-    const int64_t len = pe >= pb ? pe - pb + 1 : 0, ck = dec_len_chunk(len, chunk, target);
+    const int64_t len = pe >= pb ? pe - pb + 1 : 0, ck = dec_len_chunk(len, chunk, target, half);
     const int ns = (int)((len + ck - 1) / ck);
     if (sp > 0 && sp >= ns) return; /* beyond this token's range */
     const int64_t lo = pb + (int64_t)sp * ck, hi = lo + ck - 1 < pe ? lo + ck - 1 : pe;
@@ -855,7 +859,7 @@ __global__ void k_attn_combine(lmc_cuda_attn a, int n_split, int chunk, const fl
  * Weights exp(m_s - M) go to shared memory; warp w sums splits w, w+4, … of two dimensions
  * per lane (float2), the four warps' sums are added in warp order (deterministic). */
 __global__ void __launch_bounds__(128) k_attn_dec_combine(lmc_cuda_attn a, int n_split, int chunk, int target,
-                                                          const float *part) {
+                                                          const float *part, int half) {
     __shared__ float f[256], red[4], acc_s[4][256];
     const int h = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
     const int64_t t = blockIdx.y;
@@ -865,7 +869,7 @@ __global__ void __launch_bounds__(128) k_attn_dec_combine(lmc_cuda_attn a, int n
     const int64_t sqn = a.seq[t];
     int64_t pb = 0, pe = -1;
     if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
-    const int64_t len = pe >= pb ? pe - pb + 1 : 0, ck = dec_len_chunk(len, chunk, target);
+    const int64_t len = pe >= pb ? pe - pb + 1 : 0, ck = dec_len_chunk(len, chunk, target, half);
     const int ns = (int)((len + ck - 1) / ck);
     if (ns <= 1) return;
     const int64_t st = hd + 2;
@@ -982,15 +986,29 @@ static int dec_target(void) {
     return v;
 }
 
+/* LMC_CUDA_DEC_HALF=0: ranges of at most one split length are not cut in two (A/B). Splits of 32
+ * everywhere (LMC_CUDA_DEC_CHUNK=32) were 1-3% faster end to end at contexts of 16-80 positions but
+ * 11% slower than 64 at 1024 positions (bench_cuda --kernels), so only short ranges are halved.
+ * Measured on the H200 (docs/BENCHMARKS.md): q8_0 decode +1.7%, q4_0 and bf16 unchanged (two
+ * runs each); the kernel alone at 64 positions 7.4 → 7.9 µs (its merge), 1024 / 8192 unchanged. */
+static int dec_half(void) {
+    static int v = -1;
+    if (v < 0) v = !(getenv("LMC_CUDA_DEC_HALF") && !strcmp(getenv("LMC_CUDA_DEC_HALF"), "0"));
+    return v;
+}
+
 /* Splits of the decode kernel: 64 positions (a multiple of DEC_T) each, at most 256 splits
- * (longer splits past 16k positions), partials within 256 MB. */
-static int dec_splits(const lmc_cuda_attn *a, int *chunk) {
+ * (longer splits past 16k positions), partials within 256 MB; *half (dec_len_chunk): a range of
+ * at most one split length is cut in two halves (when they are whole steps), so at least 2 splits. */
+static int dec_splits(const lmc_cuda_attn *a, int *chunk, int *half) {
     const int64_t per = a->n * a->n_head * (int64_t)(a->head_dim + 2) * 4;
     int64_t c = dec_chunk();
     for (;;) {
-        const int64_t s = (a->n_ctx + c - 1) / c;
+        int64_t s = (a->n_ctx + c - 1) / c;
         if (s <= 1 || (s <= DEC_MAX_SPLIT && s * per <= ((int64_t)256 << 20))) {
             *chunk = (int)c;
+            *half = dec_half() && c % (2 * DEC_T) == 0 && 2 * per <= ((int64_t)256 << 20);
+            if (*half && s < 2) s = 2;
             return s < 1 ? 1 : (int)s;
         }
         c *= 2;
@@ -1003,8 +1021,8 @@ extern "C" size_t lmc_cuda_attn_scratch(const lmc_cuda_attn *a) {
     case ATT_FLASH: return 0;
     case ATT_FLASH2: return kv_bf16_bytes(a) / sizeof(float);
     case ATT_DEC: {
-        int chunk;
-        s = dec_splits(a, &chunk);
+        int chunk, half;
+        s = dec_splits(a, &chunk, &half);
         break;
     }
     default: {
@@ -1054,17 +1072,17 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         return;
     }
     if (path == ATT_DEC) {
-        int chunk;
-        const int s = dec_splits(a, &chunk);
+        int chunk, half;
+        const int s = dec_splits(a, &chunk, &half);
         dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)s);
         lmc_cuda_attn b = *a;
         if (b.n * b.n_kv_head > LMC_CUDA_ATTN_DONE) b.done = NULL;
         const int tg = dec_target();
-        if (b.head_dim <= 128) lmc_launch(k_attn_dec<1>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch);
-        else lmc_launch(k_attn_dec<2>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch);
+        if (b.head_dim <= 128) lmc_launch(k_attn_dec<1>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half);
+        else lmc_launch(k_attn_dec<2>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half);
         if (s > 1 && !b.done)
             lmc_launch(k_attn_dec_combine, dim3((unsigned)a->n_head, (unsigned)a->n), dim3(128), 0, st, b, s, chunk, tg,
-                       (const float *)scratch);
+                       (const float *)scratch, half);
         return;
     }
     int64_t chunk;
