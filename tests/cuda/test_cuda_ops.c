@@ -1166,6 +1166,7 @@ typedef struct chain {
     weight wq, wk, wv, wo, wg, wu, wd, norm;
     lmc_tensor x, q, k, v, att, gate, up, kc, vc, pos, seq, inv;
     int D, I, hd, nh, nkv, n_ctx;
+    int prefetch; /* attention told the o weight comes next (lmc_attn_op.next_w) */
 } chain;
 
 static void chain_layer(chain *c) {
@@ -1176,7 +1177,8 @@ static void chain_layer(chain *c) {
     lmc_tensor qh = lmc_tensor_reshape(&c->q, c->hd, c->nh, 1, 1), kh = lmc_tensor_reshape(&c->k, c->hd, c->nkv, 1, 1);
     lmc_rope_op ro = {.n_rot = c->hd, .attn_factor = 1.0f, .inv_freq = &c->inv};
     gpu->i->rope_store(gpu, &qh, &kh, &c->v, &c->kc, &c->vc, &c->pos, &c->seq, &ro);
-    lmc_attn_op ao = {.n_head = c->nh, .n_kv_head = c->nkv, .head_dim = c->hd, .scale = 1.0f / sqrtf((float)c->hd)};
+    lmc_attn_op ao = {.n_head = c->nh, .n_kv_head = c->nkv, .head_dim = c->hd, .scale = 1.0f / sqrtf((float)c->hd),
+                      .next_w = c->prefetch ? &c->wo.g : NULL};
     gpu->i->attention(gpu, &c->att, &c->q, &c->kc, &c->vc, &c->pos, &c->seq, &ao);
     lmc_fuse_op acc = {.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_ACC};
     CHECK(gpu->i->matmul_fused(gpu, 1, (lmc_tensor *[]){&c->x}, (const lmc_tensor *[]){&c->wo.g}, &c->att, &acc) == 1);
@@ -1228,7 +1230,9 @@ static float *chain_run(chain *c, const float *x0, const float *kv0, int layers,
  * rope_store, decode attention over a cache of several splits merged by the last split, o +=,
  * gate/up, down +=; each op reads what the one before wrote) with PDL off, on, and recorded as a
  * graph with PDL on must give the same bits: a kernel that read its input or wrote its output
- * before waiting for the previous one would see a half-written input. */
+ * before waiting for the previous one would see a half-written input. The serial run leaves the
+ * o weight alone, the other two have attention's spare blocks prefetch it (lmc_attn_op.next_w),
+ * which must change nothing either. */
 static void test_pdl_chain(void) {
     const lmc_dtype types[] = {LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -1268,6 +1272,7 @@ static void test_pdl_chain(void) {
         const int layers = 6;
         lmc_cuda_pdl_set(0);
         float *a = chain_run(&c, x0, kv0, layers, 0);
+        c.prefetch = 1;
         lmc_cuda_pdl_set(1);
         float *b = chain_run(&c, x0, kv0, layers, 0), *g = chain_run(&c, x0, kv0, layers, 1);
         lmc_cuda_pdl_set(-1);

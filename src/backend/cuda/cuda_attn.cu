@@ -559,6 +559,11 @@ __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, 
     const int g = blockIdx.x, sp = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, lq = lane & 3;
     const int64_t t = blockIdx.y;
     const int group = a.n_head / a.n_kv_head, hd = a.head_dim;
+    if (sp >= n_split) { /* a spare block: its share of the next op's weight into L2, nothing else */
+        const int64_t b = ((int64_t)(sp - n_split) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        l2_prefetch(a.pf, a.pf_bytes, b * 128 + tid, (int64_t)(gridDim.z - n_split) * gridDim.y * gridDim.x * 128);
+        return;
+    }
     pdl_next();
     pdl_wait();
     const int64_t sqn = a.seq[t];
@@ -1074,7 +1079,10 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
     if (path == ATT_DEC) {
         int chunk, half;
         const int s = dec_splits(a, &chunk, &half);
-        dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)s);
+        /* spare blocks after the splits, 128 threads a block, one L2 piece a thread */
+        const int64_t per_z = (int64_t)a->n_kv_head * a->n * 128 * LMC_L2_PIECE;
+        const int64_t pz = a->pf ? ((int64_t)a->pf_bytes + per_z - 1) / per_z : 0;
+        dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)(s + (pz < 1024 ? pz : 1024)));
         lmc_cuda_attn b = *a;
         if (b.n * b.n_kv_head > LMC_CUDA_ATTN_DONE) b.done = NULL;
         const int tg = dec_target();

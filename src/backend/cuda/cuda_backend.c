@@ -627,6 +627,24 @@ static void cuda_kv_store(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *
     lmc_cuda_launched(c, "kv_store");
 }
 
+/* LMC_CUDA_PREFETCH=0: attention leaves the next op's weight alone (lmc_attn_op.next_w; A/B). */
+static int prefetch_on(void) {
+    static int v = -1;
+    if (v < 0) v = !(getenv("LMC_CUDA_PREFETCH") && !strcmp(getenv("LMC_CUDA_PREFETCH"), "0"));
+    return v;
+}
+
+/* The device bytes of a bound weight (0 when t is not one: a view, a workspace). */
+static size_t bound_bytes(const cuda_ctx *c, const lmc_tensor *t) {
+    for (int i = 0; t->data && i < c->n_binds; i++)
+        if (c->binds[i].dev == t->data && c->binds[i].type == (int)t->type && c->binds[i].ne0 == t->ne[0] &&
+            c->binds[i].ne1 == lmc_tensor_nrows(t)) {
+            size_t off;
+            return dev_bytes(t, &off);
+        }
+    return 0;
+}
+
 static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q, const lmc_tensor *k_cache,
                            const lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq,
                            const lmc_attn_op *op) {
@@ -644,6 +662,7 @@ static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q
         .scale = op->scale, .softcap = op->softcap, .window = op->window, .done = c->attn_done,
         .sinks = op->sinks ? op->sinks->data : NULL,
     };
+    if (op->next_w && prefetch_on() && (a.pf_bytes = bound_bytes(c, op->next_w))) a.pf = op->next_w->data;
     size_t need = lmc_cuda_attn_scratch(&a);
     float *scratch = NULL;
     if (need) {

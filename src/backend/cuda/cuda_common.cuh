@@ -56,6 +56,25 @@ static cudaError_t lmc_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
+/* Bytes one thread asks the L2 to fetch at a time (l2_prefetch). */
+#define LMC_L2_PIECE 4096
+
+/* Thread i of n (any grid shape) asks the L2 for pieces i, i + n, … of [p, p + bytes) (LMC_L2_PIECE
+ * bytes each, p 16-byte aligned; a tail under 16 bytes is left out): bulk prefetches, nothing
+ * waited for, nothing written, so it only warms the cache for a later kernel. */
+static __device__ __forceinline__ void l2_prefetch(const void *p, size_t bytes, int64_t i, int64_t n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    for (int64_t k = i; k * (int64_t)LMC_L2_PIECE < (int64_t)bytes; k += n) {
+        const size_t off = (size_t)k * LMC_L2_PIECE, left = bytes - off;
+        const unsigned len = (unsigned)(left < LMC_L2_PIECE ? left : LMC_L2_PIECE) & ~15u;
+        if (len)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)p + off), "r"(len) : "memory");
+    }
+#else
+    (void)p; (void)bytes; (void)i; (void)n;
+#endif
+}
+
 static __device__ __forceinline__ float bf16_to_f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 static __device__ __forceinline__ float f16_to_f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 

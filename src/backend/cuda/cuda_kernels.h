@@ -148,6 +148,10 @@ typedef struct lmc_cuda_attn {
     const float *sinks;    /* [n_head] attention-sink logits (backend.h lmc_attn_op.sinks), or NULL */
     unsigned *done;        /* NULL, or n · n_kv_head split counters (device, zero, left zero): the decode
                               kernel's last split of a (token, KV head) merges the splits itself */
+    const void *pf;        /* NULL, or device bytes [pf, pf + pf_bytes) the next op reads first (its weight):
+                              the decode kernel's spare blocks prefetch them into L2 (a hint, no result
+                              depends on it) */
+    size_t pf_bytes;
 } lmc_cuda_attn;
 /* Counters the backend keeps for lmc_cuda_attn.done: n · n_kv_head may not exceed this. */
 #define LMC_CUDA_ATTN_DONE 16384
