@@ -47,9 +47,10 @@ typedef struct lmc_attn_op {
                               * logit sinks[h] that no value follows (attention sinks, gpt-oss):
                               * weights exp(s_i - m) / (Σ_j exp(s_j - m) + exp(sinks[h] - m)),
                               * m = max(max_j s_j, sinks[h]) */
-    const lmc_tensor *next_w; /* a weight of this backend the op after attention reads first (o_proj), or
-                               * NULL: a backend may start bringing it into its cache while attention
-                               * runs (a hint; results never depend on it) */
+    const lmc_tensor *next_w[3]; /* weights of this backend the ops after attention read, in order (o_proj,
+                                  * then gate and up), or NULL: a backend may start bringing them (or the
+                                  * parts its products read first) into its cache while attention runs
+                                  * (a hint; results never depend on it) */
 } lmc_attn_op;
 
 /* Mixture-of-experts routing: how token t's expert ids and weights come from its router

@@ -316,7 +316,11 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     lmc_attn_op ao = {.n_head = c->n_heads, .n_kv_head = c->n_kv_heads, .head_dim = c->head_dim,
                       .scale = c->attn_scale > 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)c->head_dim),
                       .softcap = (float)c->attn_softcap, .window = L->window,
-                      .sinks = L->sinks.data ? &L->sinks : NULL, .next_w = L->wo.data ? &L->wo : NULL};
+                      .sinks = L->sinks.data ? &L->sinks : NULL, .next_w = {L->wo.data ? &L->wo : NULL}};
+    if (!L->moe && m->profile.arch->mlp != LMC_MLP_PLAIN) { /* the gated MLP's products come next */
+        ao.next_w[1] = &L->w_gate;
+        ao.next_w[2] = &L->w_up;
+    }
     be->i->attention(be, &att, &q, kc, vc, &pos, &seq, &ao);
     if (fz && block == LMC_BLOCK_PRE && !L->bo.data && fused_acc(m, &x, &L->wo, &att)) {
         /* x += o in the product; the MLP reads its norm of x */

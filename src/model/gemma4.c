@@ -673,7 +673,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc_all, lmc
         be->i->rope(be, &qh, &pos, &rope);
     }
     lmc_attn_op ao = {.n_head = H, .n_kv_head = KV, .head_dim = hd, .scale = 1.0f, .softcap = 0.0f,
-                      .window = L->sliding ? g->window : 0, .next_w = &L->wo};
+                      .window = L->sliding ? g->window : 0, .next_w = {&L->wo}};
     be->i->attention(be, &att, &q, &kc, &vc, &pos, &seq, &ao);
     be->i->matmul(be, &o, &L->wo, &att);
     rms(g, be, &o, &o, &L->attn_post_norm);

@@ -1166,7 +1166,7 @@ typedef struct chain {
     weight wq, wk, wv, wo, wg, wu, wd, norm;
     lmc_tensor x, q, k, v, att, gate, up, kc, vc, pos, seq, inv;
     int D, I, hd, nh, nkv, n_ctx;
-    int prefetch; /* attention told the o weight comes next (lmc_attn_op.next_w) */
+    int prefetch; /* attention told the o, gate and up weights come next (lmc_attn_op.next_w) */
 } chain;
 
 static void chain_layer(chain *c) {
@@ -1178,7 +1178,7 @@ static void chain_layer(chain *c) {
     lmc_rope_op ro = {.n_rot = c->hd, .attn_factor = 1.0f, .inv_freq = &c->inv};
     gpu->i->rope_store(gpu, &qh, &kh, &c->v, &c->kc, &c->vc, &c->pos, &c->seq, &ro);
     lmc_attn_op ao = {.n_head = c->nh, .n_kv_head = c->nkv, .head_dim = c->hd, .scale = 1.0f / sqrtf((float)c->hd),
-                      .next_w = c->prefetch ? &c->wo.g : NULL};
+                      .next_w = {c->prefetch ? &c->wo.g : NULL, c->prefetch ? &c->wg.g : NULL, c->prefetch ? &c->wu.g : NULL}};
     gpu->i->attention(gpu, &c->att, &c->q, &c->kc, &c->vc, &c->pos, &c->seq, &ao);
     lmc_fuse_op acc = {.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_ACC};
     CHECK(gpu->i->matmul_fused(gpu, 1, (lmc_tensor *[]){&c->x}, (const lmc_tensor *[]){&c->wo.g}, &c->att, &acc) == 1);
@@ -1231,8 +1231,8 @@ static float *chain_run(chain *c, const float *x0, const float *kv0, int layers,
  * gate/up, down +=; each op reads what the one before wrote) with PDL off, on, and recorded as a
  * graph with PDL on must give the same bits: a kernel that read its input or wrote its output
  * before waiting for the previous one would see a half-written input. The serial run leaves the
- * o weight alone, the other two have attention's spare blocks prefetch it (lmc_attn_op.next_w),
- * which must change nothing either. */
+ * next weights alone, the other two have attention's spare blocks prefetch o, gate and up
+ * (lmc_attn_op.next_w), which must change nothing either. */
 static void test_pdl_chain(void) {
     const lmc_dtype types[] = {LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {

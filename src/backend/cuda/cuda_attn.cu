@@ -551,7 +551,7 @@ static __device__ void dec_merge(const lmc_cuda_attn &a, const float *part, int 
  * computed measured 1.5% slower end to end on the H200, Llama-8B shape Q4_0: not kept.) */
 template <int NC>
 __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, int chunk, int target, float *part,
-                                                  int half) {
+                                                  int half, lmc_cuda_l2set pf) {
     constexpr int HP = 128 * NC;
     __shared__ __align__(16) float sq[DEC_GROUP * HP];
     __shared__ float sp_[DEC_GROUP][DEC_T + 1];
@@ -561,7 +561,7 @@ __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, 
     const int group = a.n_head / a.n_kv_head, hd = a.head_dim;
     if (sp >= n_split) { /* a spare block: its share of the next op's weight into L2, nothing else */
         const int64_t b = ((int64_t)(sp - n_split) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-        l2_prefetch(a.pf, a.pf_bytes, b * 128 + tid, (int64_t)(gridDim.z - n_split) * gridDim.y * gridDim.x * 128);
+        l2_prefetch(pf, b * 128 + tid, (int64_t)(gridDim.z - n_split) * gridDim.y * gridDim.x * 128);
         return;
     }
     pdl_next();
@@ -1059,7 +1059,7 @@ static void launch_fattn2(cudaStream_t st, const lmc_cuda_attn *a, float *scratc
     k_fattn2<HD, BN, NW><<<grid, 32 * NW, smem, st>>>(*a, rows, kb, vb);
 }
 
-extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, float *scratch) {
+extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, float *scratch, const lmc_cuda_l2set *pf) {
     if (a->n <= 0) return;
     const int path = attn_path(a);
     if (path == ATT_FLASH2) {
@@ -1080,14 +1080,21 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         int chunk, half;
         const int s = dec_splits(a, &chunk, &half);
         /* spare blocks after the splits, 128 threads a block, one L2 piece a thread */
-        const int64_t per_z = (int64_t)a->n_kv_head * a->n * 128 * LMC_L2_PIECE;
-        const int64_t pz = a->pf ? ((int64_t)a->pf_bytes + per_z - 1) / per_z : 0;
+        int64_t units = 0;
+        lmc_cuda_l2set none;
+        memset(&none, 0, sizeof none);
+        for (int i = 0; pf && i < pf->n; i++) {
+            const lmc_cuda_l2 *r = &pf->r[i];
+            units += (int64_t)((r->piece + LMC_L2_PIECE - 1) / LMC_L2_PIECE * ((r->bytes + r->stride - 1) / r->stride));
+        }
+        const int64_t per_z = (int64_t)a->n_kv_head * a->n * 128;
+        const int64_t pz = (units + per_z - 1) / per_z;
         dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)(s + (pz < 1024 ? pz : 1024)));
         lmc_cuda_attn b = *a;
         if (b.n * b.n_kv_head > LMC_CUDA_ATTN_DONE) b.done = NULL;
         const int tg = dec_target();
-        if (b.head_dim <= 128) lmc_launch(k_attn_dec<1>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half);
-        else lmc_launch(k_attn_dec<2>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half);
+        if (b.head_dim <= 128) lmc_launch(k_attn_dec<1>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half, pz ? *pf : none);
+        else lmc_launch(k_attn_dec<2>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half, pz ? *pf : none);
         if (s > 1 && !b.done)
             lmc_launch(k_attn_dec_combine, dim3((unsigned)a->n_head, (unsigned)a->n), dim3(128), 0, st, b, s, chunk, tg,
                        (const float *)scratch, half);

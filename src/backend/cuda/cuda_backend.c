@@ -627,11 +627,21 @@ static void cuda_kv_store(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *
     lmc_cuda_launched(c, "kv_store");
 }
 
-/* LMC_CUDA_PREFETCH=0: attention leaves the next op's weight alone (lmc_attn_op.next_w; A/B). */
+/* LMC_CUDA_PREFETCH=0: attention leaves the next ops' weights alone (lmc_attn_op.next_w; A/B);
+ * LMC_CUDA_PREFETCH_MB=n: at most n MB of them a layer (default 24). */
 static int prefetch_on(void) {
     static int v = -1;
     if (v < 0) v = !(getenv("LMC_CUDA_PREFETCH") && !strcmp(getenv("LMC_CUDA_PREFETCH"), "0"));
     return v;
+}
+static size_t prefetch_budget(void) {
+    static long v = -1;
+    if (v < 0) {
+        const char *e = getenv("LMC_CUDA_PREFETCH_MB");
+        v = e ? atol(e) : 24;
+        if (v < 0 || v > 4096) v = 24;
+    }
+    return (size_t)v << 20;
 }
 
 /* The device bytes of a bound weight (0 when t is not one: a view, a workspace). */
@@ -643,6 +653,51 @@ static size_t bound_bytes(const cuda_ctx *c, const lmc_tensor *t) {
             return dev_bytes(t, &off);
         }
     return 0;
+}
+
+/* About frac of bound weight t (bytes on the device) as regions of a, the part its decode product reads
+ * first: all of it at frac 1; with its span known (lmc_cuda_gemv_span), the first rows of every warp's
+ * range in each plane (repacked: codes, then scales); else every k-th piece of L2_PIECE_HOST bytes. */
+#define L2_PIECE_HOST 4096
+static void prefetch_part(lmc_cuda_l2set *a, const lmc_tensor *t, size_t bytes, double frac) {
+    const int64_t rows = lmc_tensor_nrows(t), span = lmc_cuda_gemv_span(t->data);
+    if (frac >= 1.0) {
+        if (a->n < LMC_CUDA_L2_REGIONS) a->r[a->n++] = (lmc_cuda_l2){t->data, bytes, bytes, bytes};
+        return;
+    }
+    size_t so = 0, rb[2] = {bytes / (size_t)rows, 0};
+    if (is_q_repacked(t->type)) {
+        repacked_bytes(t->type, t->ne[0], rows, &so);
+        rb[0] = (size_t)(t->type == LMC_DTYPE_Q8_0 ? t->ne[0] : t->ne[0] / 2);
+        rb[1] = (size_t)(t->ne[0] / 32 * (is_mx(t->type) ? 1 : 2));
+    }
+    const int planes = so ? 2 : 1;
+    if (a->n + planes > LMC_CUDA_L2_REGIONS) return;
+    const int64_t take = span > 0 && span < rows ? (int64_t)(frac * (double)span + 0.5) : 0;
+    if (take > 0) {
+        for (int pl = 0; pl < planes; pl++)
+            a->r[a->n++] = (lmc_cuda_l2){(const char *)t->data + (pl ? so : 0), (size_t)rows * rb[pl],
+                                             (size_t)take * rb[pl], (size_t)span * rb[pl]};
+        return;
+    }
+    const size_t stride = (size_t)((double)L2_PIECE_HOST / frac) / 16 * 16;
+    if (span <= 0 && stride >= L2_PIECE_HOST) a->r[a->n++] = (lmc_cuda_l2){t->data, bytes, L2_PIECE_HOST, stride};
+}
+
+/* What attention's spare blocks prefetch (prefetch_budget a layer): o whole, or its first part; what the
+ * budget leaves, as the first parts of gate and up (one fraction of both). */
+static void prefetch_plan(const cuda_ctx *c, lmc_cuda_l2set *a, const lmc_tensor *const *w) {
+    size_t left = prefetch_budget(), b[3];
+    for (int i = 0; i < 3; i++) b[i] = w[i] ? bound_bytes(c, w[i]) : 0;
+    if (b[0] && left) {
+        prefetch_part(a, w[0], b[0], b[0] <= left ? 1.0 : (double)left / (double)b[0]);
+        left = b[0] <= left ? left - b[0] : 0;
+    }
+    if (b[1] && b[2] && left) {
+        const double f = (double)left / (double)(b[1] + b[2]);
+        prefetch_part(a, w[1], b[1], f);
+        prefetch_part(a, w[2], b[2], f);
+    }
 }
 
 static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q, const lmc_tensor *k_cache,
@@ -662,14 +717,16 @@ static void cuda_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q
         .scale = op->scale, .softcap = op->softcap, .window = op->window, .done = c->attn_done,
         .sinks = op->sinks ? op->sinks->data : NULL,
     };
-    if (op->next_w && prefetch_on() && (a.pf_bytes = bound_bytes(c, op->next_w))) a.pf = op->next_w->data;
+    lmc_cuda_l2set pf;
+    memset(&pf, 0, sizeof pf);
+    if (prefetch_on()) prefetch_plan(c, &pf, op->next_w);
     size_t need = lmc_cuda_attn_scratch(&a);
     float *scratch = NULL;
     if (need) {
         scratch = lmc_cuda_ws(c, &c->ws_a, &c->ws_a_bytes, need * sizeof(float));
         if (!scratch) return;
     }
-    lmc_cuda_attention(c->stream, &a, scratch);
+    lmc_cuda_attention(c->stream, &a, scratch, pf.n ? &pf : NULL);
     lmc_cuda_launched(c, "attention");
 }
 

@@ -59,19 +59,31 @@ static cudaError_t lmc_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_
 /* Bytes one thread asks the L2 to fetch at a time (l2_prefetch). */
 #define LMC_L2_PIECE 4096
 
-/* Thread i of n (any grid shape) asks the L2 for pieces i, i + n, … of [p, p + bytes) (LMC_L2_PIECE
- * bytes each, p 16-byte aligned; a tail under 16 bytes is left out): bulk prefetches, nothing
- * waited for, nothing written, so it only warms the cache for a later kernel. */
-static __device__ __forceinline__ void l2_prefetch(const void *p, size_t bytes, int64_t i, int64_t n) {
+/* Thread i of n (any grid shape) asks the L2 for its share of the regions of s, in units of at most
+ * LMC_L2_PIECE bytes (unit j of piece k: [k·stride + j·LMC_L2_PIECE, …) within the piece and the
+ * region; starts rounded up and ends down to 16 bytes): bulk prefetches, nothing waited for, nothing
+ * written, so it only warms the cache for a later kernel. The regions are indexed by constants only
+ * (a kernel parameter whose address is taken costs its kernel registers). */
+static __device__ __forceinline__ void l2_prefetch(const lmc_cuda_l2set &s, int64_t i, int64_t n) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    for (int64_t k = i; k * (int64_t)LMC_L2_PIECE < (int64_t)bytes; k += n) {
-        const size_t off = (size_t)k * LMC_L2_PIECE, left = bytes - off;
-        const unsigned len = (unsigned)(left < LMC_L2_PIECE ? left : LMC_L2_PIECE) & ~15u;
-        if (len)
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)p + off), "r"(len) : "memory");
+#pragma unroll
+    for (int q = 0; q < LMC_CUDA_L2_REGIONS; q++) {
+        if (q >= s.n) break;
+        const lmc_cuda_l2 g = s.r[q];
+        const int64_t per = (int64_t)((g.piece + LMC_L2_PIECE - 1) / LMC_L2_PIECE);
+        const int64_t units = per * (int64_t)((g.bytes + g.stride - 1) / g.stride);
+        for (int64_t u = i; u < units; u += n) {
+            const size_t k = (size_t)(u / per), j = (size_t)(u % per) * LMC_L2_PIECE;
+            size_t lo = k * g.stride + j, hi = lo + (g.piece - j < LMC_L2_PIECE ? g.piece - j : LMC_L2_PIECE);
+            if (hi > g.bytes) hi = g.bytes;
+            const uintptr_t a = ((uintptr_t)g.p + lo + 15) & ~(uintptr_t)15, e = ((uintptr_t)g.p + hi) & ~(uintptr_t)15;
+            if (e > a) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(e - a)) : "memory");
+        }
+        i -= units % n; /* the next region's units continue where this one's ended */
+        if (i < 0) i += n;
     }
 #else
-    (void)p; (void)bytes; (void)i; (void)n;
+    (void)s; (void)i; (void)n;
 #endif
 }
 

@@ -403,6 +403,12 @@ static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &
     if (wpb < 4) wpb = 4;
     if (wpb > QV_MAX_THREADS / 32) wpb = QV_MAX_THREADS / 32;
     const unsigned blocks = (unsigned)((nw + wpb - 1) / wpb);
+    if (NT == 1 && GLU) { /* row group i: rows i·RW/2 .. of gate and of up */
+        lmc_cuda_gemv_span_note(m->w[0].data, gpw * (RW / 2));
+        lmc_cuda_gemv_span_note(m->w[1].data, gpw * (RW / 2));
+    } else if (NT == 1 && m->n == 1) {
+        lmc_cuda_gemv_span_note(m->w[0].data, gpw * RW);
+    }
     lmc_launch(k_gemv_q<TYPE, NT, RW, LOADS, GLU>, dim3(blocks), dim3((unsigned)(wpb * 32)), sm, s, *m, x, (int)gpw, fz);
 }
 

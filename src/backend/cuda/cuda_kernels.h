@@ -136,6 +136,25 @@ void lmc_cuda_glu_clamp_split(cudaStream_t s, float *y, const float *gate, const
                               float limit);
 
 /* ---- attention (cuda_attn.cu) ---- */
+/* Device bytes to bring into L2: pieces [k·stride, k·stride + piece) of [p, p + bytes), k = 0, 1, …
+ * (piece = stride: all of it). */
+typedef struct lmc_cuda_l2 {
+    const void *p;
+    size_t bytes, piece, stride;
+} lmc_cuda_l2;
+#define LMC_CUDA_L2_REGIONS 6
+typedef struct lmc_cuda_l2set {
+    lmc_cuda_l2 r[LMC_CUDA_L2_REGIONS];
+    int n;
+} lmc_cuda_l2set;
+
+/* The persistent decode products (one token) give warp i rows [i·span, (i + 1)·span) of each of their
+ * matrices, read front to back. Each such launch notes the span of its weights (by device address;
+ * 0: not known, or the product's ranges are not per matrix), so a prefetch can take the rows its
+ * warps read first. */
+int64_t lmc_cuda_gemv_span(const void *w);
+void lmc_cuda_gemv_span_note(const void *w, int64_t span);
+
 typedef struct lmc_cuda_attn {
     const float *q;        /* [hd·n_head, n] */
     const float *k, *v;    /* [hd·n_kv_head, n_ctx, n_seq] */
@@ -148,10 +167,6 @@ typedef struct lmc_cuda_attn {
     const float *sinks;    /* [n_head] attention-sink logits (backend.h lmc_attn_op.sinks), or NULL */
     unsigned *done;        /* NULL, or n · n_kv_head split counters (device, zero, left zero): the decode
                               kernel's last split of a (token, KV head) merges the splits itself */
-    const void *pf;        /* NULL, or device bytes [pf, pf + pf_bytes) the next op reads first (its weight):
-                              the decode kernel's spare blocks prefetch them into L2 (a hint, no result
-                              depends on it) */
-    size_t pf_bytes;
 } lmc_cuda_attn;
 /* Counters the backend keeps for lmc_cuda_attn.done: n · n_kv_head may not exceed this. */
 #define LMC_CUDA_ATTN_DONE 16384
@@ -160,7 +175,10 @@ typedef struct lmc_cuda_attn {
 #define LMC_CUDA_FATTN_MIN_TOKENS 64
 /* Floats of scratch the split-K path needs for n tokens (0 when it needs none). */
 size_t lmc_cuda_attn_scratch(const lmc_cuda_attn *a);
-void lmc_cuda_attention(cudaStream_t s, const lmc_cuda_attn *a, float *scratch);
+/* pf (or NULL): what the next ops read first (their weights): the decode kernel's spare blocks prefetch
+ * it into L2 (a hint, no result depends on it; kept out of lmc_cuda_attn, whose size the kernels'
+ * code is sensitive to: 35% slower decode attention with it inside). */
+void lmc_cuda_attention(cudaStream_t s, const lmc_cuda_attn *a, float *scratch, const lmc_cuda_l2set *pf);
 
 /* ---- sampling reductions (cuda_sample.cu): x f32 [V, n] device rows; ws device workspace ---- */
 /* Bytes of workspace each needs for n rows of V (k candidates). */

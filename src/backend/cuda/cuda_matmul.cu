@@ -55,6 +55,39 @@ extern "C" int lmc_cuda_pdl(void) {
     return cc[dev] >= 9;
 }
 
+/* ------------------------------------------------------------ spans of the persistent products */
+
+#define SPAN_SLOTS 1024 /* open addressing by address; a full table notes nothing more */
+static struct {
+    const void *p;
+    int64_t span;
+} span_tab[SPAN_SLOTS];
+
+static unsigned span_slot(const void *w) { return (unsigned)(((uintptr_t)w >> 8) * 2654435761u) % SPAN_SLOTS; }
+
+/* Slots are written once per weight address (the span only changes with the device, which a backend
+ * keeps); backends on several threads may race on a slot: relaxed atomics, a torn pair only misplaces
+ * a prefetch. */
+extern "C" void lmc_cuda_gemv_span_note(const void *w, int64_t span) {
+    for (unsigned i = span_slot(w), k = 0; k < SPAN_SLOTS; k++, i = (i + 1) % SPAN_SLOTS) {
+        const void *q = __atomic_load_n(&span_tab[i].p, __ATOMIC_RELAXED);
+        if (q == w || !q) {
+            __atomic_store_n(&span_tab[i].span, span, __ATOMIC_RELAXED);
+            __atomic_store_n(&span_tab[i].p, w, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+}
+
+extern "C" int64_t lmc_cuda_gemv_span(const void *w) {
+    for (unsigned i = span_slot(w), k = 0; k < SPAN_SLOTS; k++, i = (i + 1) % SPAN_SLOTS) {
+        const void *q = __atomic_load_n(&span_tab[i].p, __ATOMIC_RELAXED);
+        if (q == w) return __atomic_load_n(&span_tab[i].span, __ATOMIC_RELAXED);
+        if (!q) return 0;
+    }
+    return 0;
+}
+
 size_t lmc_cuda_repacked_bytes(int type, int64_t ne0, int64_t ne1, size_t *scale_off) {
     size_t codes = type == LMC_DTYPE_Q8_0 ? (size_t)ne0 * (size_t)ne1 : (size_t)ne0 / 2 * (size_t)ne1;
     codes = (codes + 255) & ~(size_t)255;
@@ -476,6 +509,12 @@ static int gemv_s_launch(cudaStream_t s, gemv_s_rows *m, const float *x, const g
     if (wpb < 4) wpb = 4;
     if (wpb > GS_MAX_THREADS / 32) wpb = GS_MAX_THREADS / 32;
     const unsigned blocks = (unsigned)((nw + wpb - 1) / wpb);
+    if (NT == 1 && MODE == 2) { /* row group i: row i of w[0] and of w[1] */
+        lmc_cuda_gemv_span_note(m->w[0].data, gpw);
+        lmc_cuda_gemv_span_note(m->w[1].data, gpw);
+    } else if (NT == 1 && m->n == 1) {
+        lmc_cuda_gemv_span_note(m->w[0].data, gpw * RW);
+    }
     lmc_launch(k_gemv_s<TYPE, NT, MODE>, dim3(blocks), dim3((unsigned)(wpb * 32)), sm, s, *m, x, fz, (int)gpw);
     return 1;
 }
