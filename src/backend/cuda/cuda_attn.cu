@@ -34,6 +34,7 @@
  * sequence seq[t] at slots p mod n_ctx; a token of no valid sequence gets 0.
  */
 #include "cuda_common.cuh"
+#include "cuda_gemv.cuh" /* qv_device */
 
 #include <limits.h>
 #include <stdlib.h>
@@ -1079,10 +1080,15 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
     if (path == ATT_DEC) {
         int chunk, half;
         const int s = dec_splits(a, &chunk, &half);
-        /* spare blocks after the splits, 128 threads a block, one L2 piece a thread */
+        /* spare blocks after the splits, 128 threads a block, one L2 piece a thread; only while the
+         * blocks of a short range (two splits a KV head and token) leave half the multiprocessors
+         * idle (measured at 1 and 2 tokens; batches keep HBM busy with their own K/V) */
         int64_t units = 0;
         lmc_cuda_l2set none;
         memset(&none, 0, sizeof none);
+        int dev, sms;
+        size_t smb;
+        if (pf && (!qv_device(&dev, &sms, &smb) || (int64_t)a->n_kv_head * a->n * 2 > sms / 2)) pf = NULL;
         for (int i = 0; pf && i < pf->n; i++) {
             const lmc_cuda_l2 *r = &pf->r[i];
             units += (int64_t)((r->piece + LMC_L2_PIECE - 1) / LMC_L2_PIECE * ((r->bytes + r->stride - 1) / r->stride));
