@@ -360,11 +360,18 @@ static void run_type(const shape *sh, const char *tname, int n_gen, const int *p
     }
     lmc_cuda_device_info(0, NULL, 0, NULL, NULL, &used1);
     const double kvb = (double)lmc_kv_bytes(m, n_ctx, max_batch, max_prefill);
+    lmc_cuda_mem ms;
+    if (lmc_cuda_mem_stats(be, &ms) < 0) die("mem stats");
+    /* every weight on the device (the embedding table and norms too), the KV cache; the rest:
+     * activation buffers (the context's tensors past the cache), workspaces, the driver's */
+    const double used = (double)(used1 - used0), wkv = (double)ms.weights + kvb;
 
     printf("| %s | %s | %.2f | %.1f | %.1f | %.0f%% |", sh->name, tname, mat_bytes / 1e9, dec, roof, 100 * dec / roof);
     for (int k = 0; k < n_prefill; k++) printf(" %.0f (%.0f%%) |", pre[k], 100 * pre[k] / pre_roof);
     for (int k = 0; k < n_batch; k++) printf(" %.0f (%.1fx) |", agg[k], agg[k] / dec);
-    printf(" %.2f / %.2f | %.1f |\n", (double)(used1 - used0) / 1e9, (mat_bytes + kvb) / 1e9, t_load);
+    printf(" %.2f / %.2f (+%.0f%%) | %.2f / %.2f / %.2f | %.1f |\n", used / 1e9, wkv / 1e9, 100 * (used / wkv - 1),
+           ((double)ms.tensors - kvb) / 1e9, (double)ms.workspaces / 1e9,
+           (used - (double)ms.weights - (double)ms.tensors - (double)ms.workspaces) / 1e9, t_load);
     fflush(stdout);
     free(tok); free(pos); free(seq); free(want);
     lmc_context_free(ctx);
@@ -495,9 +502,10 @@ int main(int argc, char **argv) {
     printf("| shape | type | matrix GB | decode tok/s | roofline tok/s | of roofline |");
     for (int k = 0; k < n_prefill; k++) printf(" prefill %d tok/s (of GEMM roof) |", prefill[k]);
     for (int k = 0; k < n_batch; k++) printf(" %d-seq decode tok/s (x single) |", batch[k]);
-    printf(" GPU mem used GB / weights+KV GB | load s |\n|---|---|---|---|---|---|");
+    printf(" GPU mem used GB / weights+KV GB | of which activations / workspaces / driver GB | load s |\n"
+           "|---|---|---|---|---|---|");
     for (int k = 0; k < n_prefill + n_batch; k++) printf("---|");
-    printf("---|---|\n");
+    printf("---|---|---|\n");
     fflush(stdout);
     char buf[256];
     snprintf(buf, sizeof buf, "%s", types);

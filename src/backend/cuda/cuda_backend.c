@@ -144,12 +144,33 @@ static lmc_status cuda_alloc(lmc_backend *be, lmc_tensor *t) {
         return lmc_fail(LMC_ERR_IO, "cudaMemset: %s", cudaGetErrorString(e));
     }
     t->data = p;
+    c->tensor_bytes += n ? n : 1;
     return LMC_OK;
 }
 
 static void cuda_release(lmc_backend *be, lmc_tensor *t) {
-    if (t->data) cudaFree(t->data);
+    cuda_ctx *c = CTX(be);
+    if (t->data) {
+        size_t off, n = dev_bytes(t, &off);
+        cudaFree(t->data);
+        c->tensor_bytes -= n ? n : 1;
+    }
     t->data = NULL;
+}
+
+lmc_status lmc_cuda_mem_stats(lmc_backend *be, lmc_cuda_mem *m) {
+    if (!be || be->i->free != cuda_free) return lmc_fail(LMC_ERR_ARG, "not a CUDA backend");
+    const cuda_ctx *c = CTX(be);
+    memset(m, 0, sizeof *m);
+    for (int i = 0; i < c->n_binds; i++) {
+        lmc_tensor t = lmc_tensor_make((lmc_dtype)c->binds[i].type, c->binds[i].ne0, c->binds[i].ne1, 1, 1);
+        size_t off;
+        m->weights += dev_bytes(&t, &off);
+    }
+    m->tensors = c->tensor_bytes;
+    m->workspaces = c->ws_w_bytes + c->ws_x_bytes + c->ws_a_bytes + c->stage_bytes + c->ws_m_bytes +
+                    (c->blas_ws ? LMC_CUDA_BLAS_WS : 0) + (c->attn_done ? LMC_CUDA_ATTN_DONE * sizeof(unsigned) : 0);
+    return LMC_OK;
 }
 
 /* Copy a whole Q8_0/Q4_0/MXFP4 tensor from host bytes (checkpoint layout) into its repacked device planes. */

@@ -14,6 +14,15 @@
  * LMC_ERR_UNSUPPORTED when there is no usable device. */
 lmc_status lmc_backend_cuda_init(lmc_backend **out, int device);
 
+/* Device bytes a CUDA backend holds now: its weights (bind_weight, in their device layout), its
+ * tensors (alloc: activations, KV caches) and its workspaces (dequantized rows, bf16 activations,
+ * attention partials, cuBLAS's workspace, ...). What cudaMemGetInfo counts beyond these is the
+ * driver's: the context, loaded kernels, recorded graphs, allocation rounding. */
+typedef struct lmc_cuda_mem {
+    size_t weights, tensors, workspaces;
+} lmc_cuda_mem;
+lmc_status lmc_cuda_mem_stats(lmc_backend *be, lmc_cuda_mem *m);
+
 /* Device name, multiprocessor count and memory in bytes (total, in use now). */
 lmc_status lmc_cuda_device_info(int device, char *name, size_t name_len, int *n_sm, size_t *mem_total,
                                 size_t *mem_used);

@@ -40,6 +40,7 @@ typedef struct cuda_ctx {
     int capturing, capture_bad;
     int graphs_off;                /* LMC_CUDA_GRAPHS=0, or a capture failed: no more recordings */
     void *blas_ws;                 /* cuBLAS's own workspace (fixed, so recordings may hold it) */
+    size_t tensor_bytes;           /* device bytes of the tensors alloc() holds now (lmc_cuda_mem_stats) */
     unsigned *attn_done;           /* [LMC_CUDA_ATTN_DONE] decode attention's split counters, zero between
                                       calls (fixed; NULL with LMC_CUDA_ATTN_MERGE=0: a merge kernel) */
 } cuda_ctx;
