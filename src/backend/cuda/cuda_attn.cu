@@ -560,7 +560,7 @@ __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, 
     const int g = blockIdx.x, sp = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, lq = lane & 3;
     const int64_t t = blockIdx.y;
     const int group = a.n_head / a.n_kv_head, hd = a.head_dim;
-    if (sp >= n_split) { /* a spare block: its share of the next op's weight into L2, nothing else */
+    if (sp >= n_split) { /* a spare block: its share of the next ops' weights into L2, nothing else */
         const int64_t b = ((int64_t)(sp - n_split) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
         l2_prefetch(pf, b * 128 + tid, (int64_t)(gridDim.z - n_split) * gridDim.y * gridDim.x * 128);
         return;

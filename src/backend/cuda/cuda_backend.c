@@ -678,8 +678,7 @@ static size_t bound_bytes(const cuda_ctx *c, const lmc_tensor *t) {
 
 /* About frac of bound weight t (bytes on the device) as regions of a, the part its decode product reads
  * first: all of it at frac 1; with its span known (lmc_cuda_gemv_span), the first rows of every warp's
- * range in each plane (repacked: codes, then scales); else every k-th piece of L2_PIECE_HOST bytes. */
-#define L2_PIECE_HOST 4096
+ * range in each plane (repacked: codes, then scales); else every k-th piece of LMC_L2_PIECE bytes. */
 static void prefetch_part(lmc_cuda_l2set *a, const lmc_tensor *t, size_t bytes, double frac) {
     const int64_t rows = lmc_tensor_nrows(t), span = lmc_cuda_gemv_span(t->data);
     if (frac >= 1.0) {
@@ -701,8 +700,8 @@ static void prefetch_part(lmc_cuda_l2set *a, const lmc_tensor *t, size_t bytes, 
                                              (size_t)take * rb[pl], (size_t)span * rb[pl]};
         return;
     }
-    const size_t stride = (size_t)((double)L2_PIECE_HOST / frac) / 16 * 16;
-    if (span <= 0 && stride >= L2_PIECE_HOST) a->r[a->n++] = (lmc_cuda_l2){t->data, bytes, L2_PIECE_HOST, stride};
+    const size_t stride = (size_t)((double)LMC_L2_PIECE / frac) / 16 * 16;
+    if (span <= 0 && stride >= LMC_L2_PIECE) a->r[a->n++] = (lmc_cuda_l2){t->data, bytes, LMC_L2_PIECE, stride};
 }
 
 /* What attention's spare blocks prefetch (prefetch_budget a layer): o whole, or its first part; what the

@@ -56,9 +56,6 @@ static cudaError_t lmc_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-/* Bytes one thread asks the L2 to fetch at a time (l2_prefetch). */
-#define LMC_L2_PIECE 4096
-
 /* Thread i of n (any grid shape) asks the L2 for its share of the regions of s, in units of at most
  * LMC_L2_PIECE bytes (unit j of piece k: [k·stride + j·LMC_L2_PIECE, …) within the piece and the
  * region; starts rounded up and ends down to 16 bytes): bulk prefetches, nothing waited for, nothing

@@ -143,6 +143,8 @@ typedef struct lmc_cuda_l2 {
     size_t bytes, piece, stride;
 } lmc_cuda_l2;
 #define LMC_CUDA_L2_REGIONS 6
+/* Bytes one thread asks the L2 to fetch at a time (l2_prefetch in cuda_common.cuh). */
+#define LMC_L2_PIECE 4096
 typedef struct lmc_cuda_l2set {
     lmc_cuda_l2 r[LMC_CUDA_L2_REGIONS];
     int n;
