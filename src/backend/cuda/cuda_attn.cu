@@ -1089,10 +1089,7 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         int dev, sms;
         size_t smb;
         if (pf && (!qv_device(&dev, &sms, &smb) || (int64_t)a->n_kv_head * a->n * 2 > sms / 2)) pf = NULL;
-        for (int i = 0; pf && i < pf->n; i++) {
-            const lmc_cuda_l2 *r = &pf->r[i];
-            units += (int64_t)((r->piece + LMC_L2_PIECE - 1) / LMC_L2_PIECE * ((r->bytes + r->stride - 1) / r->stride));
-        }
+        for (int i = 0; pf && i < pf->n; i++) units += l2_units(pf->r[i]);
         const int64_t per_z = (int64_t)a->n_kv_head * a->n * 128;
         const int64_t pz = (units + per_z - 1) / per_z;
         dim3 grid((unsigned)a->n_kv_head, (unsigned)a->n, (unsigned)(s + (pz < 1024 ? pz : 1024)));

@@ -61,14 +61,18 @@ static cudaError_t lmc_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_
  * region; starts rounded up and ends down to 16 bytes): bulk prefetches, nothing waited for, nothing
  * written, so it only warms the cache for a later kernel. The regions are indexed by constants only
  * (a kernel parameter whose address is taken costs its kernel registers). */
+/* Units of at most LMC_L2_PIECE bytes a region's pieces take (what l2_prefetch hands out). */
+static __host__ __device__ __forceinline__ int64_t l2_units(const lmc_cuda_l2 &g) {
+    return (int64_t)((g.piece + LMC_L2_PIECE - 1) / LMC_L2_PIECE) * (int64_t)((g.bytes + g.stride - 1) / g.stride);
+}
+
 static __device__ __forceinline__ void l2_prefetch(const lmc_cuda_l2set &s, int64_t i, int64_t n) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #pragma unroll
     for (int q = 0; q < LMC_CUDA_L2_REGIONS; q++) {
         if (q >= s.n) break;
         const lmc_cuda_l2 g = s.r[q];
-        const int64_t per = (int64_t)((g.piece + LMC_L2_PIECE - 1) / LMC_L2_PIECE);
-        const int64_t units = per * (int64_t)((g.bytes + g.stride - 1) / g.stride);
+        const int64_t per = (int64_t)((g.piece + LMC_L2_PIECE - 1) / LMC_L2_PIECE), units = l2_units(g);
         for (int64_t u = i; u < units; u += n) {
             const size_t k = (size_t)(u / per), j = (size_t)(u % per) * LMC_L2_PIECE;
             size_t lo = k * g.stride + j, hi = lo + (g.piece - j < LMC_L2_PIECE ? g.piece - j : LMC_L2_PIECE);
