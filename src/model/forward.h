@@ -13,7 +13,7 @@
 #include "model.h"
 #include "steprec.h"
 
-#define LMC_LOGITS_CHUNK 16 /* lm_head rows computed per pass */
+#define LMC_LOGITS_CHUNK 64 /* lm_head rows per pass; a step wanting at most this many rows keeps them on the backend */
 #define LMC_STEP_RECS 32    /* recorded step shapes kept per forward state (a server batches 1..n sequences) */
 #define LMC_STEP_REC_MAX 64 /* batches of at most this many tokens are recorded */
 

@@ -233,18 +233,19 @@ static void kept_logits(void) {
     CHECK(lmc_backend_init(&be, &bp) == 0);
     CHECK(lmc_model_load(FX_E, be, &m) == 0);
     lmc_context_params cp = lmc_context_default_params();
-    cp.n_ctx = 64;
-    cp.n_batch = 32;
+    enum { NT = LMC_LOGITS_CHUNK + 4 }; /* enough for one batch over a chunk (below) */
+    cp.n_ctx = NT;
+    cp.n_batch = NT;
     if (m) CHECK(lmc_context_init(&ctx, m, &cp) == 0);
     if (ctx) {
         const int V = m->cfg.vocab_size, D = m->cfg.hidden_size;
-        int32_t tok[20], pos[20], seq[20] = {0};
-        uint8_t want[20];
-        for (int i = 0; i < 20; i++) { tok[i] = 3 + 11 * i % 200; pos[i] = i; want[i] = 1; }
+        int32_t tok[NT], pos[NT], seq[NT] = {0};
+        uint8_t want[NT];
+        for (int i = 0; i < NT; i++) { tok[i] = 3 + 11 * i % 200; pos[i] = i; want[i] = 1; }
         lmc_batch pre = {8, tok, pos, seq, NULL};
         CHECK(lmc_context_decode(ctx, &pre) == 0);
-        float *a = malloc((size_t)20 * V * 4), *b = malloc((size_t)20 * V * 4);
-        float *ha = malloc((size_t)20 * D * 4), *hb = malloc((size_t)20 * D * 4);
+        float *a = malloc((size_t)NT * V * 4), *b = malloc((size_t)NT * V * 4);
+        float *ha = malloc((size_t)NT * D * 4), *hb = malloc((size_t)NT * D * 4);
         /* 1, 3 and 12 rows after the prompt (each step rewrites the same positions with the same values),
          * twice each: on a recording backend the second is recorded */
         const int shapes[3] = {1, 3, 12};
