@@ -11,6 +11,7 @@
  * cuda_test_pair.h. Without a usable GPU it prints a SKIP line and RESULT 0 0.
  */
 #include "cuda_test_pair.h"
+#include "backend/cuda/cuda_internal.h"
 
 static const lmc_dtype all_types[] = {
     LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0, LMC_DTYPE_Q4_1,
@@ -1301,6 +1302,84 @@ static void test_pdl_chain(void) {
 
 #include "cuda_test_mxfp4.h" /* test_matmul_mxfp4, test_matmul_mxfp4_int8 */
 
+/* The weights' arena (cuda_arena.c): blocks of odd sizes packed at 256-byte alignment without
+ * overlap, what is mapped past the end under one granule, freed blocks' holes merged and reused,
+ * the end lowered and the mappings past it returned, every live block's bytes intact throughout. */
+static int arena_intact(void *const *p, const size_t *sz, const uint8_t *live, int n) {
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        if (!live[i]) continue;
+        uint8_t *h = malloc(sz[i]);
+        ok = h && cudaMemcpy(h, p[i], sz[i], cudaMemcpyDeviceToHost) == cudaSuccess;
+        for (size_t k = 0; ok && k < sz[i]; k++) ok = h[k] == (uint8_t)(i + 1);
+        free(h);
+    }
+    return ok;
+}
+
+static void test_weight_arena(void) {
+    cuda_arena a;
+    if (!lmc_cuda_arena_init(&a, 0)) {
+        printf("  arena off (LMC_CUDA_WEIGHT_ARENA=0 or no virtual memory management): not tested\n");
+        return;
+    }
+    enum { N = 24 };
+    const size_t MiB = (size_t)1 << 20;
+    size_t sz[N];
+    void *p[N] = {0};
+    uint8_t live[N] = {0};
+    for (int i = 0; i < N; i++) /* 2.25 MiB, 9 MiB, 31.5 MiB, a few hundred bytes, a granule plus one */
+        sz[i] = i % 5 == 0 ? 9 * MiB / 4 + (size_t)i : i % 5 == 1 ? 9 * MiB : i % 5 == 2 ? 63 * MiB / 2 - 7
+              : i % 5 == 3 ? 300 + (size_t)i : a.gran + 1;
+    size_t used = 0;
+    for (int i = 0; i < N; i++) {
+        p[i] = lmc_cuda_arena_alloc(&a, sz[i]);
+        CHECK(p[i] != NULL && (uintptr_t)p[i] % 256 == 0 && lmc_cuda_arena_owns(&a, p[i]));
+        if (!p[i]) { lmc_cuda_arena_release(&a); return; }
+        live[i] = 1;
+        used += (sz[i] + 255) / 256 * 256;
+        CHECK(cudaMemset(p[i], i + 1, sz[i]) == cudaSuccess);
+    }
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++)
+            if (i != j) CHECK((char *)p[i] + sz[i] <= (char *)p[j] || (char *)p[j] + sz[j] <= (char *)p[i]);
+    CHECK(a.used == used && a.top == used && a.mapped >= a.top && a.mapped - a.top < a.gran && a.n_holes == 0);
+    /* every third block freed, two neighbours among them (3, 4 merge into one hole) */
+    const int gone[] = {3, 4, 9, 15, 21};
+    for (int k = 0; k < 5; k++) {
+        lmc_cuda_arena_free(&a, p[gone[k]], sz[gone[k]]);
+        live[gone[k]] = 0;
+        used -= (sz[gone[k]] + 255) / 256 * 256;
+    }
+    CHECK(a.used == used && a.n_holes == 4);
+    CHECK(arena_intact(p, sz, live, N));
+    /* a block that fits the merged hole of 3 and 4 lands there, below the end */
+    const size_t top = a.top;
+    const int r = 4;
+    sz[r] = 1000;
+    p[r] = lmc_cuda_arena_alloc(&a, sz[r]);
+    CHECK(p[r] == p[3] && a.top == top);
+    live[r] = 1;
+    CHECK(cudaMemset(p[r], r + 1, sz[r]) == cudaSuccess);
+    CHECK(arena_intact(p, sz, live, N));
+    /* the last blocks freed from the end: the end comes down, the mappings wholly past it are returned */
+    const size_t mapped = a.mapped;
+    for (int i = N - 1; i >= N - 4; i--) {
+        if (live[i]) lmc_cuda_arena_free(&a, p[i], sz[i]);
+        live[i] = 0;
+    }
+    CHECK(a.top < top && a.mapped < mapped && a.n_maps > 0 && a.maps[a.n_maps - 1].off < a.top);
+    CHECK(arena_intact(p, sz, live, N));
+    for (int i = 0; i < N; i++)
+        if (live[i]) lmc_cuda_arena_free(&a, p[i], sz[i]);
+    CHECK(a.top == 0 && a.mapped == 0 && a.n_maps == 0 && a.n_holes == 0 && a.used == 0);
+    /* the range is reusable after emptying */
+    void *q = lmc_cuda_arena_alloc(&a, 5 * MiB);
+    CHECK(q != NULL && cudaMemset(q, 7, 5 * MiB) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess);
+    lmc_cuda_arena_release(&a);
+    CHECK(!a.on && lmc_cuda_arena_alloc(&a, 1) == NULL);
+}
+
 int main(void) {
     if (lmc_backend_cuda_init(&gpu, 0) < 0) {
         printf("SKIP test_cuda_ops: %s\n", lmc_last_error());
@@ -1328,6 +1407,7 @@ int main(void) {
     RUN(test_attention_sinks); /* after test_matmul_mxfp4: the tests before it draw the random inputs they drew before it */
     RUN(test_attention_long); /* after them for the same reason */
     RUN(test_matmul_mxfp4_int8); /* last, for the same reason */
+    RUN(test_weight_arena);
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

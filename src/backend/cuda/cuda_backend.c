@@ -112,11 +112,27 @@ lmc_cuda_w lmc_cuda_wdesc(const lmc_tensor *t) {
 
 /* ------------------------------------------------------------------ memory */
 
+/* A weight's device bytes: packed into the arena, else one cudaMalloc (NULL: out of memory). */
+static void *weight_alloc(cuda_ctx *c, size_t n) {
+    void *p = lmc_cuda_arena_alloc(&c->arena, n);
+    if (!p && cudaMalloc(&p, n ? n : 1) != cudaSuccess) {
+        cudaGetLastError();
+        p = NULL;
+    }
+    return p;
+}
+
+static void weight_free(cuda_ctx *c, void *p, size_t n) {
+    if (lmc_cuda_arena_owns(&c->arena, p)) lmc_cuda_arena_free(&c->arena, p, n);
+    else cudaFree(p);
+}
+
 static void cuda_free(lmc_backend *be) {
     cuda_ctx *c = CTX(be);
     cudaStreamSynchronize(c->stream);
-    for (int i = 0; i < c->n_binds; i++) cudaFree(c->binds[i].dev);
+    for (int i = 0; i < c->n_binds; i++) weight_free(c, c->binds[i].dev, c->binds[i].dev_bytes);
     free(c->binds);
+    lmc_cuda_arena_release(&c->arena);
     cudaFree(c->ws_w);
     cudaFree(c->ws_x);
     cudaFree(c->ws_a);
@@ -162,11 +178,7 @@ lmc_status lmc_cuda_mem_stats(lmc_backend *be, lmc_cuda_mem *m) {
     if (!be || be->i->free != cuda_free) return lmc_fail(LMC_ERR_ARG, "not a CUDA backend");
     const cuda_ctx *c = CTX(be);
     memset(m, 0, sizeof *m);
-    for (int i = 0; i < c->n_binds; i++) {
-        lmc_tensor t = lmc_tensor_make((lmc_dtype)c->binds[i].type, c->binds[i].ne0, c->binds[i].ne1, 1, 1);
-        size_t off;
-        m->weights += dev_bytes(&t, &off);
-    }
+    for (int i = 0; i < c->n_binds; i++) m->weights += c->binds[i].dev_bytes;
     m->tensors = c->tensor_bytes;
     m->workspaces = c->ws_w_bytes + c->ws_x_bytes + c->ws_a_bytes + c->stage_bytes + c->ws_m_bytes +
                     (c->blas_ws ? LMC_CUDA_BLAS_WS : 0) + (c->attn_done ? LMC_CUDA_ATTN_DONE * sizeof(unsigned) : 0);
@@ -216,20 +228,17 @@ static lmc_status cuda_bind_weight(lmc_backend *be, lmc_tensor *t, const void *h
         c->cap_binds = cap;
     }
     size_t off, n = dev_bytes(t, &off);
-    void *dev = NULL;
-    cudaError_t e = cudaMalloc(&dev, n ? n : 1);
-    if (e != cudaSuccess)
-        return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes of GPU memory for a weight: %s", n,
-                        cudaGetErrorString(e));
+    void *dev = weight_alloc(c, n);
+    if (!dev) return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes of GPU memory for a weight", n);
     lmc_status st = LMC_OK;
     if (is_q_repacked(t->type)) {
         st = upload_repacked(c, t, dev, host);
     } else {
-        e = cudaMemcpyAsync(dev, host, nbytes, cudaMemcpyHostToDevice, c->stream);
+        cudaError_t e = cudaMemcpyAsync(dev, host, nbytes, cudaMemcpyHostToDevice, c->stream);
         if (e != cudaSuccess) st = lmc_fail(LMC_ERR_IO, "weight upload: %s", cudaGetErrorString(e));
     }
-    if (st < 0) { cudaFree(dev); return st; }
-    c->binds[c->n_binds++] = (cuda_bind){host, nbytes, (int)t->type, t->ne[0], lmc_tensor_nrows(t), dev, 1};
+    if (st < 0) { weight_free(c, dev, n); return st; }
+    c->binds[c->n_binds++] = (cuda_bind){host, nbytes, (int)t->type, t->ne[0], lmc_tensor_nrows(t), dev, n, 1};
     t->data = dev;
     return LMC_OK;
 }
@@ -239,7 +248,7 @@ static void cuda_unbind_weight(lmc_backend *be, lmc_tensor *t) {
     for (int i = 0; i < c->n_binds; i++) {
         if (c->binds[i].dev != t->data) continue;
         if (--c->binds[i].refs == 0) {
-            cudaFree(c->binds[i].dev);
+            weight_free(c, c->binds[i].dev, c->binds[i].dev_bytes);
             c->binds[i] = c->binds[--c->n_binds];
         }
         break;
@@ -884,6 +893,7 @@ lmc_status lmc_backend_cuda_init(lmc_backend **out, int device) {
     }
     cublasSetStream(c->blas, c->stream);
     cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH); /* f32 products stay f32 (no TF32) */
+    lmc_cuda_arena_init(&c->arena, device);
     /* a workspace of cuBLAS's own that never moves, so a recorded product may keep it */
     if (cudaMalloc(&c->blas_ws, LMC_CUDA_BLAS_WS) == cudaSuccess) cublasSetWorkspace(c->blas, c->blas_ws, LMC_CUDA_BLAS_WS);
     else c->blas_ws = NULL;

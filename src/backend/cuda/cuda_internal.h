@@ -17,8 +17,36 @@ typedef struct cuda_bind {
     int type;
     int64_t ne0, ne1;
     void *dev;         /* the device copy */
+    size_t dev_bytes;  /* its bytes on the device (repacked layouts differ) */
     int refs;
 } cuda_bind;
+
+/* The weights' device memory (cuda_arena.c): a reserved address range, physical granules mapped
+ * at its end as it grows, weights packed at 256-byte alignment, freed ones leaving holes. */
+typedef struct cuda_arena_map { unsigned long long h; size_t off, size; } cuda_arena_map;
+typedef struct cuda_arena_hole { size_t off, size; } cuda_arena_hole;
+typedef struct cuda_arena {
+    int on, device;
+    uintptr_t base;            /* the reserved range [base, base + span) */
+    size_t span, gran;
+    size_t top;                /* bytes below which weights (and holes) lie */
+    size_t mapped;             /* bytes backed by physical memory, granules from base */
+    size_t used;               /* bytes the live weights hold (aligned) */
+    cuda_arena_map *maps;      /* the physical allocations, in address order */
+    int n_maps, cap_maps;
+    cuda_arena_hole *holes;    /* free ranges below top, never adjacent to each other */
+    int n_holes, cap_holes;
+} cuda_arena;
+
+/* 1: the arena is on; 0: off (LMC_CUDA_WEIGHT_ARENA=0, no VMM support): use cudaMalloc. */
+int lmc_cuda_arena_init(cuda_arena *a, int device);
+/* n bytes at 256-byte alignment; NULL when the arena is off or the device is out of memory. */
+void *lmc_cuda_arena_alloc(cuda_arena *a, size_t n);
+int lmc_cuda_arena_owns(const cuda_arena *a, const void *p);
+/* p, n as allocated (waits for the device when it unmaps); pointers outside the arena are ignored. */
+void lmc_cuda_arena_free(cuda_arena *a, void *p, size_t n);
+/* Every mapping and the range returned; the arena is off afterwards. */
+void lmc_cuda_arena_release(cuda_arena *a);
 
 typedef struct cuda_ctx {
     int device;
@@ -34,6 +62,7 @@ typedef struct cuda_ctx {
     void *host; size_t host_bytes; /* moe: host copies of router logits, ids, weights */
     cuda_bind *binds;
     int n_binds, cap_binds;
+    cuda_arena arena;              /* where binds[].dev live (unless it is off: one cudaMalloc each) */
     /* recordings (cuda_graph.c): workspaces reallocated so far (a recording made before a
      * reallocation is stale), a capture under way, an op that could not be recorded */
     unsigned ws_gen;
