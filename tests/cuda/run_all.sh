@@ -6,8 +6,8 @@
 #   3. test_cuda_parity  every tests/fixtures case through the cuda backend (F2, greedy ids)
 #   4. the CLI with --backend cuda: generate/logits on fixtures, ids and logits vs --backend cpu
 #   5. bench_cuda: Qwen2.5-0.5B shape bf16, Llama-3.1-8B shape bf16/q8_0/q4_0
-#   6. compute-sanitizer (memcheck) over test_cuda_ops and test_cuda_moe, weights one allocation each
-#      (LMC_CUDA_WEIGHT_ARENA=0: a read past a weight's end is then out of bounds, not its neighbour)
+#   6. compute-sanitizer (memcheck) over test_cuda_ops and test_cuda_moe, weights and tensors one
+#      allocation each (LMC_CUDA_ARENA=0: a read past one's end is then out of bounds, not its neighbour)
 # Logs go to $OUT (or ./cuda-logs); a summary line per stage goes to stdout.
 # Stages can be picked: run_all.sh [build] [ops] [parity] [cli] [sanitize] [bench]
 # BIN=dir runs prebuilt binaries (dir/lmc, dir/test_cuda_ops, dir/test_cuda_moe, dir/test_cuda_parity, dir/bench_cuda)
@@ -147,7 +147,7 @@ if want sanitize; then
     if command -v compute-sanitizer >/dev/null; then
         for t in "$OPS" "$MOE"; do
             n=$(basename "$t")
-            LMC_CUDA_WEIGHT_ARENA=0 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" >"$OUT/sanitize-$n.log" 2>&1
+            LMC_CUDA_ARENA=0 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$t" >"$OUT/sanitize-$n.log" 2>&1
             echo "compute-sanitizer memcheck $n: rc $? $(grep -E 'ERROR SUMMARY' "$OUT/sanitize-$n.log" | tail -n 1)"
         done
     else

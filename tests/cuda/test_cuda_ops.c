@@ -1320,7 +1320,7 @@ static int arena_intact(void *const *p, const size_t *sz, const uint8_t *live, i
 static void test_weight_arena(void) {
     cuda_arena a;
     if (!lmc_cuda_arena_init(&a, 0)) {
-        printf("  arena off (LMC_CUDA_WEIGHT_ARENA=0 or no virtual memory management): not tested\n");
+        printf("  arena off (LMC_CUDA_ARENA=0 or no virtual memory management): not tested\n");
         return;
     }
     enum { N = 24 };

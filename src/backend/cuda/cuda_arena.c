@@ -1,17 +1,19 @@
-/* cuda_arena.c — device memory of the weights: one reserved address range with physical memory
- * mapped into it as weights arrive (the driver's virtual memory management).
+/* cuda_arena.c — device memory of the weights (and, in an arena of its own, of the tensors:
+ * KV cache, activations): one reserved address range with physical memory mapped into it as
+ * blocks arrive (the driver's virtual memory management).
  *
  * cudaMalloc rounds every allocation up to the 2 MiB page: a Q4_0 Llama-8B's 291 weights (k and
  * v of 2.25 MiB, q and o of 9 MiB, the MLP's of 31.5 MiB) waste 7 MiB a layer, 0.24 GB in all,
- * which is 5% of the model. Here weights are packed back to back at 256-byte alignment, and the
+ * which is 5% of the model (and a Qwen2.5-0.5B's KV cache of 33.3 MiB a layer and tensor loses
+ * 0.7 MiB each). Here blocks are packed back to back at 256-byte alignment, and the
  * physical memory grows by whole granules at the end of the range: what is mapped exceeds what
  * the weights hold by less than one granule (plus any holes freed weights leave).
  *
  * A freed weight's bytes become a hole that later weights may take (first fit); a hole that
  * reaches the end lowers it, and granules wholly past the end are unmapped and returned. The
  * driver entry points come through cudaGetDriverEntryPointByVersion (no link against libcuda);
- * without them, without VMM support on the device, or with LMC_CUDA_WEIGHT_ARENA=0 (a memory
- * checker then sees each weight as its own allocation), the caller uses cudaMalloc.
+ * without them, without VMM support on the device, or with LMC_CUDA_ARENA=0 (a memory
+ * checker then sees each weight and tensor as its own allocation), the caller uses cudaMalloc.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -85,7 +87,7 @@ static CUmemAllocationProp prop_of(int device) {
 int lmc_cuda_arena_init(cuda_arena *a, int device) {
     memset(a, 0, sizeof *a);
     a->device = device;
-    const char *e = getenv("LMC_CUDA_WEIGHT_ARENA");
+    const char *e = getenv("LMC_CUDA_ARENA");
     if (e && !strcmp(e, "0")) return 0;
     CUdevice d;
     int vmm = 0;

@@ -112,9 +112,9 @@ lmc_cuda_w lmc_cuda_wdesc(const lmc_tensor *t) {
 
 /* ------------------------------------------------------------------ memory */
 
-/* A weight's device bytes: packed into the arena, else one cudaMalloc (NULL: out of memory). */
-static void *weight_alloc(cuda_ctx *c, size_t n) {
-    void *p = lmc_cuda_arena_alloc(&c->arena, n);
+/* Device bytes of a weight or tensor: packed into arena a, else one cudaMalloc (NULL: out of memory). */
+static void *block_alloc(cuda_arena *a, size_t n) {
+    void *p = lmc_cuda_arena_alloc(a, n);
     if (!p && cudaMalloc(&p, n ? n : 1) != cudaSuccess) {
         cudaGetLastError();
         p = NULL;
@@ -122,17 +122,18 @@ static void *weight_alloc(cuda_ctx *c, size_t n) {
     return p;
 }
 
-static void weight_free(cuda_ctx *c, void *p, size_t n) {
-    if (lmc_cuda_arena_owns(&c->arena, p)) lmc_cuda_arena_free(&c->arena, p, n);
+static void block_free(cuda_arena *a, void *p, size_t n) {
+    if (lmc_cuda_arena_owns(a, p)) lmc_cuda_arena_free(a, p, n);
     else cudaFree(p);
 }
 
 static void cuda_free(lmc_backend *be) {
     cuda_ctx *c = CTX(be);
     cudaStreamSynchronize(c->stream);
-    for (int i = 0; i < c->n_binds; i++) weight_free(c, c->binds[i].dev, c->binds[i].dev_bytes);
+    for (int i = 0; i < c->n_binds; i++) block_free(&c->arena, c->binds[i].dev, c->binds[i].dev_bytes);
     free(c->binds);
     lmc_cuda_arena_release(&c->arena);
+    lmc_cuda_arena_release(&c->tarena); /* tensors still held by a caller are gone with it */
     cudaFree(c->ws_w);
     cudaFree(c->ws_x);
     cudaFree(c->ws_a);
@@ -150,13 +151,11 @@ static void cuda_free(lmc_backend *be) {
 static lmc_status cuda_alloc(lmc_backend *be, lmc_tensor *t) {
     cuda_ctx *c = CTX(be);
     size_t off, n = dev_bytes(t, &off);
-    void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, n ? n : 1);
-    if (e != cudaSuccess)
-        return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes of GPU memory: %s", n, cudaGetErrorString(e));
-    e = cudaMemsetAsync(p, 0, n ? n : 1, c->stream);
+    void *p = block_alloc(&c->tarena, n);
+    if (!p) return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes of GPU memory", n);
+    cudaError_t e = cudaMemsetAsync(p, 0, n ? n : 1, c->stream);
     if (e != cudaSuccess) {
-        cudaFree(p);
+        block_free(&c->tarena, p, n);
         return lmc_fail(LMC_ERR_IO, "cudaMemset: %s", cudaGetErrorString(e));
     }
     t->data = p;
@@ -168,7 +167,7 @@ static void cuda_release(lmc_backend *be, lmc_tensor *t) {
     cuda_ctx *c = CTX(be);
     if (t->data) {
         size_t off, n = dev_bytes(t, &off);
-        cudaFree(t->data);
+        block_free(&c->tarena, t->data, n);
         c->tensor_bytes -= n ? n : 1;
     }
     t->data = NULL;
@@ -228,7 +227,7 @@ static lmc_status cuda_bind_weight(lmc_backend *be, lmc_tensor *t, const void *h
         c->cap_binds = cap;
     }
     size_t off, n = dev_bytes(t, &off);
-    void *dev = weight_alloc(c, n);
+    void *dev = block_alloc(&c->arena, n);
     if (!dev) return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes of GPU memory for a weight", n);
     lmc_status st = LMC_OK;
     if (is_q_repacked(t->type)) {
@@ -237,7 +236,7 @@ static lmc_status cuda_bind_weight(lmc_backend *be, lmc_tensor *t, const void *h
         cudaError_t e = cudaMemcpyAsync(dev, host, nbytes, cudaMemcpyHostToDevice, c->stream);
         if (e != cudaSuccess) st = lmc_fail(LMC_ERR_IO, "weight upload: %s", cudaGetErrorString(e));
     }
-    if (st < 0) { weight_free(c, dev, n); return st; }
+    if (st < 0) { block_free(&c->arena, dev, n); return st; }
     c->binds[c->n_binds++] = (cuda_bind){host, nbytes, (int)t->type, t->ne[0], lmc_tensor_nrows(t), dev, n, 1};
     t->data = dev;
     return LMC_OK;
@@ -248,7 +247,7 @@ static void cuda_unbind_weight(lmc_backend *be, lmc_tensor *t) {
     for (int i = 0; i < c->n_binds; i++) {
         if (c->binds[i].dev != t->data) continue;
         if (--c->binds[i].refs == 0) {
-            weight_free(c, c->binds[i].dev, c->binds[i].dev_bytes);
+            block_free(&c->arena, c->binds[i].dev, c->binds[i].dev_bytes);
             c->binds[i] = c->binds[--c->n_binds];
         }
         break;
@@ -894,6 +893,7 @@ lmc_status lmc_backend_cuda_init(lmc_backend **out, int device) {
     cublasSetStream(c->blas, c->stream);
     cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH); /* f32 products stay f32 (no TF32) */
     lmc_cuda_arena_init(&c->arena, device);
+    lmc_cuda_arena_init(&c->tarena, device);
     /* a workspace of cuBLAS's own that never moves, so a recorded product may keep it */
     if (cudaMalloc(&c->blas_ws, LMC_CUDA_BLAS_WS) == cudaSuccess) cublasSetWorkspace(c->blas, c->blas_ws, LMC_CUDA_BLAS_WS);
     else c->blas_ws = NULL;

@@ -21,7 +21,7 @@ typedef struct cuda_bind {
     int refs;
 } cuda_bind;
 
-/* The weights' device memory (cuda_arena.c): a reserved address range, physical granules mapped
+/* The weights' (and the tensors') device memory (cuda_arena.c): a reserved address range, physical granules mapped
  * at its end as it grows, weights packed at 256-byte alignment, freed ones leaving holes. */
 typedef struct cuda_arena_map { unsigned long long h; size_t off, size; } cuda_arena_map;
 typedef struct cuda_arena_hole { size_t off, size; } cuda_arena_hole;
@@ -38,7 +38,7 @@ typedef struct cuda_arena {
     int n_holes, cap_holes;
 } cuda_arena;
 
-/* 1: the arena is on; 0: off (LMC_CUDA_WEIGHT_ARENA=0, no VMM support): use cudaMalloc. */
+/* 1: the arena is on; 0: off (LMC_CUDA_ARENA=0, no VMM support): use cudaMalloc. */
 int lmc_cuda_arena_init(cuda_arena *a, int device);
 /* n bytes at 256-byte alignment; NULL when the arena is off or the device is out of memory. */
 void *lmc_cuda_arena_alloc(cuda_arena *a, size_t n);
@@ -63,6 +63,7 @@ typedef struct cuda_ctx {
     cuda_bind *binds;
     int n_binds, cap_binds;
     cuda_arena arena;              /* where binds[].dev live (unless it is off: one cudaMalloc each) */
+    cuda_arena tarena;             /* where alloc()'s tensors live (the same) */
     /* recordings (cuda_graph.c): workspaces reallocated so far (a recording made before a
      * reallocation is stale), a capture under way, an op that could not be recorded */
     unsigned ws_gen;
