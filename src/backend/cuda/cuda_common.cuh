@@ -249,6 +249,37 @@ static __device__ __forceinline__ float mx_value(unsigned c, unsigned e, int mlx
     return ((c & 8u) ? -(float)k : (float)k) * mx_half(e, 1);
 }
 
+/* The activations' int8 quantization shared by k_gemv_q and k_mmq_quant (one definition: the same
+ * codes on both paths). A 32-element block spreads over four adjacent lanes, eight values a, b a
+ * lane; d = amax/127 over the block, the codes rint(v·127/amax) packed four to a word (w0: a, w1:
+ * b, the first value in the lowest byte), sum = Σ of the block's 32 codes. Every lane of the warp
+ * takes part (shuffles). */
+struct i8_piece {
+    int w0, w1, sum;
+    float d;
+};
+static __device__ __forceinline__ int i8_pack4(int a, int b, int c, int d) {
+    return (int)__byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+static __device__ __forceinline__ i8_piece i8_quantize_piece(float4 a, float4 b) {
+    float m = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
+                    fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    const float id = m > 0.0f ? 127.0f / m : 0.0f;
+    i8_piece r;
+    r.d = m / 127.0f;
+    r.w0 = i8_pack4(__float2int_rn(a.x * id), __float2int_rn(a.y * id), __float2int_rn(a.z * id),
+                    __float2int_rn(a.w * id));
+    r.w1 = i8_pack4(__float2int_rn(b.x * id), __float2int_rn(b.y * id), __float2int_rn(b.z * id),
+                    __float2int_rn(b.w * id));
+    int sum = __dp4a(r.w0, 0x01010101, __dp4a(r.w1, 0x01010101, 0));
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    r.sum = sum;
+    return r;
+}
+
 /* Element i of row r of weight w (any accepted dtype). */
 static __device__ float w_elem(const lmc_cuda_w &w, int64_t r, int64_t i) {
     const int t = w.type;

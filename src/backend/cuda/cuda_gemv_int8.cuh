@@ -54,11 +54,6 @@ template <int TYPE> static __device__ __forceinline__ int64_t qv_xpos(int64_t e,
     return plane * (K / 2) + (sb * 8 + j) * 16 + (e & 15);
 }
 
-/* Pack the low bytes of four ints. */
-static __device__ __forceinline__ int qv_pack4(int a, int b, int c, int d) {
-    return (int)__byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
-}
-
 /* All threads of the block: x [nt, K] f32 → int8 codes and block metadata in shared memory.
  * Four lanes per 32-element block, eight elements each, QU pieces per thread loaded before
  * any is used (fewer when the weight batch in flight takes many registers). Q8_0 keeps
@@ -116,28 +111,17 @@ static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, flo
                 a = make_float4(f[0], f[1], f[2], f[3]);
                 b = make_float4(f[4], f[5], f[6], f[7]);
             }
-            float m = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
-                            fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-            const float id = m > 0.0f ? 127.0f / m : 0.0f, d = m / 127.0f;
-            const int w0 = qv_pack4(__float2int_rn(a.x * id), __float2int_rn(a.y * id), __float2int_rn(a.z * id),
-                                    __float2int_rn(a.w * id));
-            const int w1 = qv_pack4(__float2int_rn(b.x * id), __float2int_rn(b.y * id), __float2int_rn(b.z * id),
-                                    __float2int_rn(b.w * id));
-            int sum = __dp4a(w0, 0x01010101, __dp4a(w1, 0x01010101, 0));
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const i8_piece pc = i8_quantize_piece(a, b);
             if (p >= pieces) continue; /* the same for the four lanes of a block */
             const int64_t t = p / per_tok, e = (p - t * per_tok) * 8, blk = e >> 5;
             int8_t *dst = xq + t * K + qv_xpos<TYPE>(e, K);
-            *(int2 *)dst = make_int2(w0, w1);
+            *(int2 *)dst = make_int2(pc.w0, pc.w1);
             /* .y: Q4_0 -8·d·Σq (its codes' offset), Q4_K/Q5_K d·Σq (the mins), else unused */
             if ((lane & 3) == 0)
-                meta[t * (K / 32) + blk] = make_float2(d, TYPE == LMC_DTYPE_Q8_0 || TYPE == LMC_DTYPE_Q6_K ||
+                meta[t * (K / 32) + blk] = make_float2(pc.d, TYPE == LMC_DTYPE_Q8_0 || TYPE == LMC_DTYPE_Q6_K ||
                                                                   TYPE == LMC_DTYPE_MXFP4 ? 0.0f
-                                                          : TYPE == LMC_DTYPE_Q4_0                         ? -8.0f * d * (float)sum
-                                                                                                            : d * (float)sum);
+                                                          : TYPE == LMC_DTYPE_Q4_0                         ? -8.0f * pc.d * (float)pc.sum
+                                                                                                            : pc.d * (float)pc.sum);
         }
     }
     if (fz.in == 1) {
@@ -187,6 +171,19 @@ static __device__ __forceinline__ void qv_load(qv_batch<RW, U> &b, const lmc_cud
     }
 }
 
+/* Σ of a 32-element block's int8 products: lo/hi its codes of the first and the last 16 elements
+ * (four words each), xa/xb the activations' two planes at the block. */
+static __device__ __forceinline__ int dp4a_halves(const int (&lo)[4], const int (&hi)[4], int4 xa, int4 xb) {
+    int s = __dp4a(lo[0], xa.x, 0);
+    s = __dp4a(lo[1], xa.y, s);
+    s = __dp4a(lo[2], xa.z, s);
+    s = __dp4a(lo[3], xa.w, s);
+    s = __dp4a(hi[0], xb.x, s);
+    s = __dp4a(hi[1], xb.y, s);
+    s = __dp4a(hi[2], xb.z, s);
+    return __dp4a(hi[3], xb.w, s);
+}
+
 /* acc[r][t] += the batch's chunks · token t's int8 activations. */
 template <int TYPE, int NT, int RW, int U>
 static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_batch<RW, U> &b, const int8_t *xq,
@@ -228,17 +225,8 @@ static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_bat
                 const int4 xb = *(const int4 *)(xq + t * K + K / 2 + c * 16);
                 const float xd = meta[t * nbk + c].x;
 #pragma unroll
-                for (int r = 0; r < RW; r++) {
-                    int s = __dp4a(lo[r][0], xa.x, 0);
-                    s = __dp4a(lo[r][1], xa.y, s);
-                    s = __dp4a(lo[r][2], xa.z, s);
-                    s = __dp4a(lo[r][3], xa.w, s);
-                    s = __dp4a(hi[r][0], xb.x, s);
-                    s = __dp4a(hi[r][1], xb.y, s);
-                    s = __dp4a(hi[r][2], xb.z, s);
-                    s = __dp4a(hi[r][3], xb.w, s);
-                    acc[r][t] = fmaf(dw[r] * xd, (float)s, acc[r][t]);
-                }
+                for (int r = 0; r < RW; r++)
+                    acc[r][t] = fmaf(dw[r] * xd, (float)dp4a_halves(lo[r], hi[r], xa, xb), acc[r][t]);
             }
         } else {
             /* byte k of a block: element k in the low nibble, element k + 16 in the high one */
@@ -258,17 +246,9 @@ static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_bat
                 const int4 xb = *(const int4 *)(xq + t * K + K / 2 + c * 16);
                 const float2 m = meta[t * nbk + c];
 #pragma unroll
-                for (int r = 0; r < RW; r++) {
-                    int s = __dp4a(lo[r][0], xa.x, 0);
-                    s = __dp4a(lo[r][1], xa.y, s);
-                    s = __dp4a(lo[r][2], xa.z, s);
-                    s = __dp4a(lo[r][3], xa.w, s);
-                    s = __dp4a(hi[r][0], xb.x, s);
-                    s = __dp4a(hi[r][1], xb.y, s);
-                    s = __dp4a(hi[r][2], xb.z, s);
-                    s = __dp4a(hi[r][3], xb.w, s);
-                    acc[r][t] = fmaf(f16_to_f(b.d[u][r]), fmaf(m.x, (float)s, m.y), acc[r][t]);
-                }
+                for (int r = 0; r < RW; r++)
+                    acc[r][t] = fmaf(f16_to_f(b.d[u][r]), fmaf(m.x, (float)dp4a_halves(lo[r], hi[r], xa, xb), m.y),
+                                     acc[r][t]);
             }
         }
     }

@@ -80,10 +80,6 @@ extern "C" int lmc_cuda_mmq_ok(const lmc_cuda_w *w, int64_t n_tok) {
 
 /* ------------------------------------------------------------ activations */
 
-static __device__ __forceinline__ int mmq_pack4(int a, int b, int c, int d) {
-    return (int)__byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
-}
-
 /* Four lanes per 32-element block, eight elements each (the quantization of k_gemv_q, the same
  * float operations). Tokens T..Tpad-1 are zero (scale 0). Q8_0 stores each block in element
  * order; Q4_0 stores element i of the first half at (i/4)·8 + i%4 and element 16 + i at
@@ -106,31 +102,20 @@ __global__ void k_mmq_quant(const float *x, int K, int T, int Tpad, int8_t *xq, 
             a = __ldg(src);
             b = __ldg(src + 1);
         }
-        float m = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))),
-                        fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        const float id = m > 0.0f ? 127.0f / m : 0.0f, d = m / 127.0f;
-        const int w0 = mmq_pack4(__float2int_rn(a.x * id), __float2int_rn(a.y * id), __float2int_rn(a.z * id),
-                                 __float2int_rn(a.w * id));
-        const int w1 = mmq_pack4(__float2int_rn(b.x * id), __float2int_rn(b.y * id), __float2int_rn(b.z * id),
-                                 __float2int_rn(b.w * id));
-        int sum = __dp4a(w0, 0x01010101, __dp4a(w1, 0x01010101, 0));
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const i8_piece pc = i8_quantize_piece(a, b);
         if (!in) continue;
         const int blk = e >> 5, j = e & 31;
         int8_t *dst = xq + (int64_t)t * K + blk * 32;
         if (TYPE == LMC_DTYPE_Q8_0) {
-            *(int2 *)(dst + j) = make_int2(w0, w1);
+            *(int2 *)(dst + j) = make_int2(pc.w0, pc.w1);
         } else {
             const int hi = j >> 4, l = j & 15; /* elements l..l+3 and l+4..l+7 of half hi */
-            *(int *)(dst + (l >> 2) * 8 + hi * 4) = w0;
-            *(int *)(dst + ((l + 4) >> 2) * 8 + hi * 4) = w1;
+            *(int *)(dst + (l >> 2) * 8 + hi * 4) = pc.w0;
+            *(int *)(dst + ((l + 4) >> 2) * 8 + hi * 4) = pc.w1;
         }
         if (j == 0) {
-            dx[(int64_t)blk * Tpad + t] = d;
-            corr[(int64_t)blk * Tpad + t] = TYPE == LMC_DTYPE_Q4_0 ? MMQ_BIAS + 8.0f * (float)sum : MMQ_BIAS;
+            dx[(int64_t)blk * Tpad + t] = pc.d;
+            corr[(int64_t)blk * Tpad + t] = TYPE == LMC_DTYPE_Q4_0 ? MMQ_BIAS + 8.0f * (float)pc.sum : MMQ_BIAS;
         }
     }
 }
