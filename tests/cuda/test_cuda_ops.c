@@ -164,7 +164,8 @@ static int int8_product(lmc_dtype t, const weight *w, int64_t in, int64_t out, i
     pair_alloc(y, LMC_DTYPE_F32, out, n, 1);
     ref->i->matmul(ref, &y->c, &w->c, &x->c);
     gpu->i->matmul(gpu, &y->g, &w->g, &x->g);
-    const int int8 = lmc_cuda_gemv_int8(t, in, n);
+    const lmc_cuda_w wd = lmc_cuda_wdesc(&w->g);
+    const int int8 = lmc_cuda_gemv_int8(t, in, n) || lmc_cuda_mmq_ok(&wd, n); /* k_gemv_q or k_mmqp */
     char what[128];
     snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld (%s activations) vs cpu", lmc_dtype_name(t),
              (long long)in, (long long)out, (long long)n, int8 ? "int8" : "f32");
@@ -186,20 +187,17 @@ static int int8_product(lmc_dtype t, const weight *w, int64_t in, int64_t out, i
     return int8;
 }
 
-/* Q8_0/Q4_0 products of 1..8 tokens: the int8-activation kernel against int8_ref (1e-5:
- * only float summation order differs) and against the f32 CPU reference (1e-2). Shapes:
- * the shortest rows, odd row counts, several row groups per warp, K of 14336 at 8 tokens
- * (143 KB of shared memory), an all-zero activation block, and K too long for shared memory
- * at 8 tokens (the f32-activation kernel takes it: 1e-4). */
-static void test_matmul_int8(void) {
-    static const int64_t shapes[][3] = {/* in, out, n_tokens */
-                                        {32, 5, 1}, {64, 33, 2}, {256, 96, 3}, {544, 257, 5}, {1024, 130, 8},
-                                        {64, 4500, 1}, {32, 9000, 4}, {4096, 40, 6}, {14336, 12, 8},
-                                        {128, 70, 7}, {24576, 3, 8}, {4096, 4500, 1}, {2048, 4400, 1}};
+/* Q8_0/Q4_0 products of 1..8 tokens: the int8-activation kernels (k_gemv_q, and k_mmqp from 3
+ * tokens on where K fits its stages) against int8_ref (1e-5: only float summation order differs)
+ * and against the f32 CPU reference (1e-2). Shapes: the shortest rows, odd row counts, several row
+ * groups per warp, K of 14336 at 8 tokens (143 KB of k_gemv_q's shared memory), an all-zero
+ * activation block, and K of 24576 at 8 tokens (k_mmqp's split K; test_matmul_int8_gemv: too long
+ * for k_gemv_q, the f32-activation kernel). */
+static void int8_shapes(const int64_t (*shapes)[3], size_t n_shapes) {
     const lmc_dtype types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0};
     for (int ti = 0; ti < 2; ti++) {
         const lmc_dtype t = types[ti];
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        for (size_t si = 0; si < n_shapes; si++) {
             const int64_t in = shapes[si][0], out = shapes[si][1], n = shapes[si][2];
             weight w;
             weight_make(&w, t, in, out);
@@ -212,6 +210,24 @@ static void test_matmul_int8(void) {
             weight_free(&w);
         }
     }
+}
+
+static void test_matmul_int8(void) {
+    static const int64_t shapes[][3] = {/* in, out, n_tokens */
+                                        {32, 5, 1}, {64, 33, 2}, {256, 96, 3}, {544, 257, 5}, {1024, 130, 8},
+                                        {64, 4500, 1}, {32, 9000, 4}, {4096, 40, 6}, {14336, 12, 8},
+                                        {128, 70, 7}, {24576, 3, 8}, {4096, 4500, 1}, {2048, 4400, 1}};
+    int8_shapes(shapes, sizeof shapes / sizeof shapes[0]);
+}
+
+/* 3..8 tokens with k_mmqp left out (lmc_cuda_mmq_min_set): k_gemv_q as before it took them, K of
+ * 24576 at 8 tokens and of 98304 at 2 past its shared memory (the f32-activation kernel, 1e-4). */
+static void test_matmul_int8_gemv(void) {
+    static const int64_t shapes[][3] = {{256, 96, 3}, {544, 257, 5}, {1024, 130, 8}, {32, 9000, 4}, {4096, 40, 6},
+                                        {14336, 12, 8}, {128, 70, 7}, {24576, 3, 8}, {98304, 3, 2}};
+    lmc_cuda_mmq_min_set(LMC_CUDA_GEMV_MAX_TOKENS + 1);
+    int8_shapes(shapes, sizeof shapes / sizeof shapes[0]);
+    lmc_cuda_mmq_min_set(0);
 }
 
 /* max|a - b| ≤ tol · max|b| over two f32 tensors of the GPU backend. */
@@ -1406,8 +1422,9 @@ int main(void) {
     RUN(test_matmul_mxfp4);
     RUN(test_attention_sinks); /* after test_matmul_mxfp4: the tests before it draw the random inputs they drew before it */
     RUN(test_attention_long); /* after them for the same reason */
-    RUN(test_matmul_mxfp4_int8); /* last, for the same reason */
+    RUN(test_matmul_mxfp4_int8); /* after them for the same reason */
     RUN(test_weight_arena);
+    RUN(test_matmul_int8_gemv); /* last, for the same reason */
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

@@ -199,12 +199,15 @@ void lmc_cuda_rms_norm_bf16(cudaStream_t s, uint16_t *y, const float *x, int64_t
 /* y = act(gate) · up as lmc_cuda_act_mul, written as bf16 */
 void lmc_cuda_act_mul_bf16(cudaStream_t s, uint16_t *y, const float *gate, const float *up, int64_t n, int act);
 
-/* ---- Q8_0/Q4_0 products of 9..64 tokens on the int8 tensor cores (cuda_mmq.cu) ---- */
+/* ---- Q8_0/Q4_0/MXFP4 products of 3..64 tokens on the int8 tensor cores (cuda_mmq.cu) ---- */
 #define LMC_CUDA_MMQ_MAX_TOKENS 64
-/* 1 when lmc_cuda_mmq takes this weight with n_tok tokens: repacked Q8_0/Q4_0, n_tok in
- * [LMC_CUDA_GEMV_MAX_TOKENS + 1 (or LMC_CUDA_MMQ_MIN), LMC_CUDA_MMQ_MAX_TOKENS]; LMC_CUDA_MMQ=0
- * in the environment: never. */
+/* 1 when lmc_cuda_mmq takes this weight with n_tok tokens: repacked Q8_0/Q4_0/MXFP4, n_tok up to
+ * LMC_CUDA_MMQ_MAX_TOKENS and from 3 (the staged k_mmqp) or LMC_CUDA_GEMV_MAX_TOKENS + 1 (k_mmq)
+ * on; LMC_CUDA_MMQ_MIN=n in the environment: from n on; LMC_CUDA_MMQ=0: never. */
 int lmc_cuda_mmq_ok(const lmc_cuda_w *w, int64_t n_tok);
+/* Force the smallest batch lmc_cuda_mmq_ok takes (tests: 9 leaves 1..8 tokens to k_gemv_q); n ≤ 0
+ * restores the defaults. */
+void lmc_cuda_mmq_min_set(int n);
 /* 1 when lmc_cuda_mmq streams this weight through shared memory in stages (lmc_cuda_mmq_ok and K
  * a multiple of 128 (Q8_0) / 256 (Q4_0)); LMC_CUDA_MMQ_PIPE=0 in the environment: never. */
 int lmc_cuda_mmq_pipelined(const lmc_cuda_w *w, int64_t n_tok);

@@ -1,5 +1,6 @@
-/* cuda_mmq.cu — Q8_0 / Q4_0 / MXFP4 products of 9..64 tokens (batched decode, speculative
- * verification, short prompts) on the int8 tensor cores, straight from the repacked blocks.
+/* cuda_mmq.cu — Q8_0 / Q4_0 / MXFP4 products of 3..64 tokens (batched decode, speculative
+ * verification, short prompts; from 9 for MXFP4 and unstaged shapes: lmc_cuda_mmq_ok) on the int8
+ * tensor cores, straight from the repacked blocks.
  *
  * lmc_cuda_mmq_quantize turns the activations x [T, K] f32 into int8 per 32-element block
  * exactly as the decode kernel k_gemv_q does (d = amax/127, q = rint(x·127/amax)) into a
@@ -53,25 +54,35 @@ static int mmq_disabled(void) {
     return v;
 }
 
-/* LMC_CUDA_MMQ_MIN=n: the smallest batch taken (default LMC_CUDA_GEMV_MAX_TOKENS + 1; lower
- * values take batches the int8 decode kernel would, for measurements). */
-static int mmq_min_tokens(void) {
-    static int v = -1;
-    if (v < 0) {
+/* The smallest batch taken is forced by LMC_CUDA_MMQ_MIN=n in the environment (measurements) or by
+ * lmc_cuda_mmq_min_set (tests); 0: the defaults of lmc_cuda_mmq_ok. */
+static int mmq_min_forced = -1;
+static int mmq_min_force(void) {
+    if (mmq_min_forced < 0) {
         const char *e = getenv("LMC_CUDA_MMQ_MIN");
-        v = e ? atoi(e) : LMC_CUDA_GEMV_MAX_TOKENS + 1;
-        if (v < 1) v = 1;
+        mmq_min_forced = e && atoi(e) > 0 ? atoi(e) : 0;
     }
-    return v;
+    return mmq_min_forced;
 }
+
+extern "C" void lmc_cuda_mmq_min_set(int n) { mmq_min_forced = n > 0 ? n : 0; }
 
 static int mmq_mx(int type) { return type == LMC_DTYPE_MXFP4 || type == LMC_DTYPE_MXFP4_MLX; }
 
+static int mmqp_mode(int type, int64_t nb, int nt);
+
+/* From 3 tokens on where the weights stream through k_mmqp (Q8_0/Q4_0, K a multiple of its stage):
+ * faster than k_gemv_q there (H200, Llama-8B shape, 4 / 6 / 8 sequences: Q4_0 +16 / +20 / +41%,
+ * Q8_0 +8 / +23 / +38%; 2 sequences slower); else (k_mmq, MXFP4) from LMC_CUDA_GEMV_MAX_TOKENS + 1,
+ * where k_mmq measured slower than k_gemv_q at 8 tokens. */
 extern "C" int lmc_cuda_mmq_ok(const lmc_cuda_w *w, int64_t n_tok) {
     const int mx = mmq_mx(w->type) && lmc_cuda_mx_on() && (w->type == LMC_DTYPE_MXFP4 || w->mlx_scales);
     if ((w->type != LMC_DTYPE_Q8_0 && w->type != LMC_DTYPE_Q4_0 && !mx) || !w->repacked || w->ne0 % 32 || w->ne0 <= 0 ||
-        w->ne1 <= 0 || n_tok < mmq_min_tokens() || n_tok > LMC_CUDA_MMQ_MAX_TOKENS || mmq_disabled())
+        w->ne1 <= 0 || n_tok < 1 || n_tok > LMC_CUDA_MMQ_MAX_TOKENS || mmq_disabled())
         return 0;
+    int lo = mmq_min_force();
+    if (!lo) lo = !mx && mmqp_mode(w->type, w->ne0 / 32, (int)(n_tok + 7) / 8) ? 3 : LMC_CUDA_GEMV_MAX_TOKENS + 1;
+    if (n_tok < lo) return 0;
     /* 32-bit offsets (codes of the whole matrix < 4 GiB), int K, grid.y */
     if (w->ne0 > (int64_t)1 << 24 || w->ne1 * w->ne0 >= (int64_t)1 << 32 || (w->ne1 + MMQ_BR - 1) / MMQ_BR > 65535)
         return 0;
