@@ -30,17 +30,20 @@ lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int
     const lmc_config *c = &m->cfg;
     const int64_t B = n_batch_max, D = c->hidden_size, I = c->intermediate_size;
     const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
+    /* out2: the MLP's output beside attention's in a parallel block only */
+    const int parallel = m->profile.block == LMC_BLOCK_PARALLEL || m->profile.block == LMC_BLOCK_PARALLEL2;
     struct { lmc_tensor *t; lmc_dtype type; int64_t ne0, ne1; } plan[] = {
         {&fs->x, LMC_DTYPE_F32, D, B},       {&fs->h, LMC_DTYPE_F32, D, B},
         {&fs->q, LMC_DTYPE_F32, qd, B},      {&fs->k, LMC_DTYPE_F32, kvd, B},
         {&fs->v, LMC_DTYPE_F32, kvd, B},     {&fs->att, LMC_DTYPE_F32, qd, B},
         {&fs->gate, LMC_DTYPE_F32, I, B},    {&fs->up, LMC_DTYPE_F32, I, B},
-        {&fs->out, LMC_DTYPE_F32, D, B},     {&fs->out2, LMC_DTYPE_F32, D, B},
+        {&fs->out, LMC_DTYPE_F32, D, B},     {parallel ? &fs->out2 : NULL, LMC_DTYPE_F32, D, B},
         {&fs->logits, LMC_DTYPE_F32, c->vocab_size, LMC_LOGITS_CHUNK},
         {&fs->tok, LMC_DTYPE_I32, B, 1},     {&fs->pos, LMC_DTYPE_I32, B, 1},
         {&fs->seq, LMC_DTYPE_I32, B, 1},     {&fs->sel_idx, LMC_DTYPE_I32, B, 1},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
+        if (!plan[i].t) continue;
         *plan[i].t = lmc_tensor_make(plan[i].type, plan[i].ne0, plan[i].ne1, 1, 1);
         lmc_status st = m->be->i->alloc(m->be, plan[i].t);
         if (st < 0) { lmc_forward_state_free(fs); return st; }

@@ -24,7 +24,7 @@ typedef struct lmc_forward_state {
     lmc_tensor q, k, v;         /* f32 [H·hd, B], [KV·hd, B], [KV·hd, B] */
     lmc_tensor att;             /* f32 [H·hd, B] */
     lmc_tensor gate, up;        /* f32 [I, B] */
-    lmc_tensor out, out2;       /* f32 [D, B]   sublayer outputs (attention, parallel MLP) */
+    lmc_tensor out, out2;       /* f32 [D, B]   sublayer outputs (attention; out2: the parallel MLP, parallel blocks only) */
     lmc_tensor logits;          /* f32 [V, LMC_LOGITS_CHUNK] */
     lmc_tensor tok, pos, seq;   /* i32 [B] */
     lmc_tensor sel_idx;         /* i32 [B] */
