@@ -424,8 +424,9 @@ static void matmul_check(const lmc_tensor *y, const lmc_tensor *w, const lmc_ten
 }
 
 /* Q8_0/Q4_0/MXFP4 products of 3..64 tokens (batched decode, verification, short prompts; the bound
- * is lmc_cuda_mmq_ok's) on the int8 tensor cores (cuda_mmq.cu): the activations quantized once into ws_x, then one launch for the n
- * matrices (one dtype and width), y (+)= w·x. 0: not taken, nothing enqueued. */
+ * is lmc_cuda_mmq_ok's) on the int8 tensor cores (cuda_mmq.cu): the activations quantized once into
+ * ws_x, then one launch for the n matrices (one dtype and width), y (+)= w·x. 0: not taken, nothing
+ * enqueued. */
 static int matmul_mmq(cuda_ctx *c, int n, float *const *y, const lmc_cuda_w *w, const float *x, int64_t nt, int acc) {
     for (int i = 0; i < n; i++)
         if (w[i].type != w[0].type || w[i].ne0 != w[0].ne0 || !lmc_cuda_mmq_ok(&w[i], nt)) return 0;
