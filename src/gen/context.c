@@ -34,6 +34,7 @@ lmc_status lmc_context_init(lmc_context **out, lmc_model *m, const lmc_context_p
 void lmc_context_free(lmc_context *ctx) {
     if (!ctx) return;
     if (ctx->red.data) ctx->model->be->i->release(ctx->model->be, &ctx->red);
+    free(ctx->topk_buf);
     lmc_forward_state_free(&ctx->fs);
     lmc_kv_free(&ctx->kv);
     lmc_tp_context_free(ctx->tp); /* after rank 0's cache and scratch, which live on its backend */
@@ -94,6 +95,7 @@ lmc_status lmc_context_decode(lmc_context *ctx, const lmc_batch *b) {
     /* The rows may stay on the backend when they are few and all in the last forward. */
     ctx->dev_logits = 0;
     ctx->argmax_done = 0;
+    ctx->topk_k = 0;
     ctx->fetched = 0;
     int first_want = b->n_tokens;
     for (int i = 0; want && i < b->n_tokens; i++)
@@ -137,10 +139,11 @@ const float *lmc_context_logits(const lmc_context *cctx, int i) {
     return ctx->logits + (size_t)i * V;
 }
 
-/* The reduction results' buffer on the backend (f32 [2·256 + 4]), allocated on first use. */
+/* The reduction results' buffer on the backend (f32 [(2·256 + 4) · LMC_LOGITS_CHUNK]: every row's
+ * top-k), allocated on first use. */
 static lmc_status red_buffer(lmc_context *ctx) {
     if (ctx->red.data) return LMC_OK;
-    ctx->red = lmc_tensor_make(LMC_DTYPE_F32, 2 * LMC_SAMPLE_TOPK_MAX + 4, 1, 1, 1);
+    ctx->red = lmc_tensor_make(LMC_DTYPE_F32, (2 * LMC_SAMPLE_TOPK_MAX + 4) * LMC_LOGITS_CHUNK, 1, 1, 1);
     lmc_status st = ctx->model->be->i->alloc(ctx->model->be, &ctx->red);
     if (st < 0) ctx->red.data = NULL;
     return st;
@@ -174,21 +177,44 @@ int32_t lmc_context_argmax(lmc_context *ctx, int i) {
     return ctx->argmax_ids[i];
 }
 
+/* Backend top-k of rows i0 .. i0 + n into buf: ids [n][k], vals [n][k], stats [n][4]. */
+static lmc_status topk_rows(lmc_context *ctx, int i0, int n, int k, float scale, float *buf) {
+    lmc_backend *be = ctx->model->be;
+    LMC_TRY(red_buffer(ctx));
+    lmc_tensor x = lmc_tensor_rows(&ctx->fs.logits, i0, n);
+    lmc_tensor ti = red_view(ctx, LMC_DTYPE_I32, k, n, 0), tv = red_view(ctx, LMC_DTYPE_F32, k, n, (int64_t)k * n),
+               ts = red_view(ctx, LMC_DTYPE_F32, 4, n, (int64_t)2 * k * n);
+    be->i->topk(be, &ti, &tv, &ts, &x, k, scale);
+    be->i->get(be, buf, &ctx->red, 0, (size_t)(2 * k + 4) * (size_t)n * sizeof(float));
+    return be->i->sync(be);
+}
+
 lmc_status lmc_context_topk(lmc_context *ctx, int i, int k, float scale, int32_t *ids, float *vals, double *sum) {
     LMC_ASSERT(i >= 0 && i < ctx->n_logits && k >= 1 && k <= LMC_SAMPLE_TOPK_MAX);
     lmc_backend *be = ctx->model->be;
     if (!ctx->dev_logits || !be->i->topk) return LMC_ERR_UNSUPPORTED;
-    LMC_TRY(red_buffer(ctx));
-    lmc_tensor x = lmc_tensor_rows(&ctx->fs.logits, i, 1);
-    lmc_tensor ti = red_view(ctx, LMC_DTYPE_I32, k, 1, 0), tv = red_view(ctx, LMC_DTYPE_F32, k, 1, k),
-               ts = red_view(ctx, LMC_DTYPE_F32, 4, 1, 2 * k);
-    be->i->topk(be, &ti, &tv, &ts, &x, k, scale);
-    float buf[2 * LMC_SAMPLE_TOPK_MAX + 4];
-    be->i->get(be, buf, &ctx->red, 0, (size_t)(2 * k + 4) * sizeof(float));
-    LMC_TRY(be->i->sync(be));
-    memcpy(ids, buf, (size_t)k * sizeof *ids);
-    memcpy(vals, buf + k, (size_t)k * sizeof *vals);
-    *sum = (double)buf[2 * k + 1] + (double)buf[2 * k + 2];
+    const int n = ctx->n_logits;
+    if (!ctx->topk_k && n > 1) { /* the decode's first top-k: every row at once */
+        if (!ctx->topk_buf && !(ctx->topk_buf = malloc((2 * LMC_SAMPLE_TOPK_MAX + 4) * LMC_LOGITS_CHUNK * sizeof(float))))
+            return lmc_fail(LMC_ERR_NOMEM, "top-k results");
+        LMC_TRY(topk_rows(ctx, 0, n, k, scale, ctx->topk_buf));
+        ctx->topk_k = k;
+        ctx->topk_scale = scale;
+    }
+    const float *st;
+    float one[2 * LMC_SAMPLE_TOPK_MAX + 4];
+    if (ctx->topk_k == k && ctx->topk_scale == scale) {
+        const float *all = ctx->topk_buf;
+        memcpy(ids, all + (size_t)i * k, (size_t)k * sizeof *ids);
+        memcpy(vals, all + (size_t)k * n + (size_t)i * k, (size_t)k * sizeof *vals);
+        st = all + (size_t)2 * k * n + 4 * (size_t)i;
+    } else { /* another sampler's k or temperature: this row alone */
+        LMC_TRY(topk_rows(ctx, i, 1, k, scale, one));
+        memcpy(ids, one, (size_t)k * sizeof *ids);
+        memcpy(vals, one + k, (size_t)k * sizeof *vals);
+        st = one + 2 * k;
+    }
+    *sum = (double)st[1] + (double)st[2];
     return LMC_OK;
 }
 

@@ -11,8 +11,8 @@
  * verification; one backend, the gemma4 port included) their logits stay on the backend:
  * lmc_context_logits copies the rows to the host the first time one is asked for, and
  * lmc_context_argmax / lmc_context_topk / lmc_context_sample reduce rows on the backend
- * and copy back only ids and a few values. LMC_SAMPLE_HOST=1 in the environment (read at
- * init) keeps every row eager on the host, as before.
+ * and copy back only ids and a few values (the first top-k of a decode for every row at once).
+ * LMC_SAMPLE_HOST=1 in the environment (read at init) keeps every row eager on the host, as before.
  */
 #ifndef LMC_GEN_CONTEXT_H
 #define LMC_GEN_CONTEXT_H
@@ -48,7 +48,14 @@ typedef struct lmc_context {
     int fetched;               /* the rows were copied into logits[] (all at once: callers may read rows i.. from row i) */
     int argmax_done;           /* argmax_ids holds every row's argmax */
     int32_t argmax_ids[LMC_LOGITS_CHUNK];
-    lmc_tensor red;            /* f32 [2·256 + 4] on the backend: reduction results (allocated on first use) */
+    /* the first top-k of a decode runs over every row at once (a batch of sequences samples each
+     * row in turn, mostly with the same sampler): topk_k > 0 says topk_buf holds every row's k best
+     * at topk_scale — ids [n][k], vals [n][k], stats [n][4] */
+    int topk_k;
+    float topk_scale;
+    float *topk_buf;           /* host, LMC_LOGITS_CHUNK · (2·256 + 4) floats (allocated on first use) */
+    lmc_tensor red;            /* f32 [LMC_LOGITS_CHUNK · (2·256 + 4)] on the backend: reduction results
+                                  (allocated on first use) */
 } lmc_context;
 
 lmc_status lmc_context_init(lmc_context **out, lmc_model *m, const lmc_context_params *p);

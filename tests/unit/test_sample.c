@@ -326,6 +326,71 @@ static void test_generate_paths(void) {
     rmdir(dir);
 }
 
+/* A decode of several sequences, every row sampled through the context (the first top-k over all
+ * rows at once, another sampler's k or temperature one row alone) against the same samplers on the
+ * host copies of the rows. */
+static void test_batch_rows(void) {
+    char dir[] = "/tmp/lmc_test_sample_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    tiny_opts o = tiny_default();
+    o.vocab = 700;
+    o.seed = 23;
+    CHECK(tiny_model_write(dir, &o) == 0);
+    lmc_model *m = NULL;
+    CHECK(lmc_model_load(dir, cpu, &m) == 0);
+    if (!m) return;
+    enum { NS = 5 };
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = 32;
+    cp.n_seq = NS;
+    lmc_context *ctx = NULL;
+    CHECK(lmc_context_init(&ctx, m, &cp) == 0);
+    /* a 3-token prompt per sequence (token i: sequence i/3, position i%3), then one step of each */
+    int32_t tok[4 * NS], pos[4 * NS], seq[4 * NS];
+    uint8_t want[NS];
+    for (int i = 0; i < 4 * NS; i++) {
+        tok[i] = (int32_t)((37 * i + 11) % 700);
+        pos[i] = i < 3 * NS ? i % 3 : 3;
+        seq[i] = i < 3 * NS ? i / 3 : i - 3 * NS;
+    }
+    memset(want, 1, sizeof want);
+    lmc_batch pre = {3 * NS, tok, pos, seq, NULL}, step = {NS, tok + 3 * NS, pos + 3 * NS, seq + 3 * NS, want};
+    /* samplers: rows 0, 1, 3, 4 top-k 40 at 0.8 (the batch), row 2 top-k 10 at 1.3 (alone), two
+     * seeds each; the same again on the host rows */
+    for (uint64_t seed = 1; ctx && seed <= 2; seed++) {
+        for (int q = 0; q < NS; q++) lmc_kv_clear(&ctx->kv, q);
+        CHECK(lmc_context_decode(ctx, &pre) == 0 && lmc_context_decode(ctx, &step) == 0);
+        CHECK(ctx->dev_logits && ctx->n_logits == NS);
+        int32_t dev[NS], host[NS];
+        for (int pass = 0; pass < 2; pass++)
+            for (int r = 0; r < NS; r++) {
+                lmc_sampler_params sp = lmc_sampler_default_params();
+                sp.temperature = r == 2 ? 1.3f : 0.8f;
+                sp.top_k = r == 2 ? 10 : 40;
+                sp.seed = seed * 100 + (uint64_t)r;
+                lmc_sampler *smp = NULL;
+                CHECK(lmc_sampler_init(&smp, &sp, 700) == 0);
+                if (!smp) continue;
+                if (pass == 0) {
+                    dev[r] = lmc_context_sample(ctx, r, smp);
+                    if (r == 0) CHECK(ctx->topk_k == 40 && !ctx->fetched); /* every row's candidates at once */
+                } else {
+                    const float *row = lmc_context_logits(ctx, r);
+                    host[r] = row ? lmc_sampler_sample(smp, row) : -1;
+                }
+                lmc_sampler_free(smp);
+            }
+        for (int r = 0; r < NS; r++) CHECK_MSG(dev[r] == host[r] && dev[r] >= 0, "seed %llu row %d: %d vs %d",
+                                                (unsigned long long)seed, r, dev[r], host[r]);
+    }
+    lmc_context_free(ctx);
+    lmc_model_free(m);
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir); unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir); unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     if (lmc_backend_cpu_init(&cpu, 2, 0) < 0) return 1;
     RUN(test_argmax_cpu);
@@ -333,6 +398,7 @@ int main(void) {
     RUN(test_sampler_paths);
     RUN(test_sampler_undecided);
     RUN(test_generate_paths);
+    RUN(test_batch_rows);
     lmc_backend_free(cpu);
     return TEST_END();
 }
