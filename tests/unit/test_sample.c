@@ -277,16 +277,30 @@ static int collect(int32_t tok, const float *logits, int n_vocab, void *ud) {
     return 0;
 }
 
-/* lmc_generate with the logits on the backend (argmax / candidates there) vs copied to the host. */
-static void test_generate_paths(void) {
-    char dir[] = "/tmp/lmc_test_sample_XXXXXX";
+/* A tiny model of 700 tokens written into a new directory from the template dir (mkdtemp) and
+ * loaded on the CPU backend; NULL (a check failed) when it could not be made. */
+static lmc_model *tiny_700(char *dir, unsigned seed) {
     CHECK(mkdtemp(dir) != NULL);
     tiny_opts o = tiny_default();
     o.vocab = 700;
-    o.seed = 17;
+    o.seed = seed;
     CHECK(tiny_model_write(dir, &o) == 0);
     lmc_model *m = NULL;
     CHECK(lmc_model_load(dir, cpu, &m) == 0);
+    return m;
+}
+
+static void tiny_remove(const char *dir) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir); unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir); unlink(path);
+    rmdir(dir);
+}
+
+/* lmc_generate with the logits on the backend (argmax / candidates there) vs copied to the host. */
+static void test_generate_paths(void) {
+    char dir[] = "/tmp/lmc_test_sample_XXXXXX";
+    lmc_model *m = tiny_700(dir, 17);
     if (!m) return;
     const int32_t prompt[6] = {5, 77, 300, 12, 640, 9};
     int compared = 0, lazy_steps = 0;
@@ -320,10 +334,7 @@ static void test_generate_paths(void) {
     }
     CHECK(compared == (int)(sizeof psets / sizeof psets[0]) * 3 && lazy_steps == compared);
     lmc_model_free(m);
-    char path[256];
-    snprintf(path, sizeof path, "%s/config.json", dir); unlink(path);
-    snprintf(path, sizeof path, "%s/model.safetensors", dir); unlink(path);
-    rmdir(dir);
+    tiny_remove(dir);
 }
 
 /* A decode of several sequences, every row sampled through the context (the first top-k over all
@@ -331,13 +342,7 @@ static void test_generate_paths(void) {
  * host copies of the rows. */
 static void test_batch_rows(void) {
     char dir[] = "/tmp/lmc_test_sample_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    tiny_opts o = tiny_default();
-    o.vocab = 700;
-    o.seed = 23;
-    CHECK(tiny_model_write(dir, &o) == 0);
-    lmc_model *m = NULL;
-    CHECK(lmc_model_load(dir, cpu, &m) == 0);
+    lmc_model *m = tiny_700(dir, 23);
     if (!m) return;
     enum { NS = 5 };
     lmc_context_params cp = lmc_context_default_params();
@@ -385,10 +390,7 @@ static void test_batch_rows(void) {
     }
     lmc_context_free(ctx);
     lmc_model_free(m);
-    char path[256];
-    snprintf(path, sizeof path, "%s/config.json", dir); unlink(path);
-    snprintf(path, sizeof path, "%s/model.safetensors", dir); unlink(path);
-    rmdir(dir);
+    tiny_remove(dir);
 }
 
 int main(void) {
