@@ -4,13 +4,13 @@
  *
  * cudaMalloc rounds every allocation up to the 2 MiB page: a Q4_0 Llama-8B's 291 weights (k and
  * v of 2.25 MiB, q and o of 9 MiB, the MLP's of 31.5 MiB) waste 7 MiB a layer, 0.24 GB in all,
- * which is 5% of the model (and a Qwen2.5-0.5B's KV cache of 33.3 MiB a layer and tensor loses
- * 0.7 MiB each). Here blocks are packed back to back at 256-byte alignment, and the
- * physical memory grows by whole granules at the end of the range: what is mapped exceeds what
- * the weights hold by less than one granule (plus any holes freed weights leave).
+ * which is 5% of the model; the KV tensors of a Qwen2.5-0.5B-shape context (33.3 MiB a layer)
+ * lose 0.7 MiB each. Here blocks are packed back to back at 256-byte alignment, and the physical
+ * memory grows by whole granules at the end of the range: what is mapped exceeds what the blocks
+ * hold by less than one granule (plus any holes freed blocks leave).
  *
- * A freed weight's bytes become a hole that later weights may take (first fit); a hole that
- * reaches the end lowers it, and granules wholly past the end are unmapped and returned. The
+ * A freed block's bytes become a hole that later blocks may take (first fit); a hole that
+ * reaches the end lowers it, and mappings wholly past the end are unmapped and returned. The
  * driver entry points come through cudaGetDriverEntryPointByVersion (no link against libcuda);
  * without them, without VMM support on the device, or with LMC_CUDA_ARENA=0 (a memory
  * checker then sees each weight and tensor as its own allocation), the caller uses cudaMalloc.
