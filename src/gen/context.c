@@ -201,19 +201,19 @@ lmc_status lmc_context_topk(lmc_context *ctx, int i, int k, float scale, int32_t
         ctx->topk_k = k;
         ctx->topk_scale = scale;
     }
-    const float *st;
+    /* row r of nb rows in topk_rows' layout */
+    const float *b = ctx->topk_buf;
+    int nb = n, r = i;
     float one[2 * LMC_SAMPLE_TOPK_MAX + 4];
-    if (ctx->topk_k == k && ctx->topk_scale == scale) {
-        const float *all = ctx->topk_buf;
-        memcpy(ids, all + (size_t)i * k, (size_t)k * sizeof *ids);
-        memcpy(vals, all + (size_t)k * n + (size_t)i * k, (size_t)k * sizeof *vals);
-        st = all + (size_t)2 * k * n + 4 * (size_t)i;
-    } else { /* another sampler's k or temperature: this row alone */
+    if (ctx->topk_k != k || ctx->topk_scale != scale) { /* another sampler's k or temperature: this row alone */
         LMC_TRY(topk_rows(ctx, i, 1, k, scale, one));
-        memcpy(ids, one, (size_t)k * sizeof *ids);
-        memcpy(vals, one + k, (size_t)k * sizeof *vals);
-        st = one + 2 * k;
+        b = one;
+        nb = 1;
+        r = 0;
     }
+    memcpy(ids, b + (size_t)r * k, (size_t)k * sizeof *ids);
+    memcpy(vals, b + (size_t)k * nb + (size_t)r * k, (size_t)k * sizeof *vals);
+    const float *st = b + (size_t)2 * k * nb + 4 * (size_t)r;
     *sum = (double)st[1] + (double)st[2];
     return LMC_OK;
 }
