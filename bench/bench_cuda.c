@@ -372,6 +372,9 @@ static void run_type(const shape *sh, const char *tname, int n_gen, const int *p
     printf(" %.2f / %.2f (+%.0f%%) | %.2f / %.2f / %.2f | %.1f |\n", used / 1e9, wkv / 1e9, 100 * (used / wkv - 1),
            ((double)ms.tensors - kvb) / 1e9, (double)ms.workspaces / 1e9,
            (used - (double)ms.weights - (double)ms.tensors - (double)ms.workspaces) / 1e9, t_load);
+    fprintf(stderr, "%s %s workspaces MB: weight rows %.1f, activations %.1f, attention/sampling %.1f, moe %.1f, "
+            "staging %.1f, cuBLAS %.1f\n", sh->name, tname, ms.ws_w / 1e6, ms.ws_x / 1e6, ms.ws_a / 1e6, ms.ws_m / 1e6,
+            ms.stage / 1e6, ms.blas / 1e6);
     fflush(stdout);
     free(tok); free(pos); free(seq); free(want);
     lmc_context_free(ctx);

@@ -32,11 +32,23 @@ lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int
     const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     /* out2: the MLP's output beside attention's in a parallel block only */
     const int parallel = m->profile.block == LMC_BLOCK_PARALLEL || m->profile.block == LMC_BLOCK_PARALLEL2;
+    /* The MLP's intermediate rows are the largest activations ([I, B] twice). Float weights are read in
+     * place by every backend, so a long batch's dense MLP runs in passes of LMC_MLP_CHUNK tokens over
+     * buffers of that size; quantized ones keep one pass (the CUDA backend's prefill products convert
+     * a quantized weight to bf16 once per product: once per pass). */
+    int float_mlp = 1;
+    for (int il = 0; il < c->n_layers; il++) {
+        const lmc_layer *L = &m->layers[il];
+        const lmc_tensor *w[] = {&L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 3 && !L->moe; i++)
+            if (w[i]->data && !lmc_dtype_is_float(w[i]->type)) float_mlp = 0;
+    }
+    fs->mlp_chunk = float_mlp && B > LMC_MLP_CHUNK ? LMC_MLP_CHUNK : (int)B;
     struct { lmc_tensor *t; lmc_dtype type; int64_t ne0, ne1; } plan[] = {
         {&fs->x, LMC_DTYPE_F32, D, B},       {&fs->h, LMC_DTYPE_F32, D, B},
         {&fs->q, LMC_DTYPE_F32, qd, B},      {&fs->k, LMC_DTYPE_F32, kvd, B},
         {&fs->v, LMC_DTYPE_F32, kvd, B},     {&fs->att, LMC_DTYPE_F32, qd, B},
-        {&fs->gate, LMC_DTYPE_F32, I, B},    {&fs->up, LMC_DTYPE_F32, I, B},
+        {&fs->gate, LMC_DTYPE_F32, I, fs->mlp_chunk}, {&fs->up, LMC_DTYPE_F32, I, fs->mlp_chunk},
         {&fs->out, LMC_DTYPE_F32, D, B},     {parallel ? &fs->out2 : NULL, LMC_DTYPE_F32, D, B},
         {&fs->logits, LMC_DTYPE_F32, c->vocab_size, LMC_LOGITS_CHUNK},
         {&fs->tok, LMC_DTYPE_I32, B, 1},     {&fs->pos, LMC_DTYPE_I32, B, 1},
@@ -166,15 +178,10 @@ static void qk_norm(const lmc_model *m, const lmc_layer *L, lmc_tensor *q, lmc_t
     }
 }
 
-/* out = mlp(h), using gate/up scratch; a sparse layer runs the MoE block (model/moe.c). */
-static void mlp(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *out, const lmc_tensor *h, lmc_tensor *gate,
-                lmc_tensor *up) {
-    const lmc_model *m = fs->m;
+/* out = mlp(h) of a dense layer, using gate/up scratch of h's rows. */
+static void mlp_pass(const lmc_model *m, const lmc_layer *L, lmc_tensor *out, const lmc_tensor *h, lmc_tensor *gate,
+                     lmc_tensor *up) {
     lmc_backend *be = m->be;
-    if (L->moe) {
-        lmc_moe_forward(m, L->moe, &fs->moe, out, h, (int)lmc_tensor_nrows(h));
-        return;
-    }
     if (m->profile.arch->mlp == LMC_MLP_PLAIN) {
         linear(be, up, &L->w_up, &L->b_up, h);
         if (m->act_xielu) be->i->xielu(be, up, up, L->xielu);
@@ -186,6 +193,23 @@ static void mlp(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *out, cons
              (const lmc_tensor *const[]){&L->b_gate, &L->b_up}, h);
     be->i->act_mul(be, gate, gate, up, m->act);
     linear(be, out, &L->w_down, &L->b_down, gate);
+}
+
+/* out = mlp(h) of a dense layer over fs->gate/up, in passes of at most fs->mlp_chunk tokens; a sparse
+ * layer runs the MoE block (model/moe.c). */
+static void mlp(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *out, const lmc_tensor *h) {
+    const lmc_model *m = fs->m;
+    const int64_t n = lmc_tensor_nrows(h);
+    if (L->moe) {
+        lmc_moe_forward(m, L->moe, &fs->moe, out, h, (int)n);
+        return;
+    }
+    for (int64_t t0 = 0; t0 < n; t0 += fs->mlp_chunk) {
+        const int64_t nt = n - t0 < fs->mlp_chunk ? n - t0 : fs->mlp_chunk;
+        lmc_tensor hc = lmc_tensor_rows(h, t0, nt), oc = lmc_tensor_rows(out, t0, nt);
+        lmc_tensor gate = rows(&fs->gate, nt), up = rows(&fs->up, nt);
+        mlp_pass(m, L, &oc, &hc, &gate, &up);
+    }
 }
 
 /* ---- fused decode products (backend.h matmul_fused): the norm before a product read on the fly,
@@ -212,15 +236,11 @@ static int fused_acc(const lmc_model *m, lmc_tensor *x, const lmc_tensor *w, con
                  NULL, NULL);
 }
 
-/* x += mlp(rms_norm(x) with L's ffn_norm) of a dense gated MLP without biases, through fused
- * products (o: scratch for a product the backend will not accumulate). 0: not taken, nothing done. */
-static int mlp_fused(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *x, lmc_tensor *gate, lmc_tensor *up,
-                     lmc_tensor *o) {
-    const lmc_model *m = fs->m;
+/* One pass of mlp_fused over the rows of x (gate, up: scratch of those rows; o: scratch for a product
+ * the backend will not accumulate). 0: not taken, nothing done. */
+static int mlp_fused_pass(const lmc_model *m, const lmc_layer *L, lmc_tensor *x, lmc_tensor *gate, lmc_tensor *up,
+                          lmc_tensor *o) {
     lmc_backend *be = m->be;
-    if (L->moe || m->profile.arch->mlp == LMC_MLP_PLAIN || m->act_xielu || L->b_gate.data || L->b_up.data ||
-        L->b_down.data)
-        return 0;
     lmc_tensor *const gu[] = {gate, up};
     const lmc_tensor *const wgu[] = {&L->w_gate, &L->w_up};
     if (fused(m, 2, gu, wgu, x, LMC_FUSE_IN_RMS, LMC_FUSE_OUT_GLU, &L->ffn_norm, NULL)) {
@@ -240,6 +260,29 @@ static int mlp_fused(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *x, l
     return 1;
 }
 
+/* x += mlp(rms_norm(x) with L's ffn_norm) of a dense gated MLP without biases, through fused
+ * products, in the passes of mlp (h, o: scratch of x's rows). 0: not taken, nothing done. */
+static int mlp_fused(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *x, lmc_tensor *h, lmc_tensor *o) {
+    const lmc_model *m = fs->m;
+    if (L->moe || m->profile.arch->mlp == LMC_MLP_PLAIN || m->act_xielu || L->b_gate.data || L->b_up.data ||
+        L->b_down.data)
+        return 0;
+    const int64_t n = lmc_tensor_nrows(x);
+    for (int64_t t0 = 0; t0 < n; t0 += fs->mlp_chunk) {
+        const int64_t nt = n - t0 < fs->mlp_chunk ? n - t0 : fs->mlp_chunk;
+        lmc_tensor xc = lmc_tensor_rows(x, t0, nt), oc = lmc_tensor_rows(o, t0, nt);
+        lmc_tensor gate = rows(&fs->gate, nt), up = rows(&fs->up, nt);
+        if (mlp_fused_pass(m, L, &xc, &gate, &up, &oc)) continue;
+        if (t0 == 0) return 0;
+        /* a shorter last pass the backend declined: its rows through the plain ops */
+        lmc_tensor hc = lmc_tensor_rows(h, t0, nt);
+        norm(m, &hc, &xc, &L->ffn_norm, &L->ffn_norm_b);
+        mlp_pass(m, L, &oc, &hc, &gate, &up);
+        residual_add(m, &xc, &oc);
+    }
+    return 1;
+}
+
 static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_tensor *vc, int n, int use_long) {
     const lmc_model *m = fs->m;
     const lmc_config *c = &m->cfg;
@@ -248,7 +291,6 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     lmc_backend *be = m->be;
     lmc_tensor x = rows(&fs->x, n), h = rows(&fs->h, n), o = rows(&fs->out, n);
     lmc_tensor q = rows(&fs->q, n), k = rows(&fs->k, n), v = rows(&fs->v, n), att = rows(&fs->att, n);
-    lmc_tensor gate = rows(&fs->gate, n), up = rows(&fs->up, n);
     lmc_tensor pos = lmc_tensor_rows(&fs->pos, 0, 1), seq = lmc_tensor_rows(&fs->seq, 0, 1);
     pos.ne[0] = n;
     seq.ne[0] = n;
@@ -327,9 +369,9 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     be->i->attention(be, &att, &q, kc, vc, &pos, &seq, &ao);
     if (fz && block == LMC_BLOCK_PRE && !L->bo.data && fused_acc(m, &x, &L->wo, &att)) {
         /* x += o in the product; the MLP reads its norm of x */
-        if (mlp_fused(fs, L, &x, &gate, &up, &o)) return; /* x += mlp: the next layer norms x itself */
+        if (mlp_fused(fs, L, &x, &h, &o)) return; /* x += mlp: the next layer norms x itself */
         norm(m, &h, &x, &L->ffn_norm, &L->ffn_norm_b);
-        mlp(fs, L, &o, &h, &gate, &up);
+        mlp(fs, L, &o, &h);
         const int next = il + 1 < c->n_layers;
         fs->h_normed = next && add_norm(m, &x, &o, &h, &m->layers[il + 1].attn_norm);
         if (!fs->h_normed) residual_add(m, &x, &o);
@@ -340,7 +382,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
         /* x += attn(h) + mlp(h), one normed input; PARALLEL2: the MLP's input has its own norm */
         lmc_tensor o2 = rows(&fs->out2, n);
         if (block == LMC_BLOCK_PARALLEL2) norm(m, &h, &x, &L->ffn_norm, &L->ffn_norm_b);
-        mlp(fs, L, &o2, &h, &gate, &up);
+        mlp(fs, L, &o2, &h);
         be->i->add(be, &o, &o, &o2);
         lmc_tp_reduce(m, &o); /* tensor parallel: Σ of the ranks' partial sums (no-op otherwise) */
         residual_add(m, &x, &o);
@@ -360,7 +402,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     } else {
         residual_add(m, &x, &o);
     }
-    mlp(fs, L, &o, in, &gate, &up);
+    mlp(fs, L, &o, in);
     lmc_tp_reduce(m, &o);
     if (block == LMC_BLOCK_SANDWICH || block == LMC_BLOCK_POST) norm(m, &o, &o, &L->ffn_post_norm, &L->ffn_post_norm_b);
     /* x += o, fused with the next layer's input norm where possible */

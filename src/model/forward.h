@@ -16,6 +16,7 @@
 #define LMC_LOGITS_CHUNK 64 /* lm_head rows per pass; a step wanting at most this many rows keeps them on the backend */
 #define LMC_STEP_RECS 32    /* recorded step shapes kept per forward state (a server batches 1..n sequences) */
 #define LMC_STEP_REC_MAX 64 /* batches of at most this many tokens are recorded */
+#define LMC_MLP_CHUNK 512   /* a dense MLP of float weights over longer batches runs in passes of this many tokens */
 
 typedef struct lmc_forward_state {
     const lmc_model *m;
@@ -23,7 +24,8 @@ typedef struct lmc_forward_state {
     lmc_tensor x, h;            /* f32 [D, B]   residual stream, normed copy */
     lmc_tensor q, k, v;         /* f32 [H·hd, B], [KV·hd, B], [KV·hd, B] */
     lmc_tensor att;             /* f32 [H·hd, B] */
-    lmc_tensor gate, up;        /* f32 [I, B] */
+    lmc_tensor gate, up;        /* f32 [I, mlp_chunk] */
+    int mlp_chunk;              /* tokens per pass of a dense MLP (≤ B; forward.c, mlp) */
     lmc_tensor out, out2;       /* f32 [D, B]   sublayer outputs (attention; out2: the parallel MLP, parallel blocks only) */
     lmc_tensor logits;          /* f32 [V, LMC_LOGITS_CHUNK] */
     lmc_tensor tok, pos, seq;   /* i32 [B] */

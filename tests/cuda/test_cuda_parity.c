@@ -6,13 +6,17 @@
  * gets a fresh cuda backend. Set LMC_FIXTURES to use another folder.
  * Without a usable GPU it prints a SKIP line and RESULT 0 0.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test.h"
+#include "unit/tiny_model.h"
 
 #include "backend/cuda/cuda_backend.h"
+#include "gen/context.h"
 #include "gen/parity.h"
 
 static void check_fixture(const char *dir, const char *name) {
@@ -32,6 +36,84 @@ static void check_fixture(const char *dir, const char *name) {
                 r.tol, r.generate_checked ? (r.generate_same ? ", generate ids same" : ", generate ids DIFFER") : "");
     }
     lmc_backend_free(be);
+}
+
+/* Logits of every position of a one-sequence prefill of ids[0..n) in forwards of n_batch tokens. */
+static float *prefill_all(lmc_model *m, const int32_t *ids, int n, int n_batch) {
+    lmc_context_params cp = lmc_context_default_params();
+    cp.n_ctx = n;
+    cp.n_batch = n_batch;
+    lmc_context *ctx;
+    if (lmc_context_init(&ctx, m, &cp) < 0) return NULL;
+    int32_t *pos = malloc((size_t)n * 4), *seq = malloc((size_t)n * 4);
+    uint8_t *want = malloc((size_t)n);
+    float *out = NULL;
+    if (pos && seq && want) {
+        for (int i = 0; i < n; i++) { pos[i] = i; seq[i] = 0; want[i] = 1; }
+        lmc_batch b = {n, ids, pos, seq, want};
+        const size_t sz = (size_t)n * m->cfg.vocab_size * sizeof *out;
+        if (lmc_context_decode(ctx, &b) == 0 && ctx->n_logits == n && (out = malloc(sz)))
+            memcpy(out, lmc_context_logits(ctx, 0), sz);
+    }
+    free(pos);
+    free(seq);
+    free(want);
+    lmc_context_free(ctx);
+    return out;
+}
+
+/* A forward longer than LMC_MLP_CHUNK over bf16 weights runs its MLP in passes (forward.c): the fused
+ * products over 512 tokens, then a 4-token pass (the decode kernels). Against the same prompt in forwards
+ * of 100 tokens (one pass each) on the GPU and in one forward on the CPU backend. */
+static void test_mlp_passes(void) {
+    char dir[] = "/tmp/lmc-cuda-mlp-XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0); return; }
+    tiny_opts o = tiny_default();
+    o.bf16 = 1;
+    o.max_pos = 1024;
+    o.hidden = 64;
+    o.inter = 160;
+    CHECK(tiny_model_write(dir, &o) == 0);
+    lmc_backend *gpu = NULL, *cpu = NULL;
+    lmc_model *mg = NULL, *mc = NULL;
+    CHECK(lmc_backend_cuda_init(&gpu, 0) == 0 && lmc_backend_cpu_init(&cpu, 2, 0) == 0);
+    if (gpu && cpu) {
+        CHECK_MSG(lmc_model_load(dir, gpu, &mg) == 0, "%s", lmc_last_error());
+        CHECK_MSG(lmc_model_load(dir, cpu, &mc) == 0, "%s", lmc_last_error());
+    }
+    enum { N = 516 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (i * 37 + 11) % o.vocab;
+    float *one = mg ? prefill_all(mg, ids, N, 600) : NULL, *parts = mg ? prefill_all(mg, ids, N, 100) : NULL;
+    float *ref = mc ? prefill_all(mc, ids, N, 600) : NULL;
+    CHECK(one && parts && ref);
+    if (one && parts && ref) {
+        const size_t sz = (size_t)N * o.vocab;
+        double scale = 0, d_parts = 0, d_ref = 0;
+        for (size_t i = 0; i < sz; i++) {
+            scale = fmax(scale, fabs(ref[i]));
+            d_parts = fmax(d_parts, fabs(one[i] - parts[i]));
+            d_ref = fmax(d_ref, fabs(one[i] - ref[i]));
+        }
+        CHECK(scale > 0.5);
+        CHECK_MSG(d_parts <= LMC_PARITY_F2 * scale && d_ref <= LMC_PARITY_F2 * scale,
+                  "516-token forward vs 100-token forwards %g, vs the CPU %g (max|ref| %g)", d_parts, d_ref, scale);
+        fprintf(stderr, "  mlp passes: max|ref| %.3g, vs 100-token forwards %.2e, vs the CPU %.2e\n", scale, d_parts, d_ref);
+    }
+    free(one);
+    free(parts);
+    free(ref);
+    lmc_model_free(mg);
+    lmc_model_free(mc);
+    lmc_backend_free(gpu);
+    lmc_backend_free(cpu);
+    const char *files[] = {"config.json", "model.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
 }
 
 int main(void) {
@@ -55,5 +137,6 @@ int main(void) {
     }
     lmc_parity_list_free(names, n);
     if (n == 0) { fprintf(stderr, "no fixtures found under %s\n", root); test_failed_++; }
+    RUN(test_mlp_passes);
     return TEST_END();
 }

@@ -31,25 +31,36 @@ static double max_abs(const float *x, size_t n) {
     return m;
 }
 
-/* All-position logits of `ids` in one prefill through ctx (fresh sequence 0). */
-static float *prefill_logits(lmc_model *m, const int32_t *ids, int n, int n_batch) {
+/* All-position logits of `ids` (n ≤ n_ctx) in one prefill through a context of n_ctx positions
+ * (fresh sequence 0); *mlp_chunk (when given): the forward state's MLP pass length. */
+static float *prefill_logits_ctx(lmc_model *m, const int32_t *ids, int n, int n_batch, int n_ctx, int *mlp_chunk) {
     lmc_context_params cp = lmc_context_default_params();
-    cp.n_ctx = 64;
+    cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     lmc_context *ctx;
     if (lmc_context_init(&ctx, m, &cp) < 0) return NULL;
-    int32_t pos[64], seq[64];
-    uint8_t want[64];
-    for (int i = 0; i < n; i++) { pos[i] = i; seq[i] = 0; want[i] = 1; }
-    lmc_batch b = {n, ids, pos, seq, want};
+    if (mlp_chunk) *mlp_chunk = ctx->fs.mlp_chunk;
+    int32_t *pos = malloc((size_t)n * sizeof *pos), *seq = malloc((size_t)n * sizeof *seq);
+    uint8_t *want = malloc((size_t)n);
     float *out = NULL;
-    if (lmc_context_decode(ctx, &b) == 0 && ctx->n_logits == n) {
-        size_t sz = (size_t)n * m->cfg.vocab_size;
-        out = malloc(sz * sizeof *out);
-        memcpy(out, lmc_context_logits(ctx, 0), sz * sizeof *out);
+    if (pos && seq && want) {
+        for (int i = 0; i < n; i++) { pos[i] = i; seq[i] = 0; want[i] = 1; }
+        lmc_batch b = {n, ids, pos, seq, want};
+        if (lmc_context_decode(ctx, &b) == 0 && ctx->n_logits == n) {
+            size_t sz = (size_t)n * m->cfg.vocab_size;
+            out = malloc(sz * sizeof *out);
+            if (out) memcpy(out, lmc_context_logits(ctx, 0), sz * sizeof *out);
+        }
     }
+    free(pos);
+    free(seq);
+    free(want);
     lmc_context_free(ctx);
     return out;
+}
+
+static float *prefill_logits(lmc_model *m, const int32_t *ids, int n, int n_batch) {
+    return prefill_logits_ctx(m, ids, n, n_batch, 64, NULL);
 }
 
 static void check_model_consistency(const tiny_opts *o, const char *name) {
@@ -120,6 +131,41 @@ out:
     lmc_model_free(mr);
     lmc_backend_free(be);
     lmc_backend_free(ref);
+}
+
+/* A forward longer than LMC_MLP_CHUNK over float weights runs its MLP in passes (forward.c, mlp):
+ * one 600-token forward (passes of 512 and 88 tokens) against forwards of 100 tokens (one pass each). */
+static void test_mlp_passes(void) {
+    tiny_opts o = tiny_default();
+    o.bf16 = 1;
+    o.max_pos = 1024;
+    const char *dir = make_dir("mlp_passes", &o);
+    CHECK(dir != NULL);
+    lmc_backend *be;
+    CHECK(lmc_backend_cpu_init(&be, 2, 0) == 0);
+    lmc_model *m = NULL;
+    CHECK(lmc_model_load(dir, be, &m) == 0);
+    enum { N = 600 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (i * 37 + 11) % 96;
+    int chunk_long = 0, chunk_short = 0;
+    float *one = m ? prefill_logits_ctx(m, ids, N, 700, 640, &chunk_long) : NULL;
+    float *parts = m ? prefill_logits_ctx(m, ids, N, 100, 640, &chunk_short) : NULL;
+    CHECK_EQ_INT(chunk_long, LMC_MLP_CHUNK);
+    CHECK_EQ_INT(chunk_short, 100);
+    CHECK(one && parts);
+    if (one && parts) {
+        const size_t sz = (size_t)N * m->cfg.vocab_size;
+        const double scale = max_abs(one, sz);
+        double d = 0;
+        for (size_t i = 0; i < sz; i++) d = fmax(d, fabs(one[i] - parts[i]));
+        CHECK(scale > 0.5);
+        CHECK_MSG(d <= 1e-5 * scale, "one forward with MLP passes vs 100-token forwards: %g", d);
+    }
+    free(one);
+    free(parts);
+    lmc_model_free(m);
+    lmc_backend_free(be);
 }
 
 static void test_llama(void) { tiny_opts o = tiny_default(); check_model_consistency(&o, "llama"); }
@@ -439,6 +485,7 @@ int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/lmc-test-model-XXXXXX");
     if (!mkdtemp(tmp_root)) return 1;
     RUN(test_llama);
+    RUN(test_mlp_passes);
     RUN(test_llama_tied_bf16);
     RUN(test_qwen2);
     RUN(test_qwen3);

@@ -179,8 +179,13 @@ lmc_status lmc_cuda_mem_stats(lmc_backend *be, lmc_cuda_mem *m) {
     memset(m, 0, sizeof *m);
     for (int i = 0; i < c->n_binds; i++) m->weights += c->binds[i].dev_bytes;
     m->tensors = c->tensor_bytes;
-    m->workspaces = c->ws_w_bytes + c->ws_x_bytes + c->ws_a_bytes + c->stage_bytes + c->ws_m_bytes +
-                    (c->blas_ws ? LMC_CUDA_BLAS_WS : 0) + (c->attn_done ? LMC_CUDA_ATTN_DONE * sizeof(unsigned) : 0);
+    m->ws_w = c->ws_w_bytes;
+    m->ws_x = c->ws_x_bytes;
+    m->ws_a = c->ws_a_bytes + (c->attn_done ? LMC_CUDA_ATTN_DONE * sizeof(unsigned) : 0);
+    m->ws_m = c->ws_m_bytes;
+    m->stage = c->stage_bytes;
+    m->blas = c->blas_ws ? LMC_CUDA_BLAS_WS : 0;
+    m->workspaces = m->ws_w + m->ws_x + m->ws_a + m->ws_m + m->stage + m->blas;
     return LMC_OK;
 }
 

@@ -20,6 +20,9 @@ lmc_status lmc_backend_cuda_init(lmc_backend **out, int device);
  * driver's: the context, loaded kernels, recorded graphs, allocation rounding. */
 typedef struct lmc_cuda_mem {
     size_t weights, tensors, workspaces;
+    /* workspaces, by use: dequantized weight rows, bf16/int8 activations, attention partials and
+     * sampling reductions, MoE gathers, upload staging, cuBLAS's own */
+    size_t ws_w, ws_x, ws_a, ws_m, stage, blas;
 } lmc_cuda_mem;
 lmc_status lmc_cuda_mem_stats(lmc_backend *be, lmc_cuda_mem *m);
 
