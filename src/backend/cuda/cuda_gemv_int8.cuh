@@ -22,9 +22,12 @@ static __host__ __device__ constexpr bool qv_mx(int t) { return t == LMC_DTYPE_M
 
 #define QV_MAX_THREADS 512 /* threads per block of k_gemv_q at most (≤ 128 registers a thread) */
 /* Parts of a weight batch that k_gemv_q refills one after the other (1: the whole batch once its
- * products are done). Two for Q4_0: decode 1.5-2% faster on the H200 (Llama-8B shape, three rounds);
- * Q8_0 measured 2% slower with two, MXFP4 is unmeasured: both keep one. */
-template <int TYPE> static __host__ __device__ constexpr int qv_parts() { return TYPE == LMC_DTYPE_Q4_0 ? 2 : 1; }
+ * products are done). Two for Q4_0 and Q8_0: decode 1.5-2% (Q4_0) and 2.4% (Q8_0, with 16 loads a lane
+ * on down_proj; 2% slower with 8 there) faster on the H200, Llama-8B shape, two to four rounds. MXFP4
+ * measured 3% slower with two (with 8 loads a lane on down_proj) and keeps one. */
+template <int TYPE> static __host__ __device__ constexpr int qv_parts() {
+    return TYPE == LMC_DTYPE_Q4_0 || TYPE == LMC_DTYPE_Q8_0 ? 2 : 1;
+}
 
 /* Shared memory of k_gemv_q: per token K int8 activations, then per token K/32 float2
  * block metadata (scale d; Q4_0: -8·d·Σq, so a block is d_w·(d·Σ n·q + that)), then per
