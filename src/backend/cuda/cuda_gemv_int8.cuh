@@ -24,9 +24,11 @@ static __host__ __device__ constexpr bool qv_mx(int t) { return t == LMC_DTYPE_M
 /* Parts of a weight batch that k_gemv_q refills one after the other (1: the whole batch once its
  * products are done). Two for Q4_0 and Q8_0: decode 1.5-2% (Q4_0) and 2.4% (Q8_0, with 16 loads a lane
  * on down_proj; 2% slower with 8 there) faster on the H200, Llama-8B shape, two to four rounds. MXFP4
- * measured 3% slower with two (with 8 loads a lane on down_proj) and keeps one. */
+ * measured 3% slower with two (with 8 loads a lane on down_proj) and keeps one. Q4_K and Q5_K take two
+ * (Q4_K decode 306.5-307.7 -> 308.6-310.4 tok/s, two rounds; fewer spilled registers from 6 tokens on;
+ * Q5_K not measured), Q6_K one (241.3-241.4 against 238.1-240.6 with two). */
 template <int TYPE> static __host__ __device__ constexpr int qv_parts() {
-    return TYPE == LMC_DTYPE_Q4_0 || TYPE == LMC_DTYPE_Q8_0 ? 2 : 1;
+    return TYPE == LMC_DTYPE_Q4_0 || TYPE == LMC_DTYPE_Q8_0 || TYPE == LMC_DTYPE_Q4_K || TYPE == LMC_DTYPE_Q5_K ? 2 : 1;
 }
 
 /* Shared memory of k_gemv_q: per token K int8 activations, then per token K/32 float2
@@ -338,13 +340,19 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     };
 
     typename qv_batch_of<TYPE, RW, U>::T A;
-    auto load = [&](int64_t gg, int i, int b0) {
-        if constexpr (qv_kq(TYPE)) kqv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[GLU ? 1 : i], gg, b0, nch);
-        else qv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[GLU ? 1 : i], gg, b0, nch);
+    /* batch (gg, b0) of matrix i into A: its chunks u0..u1 - 1 a lane */
+    auto load = [&](int64_t gg, int i, int b0, int u0, int u1) {
+        if constexpr (qv_kq(TYPE)) kqv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[GLU ? 1 : i], gg, b0, nch, u0, u1);
+        else qv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[GLU ? 1 : i], gg, b0, nch, u0, u1);
     };
     int base = 0; /* batch (g, base) is in A */
+    /* acc += batch (g, base)'s chunks u0..u1 - 1 a lane · the activations */
+    auto dot = [&](float (&acc)[RW][NT], int u0, int u1) {
+        if constexpr (qv_kq(TYPE)) kqv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch, u0, u1);
+        else qv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch, u0, u1);
+    };
     int mi = g < g_end ? mat(g) : 0;
-    if (g < g_end) load(g - (mi ? m.gend[mi - 1] : 0), mi, base + lane);
+    if (g < g_end) load(g - (mi ? m.gend[mi - 1] : 0), mi, base + lane, 0, U);
     /* the first batch of weights is in flight: now wait for the previous kernel (lmc_launch) */
     pdl_next();
     pdl_wait();
@@ -356,10 +364,9 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     for (int r = 0; r < RW; r++)
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
-    if constexpr (qv_kq(TYPE) || qv_parts<TYPE>() <= 1) {
+    if constexpr (qv_parts<TYPE>() <= 1) {
         while (g < g_end) {
-            if constexpr (qv_kq(TYPE)) kqv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch);
-            else qv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch);
+            dot(acc, 0, U);
             base += STEP;
             if (base >= nch) { /* the row group is done */
                 qv_store<NT, RW, GLU>(acc, m.y[mi], m.w[mi].ne1, g - (mi ? m.gend[mi - 1] : 0), lane, ssw, fz, K);
@@ -367,7 +374,7 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
                 base = 0;
                 if (g < g_end) mi = mat(g);
             }
-            if (g < g_end) load(g - (mi ? m.gend[mi - 1] : 0), mi, base + lane);
+            if (g < g_end) load(g - (mi ? m.gend[mi - 1] : 0), mi, base + lane, 0, U);
         }
     } else {
         /* the batch in parts: each part's registers take the next batch's loads as soon as its
@@ -384,9 +391,8 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
             const int64_t gl = gn - (mn ? m.gend[mn - 1] : 0);
 #pragma unroll
             for (int p = 0; p < P; p++) {
-                qv_dot<TYPE, NT, RW, U>(acc, A, xq, meta, K, base + lane, nch, p * U / P, (p + 1) * U / P);
-                if (gn < g_end)
-                    qv_load<TYPE, RW, U, GLU>(A, m.w[mn], m.w[GLU ? 1 : mn], gl, bn + lane, nch, p * U / P, (p + 1) * U / P);
+                dot(acc, p * U / P, (p + 1) * U / P);
+                if (gn < g_end) load(gl, mn, bn + lane, p * U / P, (p + 1) * U / P);
             }
             if (bn == 0) qv_store<NT, RW, GLU>(acc, m.y[mi], m.w[mi].ne1, g - (mi ? m.gend[mi - 1] : 0), lane, ssw, fz, K);
             g = gn;

@@ -1,7 +1,7 @@
 /* cuda_kq_int8.cuh — the K-quant side of k_gemv_q (cuda_gemv_int8.cuh, its only includer): Q4_K,
  * Q5_K and Q6_K pieces of 32 elements read from the checkpoint layout into a warp's registers
  * (kqv_load), decoded to int8 codes and scales (kqv_decode) and multiplied by the int8
- * activations with __dp4a (kqv_dot). Included inside cuda_gemv_int8.cuh after qv_batch / qv_dot, whose
+ * activations with __dp4a (kqv_dot), a batch whole or in parts (pieces u0..u1 - 1 a lane). Included inside cuda_gemv_int8.cuh after qv_batch / qv_dot, whose
  * layouts (qv_xpos) and batch shape it shares.
  */
 #ifndef LMC_CUDA_KQ_INT8_CUH
@@ -56,7 +56,7 @@ template <int TYPE> static __device__ __forceinline__ void kqv_ld(kqv_raw<TYPE> 
 
 template <int TYPE, int RW, int U, bool GLU>
 static __device__ __forceinline__ void kqv_load(kqv_batch<TYPE, RW, U> &b, const lmc_cuda_w &w0, const lmc_cuda_w &w1,
-                                                int64_t g, int c0, int nch) {
+                                                int64_t g, int c0, int nch, int u0 = 0, int u1 = U) {
 #pragma unroll
     for (int r = 0; r < RW; r++) {
         const lmc_cuda_w &w = GLU && (r & 1) ? w1 : w0;
@@ -64,7 +64,7 @@ static __device__ __forceinline__ void kqv_load(kqv_batch<TYPE, RW, U> &b, const
         const uint8_t *row = (const uint8_t *)w.data + (size_t)(rr < w.ne1 ? rr : w.ne1 - 1) * w.nb1;
 #pragma unroll
         for (int u = 0; u < U; u++)
-            if (c0 + 32 * u < nch) kqv_ld<TYPE>(b.r[u][r], row, c0 + 32 * u);
+            if (u >= u0 && u < u1 && c0 + 32 * u < nch) kqv_ld<TYPE>(b.r[u][r], row, c0 + 32 * u);
     }
 }
 
@@ -131,11 +131,12 @@ static __device__ __forceinline__ void kqv_decode(const kqv_raw<TYPE> &r, int c,
  * scale; Q4_K/Q5_K minus min · d·Σq of the activation block. */
 template <int TYPE, int NT, int RW, int U>
 static __device__ __forceinline__ void kqv_dot(float (&acc)[RW][NT], const kqv_batch<TYPE, RW, U> &b, const int8_t *xq,
-                                               const float2 *meta, int K, int c0, int nch) {
+                                               const float2 *meta, int K, int c0, int nch, int u0 = 0, int u1 = U) {
     const int nbk = K / 32;
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int c = c0 + 32 * u;
+        if (u < u0 || u >= u1) continue;
         if (c >= nch) break;
         /* the natural 32-element activation blocks of the piece's low and high runs */
         const int blo = TYPE == LMC_DTYPE_Q6_K ? (c & ~7) + (c & 4) + ((c >> 1) & 1) : c & ~1;
