@@ -9,11 +9,19 @@
 
 /* K-quant pieces (32 elements, 16 bytes of code bytes) in the registers of a batch, as loaded. */
 template <int TYPE> struct kqv_raw;
-template <> struct kqv_raw<LMC_DTYPE_Q4_K> { uint4 h, q; };     /* header {d, dmin, scales[12]}, qs */
-template <> struct kqv_raw<LMC_DTYPE_Q5_K> { uint4 h, q, qh; }; /* + the 16 qh bytes of the piece */
+template <> struct kqv_raw<LMC_DTYPE_Q4_K> { uint4 q; };        /* qs (the header: kqv_batch.h) */
+template <> struct kqv_raw<LMC_DTYPE_Q5_K> { uint4 h, q, qh; }; /* header {d, dmin, scales[12]}, qs, the 16 qh bytes of the piece */
 template <> struct kqv_raw<LMC_DTYPE_Q6_K> { uint32_t ql[4], qh[4]; int s0, s1; uint16_t d; };
 template <int TYPE, int RW, int U> struct kqv_batch {
     kqv_raw<TYPE> r[U][RW];
+};
+/* Q4_K: the 16-byte super-block headers of a batch are shared. Lanes 8g..8g + 7 read pieces of one
+ * super-block for each u (pieces base + lane + 32u), so lane 8g + u loads the header of the super-block
+ * of pieces base + 8g + 32u (one header a lane and row, U ≤ 8) and the others take it with shuffles:
+ * the batch holds 16 useful bytes a load instead of 8 (header and codes loaded per piece). */
+template <int RW, int U> struct kqv_batch<LMC_DTYPE_Q4_K, RW, U> {
+    kqv_raw<LMC_DTYPE_Q4_K> r[U][RW];
+    uint4 h[RW];
 };
 template <int TYPE, int RW, int U> struct qv_batch_of { typedef qv_batch<RW, U> T; };
 template <int RW, int U> struct qv_batch_of<LMC_DTYPE_Q4_K, RW, U> { typedef kqv_batch<LMC_DTYPE_Q4_K, RW, U> T; };
@@ -47,10 +55,8 @@ template <int TYPE> static __device__ __forceinline__ void kqv_ld(kqv_raw<TYPE> 
         r.h = __ldg((const uint4 *)b);
         r.qh = __ldg((const uint4 *)(b + 16 + 16 * (j & 1)));
         r.q = __ldg((const uint4 *)(b + 48 + 16 * j));
-    } else { /* Q4_K {d, dmin, scales[12], qs[128]} */
-        const uint8_t *b = row + (size_t)(c >> 3) * 144;
-        r.h = __ldg((const uint4 *)b);
-        r.q = __ldg((const uint4 *)(b + 16 + 16 * j));
+    } else { /* Q4_K {d, dmin, scales[12], qs[128]}: the codes (the header: kqv_load) */
+        r.q = __ldg((const uint4 *)(row + (size_t)(c >> 3) * 144 + 16 + 16 * j));
     }
 }
 
@@ -65,6 +71,11 @@ static __device__ __forceinline__ void kqv_load(kqv_batch<TYPE, RW, U> &b, const
 #pragma unroll
         for (int u = 0; u < U; u++)
             if (u >= u0 && u < u1 && c0 + 32 * u < nch) kqv_ld<TYPE>(b.r[u][r], row, c0 + 32 * u);
+        if constexpr (TYPE == LMC_DTYPE_Q4_K) { /* this lane's shared header (kqv_batch<Q4_K>) */
+            const int lane = c0 & 31, uh = lane & 7, ch = c0 - lane + (lane & ~7) + 32 * uh;
+            if (uh < U && uh >= u0 && uh < u1)
+                b.h[r] = ch < nch ? __ldg((const uint4 *)(row + (size_t)(ch >> 3) * 144)) : make_uint4(0, 0, 0, 0);
+        }
     }
 }
 
@@ -72,8 +83,8 @@ static __device__ __forceinline__ void kqv_load(kqv_batch<TYPE, RW, U> &b, const
  * of the two halves (weight scale per code) and their mins (Q4_K/Q5_K: the piece with h = 0
  * carries the mins of both 32-element sub-blocks, the h = 1 piece none). */
 template <int TYPE>
-static __device__ __forceinline__ void kqv_decode(const kqv_raw<TYPE> &r, int c, int (&lo)[4], int (&hi)[4], float &a0,
-                                                  float &a1, float &m0, float &m1) {
+static __device__ __forceinline__ void kqv_decode(const kqv_raw<TYPE> &r, const uint4 &hd, int c, int (&lo)[4],
+                                                  int (&hi)[4], float &a0, float &a1, float &m0, float &m1) {
     if constexpr (TYPE == LMC_DTYPE_Q6_K) {
         const int qq = (c >> 1) & 1;
 #pragma unroll
@@ -92,18 +103,18 @@ static __device__ __forceinline__ void kqv_decode(const kqv_raw<TYPE> &r, int c,
         m0 = m1 = 0.0f;
     } else {
         const int cc = (c >> 1) & 3;
-        const float d = f16_to_f((uint16_t)(r.h.x & 0xffff)), dm = f16_to_f((uint16_t)(r.h.x >> 16));
+        const float d = f16_to_f((uint16_t)(hd.x & 0xffff)), dm = f16_to_f((uint16_t)(hd.x >> 16));
         int sc[2], mn[2]; /* 6-bit scales/mins of sub-blocks 2cc, 2cc + 1 */
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             const int i = 2 * cc + hh;
             if (i < 4) {
-                sc[hh] = (r.h.y >> (8 * i)) & 63;
-                mn[hh] = (r.h.z >> (8 * i)) & 63;
+                sc[hh] = (hd.y >> (8 * i)) & 63;
+                mn[hh] = (hd.z >> (8 * i)) & 63;
             } else {
                 const int s = 8 * (i - 4);
-                sc[hh] = ((r.h.w >> s) & 0x0F) | (((r.h.y >> (s + 6)) & 3) << 4);
-                mn[hh] = ((r.h.w >> (s + 4)) & 0x0F) | (((r.h.z >> (s + 6)) & 3) << 4);
+                sc[hh] = ((hd.w >> s) & 0x0F) | (((hd.y >> (s + 6)) & 3) << 4);
+                mn[hh] = ((hd.w >> (s + 4)) & 0x0F) | (((hd.z >> (s + 6)) & 3) << 4);
             }
         }
         const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
@@ -126,6 +137,23 @@ static __device__ __forceinline__ void kqv_decode(const kqv_raw<TYPE> &r, int c,
     }
 }
 
+/* The header of piece u of row r for this lane: Q4_K's from the lane that loaded it (kqv_batch<Q4_K>), the
+ * others' from the piece itself (Q6_K has none). */
+template <int TYPE, int RW, int U>
+static __device__ __forceinline__ uint4 kqv_header(const kqv_batch<TYPE, RW, U> &b, int r, int u, int lane) {
+    if constexpr (TYPE == LMC_DTYPE_Q4_K) {
+        const int src = (lane & ~7) | u;
+        return make_uint4(__shfl_sync(0xffffffffu, b.h[r].x, src), __shfl_sync(0xffffffffu, b.h[r].y, src),
+                          __shfl_sync(0xffffffffu, b.h[r].z, src), __shfl_sync(0xffffffffu, b.h[r].w, src));
+    } else if constexpr (TYPE == LMC_DTYPE_Q5_K) {
+        (void)lane;
+        return b.r[u][r].h;
+    } else {
+        (void)b; (void)r; (void)u; (void)lane;
+        return make_uint4(0, 0, 0, 0);
+    }
+}
+
 /* acc[r][t] += the batch's K-quant pieces · token t's int8 activations: per piece two runs of 16
  * (low and high plane, 4 __dp4a each), each times its weight scale and its 32-block's activation
  * scale; Q4_K/Q5_K minus min · d·Σq of the activation block. */
@@ -137,14 +165,20 @@ static __device__ __forceinline__ void kqv_dot(float (&acc)[RW][NT], const kqv_b
     for (int u = 0; u < U; u++) {
         const int c = c0 + 32 * u;
         if (u < u0 || u >= u1) continue;
-        if (c >= nch) break;
+        uint4 hdr[RW]; /* Q4_K: shuffled, by the whole warp, before lanes past the row's end leave */
+#pragma unroll
+        for (int r = 0; r < RW; r++) hdr[r] = kqv_header(b, r, u, c0 & 31);
+        if (c >= nch) {
+            if (TYPE == LMC_DTYPE_Q4_K) continue;
+            break;
+        }
         /* the natural 32-element activation blocks of the piece's low and high runs */
         const int blo = TYPE == LMC_DTYPE_Q6_K ? (c & ~7) + (c & 4) + ((c >> 1) & 1) : c & ~1;
         const int bhi = blo + (TYPE == LMC_DTYPE_Q6_K ? 2 : 1);
         int lo[RW][4], hi[RW][4];
         float a0[RW], a1[RW], m0[RW], m1[RW];
 #pragma unroll
-        for (int r = 0; r < RW; r++) kqv_decode<TYPE>(b.r[u][r], c, lo[r], hi[r], a0[r], a1[r], m0[r], m1[r]);
+        for (int r = 0; r < RW; r++) kqv_decode<TYPE>(b.r[u][r], hdr[r], c, lo[r], hi[r], a0[r], a1[r], m0[r], m1[r]);
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             const int4 xa = *(const int4 *)(xq + t * K + c * 16);
