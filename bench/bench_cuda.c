@@ -24,7 +24,8 @@
  * products of the 8B shape's matrices per type (GB/s) and decode attention over caches of
  * 64 / 1024 / 8192 positions. Prints markdown tables. A benchmark, not a test.
  * Types: bf16 f16 q8_0 q4_0 q4_k q6_k (GGUF blocks, every matrix one type; the types lmc can
- * quantize to), mxfp4 (ggml's MXFP4 block) and mlx4 mlx8
+ * quantize to), q5_k (random codes: lmc reads it but does not write it), mxfp4 (ggml's MXFP4 block)
+ * and mlx4 mlx8
  * (MLX affine, groups of 64, bf16 scales/biases; their bytes count in the roofline; --kernels
  * skips MLX).
  */
@@ -91,6 +92,13 @@ static void *host_matrix(lmc_dtype t, int64_t in, int64_t rows) {
             for (int64_t i = 0; i < in; i++) { uint16_t h = lmc_f32_to_bf16(f[i]); memcpy(dst + 2 * i, &h, 2); }
         } else if (t == LMC_DTYPE_F32) {
             memcpy(dst, f, rb);
+        } else if (t == LMC_DTYPE_Q5_K) { /* lmc does not quantize to it: random codes, scales d = dmin = 1/64 */
+            for (size_t i = 0; i < rb; i++) dst[i] = (char)(rand() & 255);
+            const uint16_t d = lmc_f32_to_f16(1.0f / 64);
+            for (size_t b = 0; b < rb; b += lmc_dtype_block_bytes(t)) {
+                memcpy(dst + b, &d, 2);
+                memcpy(dst + b + 2, &d, 2);
+            }
         } else if (lmc_quantize_row(t, f, dst, NULL, in) < 0) {
             die("quantize");
         }
@@ -112,7 +120,7 @@ static lmc_model *g_synth; /* the model synth_model builds (its mlx_aux holds th
 static lmc_dtype type_of(const char *t) {
     static const struct { const char *name; lmc_dtype t; } tab[] = {
         {"bf16", LMC_DTYPE_BF16}, {"f16", LMC_DTYPE_F16}, {"q8_0", LMC_DTYPE_Q8_0}, {"q4_0", LMC_DTYPE_Q4_0},
-        {"q4_k", LMC_DTYPE_Q4_K}, {"q6_k", LMC_DTYPE_Q6_K}, {"mlx4", LMC_DTYPE_MLX4},
+        {"q4_k", LMC_DTYPE_Q4_K}, {"q5_k", LMC_DTYPE_Q5_K}, {"q6_k", LMC_DTYPE_Q6_K}, {"mlx4", LMC_DTYPE_MLX4},
         {"mlx8", LMC_DTYPE_MLX8}, {"mxfp4", LMC_DTYPE_MXFP4}};
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(t, tab[i].name)) return tab[i].t;
