@@ -315,10 +315,11 @@ typedef struct qv_mat {
     float *y[LMC_CUDA_GEMV_MULTI];
     int64_t gend[LMC_CUDA_GEMV_MULTI];
     int n;
+    int even; /* gemv_groups */
 } qv_mat;
 
-/* y[t, o] = Σ_i w[o, i] x[t, i] for NT tokens, Q8_0 / Q4_0 repacked weights (each matrix of m). Warp gw
- * of the grid computes row groups [gw·gpw, gw·gpw + gpw) of RW rows each, over the whole row, in
+/* y[t, o] = Σ_i w[o, i] x[t, i] for NT tokens, Q8_0 / Q4_0 repacked weights (each matrix of m). A warp
+ * of the grid computes gpw or gpw - 1 row groups (gemv_groups) of RW rows each, over the whole row, in
  * batches of U chunks a lane: LOADS = RW·U loads of 16 bytes a lane in flight (the first
  * batch while the block quantizes the activations). */
 template <int TYPE, int NT, int RW, int LOADS, bool GLU>
@@ -329,10 +330,10 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     const int nch = TYPE == LMC_DTYPE_Q8_0 ? K / 16 : K / 32; /* 16-byte code chunks (K-quants: pieces) per row */
     const int8_t *xq = (const int8_t *)qv_sm;
     const float2 *meta = (const float2 *)(qv_sm + (size_t)NT * K);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
     const int64_t ngroups = m.gend[m.n - 1];
-    int64_t g = ((int64_t)blockIdx.x * (blockDim.x >> 5) + warp) * gpw;
-    const int64_t g_end = g + gpw < ngroups ? g + gpw : ngroups;
+    int64_t g, g_end;
+    gemv_groups(ngroups, gpw, m.even, &g, &g_end);
     auto mat = [&](int64_t gg) { /* the matrix of group gg */
         int i = 0;
         while (i < m.n - 1 && gg >= m.gend[i]) i++;
@@ -402,9 +403,10 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     }
 }
 
-/* Launch shape: every warp the same number of row groups (gpw), at most 16 warps (one block)
- * per multiprocessor, so that the activations are quantized once per multiprocessor (two
- * blocks of 8 warps measured 3-35% slower on the H200), blocks of 4..16 warps. */
+/* Launch shape (gemv_shape, even): every warp slot busy where the matrix has the row groups for it
+ * (warps take gpw or gpw - 1 groups), at most 16 warps (one block) per multiprocessor, so that the
+ * activations are quantized once per multiprocessor (two blocks of 8 warps measured 3-35% slower on
+ * the H200; blocks of at most 8 or 12 warps, 34% / 12% slower in session 14), blocks of 4..16 warps. */
 template <int TYPE, int NT, int RW, int LOADS, bool GLU = false>
 static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz, int dev, int sms, size_t smb) {
     const size_t sm = qv_smem(m->w[0].ne0, NT);
@@ -418,12 +420,12 @@ static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &
         ng += GLU ? (m->w[i].ne1 + RW / 2 - 1) / (RW / 2) : (m->w[i].ne1 + RW - 1) / RW;
         m->gend[i] = ng;
     }
-    const int64_t max_w = (int64_t)sms * (QV_MAX_THREADS / 32);
-    const int64_t gpw = (ng + max_w - 1) / max_w, nw = (ng + gpw - 1) / gpw;
-    int64_t wpb = (nw + sms - 1) / sms;
-    if (wpb < 4) wpb = 4;
-    if (wpb > QV_MAX_THREADS / 32) wpb = QV_MAX_THREADS / 32;
-    const unsigned blocks = (unsigned)((nw + wpb - 1) / wpb);
+    int64_t gpw, wpb;
+    unsigned blocks;
+    static int even = -1; /* gemv_shape */
+    if (even < 0) even = !(getenv("LMC_CUDA_GEMV_EVEN") && !strcmp(getenv("LMC_CUDA_GEMV_EVEN"), "0"));
+    m->even = even;
+    gemv_shape(ng, sms, QV_MAX_THREADS / 32, m->even, &gpw, &wpb, &blocks);
     if (NT == 1 && GLU) { /* row group i: rows i·RW/2 .. of gate and of up */
         lmc_cuda_gemv_span_note(m->w[0].data, gpw * (RW / 2));
         lmc_cuda_gemv_span_note(m->w[1].data, gpw * (RW / 2));

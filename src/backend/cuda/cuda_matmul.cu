@@ -361,8 +361,8 @@ __global__ void __launch_bounds__(GS_MAX_THREADS) k_gemv_s(gemv_s_rows m, const 
     float *xs = (float *)gs_sm, *ssw = xs + (size_t)NT * K;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int64_t G = m.gend[m.n - 1];
-    int64_t g = ((int64_t)blockIdx.x * nw + warp) * gpw;
-    const int64_t g_end = g + gpw < G ? g + gpw : G;
+    int64_t g, g_end;
+    gemv_groups(G, gpw, 0, &g, &g_end);
 
     /* the rows of group g: matrix mi, rows r0.. (MODE 2: w[0] rows r0.. then w[1] rows r0..) */
     auto locate = [&](int64_t gg, int &mi, int64_t &r0) {
@@ -503,12 +503,9 @@ static int gemv_s_launch(cudaStream_t s, gemv_s_rows *m, const float *x, const g
         cudaFuncSetAttribute(k_gemv_s<TYPE, NT, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smo);
         if (dev >= 0 && dev < 16) opted[dev] = 1;
     }
-    const int64_t max_w = (int64_t)sms * (GS_MAX_THREADS / 32);
-    const int64_t gpw = (G + max_w - 1) / max_w, nw = (G + gpw - 1) / gpw;
-    int64_t wpb = (nw + sms - 1) / sms;
-    if (wpb < 4) wpb = 4;
-    if (wpb > GS_MAX_THREADS / 32) wpb = GS_MAX_THREADS / 32;
-    const unsigned blocks = (unsigned)((nw + wpb - 1) / wpb);
+    int64_t gpw, wpb;
+    unsigned blocks;
+    gemv_shape(G, sms, GS_MAX_THREADS / 32, 0, &gpw, &wpb, &blocks);
     if (NT == 1 && MODE == 2) { /* row group i: row i of w[0] and of w[1] */
         lmc_cuda_gemv_span_note(m->w[0].data, gpw);
         lmc_cuda_gemv_span_note(m->w[1].data, gpw);
