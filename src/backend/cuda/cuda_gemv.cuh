@@ -116,7 +116,7 @@ static void gemv_shape(int64_t G, int sms, int wmax, int even, int64_t *gpw, int
 /* This warp's row groups [*g0, *g1) of G: gpw each in grid order (the last warps fewer or none); even:
  * gpw for the first G - nw·(gpw - 1) warps of the grid's nw, gpw - 1 for the others. */
 static __device__ __forceinline__ void gemv_groups(int64_t G, int gpw, int even, int64_t *g0, int64_t *g1) {
-    const int64_t nw = (int64_t)gridDim.x * (blockDim.x >> 5), w = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int64_t wpb = blockDim.x >> 5, nw = (int64_t)gridDim.x * wpb, w = (int64_t)blockIdx.x * wpb + (threadIdx.x >> 5);
     int64_t g = w * gpw, n = gpw;
     if (even) {
         const int64_t a = G - nw * (gpw - 1);

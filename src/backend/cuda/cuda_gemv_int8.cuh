@@ -478,10 +478,10 @@ static void qv_rows(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz
 }
 
 /* K-quants: two rows a warp (four spilled registers from 3 tokens on; one row a warp for small
- * matrices is left out to keep the instantiations few). Pieces a lane in flight: Q4_K 8 at one token
- * (16 code loads and a shared header, kqv_batch<Q4_K>; decode 306.5-310.4 -> 316.9-317.4 tok/s on the
- * H200, Llama-8B shape, two rounds; four rows a warp where rows have at most 4 pieces a lane spilled
- * registers and measured 295-296) and 4 at two tokens, else 4 (Q5_K: three loads a piece; Q6_K: ten
+ * matrices is left out to keep the instantiations few). Pieces a lane in flight: Q4_K 16 at one token
+ * (8 a row and a shared header, kqv_batch<Q4_K>; decode 306.5-310.4 -> 316.9-317.4 tok/s on the H200,
+ * Llama-8B shape, two rounds; four rows a warp where rows have at most 4 pieces a lane spilled
+ * registers and measured 295-296), 8 at two tokens, else 4 (Q5_K: three loads a piece; Q6_K: ten
  * 4-byte loads and three small ones, its super-blocks being 2-byte aligned). */
 template <int TYPE, int NT, bool GLU = false>
 static void kqv_rows(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz) {

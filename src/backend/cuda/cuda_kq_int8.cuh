@@ -1,8 +1,9 @@
 /* cuda_kq_int8.cuh — the K-quant side of k_gemv_q (cuda_gemv_int8.cuh, its only includer): Q4_K,
  * Q5_K and Q6_K pieces of 32 elements read from the checkpoint layout into a warp's registers
  * (kqv_load), decoded to int8 codes and scales (kqv_decode) and multiplied by the int8
- * activations with __dp4a (kqv_dot), a batch whole or in parts (pieces u0..u1 - 1 a lane). Included inside cuda_gemv_int8.cuh after qv_batch / qv_dot, whose
- * layouts (qv_xpos) and batch shape it shares.
+ * activations with __dp4a (kqv_dot), a batch whole or in parts (pieces u0..u1 - 1 a lane).
+ * Included inside cuda_gemv_int8.cuh after qv_batch / qv_dot, whose layouts (qv_xpos) and batch
+ * shape it shares.
  */
 #ifndef LMC_CUDA_KQ_INT8_CUH
 #define LMC_CUDA_KQ_INT8_CUH
@@ -10,7 +11,7 @@
 /* K-quant pieces (32 elements, 16 bytes of code bytes) in the registers of a batch, as loaded. */
 template <int TYPE> struct kqv_raw;
 template <> struct kqv_raw<LMC_DTYPE_Q4_K> { uint4 q; };        /* qs (the header: kqv_batch.h) */
-template <> struct kqv_raw<LMC_DTYPE_Q5_K> { uint4 h, q, qh; }; /* header {d, dmin, scales[12]}, qs, the 16 qh bytes of the piece */
+template <> struct kqv_raw<LMC_DTYPE_Q5_K> { uint4 h, q, qh; }; /* header {d, dmin, scales[12]}, qs, its 16 qh bytes */
 template <> struct kqv_raw<LMC_DTYPE_Q6_K> { uint32_t ql[4], qh[4]; int s0, s1; uint16_t d; };
 template <int TYPE, int RW, int U> struct kqv_batch {
     kqv_raw<TYPE> r[U][RW];
