@@ -60,7 +60,9 @@ for c in qwen3_moe qwen2_moe mixtral; do
         "$LMC" logits -m "$T/m.gguf" --ids "$prompt" --out "$T/l.f32" 2>"$T/err" || { bad "$c $t: logits: $(cat "$T/err")"; continue; }
         read -r _ rel _ agree _ clear < <(node tests/cli/quant_err.mjs "$FX" "$T/l.f32")
         echo "$c $t: rel $rel, argmax agree $agree, on clear rows $clear" >&2
-        bound=1.5; [ "$t" = q8_0 ] && bound=0.3
+        # q8_0: 0.3; mixtral 0.45 (its top-2 of 8 experts flips on more rows: rel 0.336 through the scalar,
+        # AVX2 and AVX-512 kernels alike on a machine without AMX; qwen3_moe 0.139, qwen2_moe 0.110 there)
+        bound=1.5; [ "$t" = q8_0 ] && { bound=0.3; [ "$c" = mixtral ] && bound=0.45; }
         at_most "$rel" "$bound" && ok || bad "$c $t: logit error $rel > $bound"
         if [ "$t" = q8_0 ]; then
             ca=${clear%/*}; cn=${clear#*/}
