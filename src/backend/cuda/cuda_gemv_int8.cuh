@@ -403,6 +403,13 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     }
 }
 
+/* LMC_CUDA_GEMV_EVEN=0: k_gemv_q's grid as small as one gpw for every warp allows (gemv_shape; A/B). */
+static int qv_even(void) {
+    static int v = -1;
+    if (v < 0) v = !(getenv("LMC_CUDA_GEMV_EVEN") && !strcmp(getenv("LMC_CUDA_GEMV_EVEN"), "0"));
+    return v;
+}
+
 /* Launch shape (gemv_shape, even): every warp slot busy where the matrix has the row groups for it
  * (warps take gpw or gpw - 1 groups), at most 16 warps (one block) per multiprocessor, so that the
  * activations are quantized once per multiprocessor (two blocks of 8 warps measured 3-35% slower on
@@ -422,9 +429,7 @@ static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &
     }
     int64_t gpw, wpb;
     unsigned blocks;
-    static int even = -1; /* gemv_shape */
-    if (even < 0) even = !(getenv("LMC_CUDA_GEMV_EVEN") && !strcmp(getenv("LMC_CUDA_GEMV_EVEN"), "0"));
-    m->even = even;
+    m->even = qv_even();
     gemv_shape(ng, sms, QV_MAX_THREADS / 32, m->even, &gpw, &wpb, &blocks);
     if (NT == 1 && GLU) { /* row group i: rows i·RW/2 .. of gate and of up */
         lmc_cuda_gemv_span_note(m->w[0].data, gpw * (RW / 2));
