@@ -47,6 +47,11 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
  * side with a software prefetch 4 KB ahead (LMC_STREAMS=1|2|4 and LMC_PF=<bytes> in the
  * environment override both, for measurements). */
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
+/* Prefill-sized batches (≥ LMC_CPU_GEMM_MIN_TOKENS) of Q4_0 / Q8_0 weights on the AVX-512 tier:
+ * the decode kernels' arithmetic on the same prepared activations, each group of 4 rows gathered
+ * once for 4 tokens. lmc_cpu_simd_gemm_has: 1 when w takes it (LMC_CPU_SIMD_GEMM=0: never). */
+int lmc_cpu_simd_gemm_has(const lmc_tensor *w);
+void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 
 /* ---- AMX bf16 prefill: bf16 weights, block types with LMC_CPU_AMX_INT8=0 (cpu_amx.c) ---- */
 

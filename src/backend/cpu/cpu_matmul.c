@@ -5,9 +5,9 @@
  * where the machine has them (cpu_amx_int8.c, activations quantized to 8-bit blocks as in
  * decode); prefill-sized batches with bf16 weights (and quantized ones with
  * LMC_CPU_AMX_INT8=0) use AMX bf16 tiles (cpu_amx.c, exact f32 activations); other prefill batches
- * (≥ LMC_CPU_GEMM_MIN_TOKENS) dequantize
- * blocks of LMC_CPU_GEMM_BLOCK weight rows into f32 scratch once and call
- * OpenBLAS sgemm. Smaller batches (decode) use the SIMD kernels of cpu_simd.c
+ * (≥ LMC_CPU_GEMM_MIN_TOKENS) of Q4_0 / Q8_0 weights on AVX-512 VNNI without AMX run
+ * cpu_simd.c's integer kernels on the decode layout of the activations (lmc_cpu_simd_gemm); the rest
+ * dequantize blocks of LMC_CPU_GEMM_BLOCK weight rows into f32 scratch once and call OpenBLAS sgemm. Smaller batches (decode) use the SIMD kernels of cpu_simd.c
  * where the type has one, else dequantize one row at a time into scratch and
  * use a 4-row f32 dot (written with GCC vector types: portable, and AVX-512
  * under -march=native). Scratch belongs to the calling thread. For the AMX paths
@@ -82,7 +82,7 @@ static const float *row_f32(const lmc_tensor *w, int64_t o, float *dst) {
 size_t lmc_cpu_act_bytes(const lmc_tensor *w, int64_t n_tok) {
     if (lmc_cpu_amx_int8_wants(w, n_tok)) return lmc_cpu_amx_int8_act_bytes(w, n_tok);
     if (lmc_cpu_amx_wants(w, n_tok)) return lmc_cpu_amx_act_bytes(w, n_tok);
-    if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS || !lmc_cpu_simd_has(w)) return 0;
+    if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS ? !lmc_cpu_simd_gemm_has(w) : !lmc_cpu_simd_has(w)) return 0;
     return lmc_cpu_simd_act_bytes(w, n_tok);
 }
 
@@ -100,6 +100,10 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const vo
         lmc_cpu_amx_int8_act_finish(w, n_tok, (void *)(uintptr_t)xp); /* this thread's share of the quantizing */
         o = lmc_cpu_amx_int8_rows(y, w, xp, n_tok, o, o1, tmp, (size_t)LMC_CPU_GEMM_BLOCK * (size_t)in);
         LMC_ASSERT(o == o1);
+        return;
+    }
+    if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS && xp && lmc_cpu_simd_gemm_has(w) && !lmc_cpu_amx_wants(w, n_tok)) {
+        lmc_cpu_simd_gemm(y, w, xp, n_tok, o0, o1);
         return;
     }
     if (n_tok >= LMC_CPU_GEMM_MIN_TOKENS) {
