@@ -151,8 +151,7 @@ static void run_get_rows(op_args *o, int ith, int nth) {
 
 static void run_matmul(op_args *o, int ith, int nth) {
     const int64_t out = o->w->ne[1], n_tok = lmc_tensor_nrows(o->a);
-    /* split output rows in groups of 4 (decode: the 4-row kernels) or 16 (prefill: AMX tiles) */
-    const int64_t grp = n_tok >= LMC_CPU_GEMM_MIN_TOKENS ? 16 : 4;
+    const int64_t grp = lmc_cpu_matmul_grain(o->w, n_tok);
     long g0, g1;
     lmc_split((out + grp - 1) / grp, ith, nth, &g0, &g1);
     int64_t r0 = g0 * grp, r1 = g1 * grp < out ? g1 * grp : out;
@@ -550,7 +549,6 @@ typedef struct mmid_job {
     int64_t in, out;
 } mmid_job;
 
-static int64_t mmid_grp(int64_t cnt) { return cnt >= LMC_CPU_GEMM_MIN_TOKENS ? 16 : 4; }
 
 static void mmid_worker(void *arg, int ith, int nth) {
     mmid_job *j = arg;
@@ -559,7 +557,7 @@ static void mmid_worker(void *arg, int ith, int nth) {
     int e = 0;
     for (long u = u0; u < u1;) {
         while (j->unit0[e + 1] <= u) e++;
-        const int64_t cnt = j->start[e + 1] - j->start[e], grp = mmid_grp(cnt);
+        const int64_t cnt = j->start[e + 1] - j->start[e], grp = lmc_cpu_matmul_grain(&j->experts[j->used[e]], cnt);
         long ue = u1 < j->unit0[e + 1] ? u1 : (long)j->unit0[e + 1]; /* this thread's units of expert e */
         int64_t o0 = (u - j->unit0[e]) * grp, o1 = (ue - j->unit0[e]) * grp;
         if (o1 > j->out) o1 = j->out;
@@ -618,7 +616,8 @@ static void cpu_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *expe
         unit0[n_used] = units;
         fill[e] = pos;
         pos += count[e];
-        units += (out + mmid_grp(count[e]) - 1) / mmid_grp(count[e]);
+        const int64_t grp = lmc_cpu_matmul_grain(&experts[e], count[e]);
+        units += (out + grp - 1) / grp;
         n_used++;
     }
     start[n_used] = pos;

@@ -26,6 +26,12 @@ size_t lmc_cpu_act_bytes(const lmc_tensor *w, int64_t n_tok);
 /* Prepare x f32 [in, n_tok] for w's decode kernel into buf (lmc_cpu_act_bytes bytes). */
 void lmc_cpu_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
 
+/* Rows of w that lmc_cpu_matmul_rows ranges start at multiples of when threads split a product
+ * of n_tok tokens: 4 (the decode kernels' row quads), 16 (AMX tiles, lmc_cpu_simd_gemm) or
+ * LMC_CPU_GEMM_BLOCK (sgemm over dequantized blocks: every thread count then makes the same sgemm
+ * calls, whose summation order OpenBLAS may choose by shape, so 1 and 2 threads give the same bits). */
+int64_t lmc_cpu_matmul_grain(const lmc_tensor *w, int64_t n_tok);
+
 /* y[o, t] for o in [o0, o1), all t. xp: the prepared activations (or NULL when none are
  * needed). tmp: scratch of at least LMC_CPU_GEMM_BLOCK·in floats. */
 void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const void *xp, int64_t n_tok, int64_t o0,
@@ -47,9 +53,11 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
  * side with a software prefetch 4 KB ahead (LMC_STREAMS=1|2|4 and LMC_PF=<bytes> in the
  * environment override both, for measurements). */
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
-/* Prefill-sized batches (≥ LMC_CPU_GEMM_MIN_TOKENS) of Q4_0 / Q8_0 weights on the AVX-512 tier:
- * the decode kernels' arithmetic on the same prepared activations, each group of 4 rows gathered
- * once for 4 tokens. lmc_cpu_simd_gemm_has: 1 when w takes it (LMC_CPU_SIMD_GEMM=0: never). */
+/* Prefill-sized batches (≥ LMC_CPU_GEMM_MIN_TOKENS) of the types whose AVX-512 kernels take Q8_0
+ * activations (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4, MLX8; not MXFP4): the decode kernels' arithmetic on
+ * the same prepared activations; Q4_0 / Q8_0 gather each group of 4 rows once for 4 tokens, the
+ * others run the decode kernel token by token (their rows from L1). lmc_cpu_simd_gemm_has: 1 when
+ * w takes it (LMC_CPU_SIMD_GEMM=0: never). */
 int lmc_cpu_simd_gemm_has(const lmc_tensor *w);
 void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 

@@ -92,6 +92,12 @@ void lmc_cpu_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, voi
     else if (lmc_cpu_act_bytes(w, n_tok)) lmc_cpu_simd_act_prepare(w, x, n_tok, buf);
 }
 
+int64_t lmc_cpu_matmul_grain(const lmc_tensor *w, int64_t n_tok) {
+    if (n_tok < LMC_CPU_GEMM_MIN_TOKENS) return 4;
+    if (lmc_cpu_amx_int8_wants(w, n_tok) || lmc_cpu_amx_wants(w, n_tok) || lmc_cpu_simd_gemm_has(w)) return 16;
+    return LMC_CPU_GEMM_BLOCK;
+}
+
 void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const void *xp, int64_t n_tok, int64_t o0,
                          int64_t o1, float *tmp) {
     const int64_t in = w->ne[0], out = w->ne[1];
