@@ -381,6 +381,33 @@ static void cpu_get_rows(lmc_backend *be, lmc_tensor *y, const lmc_tensor *table
     dispatch(be, &o);
 }
 
+/* Activations of a prefill batch prepared for the SIMD kernels by every thread, a share of the
+ * tokens each (a token's layout stands alone); smaller batches and the AMX layouts on one. */
+typedef struct prep_job {
+    const lmc_tensor *w;
+    const float *x;
+    int64_t n_tok;
+    size_t tb; /* bytes a token */
+    char *buf;
+} prep_job;
+
+static void prep_worker(void *arg, int ith, int nth) {
+    const prep_job *j = arg;
+    long t0, t1;
+    lmc_split(j->n_tok, ith, nth, &t0, &t1);
+    if (t0 < t1) lmc_cpu_act_prepare(j->w, j->x + (size_t)t0 * (size_t)j->w->ne[0], t1 - t0, j->buf + j->tb * (size_t)t0);
+}
+
+static void act_prepare(cpu_ctx *c, const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
+    const size_t tb = n_tok >= LMC_CPU_GEMM_MIN_TOKENS ? lmc_cpu_act_token_bytes(w, n_tok) : 0;
+    if (!tb) {
+        lmc_cpu_act_prepare(w, x, n_tok, buf);
+        return;
+    }
+    prep_job j = {.w = w, .x = x, .n_tok = n_tok, .tb = tb, .buf = buf};
+    lmc_pool_run(c->pool, prep_worker, &j);
+}
+
 static void cpu_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x) {
     LMC_ASSERT(x->type == LMC_DTYPE_F32 && y->type == LMC_DTYPE_F32);
     LMC_ASSERT(w->ne[0] == x->ne[0] && w->ne[1] == y->ne[0] && lmc_tensor_nrows(x) == lmc_tensor_nrows(y));
@@ -400,7 +427,7 @@ static void cpu_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, cons
                 c->act = p;
                 c->act_bytes = nb;
             }
-            lmc_cpu_act_prepare(w, x->data, n_tok, c->act);
+            act_prepare(c, w, x->data, n_tok, c->act);
             o.xprep = c->act;
         }
     }
@@ -646,7 +673,7 @@ static void cpu_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *expe
         xp[u] = NULL;
         if (nb) {
             xp[u] = (char *)c->act + act_at;
-            lmc_cpu_act_prepare(&experts[used[u]], xg + (size_t)start[u] * in, cnt, xp[u]);
+            act_prepare(c, &experts[used[u]], xg + (size_t)start[u] * in, cnt, xp[u]);
             act_at += align64(nb);
         }
     }

@@ -25,6 +25,9 @@ void lmc_cpu_row_to_f32(lmc_dtype t, const void *src, float *dst, int64_t n);
 size_t lmc_cpu_act_bytes(const lmc_tensor *w, int64_t n_tok);
 /* Prepare x f32 [in, n_tok] for w's decode kernel into buf (lmc_cpu_act_bytes bytes). */
 void lmc_cpu_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
+/* Bytes a token takes in that preparation when each token's stand alone (the SIMD kernels' layout:
+ * tokens t0..t1 may then be prepared apart, at t0 times this), else 0 (the AMX layouts, or none). */
+size_t lmc_cpu_act_token_bytes(const lmc_tensor *w, int64_t n_tok);
 
 /* Rows of w that lmc_cpu_matmul_rows ranges start at multiples of when threads split a product
  * of n_tok tokens: 4 (the decode kernels' row quads), 16 (AMX tiles, lmc_cpu_simd_gemm) or

@@ -86,6 +86,11 @@ size_t lmc_cpu_act_bytes(const lmc_tensor *w, int64_t n_tok) {
     return lmc_cpu_simd_act_bytes(w, n_tok);
 }
 
+size_t lmc_cpu_act_token_bytes(const lmc_tensor *w, int64_t n_tok) {
+    if (lmc_cpu_amx_int8_wants(w, n_tok) || lmc_cpu_amx_wants(w, n_tok) || !lmc_cpu_act_bytes(w, n_tok)) return 0;
+    return lmc_cpu_simd_act_bytes(w, 1);
+}
+
 void lmc_cpu_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
     if (lmc_cpu_amx_int8_wants(w, n_tok)) lmc_cpu_amx_int8_act_begin(w, x, n_tok, buf); /* packed by the threads */
     else if (lmc_cpu_amx_wants(w, n_tok)) lmc_cpu_amx_act_begin(w, x, n_tok, buf); /* packed by the threads */
