@@ -667,10 +667,10 @@ static void test_matmul_mlx4_q8act(void) {
     lmc_backend_free(be2);
 }
 
-/* Q4_K, Q5_K and Q6_K decode on the AVX-512 tier (Q8_0 activations, VNNI) against Σ w·(dx·xq) in double, w the
- * dequantized weights (bit-exact to the format: test_dequant_gguf), on random blocks with
+/* Q4_K, Q5_K and Q6_K decode and prefill on the AVX-512 tier (Q8_0 activations, VNNI) against Σ w·(dx·xq) in
+ * double, w the dequantized weights (bit-exact to the format: test_dequant_gguf), on random blocks with
  * finite scales (all 6-bit scale and min codes reachable), 1-19 super-blocks, row tails,
- * 1 and 2 tokens, 1 and 2 threads (identical); error relative to Σ|w·dx·xq|. */
+ * 1, 2 and 11 tokens, 1 and 2 threads (identical); error relative to Σ|w·dx·xq|. */
 static void test_matmul_qk_q8act(void) {
     if (lmc_cpu_simd_set_level(LMC_SIMD_AVX512) != LMC_SIMD_AVX512) {
         printf("  (no AVX-512 VNNI: Q4_K / Q5_K / Q6_K decode stays on f32 activations, checked above)\n");
@@ -686,8 +686,11 @@ static void test_matmul_qk_q8act(void) {
     double worst_all = 0;
     for (size_t ii = 0; ii < sizeof ins / sizeof ins[0]; ii++)
         for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
-            const int64_t in = ins[ii], out = outs[oi], n_tok = oi == 1 ? 2 : 1;
+            const int64_t in = ins[ii], out = outs[oi];
             lmc_tensor w = lmc_tensor_make(t, in, out, 1, 1);
+            /* 67 rows: 11 tokens, a prefill batch (lmc_cpu_simd_gemm: Q4_K / Q5_K tiles of 4, 4
+             * and 3 tokens, Q6_K token by token; or the AMX int8 tiles) */
+            const int64_t n_tok = oi == 2 ? 11 : oi == 1 ? 2 : 1;
             uint8_t *data = malloc(lmc_tensor_nbytes(&w));
             for (int64_t b = 0; b < in / 256 * out; b++) rand_block(t, data + lmc_dtype_block_bytes(t) * b);
             w.data = data;

@@ -911,21 +911,115 @@ TILE_Q8(tile_q8_0_t4, 0, 4)
 /* Rows four at a time (4 rows × 4 tokens: 16 accumulators, 8 code vectors, 4 scale vectors: more
  * rows or tokens a pass spill registers; 2 rows × 8 tokens and 4 × 3 measured 3-12% slower on a
  * Zen 4 core), all tokens of a row quad before the next quad. */
+/* Q4_K / Q5_K (five): out[t][k] for 2 rows and T ≤ 4 tokens, rows4_q4kq's arithmetic with each
+ * super-block of the 2 rows decoded once for the T tokens (codes, 6-bit scales and mins); the mins
+ * enter the same accumulators (half of dmin·m per lane, 2 lanes a sub-block, times Σx) instead of
+ * a second set. */
+static inline __attribute__((always_inline)) void tile_q4k(int five, int T, const char *const *r, const char *xp,
+                                                           size_t tb, int64_t in, float (*out)[4]) {
+    const int64_t nsb = in / 256;
+    const size_t bs = five ? 176 : 144, qo = five ? 48 : 16;
+    const __m512i h0sh = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), h1sh = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    const __m512i b4 = _mm512_set1_epi8(0x10), low4 = _mm512_set1_epi8(0x0F);
+    const __m512i ie0 = _mm512_setr_epi32(0, 2, 4, 6, 16, 18, 20, 22, 8, 10, 12, 14, 24, 26, 28, 30);
+    const __m512i ie1 = _mm512_add_epi32(ie0, _mm512_set1_epi32(1));
+    const __m512i pe0 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i pe1 = _mm512_add_epi32(pe0, _mm512_set1_epi32(1));
+    const __m512i dxi = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m128i scsh = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7); /* lane o ← sub-block o/2 */
+    __m512 acc[4][2];
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        __m512i u[2][4];
+        __m512 scv[2], mnv[2];
+        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+            const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
+            const __m512i v0 = _mm512_loadu_si512(blk + qo), v1 = _mm512_loadu_si512(blk + qo + 64);
+            u[k][0] = _mm512_and_si512(v0, low4);
+            u[k][1] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4);
+            u[k][2] = _mm512_and_si512(v1, low4);
+            u[k][3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4);
+            if (five) {
+                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(blk + 16)));
+                const __m512i h0 = _mm512_srlv_epi64(qh, h0sh), h1 = _mm512_srlv_epi64(qh, h1sh);
+                u[k][0] = _mm512_ternarylogic_epi32(u[k][0], _mm512_slli_epi16(h0, 4), b4, 0xF8);
+                u[k][1] = _mm512_ternarylogic_epi32(u[k][1], _mm512_slli_epi16(h0, 3), b4, 0xF8);
+                u[k][2] = _mm512_ternarylogic_epi32(u[k][2], _mm512_slli_epi16(h1, 4), b4, 0xF8);
+                u[k][3] = _mm512_ternarylogic_epi32(u[k][3], _mm512_slli_epi16(h1, 3), b4, 0xF8);
+            }
+            uint32_t w0, w1, w2;
+            memcpy(&w0, blk + 4, 4); memcpy(&w1, blk + 8, 4); memcpy(&w2, blk + 12, 4);
+            const uint32_t sc_lo = w0 & 0x3F3F3F3Fu, m_lo = w1 & 0x3F3F3F3Fu;
+            const uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | ((w0 >> 2) & 0x30303030u);
+            const uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | ((w1 >> 2) & 0x30303030u);
+            const __m128i scb = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)((uint64_t)sc_hi << 32 | sc_lo)), scsh);
+            const __m128i mb = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)((uint64_t)m_hi << 32 | m_lo)), scsh);
+            scv[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scb)), _mm512_set1_ps(f16_at(blk)));
+            mnv[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mb)), _mm512_set1_ps(0.5f * f16_at(blk + 2)));
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
+            const char *xt = xp + tb * (size_t)t;
+            const int8_t *x = (const int8_t *)xt + 256 * b;
+            const float *xd = (const float *)(const void *)(xt + in) + 8 * b, *xs = xd + in / 32;
+            const __m512 dxv = _mm512_permutexvar_ps(dxi, _mm512_castps256_ps512(_mm256_loadu_ps(xd)));
+            const __m512 xsv = _mm512_permutexvar_ps(dxi, _mm512_castps256_ps512(_mm256_loadu_ps(xs)));
+            _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+                const __m512i z = _mm512_setzero_si512();
+                const __m512i sa = _mm512_dpbusd_epi32(z, u[k][0], _mm512_loadu_si512(x));
+                const __m512i sb = _mm512_dpbusd_epi32(z, u[k][1], _mm512_loadu_si512(x + 64));
+                const __m512i sc = _mm512_dpbusd_epi32(z, u[k][2], _mm512_loadu_si512(x + 128));
+                const __m512i sd = _mm512_dpbusd_epi32(z, u[k][3], _mm512_loadu_si512(x + 192));
+                const __m512i tab = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, ie0, sb), _mm512_permutex2var_epi32(sa, ie1, sb));
+                const __m512i tcd = _mm512_add_epi32(_mm512_permutex2var_epi32(sc, ie0, sd), _mm512_permutex2var_epi32(sc, ie1, sd));
+                const __m512i us = _mm512_add_epi32(_mm512_permutex2var_epi32(tab, pe0, tcd), _mm512_permutex2var_epi32(tab, pe1, tcd));
+                acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(us), _mm512_mul_ps(scv[k], dxv), acc[t][k]);
+                acc[t][k] = _mm512_fnmadd_ps(mnv[k], xsv, acc[t][k]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
+        out[t][0] = hsum512(acc[t][0]);
+        out[t][1] = hsum512(acc[t][1]);
+    }
+}
+
+#define TILE_QK(name, five, T)                                                                                \
+    static void name(const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {          \
+        tile_q4k(five, T, r, xp, tb, in, out);                                                                \
+    }
+TILE_QK(tile_q4_k_t1, 0, 1)
+TILE_QK(tile_q4_k_t2, 0, 2)
+TILE_QK(tile_q4_k_t3, 0, 3)
+TILE_QK(tile_q4_k_t4, 0, 4)
+TILE_QK(tile_q5_k_t1, 1, 1)
+TILE_QK(tile_q5_k_t2, 1, 2)
+TILE_QK(tile_q5_k_t3, 1, 3)
+TILE_QK(tile_q5_k_t4, 1, 4)
+#undef TILE_QK
+
 void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
     typedef void (*tile_fn)(const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
     static const tile_fn q4[4] = {tile_q4_0_t1, tile_q4_0_t2, tile_q4_0_t3, tile_q4_0_t4};
     static const tile_fn q8[4] = {tile_q8_0_t1, tile_q8_0_t2, tile_q8_0_t3, tile_q8_0_t4};
-    if (w->type != LMC_DTYPE_Q4_0 && w->type != LMC_DTYPE_Q8_0) { /* the decode kernels, token by token */
+    static const tile_fn q4k[4] = {tile_q4_k_t1, tile_q4_k_t2, tile_q4_k_t3, tile_q4_k_t4};
+    static const tile_fn q5k[4] = {tile_q5_k_t1, tile_q5_k_t2, tile_q5_k_t3, tile_q5_k_t4};
+    const tile_fn *fn;
+    int R = 4; /* rows a tile */
+    switch (w->type) {
+    case LMC_DTYPE_Q4_0: fn = q4; break;
+    case LMC_DTYPE_Q8_0: fn = q8; break;
+    case LMC_DTYPE_Q4_K: fn = q4k, R = 2; break;
+    case LMC_DTYPE_Q5_K: fn = q5k, R = 2; break;
+    default: /* the decode kernels, token by token */
         lmc_cpu_simd_matvec(y, w, xp, n_tok, o0, o1);
         return;
     }
-    const tile_fn *fn = w->type == LMC_DTYPE_Q4_0 ? q4 : q8;
     const int64_t in = w->ne[0], out = w->ne[1];
     const size_t tb = token_bytes(w);
-    for (int64_t o = o0; o < o1; o += 4) {
+    for (int64_t o = o0; o < o1; o += R) {
         int64_t ro[4];
         const char *r[4];
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < R; k++) {
             ro[k] = o + k < o1 ? o + k : o; /* past o1: a valid row again, its results dropped */
             r[k] = (const char *)w->data + (size_t)ro[k] * w->nb[1];
         }
@@ -934,7 +1028,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
             float s[4][4];
             fn[T - 1](r, (const char *)xp + tb * (size_t)t0, tb, in, s);
             for (int t = 0; t < T; t++)
-                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) if (o + k < o1) y[(size_t)(t0 + t) * out + ro[k]] = s[t][k];
+                for (int k = 0; k < R; k++) if (o + k < o1) y[(size_t)(t0 + t) * out + ro[k]] = s[t][k];
         }
     }
 }
