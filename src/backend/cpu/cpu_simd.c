@@ -997,12 +997,77 @@ TILE_QK(tile_q5_k_t3, 1, 3)
 TILE_QK(tile_q5_k_t4, 1, 4)
 #undef TILE_QK
 
+/* Q6_K: out[t][k] for 2 rows and T ≤ 4 tokens, rows4_q6kq's arithmetic with each half super-block
+ * of the 2 rows decoded once (6-bit codes, d·scale per lane) for the T tokens. */
+static inline __attribute__((always_inline)) void tile_q6k(int T, const char *const *r, const char *xp, size_t tb,
+                                                           int64_t in, float (*out)[4]) {
+    const int64_t nsb = in / 256;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), ones = _mm512_set1_epi8(1);
+    const __m512i hsh = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2); /* qh >> 0 | qh >> 2 */
+    const __m512i dxi = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m128i scidx[4]; /* as rows4_q6kq */
+    for (int v = 0; v < 4; v++) {
+        int8_t ix[16];
+        for (int i = 0; i < 16; i++) ix[i] = (int8_t)(4 * v + i / 4);
+        scidx[v] = _mm_loadu_si128((const void *)ix);
+    }
+    __m512 acc[4][2];
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nsb; b++) {
+        for (int h = 0; h < 2; h++) {
+            __m512i ua[2], ub[2];
+            __m512 sa_[2], sb_[2];
+            _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+                const uint8_t *blk = (const uint8_t *)r[k] + 210 * (size_t)b;
+                const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
+                const __m512i qh = _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(blk + 128 + 32 * h))), hsh);
+                ua[k] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+                ub[k] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qh, m30));
+                const __m128i scb = _mm_loadu_si128((const void *)(blk + 192));
+                const __m512 d = _mm512_set1_ps(f16_at(blk + 208));
+                sa_[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_shuffle_epi8(scb, scidx[2 * h]))), d);
+                sb_[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_shuffle_epi8(scb, scidx[2 * h + 1]))), d);
+            }
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
+                const char *xt = xp + tb * (size_t)t;
+                const int8_t *x = (const int8_t *)xt + 256 * b + 128 * h;
+                const __m512i xa = _mm512_loadu_si512(x), xb = _mm512_loadu_si512(x + 64);
+                const __m512i ca = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, xa), 5));
+                const __m512i cb = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, xb), 5));
+                const float *d4 = (const float *)(const void *)(xt + in) + 8 * b + 4 * h;
+                const __m512 dxa = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(d4)));
+                const __m512 dxb = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(d4 + 2)));
+                _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+                    const __m512i sa = _mm512_dpbusd_epi32(ca, ua[k], xa), sb = _mm512_dpbusd_epi32(cb, ub[k], xb);
+                    acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sa), _mm512_mul_ps(sa_[k], dxa), acc[t][k]);
+                    acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sb), _mm512_mul_ps(sb_[k], dxb), acc[t][k]);
+                }
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
+        out[t][0] = hsum512(acc[t][0]);
+        out[t][1] = hsum512(acc[t][1]);
+    }
+}
+
+#define TILE_Q6(name, T)                                                                                      \
+    static void name(const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {          \
+        tile_q6k(T, r, xp, tb, in, out);                                                                      \
+    }
+TILE_Q6(tile_q6_k_t1, 1)
+TILE_Q6(tile_q6_k_t2, 2)
+TILE_Q6(tile_q6_k_t3, 3)
+TILE_Q6(tile_q6_k_t4, 4)
+#undef TILE_Q6
+
 void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
     typedef void (*tile_fn)(const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
     static const tile_fn q4[4] = {tile_q4_0_t1, tile_q4_0_t2, tile_q4_0_t3, tile_q4_0_t4};
     static const tile_fn q8[4] = {tile_q8_0_t1, tile_q8_0_t2, tile_q8_0_t3, tile_q8_0_t4};
     static const tile_fn q4k[4] = {tile_q4_k_t1, tile_q4_k_t2, tile_q4_k_t3, tile_q4_k_t4};
     static const tile_fn q5k[4] = {tile_q5_k_t1, tile_q5_k_t2, tile_q5_k_t3, tile_q5_k_t4};
+    static const tile_fn q6k[4] = {tile_q6_k_t1, tile_q6_k_t2, tile_q6_k_t3, tile_q6_k_t4};
     const tile_fn *fn;
     int R = 4; /* rows a tile */
     switch (w->type) {
@@ -1010,6 +1075,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     case LMC_DTYPE_Q8_0: fn = q8; break;
     case LMC_DTYPE_Q4_K: fn = q4k, R = 2; break;
     case LMC_DTYPE_Q5_K: fn = q5k, R = 2; break;
+    case LMC_DTYPE_Q6_K: fn = q6k, R = 2; break;
     default: /* the decode kernels, token by token */
         lmc_cpu_simd_matvec(y, w, xp, n_tok, o0, o1);
         return;
