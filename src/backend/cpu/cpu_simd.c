@@ -587,6 +587,60 @@ static void rows4_mlx8q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
     }
 }
 
+/* A Q4_K / Q5_K super-block's codes as unsigned bytes: u[0] / u[1] the low / high nibbles of
+ * code chunks (0, 1), u[2] / u[3] those of chunks (2, 3); Q5_K (five): bit 2c (low nibbles) /
+ * 2c+1 (high) of qh[l] is bit 4 of chunk c's element l, or-ed in with one vpternlogd a vector. */
+static inline __attribute__((always_inline)) void q4k_codes(int five, const uint8_t *blk, __m512i u[4]) {
+    const size_t qo = five ? 48 : 16;
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i v0 = _mm512_loadu_si512(blk + qo), v1 = _mm512_loadu_si512(blk + qo + 64);
+    u[0] = _mm512_and_si512(v0, low4);
+    u[1] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4);
+    u[2] = _mm512_and_si512(v1, low4);
+    u[3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4);
+    if (five) {
+        const __m512i b4 = _mm512_set1_epi8(0x10);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(blk + 16)));
+        const __m512i h0 = _mm512_srlv_epi64(qh, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2));
+        const __m512i h1 = _mm512_srlv_epi64(qh, _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6));
+        u[0] = _mm512_ternarylogic_epi32(u[0], _mm512_slli_epi16(h0, 4), b4, 0xF8); /* a | (b & c) */
+        u[1] = _mm512_ternarylogic_epi32(u[1], _mm512_slli_epi16(h0, 3), b4, 0xF8);
+        u[2] = _mm512_ternarylogic_epi32(u[2], _mm512_slli_epi16(h1, 4), b4, 0xF8);
+        u[3] = _mm512_ternarylogic_epi32(u[3], _mm512_slli_epi16(h1, 3), b4, 0xF8);
+    }
+}
+
+/* The 6-bit scales and mins of its 8 sub-blocks, each twice (lane o ← sub-block o/2: 2 lanes a
+ * sub-block, as q4k_dot leaves the sums), as bytes. */
+static inline __attribute__((always_inline)) void q4k_scales(const uint8_t *blk, __m128i *sc, __m128i *mn) {
+    const __m128i scsh = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    uint32_t w0, w1, w2;
+    memcpy(&w0, blk + 4, 4); memcpy(&w1, blk + 8, 4); memcpy(&w2, blk + 12, 4);
+    const uint32_t sc_lo = w0 & 0x3F3F3F3Fu, m_lo = w1 & 0x3F3F3F3Fu;
+    const uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | ((w0 >> 2) & 0x30303030u);
+    const uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | ((w1 >> 2) & 0x30303030u);
+    *sc = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)((uint64_t)sc_hi << 32 | sc_lo)), scsh);
+    *mn = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)((uint64_t)m_hi << 32 | m_lo)), scsh);
+}
+
+/* Σ code·x of each sub-block, 2 lanes a sub-block in order: four vpdpbusd against the super-block's
+ * activations x0..x3 (prepared per 128 as blocks 0, 2, 1, 3), then two permute-add steps. */
+static inline __attribute__((always_inline)) __m512i q4k_dot(const __m512i u[4], __m512i x0, __m512i x1, __m512i x2,
+                                                            __m512i x3) {
+    const __m512i ie0 = _mm512_setr_epi32(0, 2, 4, 6, 16, 18, 20, 22, 8, 10, 12, 14, 24, 26, 28, 30);
+    const __m512i ie1 = _mm512_add_epi32(ie0, _mm512_set1_epi32(1));
+    const __m512i pe0 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i pe1 = _mm512_add_epi32(pe0, _mm512_set1_epi32(1));
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i sa = _mm512_dpbusd_epi32(z, u[0], x0); /* sb 0 | 2 */
+    const __m512i sb = _mm512_dpbusd_epi32(z, u[1], x1); /* sb 1 | 3 */
+    const __m512i sc = _mm512_dpbusd_epi32(z, u[2], x2); /* sb 4 | 6 */
+    const __m512i sd = _mm512_dpbusd_epi32(z, u[3], x3); /* sb 5 | 7 */
+    const __m512i tab = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, ie0, sb), _mm512_permutex2var_epi32(sa, ie1, sb));
+    const __m512i tcd = _mm512_add_epi32(_mm512_permutex2var_epi32(sc, ie0, sd), _mm512_permutex2var_epi32(sc, ie1, sd));
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(tab, pe0, tcd), _mm512_permutex2var_epi32(tab, pe1, tcd));
+}
+
 /* Q4_K (and Q5_K: five = 1, the 5th bits from qh[32] or-ed in with one vpternlogd per vector)
  * against Q8_0 activations (AVX-512 tier): per 256-element super-block (144 bytes) and
  * row, two loads hold the 4 code chunks; the low / high nibbles of chunks (0, 1) and (2, 3)
@@ -596,18 +650,10 @@ static void rows4_mlx8q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
  * with 32-bit masks; the mins take dmin·m·Σx (Σx of the quantized activations, xs). */
 static void rows4_q4kq(int five, const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
     const int64_t nsb = in / 256;
-    const size_t bs = five ? 176 : 144, qo = five ? 48 : 16;
-    const __m512i h0sh = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), h1sh = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
-    const __m512i b4 = _mm512_set1_epi8(0x10);
+    const size_t bs = five ? 176 : 144;
     const int8_t *xq = (const int8_t *)xp;
     const float *xd = (const float *)(const void *)(xp + in), *xs = xd + in / 32;
-    const __m512i ie0 = _mm512_setr_epi32(0, 2, 4, 6, 16, 18, 20, 22, 8, 10, 12, 14, 24, 26, 28, 30);
-    const __m512i ie1 = _mm512_add_epi32(ie0, _mm512_set1_epi32(1));
-    const __m512i pe0 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i pe1 = _mm512_add_epi32(pe0, _mm512_set1_epi32(1));
     const __m512i dxi = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    const __m128i scsh = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7); /* lane o ← sub-block o/2 */
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
     __m512 acc[4];
     __m256 macc[4];
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { acc[k] = _mm512_setzero_ps(); macc[k] = _mm256_setzero_ps(); }
@@ -623,35 +669,15 @@ static void rows4_q4kq(int five, const char *const r[4], const char *xp, int64_t
             _mm_prefetch((const char *)blk + pf + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)blk + pf + 128, _MM_HINT_T0);
             if (five) _mm_prefetch((const char *)blk + pf + 175, _MM_HINT_T0);
-            const __m512i v0 = _mm512_loadu_si512(blk + qo), v1 = _mm512_loadu_si512(blk + qo + 64);
-            __m512i ua = _mm512_and_si512(v0, low4), ub = _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4);
-            __m512i uc = _mm512_and_si512(v1, low4), ud = _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4);
-            if (five) { /* Q5_K: bit 2c (low nibbles) / 2c+1 (high) of qh[l] is bit 4 of chunk c's element l */
-                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(blk + 16)));
-                const __m512i h0 = _mm512_srlv_epi64(qh, h0sh), h1 = _mm512_srlv_epi64(qh, h1sh);
-                ua = _mm512_ternarylogic_epi32(ua, _mm512_slli_epi16(h0, 4), b4, 0xF8); /* a | (b & c) */
-                ub = _mm512_ternarylogic_epi32(ub, _mm512_slli_epi16(h0, 3), b4, 0xF8);
-                uc = _mm512_ternarylogic_epi32(uc, _mm512_slli_epi16(h1, 4), b4, 0xF8);
-                ud = _mm512_ternarylogic_epi32(ud, _mm512_slli_epi16(h1, 3), b4, 0xF8);
-            }
-            const __m512i z = _mm512_setzero_si512();
-            const __m512i sa = _mm512_dpbusd_epi32(z, ua, x0); /* sb 0 | 2 */
-            const __m512i sb = _mm512_dpbusd_epi32(z, ub, x1); /* sb 1 | 3 */
-            const __m512i sc = _mm512_dpbusd_epi32(z, uc, x2); /* sb 4 | 6 */
-            const __m512i sd = _mm512_dpbusd_epi32(z, ud, x3); /* sb 5 | 7 */
-            const __m512i tab = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, ie0, sb), _mm512_permutex2var_epi32(sa, ie1, sb));
-            const __m512i tcd = _mm512_add_epi32(_mm512_permutex2var_epi32(sc, ie0, sd), _mm512_permutex2var_epi32(sc, ie1, sd));
-            const __m512i u = _mm512_add_epi32(_mm512_permutex2var_epi32(tab, pe0, tcd), _mm512_permutex2var_epi32(tab, pe1, tcd));
-            /* scales and mins of the 8 sub-blocks: bytes sc[0..7], m[0..7] */
-            uint32_t w0, w1, w2;
-            memcpy(&w0, blk + 4, 4); memcpy(&w1, blk + 8, 4); memcpy(&w2, blk + 12, 4);
-            const uint32_t sc_lo = w0 & 0x3F3F3F3Fu, m_lo = w1 & 0x3F3F3F3Fu;
-            const uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | ((w0 >> 2) & 0x30303030u);
-            const uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | ((w1 >> 2) & 0x30303030u);
-            const __m128i scb = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)((uint64_t)sc_hi << 32 | sc_lo)), scsh);
+            __m512i u[4];
+            q4k_codes(five, blk, u);
+            const __m512i us = q4k_dot(u, x0, x1, x2, x3);
+            __m128i scb, mb;
+            q4k_scales(blk, &scb, &mb);
             const __m512 scv = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scb)), _mm512_set1_ps(f16_at(blk)));
-            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(u), _mm512_mul_ps(scv, dxv), acc[k]);
-            const __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)((uint64_t)m_hi << 32 | m_lo))));
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(us), _mm512_mul_ps(scv, dxv), acc[k]);
+            /* the mins: bytes 0, 2, .., 14 of mb are the 8 sub-blocks' */
+            const __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_shuffle_epi8(mb, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0))));
             macc[k] = _mm256_fmadd_ps(_mm256_mul_ps(mv, _mm256_set1_ps(f16_at(blk + 2))), xs8, macc[k]);
         }
     }
@@ -894,19 +920,6 @@ static inline __attribute__((always_inline)) void tile_q8(int q4, int R, int T, 
     }
 }
 
-#define TILE_Q8(name, q4, T)                                                                                  \
-    static void name(const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {          \
-        tile_q8(q4, 4, T, r, xp, tb, in, out);                                                                \
-    }
-TILE_Q8(tile_q4_0_t1, 1, 1)
-TILE_Q8(tile_q4_0_t2, 1, 2)
-TILE_Q8(tile_q4_0_t3, 1, 3)
-TILE_Q8(tile_q4_0_t4, 1, 4)
-TILE_Q8(tile_q8_0_t1, 0, 1)
-TILE_Q8(tile_q8_0_t2, 0, 2)
-TILE_Q8(tile_q8_0_t3, 0, 3)
-TILE_Q8(tile_q8_0_t4, 0, 4)
-#undef TILE_Q8
 
 /* Rows four at a time (4 rows × 4 tokens: 16 accumulators, 8 code vectors, 4 scale vectors: more
  * rows or tokens a pass spill registers; 2 rows × 8 tokens and 4 × 3 measured 3-12% slower on a
@@ -918,15 +931,8 @@ TILE_Q8(tile_q8_0_t4, 0, 4)
 static inline __attribute__((always_inline)) void tile_q4k(int five, int T, const char *const *r, const char *xp,
                                                            size_t tb, int64_t in, float (*out)[4]) {
     const int64_t nsb = in / 256;
-    const size_t bs = five ? 176 : 144, qo = five ? 48 : 16;
-    const __m512i h0sh = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), h1sh = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
-    const __m512i b4 = _mm512_set1_epi8(0x10), low4 = _mm512_set1_epi8(0x0F);
-    const __m512i ie0 = _mm512_setr_epi32(0, 2, 4, 6, 16, 18, 20, 22, 8, 10, 12, 14, 24, 26, 28, 30);
-    const __m512i ie1 = _mm512_add_epi32(ie0, _mm512_set1_epi32(1));
-    const __m512i pe0 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i pe1 = _mm512_add_epi32(pe0, _mm512_set1_epi32(1));
+    const size_t bs = five ? 176 : 144;
     const __m512i dxi = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    const __m128i scsh = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7); /* lane o ← sub-block o/2 */
     __m512 acc[4][2];
     _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nsb; b++) {
@@ -934,26 +940,9 @@ static inline __attribute__((always_inline)) void tile_q4k(int five, int T, cons
         __m512 scv[2], mnv[2];
         _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
             const uint8_t *blk = (const uint8_t *)r[k] + bs * (size_t)b;
-            const __m512i v0 = _mm512_loadu_si512(blk + qo), v1 = _mm512_loadu_si512(blk + qo + 64);
-            u[k][0] = _mm512_and_si512(v0, low4);
-            u[k][1] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), low4);
-            u[k][2] = _mm512_and_si512(v1, low4);
-            u[k][3] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), low4);
-            if (five) {
-                const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const void *)(blk + 16)));
-                const __m512i h0 = _mm512_srlv_epi64(qh, h0sh), h1 = _mm512_srlv_epi64(qh, h1sh);
-                u[k][0] = _mm512_ternarylogic_epi32(u[k][0], _mm512_slli_epi16(h0, 4), b4, 0xF8);
-                u[k][1] = _mm512_ternarylogic_epi32(u[k][1], _mm512_slli_epi16(h0, 3), b4, 0xF8);
-                u[k][2] = _mm512_ternarylogic_epi32(u[k][2], _mm512_slli_epi16(h1, 4), b4, 0xF8);
-                u[k][3] = _mm512_ternarylogic_epi32(u[k][3], _mm512_slli_epi16(h1, 3), b4, 0xF8);
-            }
-            uint32_t w0, w1, w2;
-            memcpy(&w0, blk + 4, 4); memcpy(&w1, blk + 8, 4); memcpy(&w2, blk + 12, 4);
-            const uint32_t sc_lo = w0 & 0x3F3F3F3Fu, m_lo = w1 & 0x3F3F3F3Fu;
-            const uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | ((w0 >> 2) & 0x30303030u);
-            const uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | ((w1 >> 2) & 0x30303030u);
-            const __m128i scb = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)((uint64_t)sc_hi << 32 | sc_lo)), scsh);
-            const __m128i mb = _mm_shuffle_epi8(_mm_cvtsi64_si128((long long)((uint64_t)m_hi << 32 | m_lo)), scsh);
+            q4k_codes(five, blk, u[k]);
+            __m128i scb, mb;
+            q4k_scales(blk, &scb, &mb);
             scv[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scb)), _mm512_set1_ps(f16_at(blk)));
             mnv[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mb)), _mm512_set1_ps(0.5f * f16_at(blk + 2)));
         }
@@ -964,14 +953,8 @@ static inline __attribute__((always_inline)) void tile_q4k(int five, int T, cons
             const __m512 dxv = _mm512_permutexvar_ps(dxi, _mm512_castps256_ps512(_mm256_loadu_ps(xd)));
             const __m512 xsv = _mm512_permutexvar_ps(dxi, _mm512_castps256_ps512(_mm256_loadu_ps(xs)));
             _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
-                const __m512i z = _mm512_setzero_si512();
-                const __m512i sa = _mm512_dpbusd_epi32(z, u[k][0], _mm512_loadu_si512(x));
-                const __m512i sb = _mm512_dpbusd_epi32(z, u[k][1], _mm512_loadu_si512(x + 64));
-                const __m512i sc = _mm512_dpbusd_epi32(z, u[k][2], _mm512_loadu_si512(x + 128));
-                const __m512i sd = _mm512_dpbusd_epi32(z, u[k][3], _mm512_loadu_si512(x + 192));
-                const __m512i tab = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, ie0, sb), _mm512_permutex2var_epi32(sa, ie1, sb));
-                const __m512i tcd = _mm512_add_epi32(_mm512_permutex2var_epi32(sc, ie0, sd), _mm512_permutex2var_epi32(sc, ie1, sd));
-                const __m512i us = _mm512_add_epi32(_mm512_permutex2var_epi32(tab, pe0, tcd), _mm512_permutex2var_epi32(tab, pe1, tcd));
+                const __m512i us = q4k_dot(u[k], _mm512_loadu_si512(x), _mm512_loadu_si512(x + 64), _mm512_loadu_si512(x + 128),
+                                           _mm512_loadu_si512(x + 192));
                 acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(us), _mm512_mul_ps(scv[k], dxv), acc[t][k]);
                 acc[t][k] = _mm512_fnmadd_ps(mnv[k], xsv, acc[t][k]);
             }
@@ -983,19 +966,6 @@ static inline __attribute__((always_inline)) void tile_q4k(int five, int T, cons
     }
 }
 
-#define TILE_QK(name, five, T)                                                                                \
-    static void name(const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {          \
-        tile_q4k(five, T, r, xp, tb, in, out);                                                                \
-    }
-TILE_QK(tile_q4_k_t1, 0, 1)
-TILE_QK(tile_q4_k_t2, 0, 2)
-TILE_QK(tile_q4_k_t3, 0, 3)
-TILE_QK(tile_q4_k_t4, 0, 4)
-TILE_QK(tile_q5_k_t1, 1, 1)
-TILE_QK(tile_q5_k_t2, 1, 2)
-TILE_QK(tile_q5_k_t3, 1, 3)
-TILE_QK(tile_q5_k_t4, 1, 4)
-#undef TILE_QK
 
 /* Q6_K: out[t][k] for 2 rows and T ≤ 4 tokens, rows4_q6kq's arithmetic with each half super-block
  * of the 2 rows decoded once (6-bit codes, d·scale per lane) for the T tokens. */
@@ -1051,15 +1021,25 @@ static inline __attribute__((always_inline)) void tile_q6k(int T, const char *co
     }
 }
 
-#define TILE_Q6(name, T)                                                                                      \
+/* The tiles by dtype and token count (1..4), each compiled with its constants folded in. */
+#define TILE(name, kernel, ...)                                                                               \
     static void name(const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {          \
-        tile_q6k(T, r, xp, tb, in, out);                                                                      \
+        kernel(__VA_ARGS__, r, xp, tb, in, out);                                                              \
     }
-TILE_Q6(tile_q6_k_t1, 1)
-TILE_Q6(tile_q6_k_t2, 2)
-TILE_Q6(tile_q6_k_t3, 3)
-TILE_Q6(tile_q6_k_t4, 4)
-#undef TILE_Q6
+#define TILES(prefix, kernel, ...)                                                                            \
+    TILE(prefix##_t1, kernel, __VA_ARGS__, 1)                                                                 \
+    TILE(prefix##_t2, kernel, __VA_ARGS__, 2)                                                                 \
+    TILE(prefix##_t3, kernel, __VA_ARGS__, 3)                                                                 \
+    TILE(prefix##_t4, kernel, __VA_ARGS__, 4)
+TILES(tile_q4_0, tile_q8, 1, 4)
+TILES(tile_q8_0, tile_q8, 0, 4)
+TILES(tile_q4_k, tile_q4k, 0)
+TILES(tile_q5_k, tile_q4k, 1)
+#define tile_q6k_(unused, T, r, xp, tb, in, out) tile_q6k(T, r, xp, tb, in, out)
+TILES(tile_q6_k, tile_q6k_, 0)
+#undef tile_q6k_
+#undef TILES
+#undef TILE
 
 void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
     typedef void (*tile_fn)(const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
