@@ -572,10 +572,10 @@ static void test_matmul_q8act_exact(void) {
     lmc_backend_free(be2);
 }
 
-/* MLX4 and MLX8 decode on the AVX-512 tier (Q8_0 activations, VNNI) against Σ (s·q + b)·(dx·xq)
+/* MLX4 and MLX8 decode and prefill on the AVX-512 tier (Q8_0 activations, VNNI) against Σ (s·q + b)·(dx·xq)
  * in double, q from the packing definition (element i: bits b(i % (32/b)).. of 32-bit word
  * i / (32/b), little endian), for group sizes 32, 64, 128, scales/biases in bf16, f16 and f32, widths with and
- * without a remainder past the kernel's 128-element steps, 1 and 13 and 67 rows, 1 and 2
+ * without a remainder past the kernel's 128-element steps, 1 and 13 and 67 rows (1, 2 and 9 tokens), 1 and 2
  * threads (identical). Weight bytes and side data allocated exactly (ASan sees overreads). */
 static void test_matmul_mlx4_q8act(void) {
     if (lmc_cpu_simd_set_level(LMC_SIMD_AVX512) != LMC_SIMD_AVX512) {
@@ -597,7 +597,9 @@ static void test_matmul_mlx4_q8act(void) {
             for (size_t ii = 0; ii < sizeof ins / sizeof ins[0]; ii++)
                 for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
                     const int gs = groups[gi];
-                    const int64_t in = ins[ii], out = outs[oi], n_tok = oi == 1 ? 2 : 1;
+                    /* 67 rows: 9 tokens, a prefill batch (MLX4's tiles of 4, 4 and 1 tokens, MLX8
+                     * token by token, or the AMX int8 tiles) */
+                    const int64_t in = ins[ii], out = outs[oi], n_tok = oi == 2 ? 9 : oi == 1 ? 2 : 1;
                     if (in % gs) continue;
                     lmc_tensor w = lmc_tensor_make(wt, in, out, 1, 1);
                     uint8_t *data = malloc(lmc_tensor_nbytes(&w));

@@ -477,6 +477,24 @@ static inline __m128 mlx_side4(lmc_dtype t, const void *p, int64_t i, __mmask8 m
     return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)); /* bf16 */
 }
 
+/* Σ over the last in % 128 elements of an MLX4 row (activations in element order there, per
+ * 32-element block), scales and biases included. */
+static float mlx4_tail(const lmc_mlx_row *mr, const char *row, const char *xp, int64_t in) {
+    const int64_t nb = in / 32, nc = in / 128;
+    const int8_t *xq = (const int8_t *)xp;
+    const float *xd = (const float *)(const void *)(xp + in), *xs = xd + nb;
+    float tail = 0;
+    for (int64_t b = 4 * nc; b < nb; b++) {
+        const uint8_t *codes = (const uint8_t *)row + 16 * b;
+        int isum = 0;
+        for (int j = 0; j < 16; j++) isum += (codes[j] & 15) * xq[32 * b + 2 * j] + (codes[j] >> 4) * xq[32 * b + 2 * j + 1];
+        const int64_t g = 32 * b / mr->group_size;
+        tail += lmc_mlx_side_at(mr->scale_type, mr->scales, g) * xd[b] * (float)isum +
+                lmc_mlx_side_at(mr->scale_type, mr->biases, g) * xs[b];
+    }
+    return tail;
+}
+
 /* MLX4 against Q8_0 activations (AVX-512 tier): per 128 elements (64 code bytes, one load)
  * and row, the low and high nibbles (even and odd elements) meet the de-interleaved
  * activations in two vpdpbusd; lane l (elements 8l..8l+7) is scaled by its group's scale
@@ -516,15 +534,8 @@ static void rows4_mlx4q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
             bacc[k] = _mm_fmadd_ps(mlx_side4(st, mr[k].biases, c * npc, gm), gsum, bacc[k]);
         }
     }
-    float tail[4] = {0, 0, 0, 0};
-    for (int64_t b = 4 * nc; b < nb; b++) /* the last < 128 elements, in element order */
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const uint8_t *codes = (const uint8_t *)r[k] + 16 * b;
-            int isum = 0;
-            for (int j = 0; j < 16; j++) isum += (codes[j] & 15) * xq[32 * b + 2 * j] + (codes[j] >> 4) * xq[32 * b + 2 * j + 1];
-            const int64_t g = 32 * b / gs;
-            tail[k] += lmc_mlx_side_at(st, mr[k].scales, g) * xd[b] * (float)isum + lmc_mlx_side_at(st, mr[k].biases, g) * xs[b];
-        }
+    float tail[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) tail[k] = mlx4_tail(&mr[k], r[k], xp, in);
     hsum4x512(acc, out);
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
         __m128 b = _mm_hadd_ps(bacc[k], bacc[k]);
@@ -1021,9 +1032,58 @@ static inline __attribute__((always_inline)) void tile_q6k(int T, const char *co
     }
 }
 
+/* MLX4: out[t][k] for 2 rows and T ≤ 4 tokens, rows4_mlx4q's arithmetic with each 128 elements of
+ * the 2 rows (nibbles, scales, biases) taken apart once for the T tokens; the biases enter the same
+ * accumulators (a quarter of the group's bias per lane, 4 lanes a 32-element block, times the
+ * block's Σx). */
+static inline __attribute__((always_inline)) void tile_mlx4(int T, const char *const *r, const lmc_mlx_row *mr,
+                                                            const char *xp, size_t tb, int64_t in, float (*out)[4]) {
+    const int64_t nc = in / 128;
+    const int gs = mr[0].group_size, npc = 128 / gs;
+    const lmc_dtype st = mr[0].scale_type;
+    const __mmask8 gm = (__mmask8)((1u << npc) - 1);
+    const __m512i gidx = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           gs == 32 ? 2 : gs == 64 ? 3 : 4); /* lane → group in the 128 */
+    const __m512i bidx = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const size_t side_off = q8_side_off(in);
+    __m512 acc[4][2];
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < nc; c++) {
+        __m512i lo[2], hi[2];
+        __m512 sv[2], bv[2];
+        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+            const __m512i v = _mm512_loadu_si512(r[k] + 64 * c);
+            lo[k] = _mm512_and_si512(v, low4);
+            hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+            sv[k] = _mm512_permutexvar_ps(gidx, _mm512_castps128_ps512(mlx_side4(st, mr[k].scales, c * npc, gm)));
+            bv[k] = _mm512_mul_ps(_mm512_permutexvar_ps(gidx, _mm512_castps128_ps512(mlx_side4(st, mr[k].biases, c * npc, gm))),
+                                  _mm512_set1_ps(0.25f));
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
+            const char *xt = xp + tb * (size_t)t;
+            const int8_t *xq = (const int8_t *)xt + 128 * c;
+            const __m512i xlo = _mm512_loadu_si512(xq), xhi = _mm512_loadu_si512(xq + 64);
+            const __m512 dxv = _mm512_loadu_ps(xt + side_off + Q8_SIDE_BYTES * (size_t)c);
+            const float *xs = (const float *)(const void *)(xt + in) + in / 32 + 4 * c;
+            const __m512 xsv = _mm512_permutexvar_ps(bidx, _mm512_castps128_ps512(_mm_loadu_ps(xs)));
+            _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+                const __m512i sm = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[k], xlo), hi[k], xhi);
+                acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sm), _mm512_mul_ps(sv[k], dxv), acc[t][k]);
+                acc[t][k] = _mm512_fmadd_ps(bv[k], xsv, acc[t][k]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++)
+            out[t][k] = hsum512(acc[t][k]) + mlx4_tail(&mr[k], r[k], xp + tb * (size_t)t, in);
+}
+
 /* The tiles by dtype and token count (1..4), each compiled with its constants folded in. */
 #define TILE(name, kernel, ...)                                                                               \
-    static void name(const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {          \
+    static void name(const char *const *r, const lmc_mlx_row *mr, const char *xp, size_t tb, int64_t in,      \
+                     float (*out)[4]) {                                                                       \
+        (void)mr;                                                                                             \
         kernel(__VA_ARGS__, r, xp, tb, in, out);                                                              \
     }
 #define TILES(prefix, kernel, ...)                                                                            \
@@ -1038,16 +1098,21 @@ TILES(tile_q5_k, tile_q4k, 1)
 #define tile_q6k_(unused, T, r, xp, tb, in, out) tile_q6k(T, r, xp, tb, in, out)
 TILES(tile_q6_k, tile_q6k_, 0)
 #undef tile_q6k_
+#define tile_mlx4_(unused, T, r, xp, tb, in, out) tile_mlx4(T, r, mr, xp, tb, in, out)
+TILES(tile_mlx4, tile_mlx4_, 0)
+#undef tile_mlx4_
 #undef TILES
 #undef TILE
 
 void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1) {
-    typedef void (*tile_fn)(const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
+    typedef void (*tile_fn)(const char *const *r, const lmc_mlx_row *mr, const char *xp, size_t tb, int64_t in,
+                            float (*out)[4]);
     static const tile_fn q4[4] = {tile_q4_0_t1, tile_q4_0_t2, tile_q4_0_t3, tile_q4_0_t4};
     static const tile_fn q8[4] = {tile_q8_0_t1, tile_q8_0_t2, tile_q8_0_t3, tile_q8_0_t4};
     static const tile_fn q4k[4] = {tile_q4_k_t1, tile_q4_k_t2, tile_q4_k_t3, tile_q4_k_t4};
     static const tile_fn q5k[4] = {tile_q5_k_t1, tile_q5_k_t2, tile_q5_k_t3, tile_q5_k_t4};
     static const tile_fn q6k[4] = {tile_q6_k_t1, tile_q6_k_t2, tile_q6_k_t3, tile_q6_k_t4};
+    static const tile_fn mlx4[4] = {tile_mlx4_t1, tile_mlx4_t2, tile_mlx4_t3, tile_mlx4_t4};
     const tile_fn *fn;
     int R = 4; /* rows a tile */
     switch (w->type) {
@@ -1056,6 +1121,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     case LMC_DTYPE_Q4_K: fn = q4k, R = 2; break;
     case LMC_DTYPE_Q5_K: fn = q5k, R = 2; break;
     case LMC_DTYPE_Q6_K: fn = q6k, R = 2; break;
+    case LMC_DTYPE_MLX4: fn = mlx4, R = 2; break;
     default: /* the decode kernels, token by token */
         lmc_cpu_simd_matvec(y, w, xp, n_tok, o0, o1);
         return;
@@ -1065,14 +1131,16 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     for (int64_t o = o0; o < o1; o += R) {
         int64_t ro[4];
         const char *r[4];
+        lmc_mlx_row mr[4];
         for (int k = 0; k < R; k++) {
             ro[k] = o + k < o1 ? o + k : o; /* past o1: a valid row again, its results dropped */
             r[k] = (const char *)w->data + (size_t)ro[k] * w->nb[1];
+            if (w->type == LMC_DTYPE_MLX4) mr[k] = lmc_quant_mlx_row(w->aux, ro[k]);
         }
         for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
             const int T = n_tok - t0 < 4 ? (int)(n_tok - t0) : 4;
             float s[4][4];
-            fn[T - 1](r, (const char *)xp + tb * (size_t)t0, tb, in, s);
+            fn[T - 1](r, mr, (const char *)xp + tb * (size_t)t0, tb, in, s);
             for (int t = 0; t < T; t++)
                 for (int k = 0; k < R; k++) if (o + k < o1) y[(size_t)(t0 + t) * out + ro[k]] = s[t][k];
         }
