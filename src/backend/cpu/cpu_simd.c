@@ -1113,6 +1113,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     static const tile_fn q5k[4] = {tile_q5_k_t1, tile_q5_k_t2, tile_q5_k_t3, tile_q5_k_t4};
     static const tile_fn q6k[4] = {tile_q6_k_t1, tile_q6_k_t2, tile_q6_k_t3, tile_q6_k_t4};
     static const tile_fn mlx4[4] = {tile_mlx4_t1, tile_mlx4_t2, tile_mlx4_t3, tile_mlx4_t4};
+    LMC_ASSERT(simd_level == LMC_SIMD_AVX512); /* the tiles read the AVX-512 tier's activation layout */
     const tile_fn *fn;
     int R = 4; /* rows a tile */
     switch (w->type) {
