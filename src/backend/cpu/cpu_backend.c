@@ -576,7 +576,6 @@ typedef struct mmid_job {
     int64_t in, out;
 } mmid_job;
 
-
 static void mmid_worker(void *arg, int ith, int nth) {
     mmid_job *j = arg;
     long u0, u1;

@@ -58,9 +58,10 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 /* Prefill-sized batches (≥ LMC_CPU_GEMM_MIN_TOKENS) of the types whose AVX-512 kernels take Q8_0
  * activations (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4, MLX8; not MXFP4): the decode kernels' arithmetic on
- * the same prepared activations; Q4_0 / Q8_0 gather each group of 4 rows once for 4 tokens, the
- * others run the decode kernel token by token (their rows from L1). lmc_cpu_simd_gemm_has: 1 when
- * w takes it (LMC_CPU_SIMD_GEMM=0: never). */
+ * the same prepared activations, in tiles that decode each piece of their rows once for 4 tokens
+ * (Q4_0 / Q8_0: 4 rows, Q4_K / Q5_K / Q6_K / MLX4: 2 rows); MLX8 runs its decode kernel token by
+ * token (rows from L1). lmc_cpu_simd_gemm_has: 1 when w takes it (the AVX-512 tier;
+ * LMC_CPU_SIMD_GEMM=0: never). */
 int lmc_cpu_simd_gemm_has(const lmc_tensor *w);
 void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 
