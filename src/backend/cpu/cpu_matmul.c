@@ -9,8 +9,8 @@
  * (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4, MLX8), on a CPU without AMX, run cpu_simd.c's integer tiles on
  * the decode layout of the activations (lmc_cpu_simd_gemm); the rest dequantize blocks of
  * LMC_CPU_GEMM_BLOCK weight rows into f32 scratch once and call OpenBLAS sgemm. Smaller batches
- * (decode) use the SIMD kernels of cpu_simd.c where the type has one, else dequantize one row at a time into scratch and
- * use a 4-row f32 dot (written with GCC vector types: portable, and AVX-512
+ * (decode) use the SIMD kernels of cpu_simd.c where the type has one, else dequantize one row at a
+ * time into scratch and use a 4-row f32 dot (written with GCC vector types: portable, and AVX-512
  * under -march=native). Scratch belongs to the calling thread. For the AMX paths
  * lmc_cpu_act_prepare only records x; each thread's lmc_cpu_matmul_rows packs its share first.
  */
