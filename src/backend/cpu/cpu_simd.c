@@ -477,17 +477,20 @@ static inline __m128 mlx_side4(lmc_dtype t, const void *p, int64_t i, __mmask8 m
     return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)); /* bf16 */
 }
 
-/* Σ over the last in % 128 elements of an MLX4 row (activations in element order there, per
- * 32-element block), scales and biases included. */
-static float mlx4_tail(const lmc_mlx_row *mr, const char *row, const char *xp, int64_t in) {
+/* Σ over the last in % 128 elements of an MLX4 or MLX8 (bits) row (activations in element order
+ * there, per 32-element block), scales and biases included. */
+static float mlx_tail(int bits, const lmc_mlx_row *mr, const char *row, const char *xp, int64_t in) {
     const int64_t nb = in / 32, nc = in / 128;
     const int8_t *xq = (const int8_t *)xp;
     const float *xd = (const float *)(const void *)(xp + in), *xs = xd + nb;
     float tail = 0;
     for (int64_t b = 4 * nc; b < nb; b++) {
-        const uint8_t *codes = (const uint8_t *)row + 16 * b;
+        const uint8_t *codes = (const uint8_t *)row + 4 * bits * b;
         int isum = 0;
-        for (int j = 0; j < 16; j++) isum += (codes[j] & 15) * xq[32 * b + 2 * j] + (codes[j] >> 4) * xq[32 * b + 2 * j + 1];
+        if (bits == 8)
+            for (int j = 0; j < 32; j++) isum += codes[j] * xq[32 * b + j];
+        else
+            for (int j = 0; j < 16; j++) isum += (codes[j] & 15) * xq[32 * b + 2 * j] + (codes[j] >> 4) * xq[32 * b + 2 * j + 1];
         const int64_t g = 32 * b / mr->group_size;
         tail += lmc_mlx_side_at(mr->scale_type, mr->scales, g) * xd[b] * (float)isum +
                 lmc_mlx_side_at(mr->scale_type, mr->biases, g) * xs[b];
@@ -535,7 +538,7 @@ static void rows4_mlx4q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
         }
     }
     float tail[4];
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) tail[k] = mlx4_tail(&mr[k], r[k], xp, in);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) tail[k] = mlx_tail(4, &mr[k], r[k], xp, in);
     hsum4x512(acc, out);
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
         __m128 b = _mm_hadd_ps(bacc[k], bacc[k]);
@@ -582,15 +585,8 @@ static void rows4_mlx8q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
             bacc[k] = _mm_fmadd_ps(mlx_side4(st, mr[k].biases, c * npc, gm), gsum, bacc[k]);
         }
     }
-    float tail[4] = {0, 0, 0, 0};
-    for (int64_t b = 4 * nc; b < nb; b++)
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const uint8_t *codes = (const uint8_t *)r[k] + 32 * b;
-            int isum = 0;
-            for (int j = 0; j < 32; j++) isum += codes[j] * xq[32 * b + j];
-            const int64_t g = 32 * b / gs;
-            tail[k] += lmc_mlx_side_at(st, mr[k].scales, g) * xd[b] * (float)isum + lmc_mlx_side_at(st, mr[k].biases, g) * xs[b];
-        }
+    float tail[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) tail[k] = mlx_tail(8, &mr[k], r[k], xp, in);
     hsum4x512(acc, out);
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
         __m128 b = _mm_hadd_ps(bacc[k], bacc[k]);
@@ -1076,7 +1072,59 @@ static inline __attribute__((always_inline)) void tile_mlx4(int T, const char *c
     }
     _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
         _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++)
-            out[t][k] = hsum512(acc[t][k]) + mlx4_tail(&mr[k], r[k], xp + tb * (size_t)t, in);
+            out[t][k] = hsum512(acc[t][k]) + mlx_tail(4, &mr[k], r[k], xp + tb * (size_t)t, in);
+}
+
+/* MLX8: out[t][k] for 2 rows and T ≤ 4 tokens, rows4_mlx8q's arithmetic with each 128 elements'
+ * scales and biases of the 2 rows spread over the lanes once for the T tokens; the biases enter the
+ * same accumulators (an eighth of the group's bias per lane, 8 lanes a 32-element block, times the
+ * block's Σx). */
+static inline __attribute__((always_inline)) void tile_mlx8(int T, const char *const *r, const lmc_mlx_row *mr,
+                                                            const char *xp, size_t tb, int64_t in, float (*out)[4]) {
+    const int64_t nc = in / 128;
+    const int gs = mr[0].group_size, npc = 128 / gs;
+    const lmc_dtype st = mr[0].scale_type;
+    const __mmask8 gm = (__mmask8)((1u << npc) - 1);
+    const int sh = gs == 32 ? 3 : gs == 64 ? 4 : 5; /* lane → group: (4·lane) / gs */
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i gia = _mm512_srli_epi32(lane, sh), gib = _mm512_srli_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(16)), sh);
+    const __m512i dxi = _mm512_srli_epi32(lane, 3);
+    const __m512 eighth = _mm512_set1_ps(0.125f);
+    __m512 acc[4][2];
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < nc; c++) {
+        __m512 sa[2], sb[2], ba[2], bb[2];
+        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+            const __m512 s4 = _mm512_castps128_ps512(mlx_side4(st, mr[k].scales, c * npc, gm));
+            const __m512 b4 = _mm512_castps128_ps512(mlx_side4(st, mr[k].biases, c * npc, gm));
+            sa[k] = _mm512_permutexvar_ps(gia, s4);
+            sb[k] = _mm512_permutexvar_ps(gib, s4);
+            ba[k] = _mm512_mul_ps(_mm512_permutexvar_ps(gia, b4), eighth);
+            bb[k] = _mm512_mul_ps(_mm512_permutexvar_ps(gib, b4), eighth);
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
+            const char *xt = xp + tb * (size_t)t;
+            const int8_t *xq = (const int8_t *)xt + 128 * c;
+            const float *xd = (const float *)(const void *)(xt + in) + 4 * c, *xs = xd + in / 32;
+            const __m512i xa = _mm512_loadu_si512(xq), xb = _mm512_loadu_si512(xq + 64);
+            const __m512 dxa = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd)));
+            const __m512 dxb = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd + 2)));
+            const __m512 xsa = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xs)));
+            const __m512 xsb = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xs + 2)));
+            _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+                const char *blk = r[k] + 128 * c;
+                const __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(blk), xa);
+                const __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(blk + 64), xb);
+                acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pa), _mm512_mul_ps(sa[k], dxa), acc[t][k]);
+                acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pb), _mm512_mul_ps(sb[k], dxb), acc[t][k]);
+                acc[t][k] = _mm512_fmadd_ps(ba[k], xsa, acc[t][k]);
+                acc[t][k] = _mm512_fmadd_ps(bb[k], xsb, acc[t][k]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++)
+            out[t][k] = hsum512(acc[t][k]) + mlx_tail(8, &mr[k], r[k], xp + tb * (size_t)t, in);
 }
 
 /* The tiles by dtype and token count (1..4), each compiled with its constants folded in. */
@@ -1101,6 +1149,9 @@ TILES(tile_q6_k, tile_q6k_, 0)
 #define tile_mlx4_(unused, T, r, xp, tb, in, out) tile_mlx4(T, r, mr, xp, tb, in, out)
 TILES(tile_mlx4, tile_mlx4_, 0)
 #undef tile_mlx4_
+#define tile_mlx8_(unused, T, r, xp, tb, in, out) tile_mlx8(T, r, mr, xp, tb, in, out)
+TILES(tile_mlx8, tile_mlx8_, 0)
+#undef tile_mlx8_
 #undef TILES
 #undef TILE
 
@@ -1113,6 +1164,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     static const tile_fn q5k[4] = {tile_q5_k_t1, tile_q5_k_t2, tile_q5_k_t3, tile_q5_k_t4};
     static const tile_fn q6k[4] = {tile_q6_k_t1, tile_q6_k_t2, tile_q6_k_t3, tile_q6_k_t4};
     static const tile_fn mlx4[4] = {tile_mlx4_t1, tile_mlx4_t2, tile_mlx4_t3, tile_mlx4_t4};
+    static const tile_fn mlx8[4] = {tile_mlx8_t1, tile_mlx8_t2, tile_mlx8_t3, tile_mlx8_t4};
     LMC_ASSERT(simd_level == LMC_SIMD_AVX512); /* the tiles read the AVX-512 tier's activation layout */
     const tile_fn *fn;
     int R = 4; /* rows a tile */
@@ -1123,6 +1175,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     case LMC_DTYPE_Q5_K: fn = q5k, R = 2; break;
     case LMC_DTYPE_Q6_K: fn = q6k, R = 2; break;
     case LMC_DTYPE_MLX4: fn = mlx4, R = 2; break;
+    case LMC_DTYPE_MLX8: fn = mlx8, R = 2; break;
     default: /* the decode kernels, token by token */
         lmc_cpu_simd_matvec(y, w, xp, n_tok, o0, o1);
         return;
@@ -1136,7 +1189,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
         for (int k = 0; k < R; k++) {
             ro[k] = o + k < o1 ? o + k : o; /* past o1: a valid row again, its results dropped */
             r[k] = (const char *)w->data + (size_t)ro[k] * w->nb[1];
-            if (w->type == LMC_DTYPE_MLX4) mr[k] = lmc_quant_mlx_row(w->aux, ro[k]);
+            if (lmc_dtype_is_mlx(w->type)) mr[k] = lmc_quant_mlx_row(w->aux, ro[k]);
         }
         for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
             const int T = n_tok - t0 < 4 ? (int)(n_tok - t0) : 4;
