@@ -795,6 +795,66 @@ static void test_matmul_amx_prefill(void) {
     lmc_backend_free(fast);
 }
 
+/* matmul_n (q, k, v or gate, up of one x in one op) gives every row the bits of separate matmul
+ * calls: one dtype (one shared preparation of x), mixed dtypes (Q4_K_M's q, k / v), MLX4 of two group
+ * sizes (two preparations), decode and prefill token counts, 1 and 2 threads, the reference backend. */
+static void test_matmul_n(void) {
+    const struct { lmc_dtype t[3]; int group[3]; int n; } sets[] = {
+        {{LMC_DTYPE_Q4_0, LMC_DTYPE_Q4_0, LMC_DTYPE_Q4_0}, {0, 0, 0}, 3},
+        {{LMC_DTYPE_Q8_0, LMC_DTYPE_Q8_0, LMC_DTYPE_Q8_0}, {0, 0, 0}, 3},
+        {{LMC_DTYPE_Q4_K, LMC_DTYPE_Q4_K, LMC_DTYPE_Q6_K}, {0, 0, 0}, 3},
+        {{LMC_DTYPE_BF16, LMC_DTYPE_BF16, LMC_DTYPE_BF16}, {0, 0, 0}, 2},
+        {{LMC_DTYPE_MLX4, LMC_DTYPE_MLX4, LMC_DTYPE_MLX4}, {64, 128, 64}, 3},
+        {{LMC_DTYPE_F32, LMC_DTYPE_Q5_0, LMC_DTYPE_F32}, {0, 0, 0}, 2},
+    };
+    const int64_t in = 512, outs[3] = {67, 16, 13}, toks[] = {1, 3, 9, 20};
+    lmc_backend *bes[3];
+    LMC_ASSERT(lmc_backend_cpu_init(&bes[0], 1, 0) == LMC_OK && lmc_backend_cpu_init(&bes[1], 2, 0) == LMC_OK &&
+               lmc_backend_cpu_init(&bes[2], 2, 1) == LMC_OK);
+    float *x = malloc(in * 20 * 4), *ya = malloc(67 * 20 * 4);
+    for (int64_t i = 0; i < in * 20; i++) x[i] = gauss();
+    int checked = 0;
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        const int n = sets[si].n;
+        qweight q[3];
+        for (int i = 0; i < n; i++) q[i] = make_weight(sets[si].t[i], in, outs[i], sets[si].group[i]);
+        for (int bi = 0; bi < 3; bi++)
+            for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+                lmc_backend *be = bes[bi];
+                const int64_t nt = toks[k];
+                lmc_tensor xt = lmc_tensor_make(LMC_DTYPE_F32, in, nt, 1, 1), yt[3];
+                LMC_ASSERT(be->i->alloc(be, &xt) == LMC_OK);
+                be->i->set(be, &xt, x, 0, lmc_tensor_nbytes(&xt));
+                lmc_tensor *yp[3];
+                const lmc_tensor *wp[3];
+                for (int i = 0; i < n; i++) {
+                    yt[i] = lmc_tensor_make(LMC_DTYPE_F32, outs[i], nt, 1, 1);
+                    LMC_ASSERT(be->i->alloc(be, &yt[i]) == LMC_OK);
+                    yp[i] = &yt[i];
+                    wp[i] = &q[i].w;
+                }
+                be->i->matmul_n(be, n, yp, wp, &xt);
+                LMC_ASSERT(be->i->sync(be) == LMC_OK);
+                for (int i = 0; i < n; i++) {
+                    float *yn = malloc((size_t)(outs[i] * nt) * 4);
+                    be->i->get(be, yn, &yt[i], 0, lmc_tensor_nbytes(&yt[i]));
+                    run_matmul(be, &q[i].w, x, nt, ya);
+                    CHECK_MSG(!memcmp(yn, ya, (size_t)(outs[i] * nt) * 4), "matmul_n set %zu matrix %d (%s) backend %d, %lld tokens: "
+                              "not the bits of matmul", si, i, lmc_dtype_name(sets[si].t[i]), bi, (long long)nt);
+                    checked++;
+                    free(yn);
+                    be->i->release(be, &yt[i]);
+                }
+                be->i->release(be, &xt);
+            }
+        for (int i = 0; i < n; i++) free_weight(&q[i]);
+    }
+    printf("  matmul_n: %d products bit-identical to separate matmuls\n", checked);
+    free(x);
+    free(ya);
+    for (int bi = 0; bi < 3; bi++) lmc_backend_free(bes[bi]);
+}
+
 /* get_rows on a quantized table (quantized embeddings) returns the dequantized rows. */
 static void test_get_rows_quant(void) {
     lmc_backend *be;
@@ -835,6 +895,7 @@ int main(void) {
     RUN(test_matmul_mlx4_q8act);
     RUN(test_matmul_qk_q8act);
     RUN(test_matmul_amx_prefill);
+    RUN(test_matmul_n);
     RUN(test_get_rows_quant);
     return TEST_END();
 }

@@ -434,6 +434,90 @@ static void cpu_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, cons
     dispatch(be, &o);
 }
 
+/* matmul_n: the n products of one x in one pool job (the threads split the row groups of all n
+ * matrices, lmc_cpu_matmul_grain's), x prepared once for each distinct layout: q, k and v (gate and
+ * up) of one dtype share one preparation and one wake-up of the threads instead of three. Every row
+ * gets what cpu_matmul would give it (same kernels, preparation and row grain). */
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+typedef struct mm_n_job {
+    cpu_ctx *c;
+    int n;
+    lmc_tensor *const *y;
+    const lmc_tensor *const *w;
+    const lmc_tensor *x;
+    const void *xp[3];
+    int64_t grp[3], unit0[4]; /* matrix i: row groups of grp[i] rows, units unit0[i] .. unit0[i + 1] */
+} mm_n_job;
+
+static void mm_n_worker(void *arg, int ith, int nth) {
+    const mm_n_job *j = arg;
+    long u0, u1;
+    lmc_split(j->unit0[j->n], ith, nth, &u0, &u1);
+    const int64_t n_tok = lmc_tensor_nrows(j->x);
+    for (int i = 0; i < j->n; i++) {
+        const int64_t a = u0 > j->unit0[i] ? u0 : j->unit0[i], b = u1 < j->unit0[i + 1] ? u1 : j->unit0[i + 1];
+        if (a >= b) continue;
+        const int64_t out = j->w[i]->ne[1], o0 = (a - j->unit0[i]) * j->grp[i];
+        const int64_t o1 = (b - j->unit0[i]) * j->grp[i] < out ? (b - j->unit0[i]) * j->grp[i] : out;
+        if (j->c->reference) lmc_cpu_matmul_rows_ref(j->y[i]->data, j->w[i], j->x->data, n_tok, o0, o1);
+        else lmc_cpu_matmul_rows(j->y[i]->data, j->w[i], j->x->data, j->xp[i], n_tok, o0, o1, j->c->scratch[ith]);
+    }
+}
+
+/* w[i]'s preparation of x is w[k]'s (k < i): same dtype, width and MLX group size. */
+static int same_prep(const lmc_tensor *a, const lmc_tensor *b) {
+    if (a->type != b->type || a->ne[0] != b->ne[0]) return 0;
+    return !lmc_dtype_is_mlx(a->type) ||
+           ((const lmc_quant_mlx *)a->aux)->group_size == ((const lmc_quant_mlx *)b->aux)->group_size;
+}
+
+static void cpu_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x) {
+    LMC_ASSERT(n >= 1 && n <= 3);
+    cpu_ctx *c = CTX(be);
+    const int64_t n_tok = lmc_tensor_nrows(x);
+    mm_n_job j = {.c = c, .n = n, .y = y, .w = w, .x = x};
+    size_t need = 0, at[3] = {0, 0, 0};
+    int src[3]; /* the matrix whose preparation matrix i reads */
+    for (int i = 0; i < n; i++) {
+        LMC_ASSERT(x->type == LMC_DTYPE_F32 && y[i]->type == LMC_DTYPE_F32 && is_contig(x) && is_contig(y[i]));
+        LMC_ASSERT(w[i]->ne[0] == x->ne[0] && w[i]->ne[1] == y[i]->ne[0] && lmc_tensor_nrows(y[i]) == n_tok);
+        LMC_ASSERT(w[i]->nb[0] == lmc_dtype_block_bytes(w[i]->type) && lmc_dtype_row_bytes(w[i]->type, w[i]->ne[0]) > 0 &&
+                   w[i]->nb[1] >= lmc_dtype_row_bytes(w[i]->type, w[i]->ne[0]));
+        LMC_ASSERT(!lmc_dtype_has_aux(w[i]->type) ||
+                   lmc_quant_mlx_check(w[i]->type, w[i]->ne[0], w[i]->ne[1], w[i]->aux) == LMC_OK);
+        scratch_reserve(c, (size_t)w[i]->ne[0] * LMC_CPU_GEMM_BLOCK);
+        j.grp[i] = lmc_cpu_matmul_grain(w[i], n_tok);
+        j.unit0[i + 1] = j.unit0[i] + (w[i]->ne[1] + j.grp[i] - 1) / j.grp[i];
+        src[i] = i;
+        for (int k = 0; k < i; k++)
+            if (same_prep(w[k], w[i])) {
+                src[i] = src[k];
+                break;
+            }
+        if (src[i] == i && !c->reference) {
+            at[i] = need;
+            need += align64(lmc_cpu_act_bytes(w[i], n_tok));
+        }
+    }
+    if (need > c->act_bytes) {
+        void *p = realloc(c->act, need);
+        LMC_ASSERT(p != NULL);
+        c->act = p;
+        c->act_bytes = need;
+    }
+    for (int i = 0; i < n && !c->reference; i++) {
+        if (src[i] != i) {
+            j.xp[i] = j.xp[src[i]];
+        } else if (lmc_cpu_act_bytes(w[i], n_tok)) {
+            j.xp[i] = (char *)c->act + at[i];
+            act_prepare(c, w[i], x->data, n_tok, (void *)(uintptr_t)j.xp[i]);
+        }
+    }
+    if (j.unit0[n] < 2) mm_n_worker(&j, 0, 1);
+    else lmc_pool_run(c->pool, mm_n_worker, &j);
+}
+
 static void cpu_add_bias(lmc_backend *be, lmc_tensor *y, const lmc_tensor *b) {
     LMC_ASSERT(lmc_tensor_nelem(b) == y->ne[0]);
     op_args o = {.kind = OP_ADD_BIAS, .y = y, .bias = b};
@@ -596,7 +680,6 @@ static void mmid_worker(void *arg, int ith, int nth) {
     }
 }
 
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static void cpu_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *experts, int n_experts,
                           const lmc_tensor *x, const lmc_tensor *ids) {
@@ -815,6 +898,7 @@ static const lmc_backend_i cpu_iface = {
     .sync = cpu_sync,
     .get_rows = cpu_get_rows,
     .matmul = cpu_matmul,
+    .matmul_n = cpu_matmul_n,
     .add_bias = cpu_add_bias,
     .add = cpu_add,
     .scale = cpu_scale,
