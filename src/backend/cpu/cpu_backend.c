@@ -477,7 +477,7 @@ static void cpu_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lmc
     cpu_ctx *c = CTX(be);
     const int64_t n_tok = lmc_tensor_nrows(x);
     mm_n_job j = {.c = c, .n = n, .y = y, .w = w, .x = x};
-    size_t need = 0, at[3] = {0, 0, 0};
+    size_t need = 0, at[3] = {0, 0, 0}, bytes[3] = {0, 0, 0};
     int src[3]; /* the matrix whose preparation matrix i reads */
     for (int i = 0; i < n; i++) {
         LMC_ASSERT(x->type == LMC_DTYPE_F32 && y[i]->type == LMC_DTYPE_F32 && is_contig(x) && is_contig(y[i]));
@@ -496,8 +496,9 @@ static void cpu_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lmc
                 break;
             }
         if (src[i] == i && !c->reference) {
+            bytes[i] = lmc_cpu_act_bytes(w[i], n_tok);
             at[i] = need;
-            need += align64(lmc_cpu_act_bytes(w[i], n_tok));
+            need += align64(bytes[i]);
         }
     }
     if (need > c->act_bytes) {
@@ -509,7 +510,7 @@ static void cpu_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lmc
     for (int i = 0; i < n && !c->reference; i++) {
         if (src[i] != i) {
             j.xp[i] = j.xp[src[i]];
-        } else if (lmc_cpu_act_bytes(w[i], n_tok)) {
+        } else if (bytes[i]) {
             j.xp[i] = (char *)c->act + at[i];
             act_prepare(c, w[i], x->data, n_tok, (void *)(uintptr_t)j.xp[i]);
         }

@@ -884,29 +884,29 @@ static inline __attribute__((always_inline)) void q8_group_codes(int q4, const c
 }
 
 /* out[t][k] = row r[k] · token t's activations (prepared for decode: per token tb bytes from xp)
- * for R rows and T tokens: each group of the R rows is gathered once and meets the T tokens one
- * after the other, a token's activations loaded once for the R rows (two vpdpbusd a row and token
+ * for 4 rows and T tokens: each group of the 4 rows is gathered once and meets the T tokens one
+ * after the other, a token's activations loaded once for the 4 rows (two vpdpbusd a row and token
  * per 128 elements), so the gathering that the decode kernels repeat per token is paid once per T.
  * The same sums as rows4_q8_0 per lane; Q4_0 scales each group's lanes on its own where
  * rows4_q4_0 first adds two groups' lanes. */
-static inline __attribute__((always_inline)) void tile_q8(int q4, int R, int T, const char *const *r, const char *xp,
-                                                          size_t tb, int64_t in, float (*out)[4]) {
+static inline __attribute__((always_inline)) void tile_q8(int q4, int T, const char *const *r, const char *xp, size_t tb,
+                                                          int64_t in, float (*out)[4]) {
     const int64_t nb = in / 32, ng = nb / 4, gb = q4 ? 72 : 136;
     const size_t side_off = q8_side_off(in);
     __m512 acc[4][4];
     _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
-        _Pragma("GCC unroll 4") for (int k = 0; k < R; k++) acc[t][k] = _mm512_setzero_ps();
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[t][k] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
         __m512i lo[4], hi[4];
         __m512 dw[4];
-        _Pragma("GCC unroll 4") for (int k = 0; k < R; k++) q8_group_codes(q4, r[k] + gb * g, &lo[k], &hi[k], &dw[k]);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) q8_group_codes(q4, r[k] + gb * g, &lo[k], &hi[k], &dw[k]);
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
             const char *xt = xp + tb * (size_t)t;
             const __m512i xa = _mm512_loadu_si512(xt + 128 * g), xb = _mm512_loadu_si512(xt + 128 * g + 64);
             const char *side = xt + side_off + Q8_SIDE_BYTES * (size_t)g;
             const __m512 dxv = _mm512_loadu_ps(side);
             const __m512i corr = _mm512_loadu_si512(side + 64);
-            _Pragma("GCC unroll 4") for (int k = 0; k < R; k++) {
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
                 const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, lo[k], xa), hi[k], xb);
                 acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[k], dxv), acc[t][k]);
             }
@@ -918,12 +918,10 @@ static inline __attribute__((always_inline)) void tile_q8(int q4, int R, int T, 
         const float *xd = (const float *)(const void *)(xt + in), *xs = xd + nb;
         float tail[4] = {0, 0, 0, 0}, corr[4] = {0, 0, 0, 0}, sum[4];
         for (int64_t b = 4 * ng; b < nb; b++)
-            _Pragma("GCC unroll 4") for (int k = 0; k < R; k++)
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
                 tail[k] += q8_block(q4, (const uint8_t *)r[k] + (q4 ? 18 : 34) * b, xq + 32 * b, xd[b], xs[b], &corr[k]);
-        __m512 a4[4];
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) a4[k] = k < R ? acc[t][k] : _mm512_setzero_ps();
-        hsum4x512(a4, sum);
-        _Pragma("GCC unroll 4") for (int k = 0; k < R; k++) out[t][k] = sum[k] + tail[k] - (q4 ? 8.0f : 128.0f) * corr[k];
+        hsum4x512(acc[t], sum);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[t][k] = sum[k] + tail[k] - (q4 ? 8.0f : 128.0f) * corr[k];
     }
 }
 
@@ -1139,8 +1137,8 @@ static inline __attribute__((always_inline)) void tile_mlx8(int T, const char *c
     TILE(prefix##_t2, kernel, __VA_ARGS__, 2)                                                                 \
     TILE(prefix##_t3, kernel, __VA_ARGS__, 3)                                                                 \
     TILE(prefix##_t4, kernel, __VA_ARGS__, 4)
-TILES(tile_q4_0, tile_q8, 1, 4)
-TILES(tile_q8_0, tile_q8, 0, 4)
+TILES(tile_q4_0, tile_q8, 1)
+TILES(tile_q8_0, tile_q8, 0)
 TILES(tile_q4_k, tile_q4k, 0)
 TILES(tile_q5_k, tile_q4k, 1)
 #define tile_q6k_(unused, T, r, xp, tb, in, out) tile_q6k(T, r, xp, tb, in, out)
