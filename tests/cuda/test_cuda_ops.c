@@ -709,6 +709,31 @@ static void test_attention(void) {
     free(bs);
 }
 
+/* The decode kernel's two forms on the same cases: the cluster form (caches of at most
+ * LMC_CUDA_DEC_CLUSTER slots, 512 by default: splits merged through the cluster's shared memory) and
+ * the split form with its counters (the variable at 0); caches of 1..8 splits a cluster and of 2..3
+ * steps a split, short ranges in long caches, windows, softcaps, sinks, rings, 16-head groups. */
+static void test_attention_cluster(void) {
+    int32_t dp[3] = {5, 39, 77}, ds[3] = {0, 1, 2}, p2[2] = {499, 300}, s2[2] = {0, 1}, p1[1] = {511}, s1[1] = {0};
+    int32_t p4[4] = {600, 3, 64, 130}, s4[4] = {0, 1, 2, 3};
+    for (int form = 0; form < 2; form++) {
+        setenv("LMC_CUDA_DEC_CLUSTER", form ? "0" : "512", 1);
+        attn_case(128, 32, 8, 96, 1, 0, 0, 1, dp + 2, ds); /* the Llama-8B decode of bench_cuda */
+        attn_case(64, 8, 2, 40, 3, 0, 0, 3, dp, ds);
+        attn_case(128, 32, 8, 500, 2, 0, 0, 2, p2, s2);
+        attn_case(64, 32, 2, 512, 1, 100, 30.0f, 1, p1, s1);
+        attn_case(48, 6, 3, 256, 4, 0, 0, 4, p4, s4);
+        attn_case(128, 8, 8, 31, 4, 7, 0, 4, p4, s4);
+        attn_qamp = 4.0f;
+        attn_sink_amp = 2.0f;
+        attn_case(128, 16, 4, 200, 2, 0, 0, 2, p2, s2);
+        attn_case(64, 8, 2, 40, 3, 16, 0, 3, dp, ds);
+        attn_sink_amp = 0.0f;
+        attn_qamp = 1.0f;
+    }
+    unsetenv("LMC_CUDA_DEC_CLUSTER");
+}
+
 /* Attention sinks (gpt-oss) through every kernel's ending: decode in one split and split-K merged
  * by the last split (k_attn_dec_combine under LMC_CUDA_ATTN_MERGE=0), the generic kernel alone and
  * with k_attn_combine (head_dim 512), the tensor-core prefill with the bf16 copy (k_fattn2) and
@@ -1424,7 +1449,8 @@ int main(void) {
     RUN(test_attention_long); /* after them for the same reason */
     RUN(test_matmul_mxfp4_int8); /* after them for the same reason */
     RUN(test_weight_arena);
-    RUN(test_matmul_int8_gemv); /* last, for the same reason */
+    RUN(test_matmul_int8_gemv); /* after them for the same reason */
+    RUN(test_attention_cluster); /* after every test that draws random inputs, for the same reason */
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

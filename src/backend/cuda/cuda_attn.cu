@@ -16,6 +16,10 @@
  *    mma.m16n8k16 (bf16 operands, f32 accumulators) and keeps the online
  *    softmax in registers. Rows of several sequences in one block are served
  *    one sequence per pass; key tiles no row of the pass can see are skipped.
+ *  - k_attn_dec_cl (n < 64, head_dim ≤ 128; LMC_CUDA_DEC_CLUSTER=0: k_attn_dec):
+ *    k_attn_dec's block in clusters of up to 8 splits of one piece of a token's
+ *    range (256 positions a piece, longer past 32 pieces), the splits merged
+ *    through the cluster's shared memory, several pieces by the last to finish.
  *  - k_attn_dec (n < 64, head_dim ≤ 256): f32, one block per (KV head, token,
  *    split) walking 32 positions per step (scores one quad of lanes per
  *    position, softmax one warp per query head, PV one thread per dimension).
@@ -36,6 +40,7 @@
 #include "cuda_common.cuh"
 #include "cuda_gemv.cuh" /* qv_device */
 
+#include <cooperative_groups.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -483,6 +488,9 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1)
 #define DEC_T 32      /* positions per step */
 #define DEC_GROUP 16  /* most query heads per KV head */
 #define DEC_MAX_SPLIT 256 /* ≤ 256 (k_attn_dec_combine's weights) */
+#define DEC_CLUSTER 8     /* splits a cluster (k_attn_dec_cl) */
+#define DEC_PIECE 256     /* positions a piece (one cluster) at least */
+#define DEC_PIECES 32     /* pieces a token at most */
 
 /* The split length for a token whose range holds len positions: the launch's chunk (sized for
  * n_ctx) while that makes at most `target` splits, else the multiple of DEC_T that makes about
@@ -545,24 +553,85 @@ static __device__ void dec_merge(const lmc_cuda_attn &a, const float *part, int 
     }
 }
 
+/* The merge of a cluster's n_split splits of (token t, KV head g) (k_attn_dec_cl): every split
+ * leaves its running max, sum and accumulators (the latter in sq, free after the last step) in its
+ * shared memory; split r then merges query heads r, r + n_split, … reading the others' through the
+ * cluster (splits added in split order: deterministic) into the output, or (pp) into piece zi's
+ * partial of z (max, sum, accumulators: dec_merge's rows). The second cluster barrier keeps each
+ * block's shared memory alive until the others have read it. */
+template <int NC>
+static __device__ __forceinline__ void dec_merge_cluster(const lmc_cuda_attn &a, float *sq, const float *s_m,
+                                                         const float *s_l, int n_split, int64_t t, int g, float *pp,
+                                                         int zi, int z) {
+    namespace cg = cooperative_groups;
+    constexpr int HP = 128 * NC;
+    const int tid = threadIdx.x, group = a.n_head / a.n_kv_head, hd = a.head_dim;
+    cg::cluster_group cl = cg::this_cluster();
+    const int r = (int)cl.block_rank();
+    cl.sync();
+    for (int i = r; i < group; i += n_split) {
+        float mx = -INFINITY;
+        for (int b = 0; b < n_split; b++) mx = fmaxf(mx, *cl.map_shared_rank(s_m + i, b));
+        float L = 0.0f, o[NC];
+#pragma unroll
+        for (int c = 0; c < NC; c++) o[c] = 0.0f;
+        for (int b = 0; b < n_split; b++) {
+            const float mb = *cl.map_shared_rank(s_m + i, b);
+            const float w = mb == -INFINITY ? 0.0f : expf(mb - mx);
+            L += *cl.map_shared_rank(s_l + i, b) * w;
+            const float *pb = cl.map_shared_rank(sq + i * HP, b);
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                if (tid + 128 * c < hd) o[c] += pb[tid + 128 * c] * w;
+        }
+        const int h = g * group + i;
+        if (pp) {
+            float *row = pp + ((t * a.n_head + h) * z + zi) * (int64_t)(hd + 2);
+            if (tid == 0) { row[0] = mx; row[1] = L; }
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                if (tid + 128 * c < hd) row[2 + tid + 128 * c] = o[c];
+            continue;
+        }
+        const float inv = attn_final(L, mx, a.sinks, h, false);
+        float *out = a.out + (t * a.n_head + h) * hd;
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            if (tid + 128 * c < hd) out[tid + 128 * c] = o[c] * inv;
+    }
+    if (pp) __threadfence(); /* the partials before the piece's count (after the barrier) */
+    cl.sync();
+}
+
 /* Block (kv head g, token t, split sp) of 128 threads; head_dim ≤ 128·NC. Positions of a step:
  * quad q of warp w scores position 8w + q against every query head of the group; warp w then
  * updates the softmax of heads w, w+4, …; thread i accumulates dimensions i + 128c.
  * (Loading the next step's K/V rows into a second register set while the current step is
- * computed measured 1.5% slower end to end on the H200, Llama-8B shape Q4_0: not kept.) */
-template <int NC>
-__global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, int chunk, int target, float *part,
-                                                  int half, lmc_cuda_l2set pf) {
+ * computed measured 1.5% slower end to end on the H200, Llama-8B shape Q4_0: not kept.)
+ * CL (k_attn_dec_cl): the range is cut into at most chunk (here: Z) pieces of a multiple of
+ * n_split·DEC_T positions (that many while Z of them hold the range); a piece is one
+ * thread-block cluster of n_split splits (grid: split, KV head, token·Z + piece), which merge through
+ * distributed shared memory (dec_merge_cluster). A range of one piece gets its output there; else
+ * each piece leaves a partial and the last piece to finish (lmc_cuda_attn.done) merges them
+ * (dec_merge). */
+template <int NC, bool CL>
+static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_split, int chunk, int target, float *part,
+                                                int half, const lmc_cuda_l2set &pf) {
     constexpr int HP = 128 * NC;
     __shared__ __align__(16) float sq[DEC_GROUP * HP];
     __shared__ float sp_[DEC_GROUP][DEC_T + 1];
     __shared__ float s_m[DEC_GROUP], s_l[DEC_GROUP], s_c[DEC_GROUP];
-    const int g = blockIdx.x, sp = blockIdx.z, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, lq = lane & 3;
-    const int64_t t = blockIdx.y;
+    const int g = CL ? blockIdx.y : blockIdx.x, sp = CL ? blockIdx.x : blockIdx.z, tid = threadIdx.x, warp = tid >> 5,
+              lane = tid & 31, lq = lane & 3;
+    const int64_t t = CL ? blockIdx.z / chunk : blockIdx.y;
+    const int zi = CL ? (int)(blockIdx.z % chunk) : 0; /* CL: the piece */
     const int group = a.n_head / a.n_kv_head, hd = a.head_dim;
-    if (sp >= n_split) { /* a spare block: its share of the next ops' weights into L2, nothing else */
-        const int64_t b = ((int64_t)(sp - n_split) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-        l2_prefetch(pf, b * 128 + tid, (int64_t)(gridDim.z - n_split) * gridDim.y * gridDim.x * 128);
+    if (CL ? g >= a.n_kv_head : sp >= n_split) { /* a spare block (CL: a spare cluster): its share of the next ops' weights into L2 */
+        const unsigned spare = CL ? blockIdx.y - a.n_kv_head : blockIdx.z - n_split;
+        const unsigned outer = CL ? gridDim.y - a.n_kv_head : gridDim.z - n_split;
+        const unsigned mid = CL ? gridDim.z : gridDim.y, in = CL ? blockIdx.z : blockIdx.y;
+        const int64_t b = ((int64_t)spare * mid + in) * gridDim.x + blockIdx.x;
+        l2_prefetch(pf, b * 128 + tid, (int64_t)outer * mid * gridDim.x * 128);
         return;
     }
     pdl_next();
@@ -570,10 +639,22 @@ __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, 
     const int64_t sqn = a.seq[t];
     int64_t pb = 0, pe = -1;
     if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
-    const int64_t len = pe >= pb ? pe - pb + 1 : 0, ck = dec_len_chunk(len, chunk, target, half);
-    const int ns = (int)((len + ck - 1) / ck);
-    if (sp > 0 && sp >= ns) return; /* beyond this token's range */
-    const int64_t lo = pb + (int64_t)sp * ck, hi = lo + ck - 1 < pe ? lo + ck - 1 : pe;
+    const int64_t len = pe >= pb ? pe - pb + 1 : 0;
+    /* CL: pieces of zck positions, nz of them, n_split splits of ck a piece */
+    int64_t zck = 0, ck;
+    int ns;
+    if constexpr (CL) {
+        const int64_t unit = (int64_t)n_split * DEC_T, per = (len + chunk - 1) / chunk; /* unit: DEC_PIECE at 8 splits */
+        zck = per <= unit ? unit : (per + unit - 1) / unit * unit;
+        ck = zck / n_split;
+        ns = (int)((len + zck - 1) / zck); /* pieces */
+        if (zi > 0 && zi >= ns) return;   /* beyond this token's range: the whole cluster */
+    } else {
+        ck = dec_len_chunk(len, chunk, target, half);
+        ns = (int)((len + ck - 1) / ck);
+        if (sp > 0 && sp >= ns) return; /* beyond this token's range */
+    }
+    const int64_t lo = pb + zi * zck + (int64_t)sp * ck, hi = lo + ck - 1 < pe ? lo + ck - 1 : pe;
     const int64_t kv_row = (int64_t)hd * a.n_kv_head;
     const float *kb = a.k + (len ? sqn : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
     const float *vb = a.v + (len ? sqn : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
@@ -674,6 +755,28 @@ __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, 
         step(k0, kr0, vr0);
     }
 
+    if constexpr (CL) {
+#pragma unroll
+        for (int i = 0; i < DEC_GROUP; i++) {
+            if (i >= group) break;
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                if (tid + 128 * c < hd) sq[i * HP + tid + 128 * c] = acc[i][c];
+        }
+        dec_merge_cluster<NC>(a, sq, s_m, s_l, n_split, t, g, ns > 1 ? part : NULL, zi, chunk);
+        if (ns <= 1 || sp != 0) return;
+        /* the last of the ns pieces to finish merges them (its first split) */
+        __shared__ int last_piece;
+        if (tid == 0) {
+            unsigned *cnt = a.done + t * a.n_kv_head + g;
+            last_piece = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
+            if (last_piece) *cnt = 0; /* every piece has counted: zero for the next call */
+        }
+        __syncthreads();
+        if (!last_piece) return;
+        __threadfence();
+        dec_merge<NC>(a, part, chunk, ns, t, g);
+    } else {
 #pragma unroll
     for (int i = 0; i < DEC_GROUP; i++) {
         if (i >= group) break;
@@ -706,6 +809,21 @@ __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, 
     if (!last) return;
     __threadfence();
     dec_merge<NC>(a, part, n_split, ns, t, g);
+    }
+}
+
+template <int NC>
+__global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, int chunk, int target, float *part,
+                                                  int half, lmc_cuda_l2set pf) {
+    attn_dec<NC, false>(a, n_split, chunk, target, part, half, pf);
+}
+
+/* The cluster form (head_dim ≤ 128): clusters of n_split blocks, z pieces a token at most, part
+ * their partials; min. one block a multiprocessor in the bound (without it ptxas kept 128 registers
+ * a thread and the merge spilled) */
+__global__ void __launch_bounds__(128, 1) k_attn_dec_cl(lmc_cuda_attn a, int n_split, int z, float *part,
+                                                       lmc_cuda_l2set pf) {
+    attn_dec<1, true>(a, n_split, z, 0, part, 0, pf);
 }
 
 /* ------------------------------------------------------------ generic (any head_dim ≤ 512), f32 */
@@ -1060,6 +1178,59 @@ static void launch_fattn2(cudaStream_t st, const lmc_cuda_attn *a, float *scratc
     k_fattn2<HD, BN, NW><<<grid, 32 * NW, smem, st>>>(*a, rows, kb, vb);
 }
 
+/* LMC_CUDA_DEC_CLUSTER=0: the split form of the decode kernel for every head_dim (A/B; read at every
+ * launch — a recorded step reads it once — so that a test can switch it). */
+static int dec_cluster_on(void) {
+    const char *e = getenv("LMC_CUDA_DEC_CLUSTER");
+    return !(e && !strcmp(e, "0"));
+}
+
+/* Grid (split, KV head + spare rows, token · pieces), clusters of the splits of one piece of one
+ * (KV head, token): DEC_CLUSTER splits (fewer for a cache of fewer DEC_T steps), pieces of
+ * DEC_PIECE positions while the cache holds at most DEC_PIECES of them (longer pieces past that),
+ * at most the split form's splits (its scratch). Spare clusters prefetch pf into L2 while the
+ * splits leave half the multiprocessors idle (as the split form does). Measured on the H200 (kernel
+ * alone, 32/8 heads, head_dim 128, one token): clusters of 16 slower at 64 positions (8.5 µs against
+ * 6.9 with 8; the split form 8.0). */
+static void launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *scratch, const lmc_cuda_l2set *pf) {
+    int64_t cs = (a->n_ctx + DEC_T - 1) / DEC_T;
+    if (cs > DEC_CLUSTER) cs = DEC_CLUSTER;
+    if (cs < 1) cs = 1;
+    int chunk, half;
+    const int64_t piece = getenv("LMC_CUDA_DEC_PIECE") ? atoll(getenv("LMC_CUDA_DEC_PIECE")) : DEC_PIECE;
+    const int64_t pieces = getenv("LMC_CUDA_DEC_PIECES") ? atoll(getenv("LMC_CUDA_DEC_PIECES")) : DEC_PIECES;
+    int64_t z = (a->n_ctx + piece - 1) / piece;
+    const int s = dec_splits(a, &chunk, &half);
+    if (z > pieces) z = pieces;
+    if (z > s) z = s;
+    if (z < 1) z = 1;
+    int dev, sms;
+    size_t smb;
+    int64_t units = 0, rows = 0;
+    if (pf && qv_device(&dev, &sms, &smb) && (int64_t)a->n_kv_head * a->n * cs <= sms / 2)
+        for (int i = 0; i < pf->n; i++) units += l2_units(pf->r[i]);
+    const int64_t per_row = cs * a->n * z * 128;
+    if (units > 0) rows = (units + per_row - 1) / per_row;
+    if (rows > 1024) rows = 1024;
+    lmc_cuda_l2set none;
+    memset(&none, 0, sizeof none);
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)cs;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = dim3((unsigned)cs, (unsigned)(a->n_kv_head + rows), (unsigned)(a->n * z));
+    cfg.blockDim = dim3(128);
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = lmc_cuda_pdl() ? 2 : 1;
+    cudaLaunchKernelEx(&cfg, k_attn_dec_cl, *a, (int)cs, (int)z, scratch, rows ? *pf : none);
+}
+
 extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, float *scratch, const lmc_cuda_l2set *pf) {
     if (a->n <= 0) return;
     const int path = attn_path(a);
@@ -1075,6 +1246,11 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         if (a->head_dim <= 64) launch_fattn<64, 64, 8>(st, a);
         else if (a->head_dim <= 128) launch_fattn<128, 32, 8>(st, a);
         else launch_fattn<256, 32, 4>(st, a);
+        return;
+    }
+    if (path == ATT_DEC && a->head_dim <= 128 && a->done && a->n * a->n_kv_head <= LMC_CUDA_ATTN_DONE &&
+        dec_cluster_on()) {
+        launch_dec_cluster(st, a, scratch, pf);
         return;
     }
     if (path == ATT_DEC) {
