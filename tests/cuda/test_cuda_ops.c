@@ -709,15 +709,21 @@ static void test_attention(void) {
     free(bs);
 }
 
-/* The decode kernel's two forms on the same cases: the cluster form (caches of at most
- * LMC_CUDA_DEC_CLUSTER slots, 512 by default: splits merged through the cluster's shared memory) and
- * the split form with its counters (the variable at 0); caches of 1..8 splits a cluster and of 2..3
- * steps a split, short ranges in long caches, windows, softcaps, sinks, rings, 16-head groups. */
+/* The decode kernel's two forms on the same cases: the cluster form (head_dim ≤ 128, caches of at
+ * most 2048 slots, the default: splits merged through the cluster's shared memory, pieces of a long
+ * range through partials) and the split form with its counters (LMC_CUDA_DEC_CLUSTER=0); caches of
+ * 1..8 splits a cluster, one to eight pieces, short ranges in long caches, windows, softcaps, sinks,
+ * rings, 16-head groups. */
 static void test_attention_cluster(void) {
     int32_t dp[3] = {5, 39, 77}, ds[3] = {0, 1, 2}, p2[2] = {499, 300}, s2[2] = {0, 1}, p1[1] = {511}, s1[1] = {0};
-    int32_t p4[4] = {600, 3, 64, 130}, s4[4] = {0, 1, 2, 3};
+    int32_t p4[4] = {600, 3, 64, 130}, s4[4] = {0, 1, 2, 3}, lp[2] = {1999, 1234}, ls[2] = {0, 1};
+    int32_t pl[1] = {2047}, sl[1] = {0};
     for (int form = 0; form < 2; form++) {
-        setenv("LMC_CUDA_DEC_CLUSTER", form ? "0" : "512", 1);
+        setenv("LMC_CUDA_DEC_CLUSTER", form ? "0" : "1", 1);
+        attn_case(128, 8, 2, 2000, 2, 0, 0, 2, lp, ls);      /* 8 pieces */
+        attn_case(64, 4, 1, 2048, 1, 0, 0, 1, pl, sl);      /* the most pieces, all full */
+        attn_case(128, 8, 2, 2048, 1, 1500, 0, 1, pl, sl);  /* a window over 6-7 pieces */
+        attn_case(128, 8, 2, 2049, 1, 0, 0, 1, pl, sl);     /* one slot more: the split form */
         attn_case(128, 32, 8, 96, 1, 0, 0, 1, dp + 2, ds); /* the Llama-8B decode of bench_cuda */
         attn_case(64, 8, 2, 40, 3, 0, 0, 3, dp, ds);
         attn_case(128, 32, 8, 500, 2, 0, 0, 2, p2, s2);
@@ -728,6 +734,7 @@ static void test_attention_cluster(void) {
         attn_sink_amp = 2.0f;
         attn_case(128, 16, 4, 200, 2, 0, 0, 2, p2, s2);
         attn_case(64, 8, 2, 40, 3, 16, 0, 3, dp, ds);
+        attn_case(128, 8, 2, 2000, 2, 300, 0, 2, lp, ls);
         attn_sink_amp = 0.0f;
         attn_qamp = 1.0f;
     }

@@ -16,10 +16,10 @@
  *    mma.m16n8k16 (bf16 operands, f32 accumulators) and keeps the online
  *    softmax in registers. Rows of several sequences in one block are served
  *    one sequence per pass; key tiles no row of the pass can see are skipped.
- *  - k_attn_dec_cl (n < 64, head_dim ≤ 128; LMC_CUDA_DEC_CLUSTER=0: k_attn_dec):
- *    k_attn_dec's block in clusters of up to 8 splits of one piece of a token's
- *    range (256 positions a piece, longer past 32 pieces), the splits merged
- *    through the cluster's shared memory, several pieces by the last to finish.
+ *  - k_attn_dec_cl (n < 64, head_dim ≤ 128, caches of ≤ 2048 slots; LMC_CUDA_DEC_CLUSTER=0:
+ *    k_attn_dec): k_attn_dec's block in clusters of up to 8 splits of one piece of
+ *    a token's range (256 positions a piece), the splits merged through the
+ *    cluster's shared memory, several pieces by the last to finish.
  *  - k_attn_dec (n < 64, head_dim ≤ 256): f32, one block per (KV head, token,
  *    split) walking 32 positions per step (scores one quad of lanes per
  *    position, softmax one warp per query head, PV one thread per dimension).
@@ -490,7 +490,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1)
 #define DEC_MAX_SPLIT 256 /* ≤ 256 (k_attn_dec_combine's weights) */
 #define DEC_CLUSTER 8     /* splits a cluster (k_attn_dec_cl) */
 #define DEC_PIECE 256     /* positions a piece (one cluster) at least */
-#define DEC_PIECES 32     /* pieces a token at most */
+#define DEC_PIECES 8      /* pieces a token at most */
+#define DEC_CLUSTER_CTX 2048 /* caches of at most this many slots take the cluster form */
 
 /* The split length for a token whose range holds len positions: the launch's chunk (sized for
  * n_ctx) while that makes at most `target` splits, else the multiple of DEC_T that makes about
@@ -1178,17 +1179,26 @@ static void launch_fattn2(cudaStream_t st, const lmc_cuda_attn *a, float *scratc
     k_fattn2<HD, BN, NW><<<grid, 32 * NW, smem, st>>>(*a, rows, kb, vb);
 }
 
-/* LMC_CUDA_DEC_CLUSTER=0: the split form of the decode kernel for every head_dim (A/B; read at every
- * launch — a recorded step reads it once — so that a test can switch it). */
+/* The cluster form for caches of at most DEC_CLUSTER_CTX slots on devices that launch clusters;
+ * LMC_CUDA_DEC_CLUSTER=0: the split form always (A/B; read at every launch — a recorded step reads
+ * it once — so that a test can switch it). Past 2048 slots the split form stays: at 8192 positions
+ * the cluster form (32 pieces, 2048 blocks) measured 65 µs against its 43 (docs/BENCHMARKS.md). */
 static int dec_cluster_on(void) {
     const char *e = getenv("LMC_CUDA_DEC_CLUSTER");
-    return !(e && !strcmp(e, "0"));
+    if (e && !strcmp(e, "0")) return 0;
+    static int cache[16]; /* per device: 1 + whether it launches clusters (sm_90 on) */
+    int dev, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+    if (dev >= 0 && dev < 16 && cache[dev]) return cache[dev] - 1;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev) != cudaSuccess) v = 0;
+    if (dev >= 0 && dev < 16) cache[dev] = 1 + (v != 0);
+    return v != 0;
 }
 
 /* Grid (split, KV head + spare rows, token · pieces), clusters of the splits of one piece of one
  * (KV head, token): DEC_CLUSTER splits (fewer for a cache of fewer DEC_T steps), pieces of
- * DEC_PIECE positions while the cache holds at most DEC_PIECES of them (longer pieces past that),
- * at most the split form's splits (its scratch). Spare clusters prefetch pf into L2 while the
+ * DEC_PIECE positions (at most DEC_PIECES, the kernel makes longer pieces past that; at most the
+ * split form's splits: its scratch). Spare clusters prefetch pf into L2 while the
  * splits leave half the multiprocessors idle (as the split form does). Measured on the H200 (kernel
  * alone, 32/8 heads, head_dim 128, one token): clusters of 16 slower at 64 positions (8.5 µs against
  * 6.9 with 8; the split form 8.0). */
@@ -1197,11 +1207,9 @@ static void launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *s
     if (cs > DEC_CLUSTER) cs = DEC_CLUSTER;
     if (cs < 1) cs = 1;
     int chunk, half;
-    const int64_t piece = getenv("LMC_CUDA_DEC_PIECE") ? atoll(getenv("LMC_CUDA_DEC_PIECE")) : DEC_PIECE;
-    const int64_t pieces = getenv("LMC_CUDA_DEC_PIECES") ? atoll(getenv("LMC_CUDA_DEC_PIECES")) : DEC_PIECES;
-    int64_t z = (a->n_ctx + piece - 1) / piece;
+    int64_t z = (a->n_ctx + DEC_PIECE - 1) / DEC_PIECE;
     const int s = dec_splits(a, &chunk, &half);
-    if (z > pieces) z = pieces;
+    if (z > DEC_PIECES) z = DEC_PIECES;
     if (z > s) z = s;
     if (z < 1) z = 1;
     int dev, sms;
@@ -1248,8 +1256,8 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         else launch_fattn<256, 32, 4>(st, a);
         return;
     }
-    if (path == ATT_DEC && a->head_dim <= 128 && a->done && a->n * a->n_kv_head <= LMC_CUDA_ATTN_DONE &&
-        dec_cluster_on()) {
+    if (path == ATT_DEC && a->head_dim <= 128 && a->n_ctx <= DEC_CLUSTER_CTX && a->done &&
+        a->n * a->n_kv_head <= LMC_CUDA_ATTN_DONE && dec_cluster_on()) {
         launch_dec_cluster(st, a, scratch, pf);
         return;
     }
