@@ -722,7 +722,7 @@ static void test_attention_cluster(void) {
         setenv("LMC_CUDA_DEC_CLUSTER", form ? "0" : "1", 1);
         attn_case(128, 8, 2, 2000, 2, 0, 0, 2, lp, ls);      /* 8 pieces */
         attn_case(64, 4, 1, 2048, 1, 0, 0, 1, pl, sl);      /* the most pieces, all full */
-        attn_case(128, 8, 2, 2048, 1, 1500, 0, 1, pl, sl);  /* a window over 6-7 pieces */
+        attn_case(128, 8, 2, 2048, 1, 1500, 0, 1, pl, sl);  /* a window over 6 pieces */
         attn_case(128, 8, 2, 2049, 1, 0, 0, 1, pl, sl);     /* one slot more: the split form */
         attn_case(128, 32, 8, 96, 1, 0, 0, 1, dp + 2, ds); /* the Llama-8B decode of bench_cuda */
         attn_case(64, 8, 2, 40, 3, 0, 0, 3, dp, ds);
