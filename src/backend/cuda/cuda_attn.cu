@@ -779,37 +779,37 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
         dec_merge<NC>(a, part, chunk, ns, t, g);
     } else {
 #pragma unroll
-    for (int i = 0; i < DEC_GROUP; i++) {
-        if (i >= group) break;
-        const int h = g * group + i;
-        if (ns <= 1) { /* the whole range was this split's: final output */
-            const float inv = attn_final(s_l[i], s_m[i], a.sinks, h, false);
-            float *o = a.out + (t * a.n_head + h) * hd;
+        for (int i = 0; i < DEC_GROUP; i++) {
+            if (i >= group) break;
+            const int h = g * group + i;
+            if (ns <= 1) { /* the whole range was this split's: final output */
+                const float inv = attn_final(s_l[i], s_m[i], a.sinks, h, false);
+                float *o = a.out + (t * a.n_head + h) * hd;
 #pragma unroll
-            for (int cc = 0; cc < NC; cc++)
-                if (tid + 128 * cc < hd) o[tid + 128 * cc] = acc[i][cc] * inv;
-        } else {
-            float *pp = part + ((t * a.n_head + h) * n_split + sp) * (int64_t)(hd + 2);
-            if (tid == 0) { pp[0] = s_m[i]; pp[1] = s_l[i]; }
+                for (int cc = 0; cc < NC; cc++)
+                    if (tid + 128 * cc < hd) o[tid + 128 * cc] = acc[i][cc] * inv;
+            } else {
+                float *pp = part + ((t * a.n_head + h) * n_split + sp) * (int64_t)(hd + 2);
+                if (tid == 0) { pp[0] = s_m[i]; pp[1] = s_l[i]; }
 #pragma unroll
-            for (int cc = 0; cc < NC; cc++)
-                if (tid + 128 * cc < hd) pp[2 + tid + 128 * cc] = acc[i][cc];
+                for (int cc = 0; cc < NC; cc++)
+                    if (tid + 128 * cc < hd) pp[2 + tid + 128 * cc] = acc[i][cc];
+            }
         }
-    }
-    if (ns <= 1 || !a.done) return;
-    /* the last of the ns splits to finish merges them (no k_attn_dec_combine launch) */
-    __shared__ int last;
-    __threadfence(); /* this block's partials before its count */
-    __syncthreads();
-    if (tid == 0) {
-        unsigned *cnt = a.done + t * a.n_kv_head + g;
-        last = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
-        if (last) *cnt = 0; /* every split has counted: zero for the next call */
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    dec_merge<NC>(a, part, n_split, ns, t, g);
+        if (ns <= 1 || !a.done) return;
+        /* the last of the ns splits to finish merges them (no k_attn_dec_combine launch) */
+        __shared__ int last;
+        __threadfence(); /* this block's partials before its count */
+        __syncthreads();
+        if (tid == 0) {
+            unsigned *cnt = a.done + t * a.n_kv_head + g;
+            last = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
+            if (last) *cnt = 0; /* every split has counted: zero for the next call */
+        }
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        dec_merge<NC>(a, part, n_split, ns, t, g);
     }
 }
 
