@@ -21,8 +21,9 @@
  * not counted); aggregate decode tok/s of --batch sequences (one token each
  * per forward, every row's logits to the host); GPU memory in use against
  * weights + KV cache. --kernels instead times the decode kernels alone: matrix-vector
- * products of the 8B shape's matrices per type (GB/s) and decode attention over caches of
- * 64 / 1024 / 8192 positions. Prints markdown tables. A benchmark, not a test.
+ * products of the 8B shape's matrices per type (GB/s) and decode attention over ranges of
+ * 64 / 1024 / 2048 positions in a cache of 2048 slots (the kernel's cluster form) and 64 / 1024 /
+ * 8192 in one of 8192 (its split form). Prints markdown tables. A benchmark, not a test.
  * Types: bf16 f16 q8_0 q4_0 q4_k q6_k (GGUF blocks, every matrix one type; the types lmc can
  * quantize to), q5_k (random codes: lmc reads it but does not write it), mxfp4 (ggml's MXFP4 block)
  * and mlx4 mlx8
@@ -447,27 +448,31 @@ static void kernels(const char *types) {
             free(host);
         }
     }
-    /* decode attention, 8B shape: 32 query heads, 8 KV heads, head_dim 128 */
-    const int n_ctx = 8192;
-    const int lens[] = {64, 1024, 8192};
-    lmc_tensor kc = lmc_tensor_make(LMC_DTYPE_F32, 1024, n_ctx, 1, 1), vc = kc;
-    lmc_tensor q = lmc_tensor_make(LMC_DTYPE_F32, 4096, 1, 1, 1), o = q;
-    lmc_tensor pos = lmc_tensor_make(LMC_DTYPE_I32, 1, 1, 1, 1), seq = pos;
-    if (be->i->alloc(be, &kc) < 0 || be->i->alloc(be, &vc) < 0 || be->i->alloc(be, &q) < 0 ||
-        be->i->alloc(be, &o) < 0 || be->i->alloc(be, &pos) < 0 || be->i->alloc(be, &seq) < 0)
-        die("alloc");
-    for (int li = 0; li < 3; li++) {
-        int32_t p = lens[li] - 1;
-        be->i->set(be, &pos, &p, 0, 4);
-        at_args a = {&o, &q, &kc, &vc, &pos, &seq, {.n_head = 32, .n_kv_head = 8, .head_dim = 128,
-                     .scale = 0.088f, .softcap = 0, .window = 0}};
-        double us = time_op(be, op_attn, &a, 50);
-        double gb = 2.0 * lens[li] * 1024 * 4 / (us * 1e-6) / 1e9;
-        printf("| attention (32/8 heads, hd 128, cache %d) | f32 KV | %d positions | 1 | %.1f | %.0f | %.0f%% |\n",
-               n_ctx, lens[li], us, gb, 100 * gb / g_bw);
+    /* decode attention, 8B shape: 32 query heads, 8 KV heads, head_dim 128; a cache of 2048 slots
+     * takes the cluster form of the kernel, one of 8192 the split form (cuda_attn.cu) */
+    const int caches[2] = {2048, 8192};
+    const int lens[2][3] = {{64, 1024, 2048}, {64, 1024, 8192}};
+    for (int ci = 0; ci < 2; ci++) {
+        const int n_ctx = caches[ci];
+        lmc_tensor kc = lmc_tensor_make(LMC_DTYPE_F32, 1024, n_ctx, 1, 1), vc = kc;
+        lmc_tensor q = lmc_tensor_make(LMC_DTYPE_F32, 4096, 1, 1, 1), o = q;
+        lmc_tensor pos = lmc_tensor_make(LMC_DTYPE_I32, 1, 1, 1, 1), seq = pos;
+        if (be->i->alloc(be, &kc) < 0 || be->i->alloc(be, &vc) < 0 || be->i->alloc(be, &q) < 0 ||
+            be->i->alloc(be, &o) < 0 || be->i->alloc(be, &pos) < 0 || be->i->alloc(be, &seq) < 0)
+            die("alloc");
+        for (int li = 0; li < 3; li++) {
+            int32_t p = lens[ci][li] - 1;
+            be->i->set(be, &pos, &p, 0, 4);
+            at_args a = {&o, &q, &kc, &vc, &pos, &seq, {.n_head = 32, .n_kv_head = 8, .head_dim = 128,
+                         .scale = 0.088f, .softcap = 0, .window = 0}};
+            double us = time_op(be, op_attn, &a, 50);
+            double gb = 2.0 * lens[ci][li] * 1024 * 4 / (us * 1e-6) / 1e9;
+            printf("| attention (32/8 heads, hd 128, cache %d) | f32 KV | %d positions | 1 | %.1f | %.0f | %.0f%% |\n",
+                   n_ctx, lens[ci][li], us, gb, 100 * gb / g_bw);
+        }
+        lmc_tensor *all[] = {&kc, &vc, &q, &o, &pos, &seq};
+        for (int i = 0; i < 6; i++) be->i->release(be, all[i]);
     }
-    lmc_tensor *all[] = {&kc, &vc, &q, &o, &pos, &seq};
-    for (int i = 0; i < 6; i++) be->i->release(be, all[i]);
     lmc_backend_free(be);
     fflush(stdout);
 }
