@@ -554,6 +554,24 @@ static __device__ void dec_merge(const lmc_cuda_attn &a, const float *part, int 
     }
 }
 
+/* The last of the ns producers of partials for (token t, KV head g) — splits of k_attn_dec, pieces
+ * of k_attn_dec_cl, n_split rows apart — to count (lmc_cuda_attn.done, left zero) merges them; each
+ * producer's partials are fenced before this. */
+template <int NC>
+static __device__ __forceinline__ void dec_count_merge(const lmc_cuda_attn &a, const float *part, int n_split, int ns,
+                                                       int64_t t, int g) {
+    __shared__ int last;
+    if (threadIdx.x == 0) {
+        unsigned *cnt = a.done + t * a.n_kv_head + g;
+        last = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
+        if (last) *cnt = 0; /* every producer has counted: zero for the next call */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    dec_merge<NC>(a, part, n_split, ns, t, g);
+}
+
 /* The merge of a cluster's n_split splits of (token t, KV head g) (k_attn_dec_cl): every split
  * leaves its running max, sum and accumulators (the latter in sq, free after the last step) in its
  * shared memory; split r then merges query heads r, r + n_split, … reading the others' through the
@@ -765,18 +783,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
                 if (tid + 128 * c < hd) sq[i * HP + tid + 128 * c] = acc[i][c];
         }
         dec_merge_cluster<NC>(a, sq, s_m, s_l, n_split, t, g, ns > 1 ? part : NULL, zi, chunk);
-        if (ns <= 1 || sp != 0) return;
-        /* the last of the ns pieces to finish merges them (its first split) */
-        __shared__ int last_piece;
-        if (tid == 0) {
-            unsigned *cnt = a.done + t * a.n_kv_head + g;
-            last_piece = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
-            if (last_piece) *cnt = 0; /* every piece has counted: zero for the next call */
-        }
-        __syncthreads();
-        if (!last_piece) return;
-        __threadfence();
-        dec_merge<NC>(a, part, chunk, ns, t, g);
+        if (ns > 1 && sp == 0) dec_count_merge<NC>(a, part, chunk, ns, t, g); /* a piece counts by its first split */
     } else {
 #pragma unroll
         for (int i = 0; i < DEC_GROUP; i++) {
@@ -797,19 +804,9 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
             }
         }
         if (ns <= 1 || !a.done) return;
-        /* the last of the ns splits to finish merges them (no k_attn_dec_combine launch) */
-        __shared__ int last;
         __threadfence(); /* this block's partials before its count */
         __syncthreads();
-        if (tid == 0) {
-            unsigned *cnt = a.done + t * a.n_kv_head + g;
-            last = atomicAdd(cnt, 1u) == (unsigned)ns - 1;
-            if (last) *cnt = 0; /* every split has counted: zero for the next call */
-        }
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-        dec_merge<NC>(a, part, n_split, ns, t, g);
+        dec_count_merge<NC>(a, part, n_split, ns, t, g); /* no k_attn_dec_combine launch */
     }
 }
 
