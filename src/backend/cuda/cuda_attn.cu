@@ -1192,14 +1192,15 @@ static int dec_cluster_on(void) {
     return v != 0;
 }
 
-/* Grid (split, KV head + spare rows, token · pieces), clusters of the splits of one piece of one
+/* 0 when launched, -1 when not (the launch refused: no error left). Grid (split, KV head + spare
+ * rows, token · pieces), clusters of the splits of one piece of one
  * (KV head, token): DEC_CLUSTER splits (fewer for a cache of fewer DEC_T steps), pieces of
  * DEC_PIECE positions (at most DEC_PIECES, the kernel makes longer pieces past that; at most the
  * split form's splits: its scratch). Spare clusters prefetch pf into L2 while the
  * splits leave half the multiprocessors idle (as the split form does). Measured on the H200 (kernel
  * alone, 32/8 heads, head_dim 128, one token): clusters of 16 slower at 64 positions (8.5 µs against
  * 6.9 with 8; the split form 8.0). */
-static void launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *scratch, const lmc_cuda_l2set *pf) {
+static int launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *scratch, const lmc_cuda_l2set *pf) {
     int64_t cs = (a->n_ctx + DEC_T - 1) / DEC_T;
     if (cs > DEC_CLUSTER) cs = DEC_CLUSTER;
     if (cs < 1) cs = 1;
@@ -1233,7 +1234,9 @@ static void launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *s
     cfg.stream = st;
     cfg.attrs = at;
     cfg.numAttrs = lmc_cuda_pdl() ? 2 : 1;
-    cudaLaunchKernelEx(&cfg, k_attn_dec_cl, *a, (int)cs, (int)z, scratch, rows ? *pf : none);
+    if (cudaLaunchKernelEx(&cfg, k_attn_dec_cl, *a, (int)cs, (int)z, scratch, rows ? *pf : none) == cudaSuccess) return 0;
+    cudaGetLastError(); /* a cluster the device refuses: the caller takes the split form */
+    return -1;
 }
 
 extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, float *scratch, const lmc_cuda_l2set *pf) {
@@ -1254,10 +1257,8 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         return;
     }
     if (path == ATT_DEC && a->head_dim <= 128 && a->n_ctx <= DEC_CLUSTER_CTX && a->done &&
-        a->n * a->n_kv_head <= LMC_CUDA_ATTN_DONE && dec_cluster_on()) {
-        launch_dec_cluster(st, a, scratch, pf);
+        a->n * a->n_kv_head <= LMC_CUDA_ATTN_DONE && dec_cluster_on() && launch_dec_cluster(st, a, scratch, pf) == 0)
         return;
-    }
     if (path == ATT_DEC) {
         int chunk, half;
         const int s = dec_splits(a, &chunk, &half);
