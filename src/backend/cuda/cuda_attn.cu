@@ -489,9 +489,9 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1)
 #define DEC_GROUP 16  /* most query heads per KV head */
 #define DEC_MAX_SPLIT 256 /* ≤ 256 (k_attn_dec_combine's weights) */
 #define DEC_CLUSTER 8     /* splits a cluster (k_attn_dec_cl) */
-#define DEC_PIECE 256     /* positions a piece (one cluster) at least */
+#define DEC_PIECE (DEC_CLUSTER * DEC_T) /* positions a piece (one cluster) at least: one step a split */
 #define DEC_PIECES 8      /* pieces a token at most */
-#define DEC_CLUSTER_CTX 2048 /* caches of at most this many slots take the cluster form */
+#define DEC_CLUSTER_CTX (DEC_PIECE * DEC_PIECES) /* caches of at most this many slots (2048) take the cluster form */
 
 /* The split length for a token whose range holds len positions: the launch's chunk (sized for
  * n_ctx) while that makes at most `target` splits, else the multiple of DEC_T that makes about
@@ -663,7 +663,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
     int64_t zck = 0, ck;
     int ns;
     if constexpr (CL) {
-        const int64_t unit = (int64_t)n_split * DEC_T, per = (len + chunk - 1) / chunk; /* unit: DEC_PIECE at 8 splits */
+        const int64_t unit = (int64_t)n_split * DEC_T, per = (len + chunk - 1) / chunk; /* unit: DEC_PIECE for a full cluster */
         zck = per <= unit ? unit : (per + unit - 1) / unit * unit;
         ck = zck / n_split;
         ns = (int)((len + zck - 1) / zck); /* pieces */
