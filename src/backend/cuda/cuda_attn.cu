@@ -489,9 +489,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1)
 #define DEC_GROUP 16  /* most query heads per KV head */
 #define DEC_MAX_SPLIT 256 /* ≤ 256 (k_attn_dec_combine's weights) */
 #define DEC_CLUSTER 8     /* splits a cluster (k_attn_dec_cl) */
-#define DEC_PIECE (DEC_CLUSTER * DEC_T) /* positions a piece (one cluster) at least: one step a split */
-#define DEC_PIECES 8      /* pieces a token at most */
-#define DEC_CLUSTER_CTX (DEC_PIECE * DEC_PIECES) /* caches of at most this many slots (2048) take the cluster form */
+#define DEC_PIECES 8      /* pieces (one cluster, DEC_CLUSTER steps each) a token at most */
+#define DEC_CLUSTER_CTX (DEC_CLUSTER * DEC_T * DEC_PIECES) /* caches of at most this many slots (2048) take the cluster form */
 
 /* The split length for a token whose range holds len positions: the launch's chunk (sized for
  * n_ctx) while that makes at most `target` splits, else the multiple of DEC_T that makes about
@@ -554,6 +553,26 @@ static __device__ void dec_merge(const lmc_cuda_attn &a, const float *part, int 
     }
 }
 
+/* Query head h of token t from a softmax's max m, sum l and accumulators v (thread tid: dimensions
+ * tid + 128c): to the output (pp NULL), or as the partial row pp (m, l, v: dec_merge's rows). */
+template <int NC>
+static __device__ __forceinline__ void dec_store(const lmc_cuda_attn &a, float *pp, int64_t t, int h, float m, float l,
+                                                 const float (&v)[NC]) {
+    const int tid = threadIdx.x, hd = a.head_dim;
+    float *row;
+    float scale = 1.0f;
+    if (pp) {
+        if (tid == 0) { pp[0] = m; pp[1] = l; }
+        row = pp + 2;
+    } else {
+        row = a.out + (t * a.n_head + h) * hd;
+        scale = attn_final(l, m, a.sinks, h, false);
+    }
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (tid + 128 * c < hd) row[tid + 128 * c] = v[c] * scale;
+}
+
 /* The last of the ns producers of partials for (token t, KV head g) — splits of k_attn_dec, pieces
  * of k_attn_dec_cl, n_split rows apart — to count (lmc_cuda_attn.done, left zero) merges them; each
  * producer's partials are fenced before this. */
@@ -604,19 +623,7 @@ static __device__ __forceinline__ void dec_merge_cluster(const lmc_cuda_attn &a,
                 if (tid + 128 * c < hd) o[c] += pb[tid + 128 * c] * w;
         }
         const int h = g * group + i;
-        if (pp) {
-            float *row = pp + ((t * a.n_head + h) * z + zi) * (int64_t)(hd + 2);
-            if (tid == 0) { row[0] = mx; row[1] = L; }
-#pragma unroll
-            for (int c = 0; c < NC; c++)
-                if (tid + 128 * c < hd) row[2 + tid + 128 * c] = o[c];
-            continue;
-        }
-        const float inv = attn_final(L, mx, a.sinks, h, false);
-        float *out = a.out + (t * a.n_head + h) * hd;
-#pragma unroll
-        for (int c = 0; c < NC; c++)
-            if (tid + 128 * c < hd) out[tid + 128 * c] = o[c] * inv;
+        dec_store<NC>(a, pp ? pp + ((t * a.n_head + h) * z + zi) * (int64_t)(hd + 2) : NULL, t, h, mx, L, o);
     }
     if (pp) __threadfence(); /* the partials before the piece's count (after the barrier) */
     cl.sync();
@@ -627,9 +634,8 @@ static __device__ __forceinline__ void dec_merge_cluster(const lmc_cuda_attn &a,
  * updates the softmax of heads w, w+4, …; thread i accumulates dimensions i + 128c.
  * (Loading the next step's K/V rows into a second register set while the current step is
  * computed measured 1.5% slower end to end on the H200, Llama-8B shape Q4_0: not kept.)
- * CL (k_attn_dec_cl): the range is cut into at most chunk (here: Z) pieces of a multiple of
- * n_split·DEC_T positions (that many while Z of them hold the range); a piece is one
- * thread-block cluster of n_split splits (grid: split, KV head, token·Z + piece), which merge through
+ * CL (k_attn_dec_cl): the range is cut into pieces of n_split·DEC_T positions (chunk, here Z, of
+ * them hold the cache: launch_dec_cluster); a piece is one thread-block cluster of n_split splits (grid: split, KV head, token·Z + piece), which merge through
  * distributed shared memory (dec_merge_cluster). A range of one piece gets its output there; else
  * each piece leaves a partial and the last piece to finish (lmc_cuda_attn.done) merges them
  * (dec_merge). */
@@ -659,13 +665,12 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
     int64_t pb = 0, pe = -1;
     if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
     const int64_t len = pe >= pb ? pe - pb + 1 : 0;
-    /* CL: pieces of zck positions, nz of them, n_split splits of ck a piece */
+    /* CL: pieces of zck = n_split steps (the launch's chunk pieces hold the cache), one step a split */
     int64_t zck = 0, ck;
     int ns;
     if constexpr (CL) {
-        const int64_t unit = (int64_t)n_split * DEC_T, per = (len + chunk - 1) / chunk; /* unit: DEC_PIECE for a full cluster */
-        zck = per <= unit ? unit : (per + unit - 1) / unit * unit;
-        ck = zck / n_split;
+        zck = (int64_t)n_split * DEC_T;
+        ck = DEC_T;
         ns = (int)((len + zck - 1) / zck); /* pieces */
         if (zi > 0 && zi >= ns) return;   /* beyond this token's range: the whole cluster */
     } else {
@@ -789,19 +794,9 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
         for (int i = 0; i < DEC_GROUP; i++) {
             if (i >= group) break;
             const int h = g * group + i;
-            if (ns <= 1) { /* the whole range was this split's: final output */
-                const float inv = attn_final(s_l[i], s_m[i], a.sinks, h, false);
-                float *o = a.out + (t * a.n_head + h) * hd;
-#pragma unroll
-                for (int cc = 0; cc < NC; cc++)
-                    if (tid + 128 * cc < hd) o[tid + 128 * cc] = acc[i][cc] * inv;
-            } else {
-                float *pp = part + ((t * a.n_head + h) * n_split + sp) * (int64_t)(hd + 2);
-                if (tid == 0) { pp[0] = s_m[i]; pp[1] = s_l[i]; }
-#pragma unroll
-                for (int cc = 0; cc < NC; cc++)
-                    if (tid + 128 * cc < hd) pp[2 + tid + 128 * cc] = acc[i][cc];
-            }
+            /* ns ≤ 1: the whole range was this split's, final output; else its partial */
+            dec_store<NC>(a, ns <= 1 ? NULL : part + ((t * a.n_head + h) * n_split + sp) * (int64_t)(hd + 2), t, h,
+                          s_m[i], s_l[i], acc[i]);
         }
         if (ns <= 1 || !a.done) return;
         __threadfence(); /* this block's partials before its count */
@@ -1194,9 +1189,9 @@ static int dec_cluster_on(void) {
 
 /* 0 when launched, -1 when not (the launch refused: no error left). Grid (split, KV head + spare
  * rows, token · pieces), clusters of the splits of one piece of one
- * (KV head, token): DEC_CLUSTER splits (fewer for a cache of fewer DEC_T steps), pieces of
- * DEC_PIECE positions (at most DEC_PIECES, the kernel makes longer pieces past that; at most the
- * split form's splits: its scratch). Spare clusters prefetch pf into L2 while the
+ * (KV head, token): DEC_CLUSTER splits (fewer for a cache of fewer DEC_T steps), pieces of one
+ * step a split, as many as the cache needs (at most the split form's splits: its scratch, else
+ * the split form). Spare clusters prefetch pf into L2 while the
  * splits leave half the multiprocessors idle (as the split form does). Measured on the H200 (kernel
  * alone, 32/8 heads, head_dim 128, one token): clusters of 16 slower at 64 positions (8.5 µs against
  * 6.9 with 8; the split form 8.0). */
@@ -1205,11 +1200,8 @@ static int launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *sc
     if (cs > DEC_CLUSTER) cs = DEC_CLUSTER;
     if (cs < 1) cs = 1;
     int chunk, half;
-    int64_t z = (a->n_ctx + DEC_PIECE - 1) / DEC_PIECE;
-    const int s = dec_splits(a, &chunk, &half);
-    if (z > DEC_PIECES) z = DEC_PIECES;
-    if (z > s) z = s;
-    if (z < 1) z = 1;
+    const int64_t z = (a->n_ctx + cs * DEC_T - 1) / (cs * DEC_T); /* ≤ DEC_PIECES: n_ctx ≤ DEC_CLUSTER_CTX */
+    if (z > dec_splits(a, &chunk, &half)) return -1; /* more partials than the scratch holds */
     int dev, sms;
     size_t smb;
     int64_t units = 0, rows = 0;
