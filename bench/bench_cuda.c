@@ -2,7 +2,7 @@
  * GPU's own measured ceilings.
  *
  *   build-cuda/bench/bench_cuda [--shape llama8b|qwen05|qwen3moe] [--types bf16,q8_0,q4_0,...] [--gen N]
- *                               [--prefill 512,2048] [--batch 8,32] [--kernels]
+ *                               [--prefill 512,2048] [--batch 8,32] [--ctx N] [--kernels]
  *
  * Models are synthesized in memory from a shape (random weights, no file):
  * Llama-3.1-8B (hidden 4096, 32 layers, 32/8 heads, intermediate 14336, vocab
@@ -20,10 +20,11 @@
  * against the GEMM roofline (rate / 2·matrix parameters per token; attention
  * not counted); aggregate decode tok/s of --batch sequences (one token each
  * per forward, every row's logits to the host); GPU memory in use against
- * weights + KV cache. --kernels instead times the decode kernels alone: matrix-vector
+ * weights + KV cache. The cache holds the longest prefill + gen + 16 slots, or --ctx N
+ * if more (lmc's default context is 4096: decode attention's launch depends on the cache's size). --kernels instead times the decode kernels alone: matrix-vector
  * products of the 8B shape's matrices per type (GB/s) and decode attention over ranges of
- * 64 / 1024 / 2048 positions in a cache of 2048 slots (the kernel's cluster form) and 64 / 1024 /
- * 8192 in one of 8192 (its split form). Prints markdown tables. A benchmark, not a test.
+ * 64 / 1024 / 2048 positions in a cache of 2048 slots and 64 / 1024 / 8192 in one of 8192
+ * (the kernel's cluster form; LMC_CUDA_DEC_CLUSTER=0 its split form). Prints markdown tables. A benchmark, not a test.
  * Types: bf16 f16 q8_0 q4_0 q4_k q6_k (GGUF blocks, every matrix one type; the types lmc can
  * quantize to), q5_k (random codes: lmc reads it but does not write it), mxfp4 (ggml's MXFP4 block)
  * and mlx4 mlx8
@@ -294,7 +295,7 @@ static lmc_model *synth_model(lmc_backend *be, const shape *sh, lmc_dtype type, 
 static double g_bw, g_gemm; /* GB/s, TFLOP/s */
 
 static void run_type(const shape *sh, const char *tname, int n_gen, const int *prefill, int n_prefill,
-                     const int *batch, int n_batch) {
+                     const int *batch, int n_batch, int ctx_min) {
     lmc_dtype type = type_of(tname);
     if (type == LMC_DTYPE_END) { fprintf(stderr, "bench_cuda: unknown type %s\n", tname); return; }
     size_t used0 = 0, used1 = 0;
@@ -309,7 +310,7 @@ static void run_type(const shape *sh, const char *tname, int n_gen, const int *p
     for (int i = 0; i < n_prefill; i++) max_prefill = prefill[i] > max_prefill ? prefill[i] : max_prefill;
     int max_batch = 1;
     for (int i = 0; i < n_batch; i++) max_batch = batch[i] > max_batch ? batch[i] : max_batch;
-    const int n_ctx = max_prefill + n_gen + 16;
+    const int n_ctx = max_prefill + n_gen + 16 > ctx_min ? max_prefill + n_gen + 16 : ctx_min;
     lmc_context_params cp = lmc_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_seq = max_batch;
@@ -448,8 +449,7 @@ static void kernels(const char *types) {
             free(host);
         }
     }
-    /* decode attention, 8B shape: 32 query heads, 8 KV heads, head_dim 128; a cache of 2048 slots
-     * takes the cluster form of the kernel, one of 8192 the split form (cuda_attn.cu) */
+    /* decode attention, 8B shape: 32 query heads, 8 KV heads, head_dim 128 (cuda_attn.cu) */
     const int caches[2] = {2048, 8192};
     const int lens[2][3] = {{64, 1024, 2048}, {64, 1024, 8192}};
     for (int ci = 0; ci < 2; ci++) {
@@ -491,16 +491,17 @@ static int parse_list(const char *s, int *out, int max) {
 int main(int argc, char **argv) {
     const char *shape_name = "llama8b", *types = "bf16,q8_0,q4_0";
     int only_kernels = 0;
-    int n_gen = 64, prefill[8] = {512, 2048}, n_prefill = 2, batch[8] = {8, 32}, n_batch = 2;
+    int n_gen = 64, prefill[8] = {512, 2048}, n_prefill = 2, batch[8] = {8, 32}, n_batch = 2, ctx_min = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape_name = argv[++i];
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) n_prefill = parse_list(argv[++i], prefill, 8);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) n_batch = parse_list(argv[++i], batch, 8);
+        else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctx_min = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--kernels")) only_kernels = 1;
         else { fprintf(stderr, "usage: bench_cuda [--shape llama8b|qwen05|qwen3moe] [--types bf16,q8_0,q4_0] [--gen N] "
-                               "[--prefill 512,2048] [--batch 8,32] [--kernels]\n"); return 2; }
+                               "[--prefill 512,2048] [--batch 8,32] [--ctx N] [--kernels]\n"); return 2; }
     }
     const shape *sh = NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
@@ -525,7 +526,8 @@ int main(int argc, char **argv) {
     fflush(stdout);
     char buf[256];
     snprintf(buf, sizeof buf, "%s", types);
-    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) run_type(sh, t, n_gen, prefill, n_prefill, batch, n_batch);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+        run_type(sh, t, n_gen, prefill, n_prefill, batch, n_batch, ctx_min);
     return 0;
 }
 #endif

@@ -709,21 +709,28 @@ static void test_attention(void) {
     free(bs);
 }
 
-/* The decode kernel's two forms on the same cases: the cluster form (head_dim ≤ 128, caches of at
- * most 2048 slots, the default: splits merged through the cluster's shared memory, pieces of a long
- * range through partials) and the split form with its counters (LMC_CUDA_DEC_CLUSTER=0); caches of
- * 1..8 splits a cluster, one to eight pieces, short ranges in long caches, windows, softcaps, sinks,
- * rings, 16-head groups. */
+/* The decode kernel's two forms on the same cases: the cluster form (head_dim ≤ 128, the default:
+ * splits merged through the cluster's shared memory, pieces of a long range through partials) and
+ * the split form with its counters (LMC_CUDA_DEC_CLUSTER=0); caches of 1..8 splits a cluster, one to
+ * eight pieces of one step a split and longer pieces past 2048 positions (24 pieces with
+ * LMC_CUDA_DEC_PIECES=32), short ranges in long caches, windows, softcaps, sinks, rings, 16-head
+ * groups. */
 static void test_attention_cluster(void) {
     int32_t dp[3] = {5, 39, 77}, ds[3] = {0, 1, 2}, p2[2] = {499, 300}, s2[2] = {0, 1}, p1[1] = {511}, s1[1] = {0};
     int32_t p4[4] = {600, 3, 64, 130}, s4[4] = {0, 1, 2, 3}, lp[2] = {1999, 1234}, ls[2] = {0, 1};
-    int32_t pl[1] = {2047}, sl[1] = {0};
+    int32_t pl[1] = {2047}, sl[1] = {0}, pv[3] = {5999, 2500, 70}, sv[3] = {0, 1, 1};
     for (int form = 0; form < 2; form++) {
         setenv("LMC_CUDA_DEC_CLUSTER", form ? "0" : "1", 1);
         attn_case(128, 8, 2, 2000, 2, 0, 0, 2, lp, ls);      /* 8 pieces */
         attn_case(64, 4, 1, 2048, 1, 0, 0, 1, pl, sl);      /* the most pieces, all full */
         attn_case(128, 8, 2, 2048, 1, 1500, 0, 1, pl, sl);  /* a window over 6 pieces */
-        attn_case(128, 8, 2, 2049, 1, 0, 0, 1, pl, sl);     /* one slot more: the split form */
+        attn_case(128, 8, 2, 2049, 1, 0, 0, 1, pl, sl);     /* one slot more: 8 pieces of 256 still */
+        attn_case(128, 8, 2, 6000, 1, 0, 0, 1, pv, sv);     /* 8 pieces of 768: three steps a split */
+        attn_case(64, 8, 2, 6000, 2, 0, 0, 3, pv, sv);      /* 768, 512 and 256 positions a piece */
+        attn_case(128, 8, 2, 6000, 1, 3000, 0, 1, pv, sv);  /* a window: pieces of 512 */
+        setenv("LMC_CUDA_DEC_PIECES", "32", 1);
+        attn_case(128, 8, 2, 6000, 1, 0, 0, 1, pv, sv);     /* 24 pieces of 256 */
+        unsetenv("LMC_CUDA_DEC_PIECES");
         attn_case(128, 32, 8, 96, 1, 0, 0, 1, dp + 2, ds); /* the Llama-8B decode of bench_cuda */
         attn_case(64, 8, 2, 40, 3, 0, 0, 3, dp, ds);
         attn_case(128, 32, 8, 500, 2, 0, 0, 2, p2, s2);

@@ -16,9 +16,10 @@
  *    mma.m16n8k16 (bf16 operands, f32 accumulators) and keeps the online
  *    softmax in registers. Rows of several sequences in one block are served
  *    one sequence per pass; key tiles no row of the pass can see are skipped.
- *  - k_attn_dec_cl (n < 64, head_dim ≤ 128, caches of ≤ 2048 slots; LMC_CUDA_DEC_CLUSTER=0:
- *    k_attn_dec): k_attn_dec's block in clusters of up to 8 splits of one piece of
- *    a token's range (256 positions a piece), the splits merged through the
+ *  - k_attn_dec_cl (n < 64, head_dim ≤ 128, devices that launch clusters;
+ *    LMC_CUDA_DEC_CLUSTER=0: k_attn_dec): k_attn_dec's block in clusters of up to 8
+ *    splits of one piece of a token's range (256 positions a piece, at most 8
+ *    pieces: longer ones past 2048 positions), the splits merged through the
  *    cluster's shared memory, several pieces by the last to finish.
  *  - k_attn_dec (n < 64, head_dim ≤ 256): f32, one block per (KV head, token,
  *    split) walking 32 positions per step (scores one quad of lanes per
@@ -489,8 +490,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1)
 #define DEC_GROUP 16  /* most query heads per KV head */
 #define DEC_MAX_SPLIT 256 /* ≤ 256 (k_attn_dec_combine's weights) */
 #define DEC_CLUSTER 8     /* splits a cluster (k_attn_dec_cl) */
-#define DEC_PIECES 8      /* pieces (one cluster, DEC_CLUSTER steps each) a token at most */
-#define DEC_CLUSTER_CTX (DEC_CLUSTER * DEC_T * DEC_PIECES) /* caches of at most this many slots (2048) take the cluster form */
+#define DEC_PIECES 8      /* pieces (one cluster each) a token at most (LMC_CUDA_DEC_PIECES) */
+#define DEC_PIECES_MAX 32
 
 /* The split length for a token whose range holds len positions: the launch's chunk (sized for
  * n_ctx) while that makes at most `target` splits, else the multiple of DEC_T that makes about
@@ -634,8 +635,9 @@ static __device__ __forceinline__ void dec_merge_cluster(const lmc_cuda_attn &a,
  * updates the softmax of heads w, w+4, …; thread i accumulates dimensions i + 128c.
  * (Loading the next step's K/V rows into a second register set while the current step is
  * computed measured 1.5% slower end to end on the H200, Llama-8B shape Q4_0: not kept.)
- * CL (k_attn_dec_cl): the range is cut into pieces of n_split·DEC_T positions (chunk, here Z, of
- * them hold the cache: launch_dec_cluster); a piece is one thread-block cluster of n_split splits (grid: split, KV head, token·Z + piece), which merge through
+ * CL (k_attn_dec_cl): the range is cut into at most chunk (here: Z) pieces of n_split·DEC_T
+ * positions, or of a multiple of that where Z of those would not hold the range; a piece is one
+ * thread-block cluster of n_split splits (grid: split, KV head, token·Z + piece), which merge through
  * distributed shared memory (dec_merge_cluster). A range of one piece gets its output there; else
  * each piece leaves a partial and the last piece to finish (lmc_cuda_attn.done) merges them
  * (dec_merge). */
@@ -665,12 +667,13 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
     int64_t pb = 0, pe = -1;
     if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
     const int64_t len = pe >= pb ? pe - pb + 1 : 0;
-    /* CL: pieces of zck = n_split steps (the launch's chunk pieces hold the cache), one step a split */
+    /* CL: at most chunk pieces of zck positions: n_split steps, or a multiple of that */
     int64_t zck = 0, ck;
     int ns;
     if constexpr (CL) {
-        zck = (int64_t)n_split * DEC_T;
-        ck = DEC_T;
+        const int64_t unit = (int64_t)n_split * DEC_T, per = (len + chunk - 1) / chunk;
+        zck = per <= unit ? unit : (per + unit - 1) / unit * unit;
+        ck = zck / n_split;
         ns = (int)((len + zck - 1) / zck); /* pieces */
         if (zi > 0 && zi >= ns) return;   /* beyond this token's range: the whole cluster */
     } else {
@@ -1171,10 +1174,8 @@ static void launch_fattn2(cudaStream_t st, const lmc_cuda_attn *a, float *scratc
     k_fattn2<HD, BN, NW><<<grid, 32 * NW, smem, st>>>(*a, rows, kb, vb);
 }
 
-/* The cluster form for caches of at most DEC_CLUSTER_CTX slots on devices that launch clusters;
- * LMC_CUDA_DEC_CLUSTER=0: the split form always (A/B; read at every launch — a recorded step reads
- * it once — so that a test can switch it). Past 2048 slots the split form stays: at 8192 positions
- * the cluster form (32 pieces, 2048 blocks) measured 65 µs against its 43 (docs/BENCHMARKS.md). */
+/* The cluster form on devices that launch clusters; LMC_CUDA_DEC_CLUSTER=0: the split form always
+ * (A/B; read at every launch — a recorded step reads it once — so that a test can switch it). */
 static int dec_cluster_on(void) {
     const char *e = getenv("LMC_CUDA_DEC_CLUSTER");
     if (e && !strcmp(e, "0")) return 0;
@@ -1187,11 +1188,21 @@ static int dec_cluster_on(void) {
     return v != 0;
 }
 
+/* LMC_CUDA_DEC_PIECES=n (1..DEC_PIECES_MAX): the cluster form's pieces a token at most (A/B; read at
+ * every launch). Measured on the H200 (kernel alone, 8192 positions): 8 pieces 46 µs, 16 56, 32 71
+ * (the split form 43.5). */
+static int dec_pieces(void) {
+    const char *e = getenv("LMC_CUDA_DEC_PIECES");
+    const int v = e ? atoi(e) : DEC_PIECES;
+    return v >= 1 && v <= DEC_PIECES_MAX ? v : DEC_PIECES;
+}
+
 /* 0 when launched, -1 when not (the launch refused: no error left). Grid (split, KV head + spare
  * rows, token · pieces), clusters of the splits of one piece of one
- * (KV head, token): DEC_CLUSTER splits (fewer for a cache of fewer DEC_T steps), pieces of one
- * step a split, as many as the cache needs (at most the split form's splits: its scratch, else
- * the split form). Spare clusters prefetch pf into L2 while the
+ * (KV head, token): DEC_CLUSTER splits (fewer for a cache of fewer DEC_T steps), as many pieces
+ * of one step a split as the cache needs, at most dec_pieces() (the kernel makes a longer range's
+ * pieces longer) and at most the split form's splits (its scratch; else the split form). Spare
+ * clusters prefetch pf into L2 while the
  * splits leave half the multiprocessors idle (as the split form does). Measured on the H200 (kernel
  * alone, 32/8 heads, head_dim 128, one token): clusters of 16 slower at 64 positions (8.5 µs against
  * 6.9 with 8; the split form 8.0). */
@@ -1200,7 +1211,8 @@ static int launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *sc
     if (cs > DEC_CLUSTER) cs = DEC_CLUSTER;
     if (cs < 1) cs = 1;
     int chunk, half;
-    const int64_t z = (a->n_ctx + cs * DEC_T - 1) / (cs * DEC_T); /* ≤ DEC_PIECES: n_ctx ≤ DEC_CLUSTER_CTX */
+    int64_t z = (a->n_ctx + cs * DEC_T - 1) / (cs * DEC_T);
+    if (z > dec_pieces()) z = dec_pieces();
     if (z > dec_splits(a, &chunk, &half)) return -1; /* more partials than the scratch holds */
     int dev, sms;
     size_t smb;
@@ -1248,7 +1260,7 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         else launch_fattn<256, 32, 4>(st, a);
         return;
     }
-    if (path == ATT_DEC && a->head_dim <= 128 && a->n_ctx <= DEC_CLUSTER_CTX && a->done &&
+    if (path == ATT_DEC && a->head_dim <= 128 && a->done &&
         a->n * a->n_kv_head <= LMC_CUDA_ATTN_DONE && dec_cluster_on() && launch_dec_cluster(st, a, scratch, pf) == 0)
         return;
     if (path == ATT_DEC) {
