@@ -21,10 +21,11 @@
  * not counted); aggregate decode tok/s of --batch sequences (one token each
  * per forward, every row's logits to the host); GPU memory in use against
  * weights + KV cache. The cache holds the longest prefill + gen + 16 slots, or --ctx N
- * if more (lmc's default context is 4096: decode attention's launch depends on the cache's size). --kernels instead times the decode kernels alone: matrix-vector
- * products of the 8B shape's matrices per type (GB/s) and decode attention over ranges of
- * 64 / 1024 / 2048 positions in a cache of 2048 slots and 64 / 1024 / 8192 in one of 8192
- * (the kernel's cluster form; LMC_CUDA_DEC_CLUSTER=0 its split form). Prints markdown tables. A benchmark, not a test.
+ * if more (lmc's default context is 4096: decode attention's launch depends on the cache's
+ * size). --kernels instead times the decode kernels alone: matrix-vector products of the 8B
+ * shape's matrices per type (GB/s) and decode attention over ranges of 64 / 1024 / 2048
+ * positions in a cache of 2048 slots and 64 / 1024 / 8192 in one of 8192 (the kernel's cluster
+ * form; LMC_CUDA_DEC_CLUSTER=0 its split form). Prints markdown tables. A benchmark, not a test.
  * Types: bf16 f16 q8_0 q4_0 q4_k q6_k (GGUF blocks, every matrix one type; the types lmc can
  * quantize to), q5_k (random codes: lmc reads it but does not write it), mxfp4 (ggml's MXFP4 block)
  * and mlx4 mlx8

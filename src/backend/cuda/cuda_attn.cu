@@ -1211,8 +1211,9 @@ static int launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *sc
     if (cs > DEC_CLUSTER) cs = DEC_CLUSTER;
     if (cs < 1) cs = 1;
     int chunk, half;
+    const int zmax = dec_pieces();
     int64_t z = (a->n_ctx + cs * DEC_T - 1) / (cs * DEC_T);
-    if (z > dec_pieces()) z = dec_pieces();
+    if (z > zmax) z = zmax;
     if (z > dec_splits(a, &chunk, &half)) return -1; /* more partials than the scratch holds */
     int dev, sms;
     size_t smb;
