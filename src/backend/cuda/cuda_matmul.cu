@@ -32,7 +32,11 @@
 #include "cuda_common.cuh"
 #include "cuda_gemv_int8.cuh"
 
-#define GEMV_U 2          /* chunks per thread loaded before use */
+/* Chunks a k_gemv thread loads before using any: GEMV_U1 for the float types at one token, else 2
+ * (registers). H200, Llama-8B shape bf16 decode (o_proj and down_proj on k_gemv), six alternated
+ * rounds: 4 against 2 +0.8% (225.1-229.5 against 223.2-228.0 tok/s), 8 −5%; with 4, one or four
+ * rows a block (gemv_rows) instead of two −3% / ±0. */
+#define GEMV_U1 4
 #define GEMV_THREADS 256  /* most threads per block (fewer when the rows are short) */
 
 /* ------------------------------------------------------------ programmatic dependent launch */
@@ -182,13 +186,15 @@ template <int TYPE> struct gemv_scaled { enum { v = TYPE == LMC_DTYPE_Q8_0 || TY
 /* Rows per block: 4 for the quantized types at one token (each activation chunk loaded once
  * serves 4 rows), else 2 (registers). */
 template <int TYPE, int NT> struct gemv_rows { enum { v = gemv_scaled<TYPE>::v && NT == 1 ? 4 : 2 }; };
+/* Chunks a thread loads before using any (GEMV_U1). */
+template <int TYPE, int NT> struct gemv_u { enum { v = NT == 1 && !gemv_scaled<TYPE>::v ? GEMV_U1 : 2 }; };
 
 template <int TYPE, int NT> struct gemv_glu_rows {
     enum { v = gemv_rows<TYPE, NT>::v / 2 > 0 ? gemv_rows<TYPE, NT>::v / 2 : 1 };
 };
 
 /* One block computes R output rows for NT tokens. Its threads stride over the rows'
- * 16-byte chunks GEMV_U at a time: the U·R loads are issued before any is used (memory
+ * 16-byte chunks U (gemv_u) at a time: the U·R loads are issued before any is used (memory
  * parallelism even for short rows), then widened and multiplied; warps reduce with
  * shuffles, then across the block in shared memory.
  * MODE 1: the input is rms_norm(x): each chunk of x is multiplied by the norm weights and its
@@ -213,11 +219,12 @@ static __device__ __forceinline__ void gemv_block(float *y, const lmc_cuda_w &w,
 #pragma unroll
         for (int r = 0; r < RT; r++) acc[r][t] = 0.0f;
     }
-    uint4 raw[GEMV_U][RT];
-    float sc[GEMV_U][RT];
+    constexpr int U = gemv_u<TYPE, NT>::v;
+    uint4 raw[U][RT];
+    float sc[U][RT];
     auto fetch = [&](int64_t c0) {
 #pragma unroll
-        for (int u = 0; u < GEMV_U; u++)
+        for (int u = 0; u < U; u++)
 #pragma unroll
             for (int r = 0; r < RT; r++) {
                 const int64_t c = c0 + (int64_t)u * nth;
@@ -229,10 +236,10 @@ static __device__ __forceinline__ void gemv_block(float *y, const lmc_cuda_w &w,
     fetch(threadIdx.x); /* weights only: before the wait for the previous kernel (lmc_launch) */
     pdl_next();
     pdl_wait();
-    for (int64_t c0 = threadIdx.x; c0 < nch; c0 += (int64_t)GEMV_U * nth) {
+    for (int64_t c0 = threadIdx.x; c0 < nch; c0 += (int64_t)U * nth) {
         if (c0 != threadIdx.x) fetch(c0);
 #pragma unroll
-        for (int u = 0; u < GEMV_U; u++) {
+        for (int u = 0; u < U; u++) {
             const int64_t c = c0 + (int64_t)u * nth;
             if (c >= nch) break;
             float gv[MODE ? E : 1];
@@ -566,10 +573,11 @@ extern "C" int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_t
     return w->nb1 % 16 == 0;
 }
 
-/* Threads of a k_gemv block: the rows' chunks GEMV_U a thread, 32..GEMV_THREADS. */
+/* Threads of a k_gemv block for n tokens: the rows' chunks U (gemv_u) a thread, 32..GEMV_THREADS. */
 template <int TYPE>
-static int gemv_threads(int64_t K) {
-    const int64_t nch = K / gemv_traits<TYPE>::E, per = (nch + GEMV_U - 1) / GEMV_U;
+static int gemv_threads(int64_t K, int64_t n) {
+    const int u = n == 1 ? (int)gemv_u<TYPE, 1>::v : (int)gemv_u<TYPE, 2>::v;
+    const int64_t nch = K / gemv_traits<TYPE>::E, per = (nch + u - 1) / u;
     return per >= GEMV_THREADS ? GEMV_THREADS : per <= 32 ? 32 : (int)((per + 31) / 32 * 32);
 }
 
@@ -589,7 +597,7 @@ template <int TYPE>
 static void gemv_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const float *x, int64_t n, const gemv_fz &fz) {
     const int R = n == 1 ? (int)gemv_rows<TYPE, 1>::v : (int)gemv_rows<TYPE, 2>::v;
     const unsigned g = (unsigned)((w->ne1 + R - 1) / R);
-    const int th = gemv_threads<TYPE>(w->ne0);
+    const int th = gemv_threads<TYPE>(w->ne0, n);
 #define K_GEMV(NT) lmc_launch(k_gemv<TYPE, NT>, dim3(g), dim3(th), 0, s, y, *w, x, fz)
     GEMV_NT_SWITCH(n, K_GEMV)
 #undef K_GEMV
@@ -603,7 +611,7 @@ static void gemv_multi_launch(cudaStream_t s, gemv_multi *m, const float *x, int
         blocks += (m->w[i].ne1 + R - 1) / R;
         m->end[i] = blocks;
     }
-    const int th = gemv_threads<TYPE>(m->w[0].ne0);
+    const int th = gemv_threads<TYPE>(m->w[0].ne0, n);
     const unsigned g = (unsigned)blocks;
 #define K_MULTI(NT) lmc_launch(k_gemv_multi<TYPE, NT, MODE>, dim3(g), dim3(th), 0, s, *m, x, fz)
     GEMV_NT_SWITCH(n, K_MULTI)
@@ -615,7 +623,7 @@ static void gemv_glu_launch(cudaStream_t s, float *y, const lmc_cuda_w *w, const
                             const gemv_fz &fz) {
     const int R = n == 1 ? (int)gemv_glu_rows<TYPE, 1>::v : (int)gemv_glu_rows<TYPE, 2>::v;
     const unsigned g = (unsigned)((w[0].ne1 + R - 1) / R);
-    const int th = gemv_threads<TYPE>(w[0].ne0);
+    const int th = gemv_threads<TYPE>(w[0].ne0, n);
 #define K_GLU(NT) lmc_launch(k_gemv_glu<TYPE, NT>, dim3(g), dim3(th), 0, s, y, w[0], w[1], x, fz)
     GEMV_NT_SWITCH(n, K_GLU)
 #undef K_GLU
