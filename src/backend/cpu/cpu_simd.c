@@ -1030,8 +1030,10 @@ static void q6k_scidx(__m128i scidx[4]) {
     }
 }
 
+#define Q6_PRE_BYTES 256 /* a decoded half super-block of one row: ua, ub, sa, sb */
+
 /* The super-blocks of a row pair decoded once (q6k_decode) into pre for all token passes: per half
- * u = 2b + h and row k at (2u + k)·256 bytes, ua, ub, sa, sb (as q8_pregather; Llama-1B-shape
+ * u = 2b + h and row k at (2u + k)·Q6_PRE_BYTES, ua, ub, sa, sb (as q8_pregather; Llama-1B-shape
  * products of 64 tokens on a Zen 4 core ≈ +20%; Q4_K and MLX4 the same did not gain, their decoding
  * being cheap beside their loads from the buffer). */
 static void q6k_pregather(const char *const *r, int64_t nsb, char *pre) {
@@ -1042,7 +1044,7 @@ static void q6k_pregather(const char *const *r, int64_t nsb, char *pre) {
             __m512i a, b;
             __m512 sa, sb;
             q6k_decode((const uint8_t *)r[k] + 210 * (size_t)(u / 2), (int)(u % 2), scidx, &a, &b, &sa, &sb);
-            __m512i *p = (__m512i *)(void *)(pre + (size_t)(2 * u + k) * 4 * 64);
+            __m512i *p = (__m512i *)(void *)(pre + (size_t)(2 * u + k) * Q6_PRE_BYTES);
             _mm512_store_si512(p, a);
             _mm512_store_si512(p + 1, b);
             _mm512_store_ps((void *)(p + 2), sa);
@@ -1065,7 +1067,7 @@ static inline __attribute__((always_inline)) void tile_q6k(int T, const char *pr
             __m512 sa_[2], sb_[2];
             _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
                 if (pre) {
-                    const __m512i *p = (const __m512i *)(const void *)(pre + (size_t)(2 * (2 * b + h) + k) * 4 * 64);
+                    const __m512i *p = (const __m512i *)(const void *)(pre + (size_t)(2 * (2 * b + h) + k) * Q6_PRE_BYTES);
                     ua[k] = _mm512_load_si512(p);
                     ub[k] = _mm512_load_si512(p + 1);
                     sa_[k] = _mm512_load_ps((const void *)(p + 2));
@@ -1256,7 +1258,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     const size_t tb = token_bytes(w);
     /* Q4_0 / Q8_0 / Q6_K over more than one pass of 4 tokens: the rows of a tile decoded once for
      * all passes (q8_pregather, q6k_pregather; without the buffer, in every pass) */
-    const size_t pre_row = w->type == LMC_DTYPE_Q6_K ? (size_t)(in / 256) * 2 * 4 * 64
+    const size_t pre_row = w->type == LMC_DTYPE_Q6_K ? (size_t)(in / 256) * 2 * Q6_PRE_BYTES
                          : w->type == LMC_DTYPE_Q4_0 || w->type == LMC_DTYPE_Q8_0 ? (size_t)(in / 128) * Q8_PRE_BYTES : 0;
     char *pre = n_tok > 4 && pre_row ? aligned_alloc(64, pre_row * (size_t)R) : NULL;
     for (int64_t o = o0; o < o1; o += R) {
