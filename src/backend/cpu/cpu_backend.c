@@ -137,6 +137,13 @@ static float elem_f32(const lmc_tensor *t, int64_t i) {
     return v;
 }
 
+#define ROW_CHUNK 256 /* elements of a weight row converted to f32 at a time by the row-wise ops */
+
+/* n elements of t from element i on, as f32 (t contiguous) */
+static void elem_row_f32(const lmc_tensor *t, int64_t i, float *dst, int64_t n) {
+    lmc_to_f32(t->type, (const char *)t->data + (size_t)i * lmc_dtype_size(t->type), dst, (size_t)n);
+}
+
 static void run_get_rows(op_args *o, int ith, int nth) {
     const int64_t d = o->y->ne[0], n = lmc_tensor_nrows(o->y);
     const int32_t *ids = o->pos->data;
@@ -168,9 +175,14 @@ static void run_rowwise(op_args *o, int ith, int nth) {
         float *y = (float *)o->y->data + (size_t)r * d;
         const float *a = o->a ? (const float *)o->a->data + (size_t)r * d : NULL;
         switch (o->kind) {
-        case OP_ADD_BIAS:
-            for (int64_t i = 0; i < d; i++) y[i] += elem_f32(o->bias, i);
-            break;
+        case OP_ADD_BIAS: {
+            float bb[ROW_CHUNK];
+            for (int64_t i0 = 0; i0 < d; i0 += ROW_CHUNK) {
+                const int64_t n = d - i0 < ROW_CHUNK ? d - i0 : ROW_CHUNK;
+                elem_row_f32(o->bias, i0, bb, n);
+                for (int64_t i = 0; i < n; i++) y[i0 + i] += bb[i];
+            }
+        } break;
         case OP_ADD: {
             const float *b = (const float *)o->b->data + (size_t)r * d;
             for (int64_t i = 0; i < d; i++) y[i] = a[i] + b[i];
@@ -181,11 +193,14 @@ static void run_rowwise(op_args *o, int ith, int nth) {
         case OP_RMS_NORM: {
             const int64_t woff = o->w ? (r % (lmc_tensor_nelem(o->w) / d)) * d : 0;
             double ss = 0;
-            for (int64_t i = 0; i < d; i++) ss += (double)a[i] * a[i];
+            if (o->c->reference) for (int64_t i = 0; i < d; i++) ss += (double)a[i] * a[i];
+            else ss = lmc_cpu_sumsq(a, d);
             float inv = (float)(1.0 / sqrt(ss / (double)d + (double)o->f0));
-            for (int64_t i = 0; i < d; i++) {
-                float wv = o->w ? elem_f32(o->w, woff + i) + o->f1 : 1.0f;
-                y[i] = a[i] * inv * wv;
+            float wb[ROW_CHUNK];
+            for (int64_t i0 = 0; i0 < d; i0 += ROW_CHUNK) {
+                const int64_t n = d - i0 < ROW_CHUNK ? d - i0 : ROW_CHUNK;
+                if (o->w) elem_row_f32(o->w, woff + i0, wb, n);
+                for (int64_t i = 0; i < n; i++) y[i0 + i] = a[i0 + i] * inv * (o->w ? wb[i] + o->f1 : 1.0f);
             }
         } break;
         case OP_LAYER_NORM: {
@@ -206,10 +221,12 @@ static void run_rowwise(op_args *o, int ith, int nth) {
         } break;
         case OP_ACT_MUL: {
             const float *b = (const float *)o->b->data + (size_t)r * d;
-            for (int64_t i = 0; i < d; i++) y[i] = act_apply(o->act, a[i]) * b[i];
+            if (!o->c->reference && lmc_cpu_act_vectorized(o->act)) lmc_cpu_act_row(o->act, y, a, b, d);
+            else for (int64_t i = 0; i < d; i++) y[i] = act_apply(o->act, a[i]) * b[i];
         } break;
         case OP_ACT:
-            for (int64_t i = 0; i < d; i++) y[i] = act_apply(o->act, a[i]);
+            if (!o->c->reference && lmc_cpu_act_vectorized(o->act)) lmc_cpu_act_row(o->act, y, a, NULL, d);
+            else for (int64_t i = 0; i < d; i++) y[i] = act_apply(o->act, a[i]);
             break;
         case OP_SOFTCAP:
             for (int64_t i = 0; i < d; i++) y[i] = o->f0 * tanhf(a[i] / o->f0);
@@ -300,10 +317,14 @@ static void run_attention(op_args *o, int ith, int nth) {
         const float sink = p->sinks ? ((const float *)p->sinks->data)[h] : 0.0f;
         if (p->sinks && sink > mx) mx = sink;
         double sum = p->sinks ? expf(sink - mx) : 0;
-        for (int64_t pp = p_begin; pp <= p_end; pp++) {
-            float e = expf(scores[pp - p_begin] - mx);
-            scores[pp - p_begin] = e;
-            sum += e;
+        if (o->c->reference) {
+            for (int64_t pp = p_begin; pp <= p_end; pp++) {
+                float e = expf(scores[pp - p_begin] - mx);
+                scores[pp - p_begin] = e;
+                sum += e;
+            }
+        } else {
+            sum += lmc_cpu_softmax_exp(scores, p_end - p_begin + 1, mx);
         }
         float inv = (float)(1.0 / sum);
         /* 16 lanes at a time (each out[i] still sums its positions in order, a multiply then an

@@ -43,6 +43,19 @@ void lmc_cpu_matmul_rows_ref(float *y, const lmc_tensor *w, const float *x, int6
 
 float lmc_cpu_dot_f32(const float *a, const float *b, int64_t n);
 
+/* ---- element-wise rows in vectors (cpu_rowops.c) ---- */
+
+/* 1 when lmc_cpu_act_row computes act in vectors (SiLU, GELU's tanh form); the others stay scalar. */
+int lmc_cpu_act_vectorized(lmc_act act);
+/* y[i] = act(a[i]) · b[i] (b NULL: act(a[i])) for i < d, act one that lmc_cpu_act_vectorized takes. */
+void lmc_cpu_act_row(lmc_act act, float *y, const float *a, const float *b, int64_t d);
+/* Σ a[i]² in double. */
+double lmc_cpu_sumsq(const float *a, int64_t d);
+/* s[i] = e^(s[i] − mx) for i < n; returns their sum (in double). */
+double lmc_cpu_softmax_exp(float *s, int64_t n, float mx);
+/* y[0..16) = e^x[0..16), the vector exponential the two above use (for tests). */
+void lmc_cpu_exp_v16(const float *x, float *y);
+
 /* ---- SIMD decode kernels (cpu_simd.c); each returns 0 when this build has none for w ---- */
 
 /* 1 when w's type has a SIMD decode kernel and this CPU runs it (probed once from CPUID). */
