@@ -850,6 +850,19 @@ static void test_attention_gqa4(void) {
     scenario_build(&sc, pre2, 3, 4);
     attention_scenario(&sc, 74);
 }
+/* Ranges of many 16-position steps (the fast path's scores come 16 rows at a time, from at most
+ * two runs of consecutive slots): 128-wide heads over 88 positions, and 80-wide heads in a
+ * 48-slot ring with a 40-position window that wraps. */
+static void test_attention_long(void) {
+    attn_scenario sc = scenario(8, 2, 128, 96, 1, 0, 0);
+    const int pre[] = {30};
+    scenario_build(&sc, pre, 2, 30);
+    attention_scenario(&sc, 84);
+    sc = scenario(4, 2, 80, 48, 2, 40, 0);
+    const int pre2[] = {9, 9};
+    scenario_build(&sc, pre2, 4, 30);
+    attention_scenario(&sc, 85);
+}
 /* A small window without wrapping: only the last `window` positions count. */
 static void test_attention_window(void) {
     attn_scenario sc = scenario(4, 2, 12, 32, 2, 3, 0);
@@ -1122,6 +1135,7 @@ int main(void) {
     RUN(test_attention_gqa1);
     RUN(test_attention_gqa2);
     RUN(test_attention_gqa4);
+    RUN(test_attention_long);
     RUN(test_attention_window);
     RUN(test_attention_window_wrap);
     RUN(test_attention_many_sequences);

@@ -302,12 +302,23 @@ static void run_attention(op_args *o, int ith, int nth) {
         const float *kbase = (const float *)o->k->data + (size_t)seq[t] * n_ctx * kv_row + (size_t)kvh * hd;
         const float *vbase = (const float *)o->v->data + (size_t)seq[t] * n_ctx * kv_row + (size_t)kvh * hd;
         float mx = -INFINITY;
-        /* ring slots pp mod n_ctx, advanced without a division per position */
-        const int64_t slot0 = p_begin % n_ctx;
+        /* ring slots pp mod n_ctx, advanced without a division per position; the fast path reads
+         * them as at most two runs of consecutive slots */
+        const int64_t slot0 = p_begin % n_ctx, n = p_end - p_begin + 1, run0 = n_ctx - slot0 < n ? n_ctx - slot0 : n;
+        if (!o->c->reference) {
+            lmc_cpu_dots(q, kbase + (size_t)slot0 * kv_row, kv_row, run0, hd, scores);
+            if (run0 < n) lmc_cpu_dots(q, kbase, kv_row, n - run0, hd, scores + run0);
+        }
         for (int64_t pp = p_begin, sl = slot0; pp <= p_end; pp++, sl = sl + 1 == n_ctx ? 0 : sl + 1) {
-            const float *k = kbase + (size_t)sl * kv_row;
-            float s = (o->c->reference ? 0 : lmc_cpu_dot_f32(q, k, hd));
-            if (o->c->reference) { double d = 0; for (int64_t i = 0; i < hd; i++) d += (double)q[i] * k[i]; s = (float)d; }
+            float s;
+            if (o->c->reference) {
+                const float *k = kbase + (size_t)sl * kv_row;
+                double d = 0;
+                for (int64_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
+                s = (float)d;
+            } else {
+                s = scores[pp - p_begin];
+            }
             s *= p->scale;
             if (p->softcap > 0) s = p->softcap * tanhf(s / p->softcap);
             scores[pp - p_begin] = s;
@@ -327,9 +338,15 @@ static void run_attention(op_args *o, int ith, int nth) {
             sum += lmc_cpu_softmax_exp(scores, p_end - p_begin + 1, mx);
         }
         float inv = (float)(1.0 / sum);
+        for (int64_t i = 0; i < hd; i++) out[i] = 0;
+        if (!o->c->reference) { /* the weights, then out = Σ weight · v over the runs */
+            for (int64_t j = 0; j < n; j++) scores[j] *= inv;
+            lmc_cpu_wsum(vbase + (size_t)slot0 * kv_row, kv_row, scores, run0, hd, out);
+            if (run0 < n) lmc_cpu_wsum(vbase, kv_row, scores + run0, n - run0, hd, out);
+            continue;
+        }
         /* 16 lanes at a time (each out[i] still sums its positions in order, a multiply then an
          * add: the same result as the scalar loop) */
-        for (int64_t i = 0; i < hd; i++) out[i] = 0;
         for (int64_t pp = p_begin, sl = slot0; pp <= p_end; pp++, sl = sl + 1 == n_ctx ? 0 : sl + 1) {
             const float *v = vbase + (size_t)sl * kv_row;
             const float wgt = scores[pp - p_begin] * inv;

@@ -119,3 +119,79 @@ double lmc_cpu_softmax_exp(float *s, int64_t n, float mx) {
     for (int k = 0; k < 8; k++) sum += acc[k];
     return sum;
 }
+
+/* The 16 lanes of v[0..16) summed: lane j of the result is Σ v[j] (a transpose-and-add tree,
+ * 15 adds a lane instead of a serial chain per vector). */
+static inline v16f hsum16x16(v16f v[16]) {
+    /* step 1: (v0, v1) → lanes 0-7 v0's half sums, 8-15 v1's; likewise for the other pairs */
+    v16f a[8], b[4], c[2];
+    for (int k = 0; k < 8; k++)
+        a[k] = __builtin_shuffle(v[2 * k], v[2 * k + 1], (v16i){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) +
+               __builtin_shuffle(v[2 * k], v[2 * k + 1], (v16i){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+    /* step 2: (a0, a1) → lanes 0-3 v0, 4-7 v1, 8-11 v2, 12-15 v3 */
+    for (int k = 0; k < 4; k++)
+        b[k] = __builtin_shuffle(a[2 * k], a[2 * k + 1], (v16i){0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) +
+               __builtin_shuffle(a[2 * k], a[2 * k + 1], (v16i){4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+    /* step 3: (b0, b1) → two lanes each of v0..v7 */
+    for (int k = 0; k < 2; k++)
+        c[k] = __builtin_shuffle(b[2 * k], b[2 * k + 1], (v16i){0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29}) +
+               __builtin_shuffle(b[2 * k], b[2 * k + 1], (v16i){2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31});
+    /* step 4: one lane each, in order v0..v15 */
+    return __builtin_shuffle(c[0], c[1], (v16i){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}) +
+           __builtin_shuffle(c[0], c[1], (v16i){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+}
+
+void lmc_cpu_dots(const float *q, const float *k, int64_t stride, int64_t n, int64_t hd, float *out) {
+    const int64_t hv = hd / 16 * 16;
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        const int64_t m = n - j0 < 16 ? n - j0 : 16;
+        v16f acc[16];
+        for (int64_t j = 0; j < 16; j++) {
+            acc[j] = (v16f){0};
+            if (j >= m) continue;
+            const float *kr = k + (j0 + j) * stride;
+            for (int64_t i = 0; i < hv; i += 16) {
+                v16f a, b;
+                memcpy(&a, q + i, sizeof a);
+                memcpy(&b, kr + i, sizeof b);
+                acc[j] += a * b;
+            }
+        }
+        const v16f s = hsum16x16(acc);
+        for (int64_t j = 0; j < m; j++) {
+            float t = s[j];
+            const float *kr = k + (j0 + j) * stride;
+            for (int64_t i = hv; i < hd; i++) t += q[i] * kr[i];
+            out[j0 + j] = t;
+        }
+    }
+}
+
+void lmc_cpu_wsum(const float *v, int64_t stride, const float *w, int64_t n, int64_t hd, float *out) {
+    int64_t i = 0;
+    for (; i + 16 <= hd; i += 16) {
+        v16f a0 = {0}, a1 = {0};
+        int64_t j = 0;
+        for (; j + 2 <= n; j += 2) {
+            v16f b0, b1;
+            memcpy(&b0, v + j * stride + i, sizeof b0);
+            memcpy(&b1, v + (j + 1) * stride + i, sizeof b1);
+            a0 += w[j] * b0;
+            a1 += w[j + 1] * b1;
+        }
+        if (j < n) {
+            v16f b0;
+            memcpy(&b0, v + j * stride + i, sizeof b0);
+            a0 += w[j] * b0;
+        }
+        v16f o;
+        memcpy(&o, out + i, sizeof o);
+        o += a0 + a1;
+        memcpy(out + i, &o, sizeof o);
+    }
+    for (; i < hd; i++) {
+        float t = 0;
+        for (int64_t j = 0; j < n; j++) t += w[j] * v[j * stride + i];
+        out[i] += t;
+    }
+}
