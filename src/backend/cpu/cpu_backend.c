@@ -282,7 +282,16 @@ static void run_kv_store(op_args *o, int ith, int nth) {
 
 typedef float attn_v16 __attribute__((vector_size(64)));
 
-static void run_attention(op_args *o, int ith, int nth) {
+/* The first position a token at p_end attends to (the range holds at most n_ctx positions). */
+static int64_t attn_begin(const lmc_attn_op *p, int64_t p_end, int64_t n_ctx) {
+    int64_t p_begin = p->window > 0 ? p_end - p->window + 1 : 0;
+    if (p_begin < 0) p_begin = 0;
+    if (p_end - p_begin + 1 > n_ctx) p_begin = p_end - n_ctx + 1; /* caller bug guard: never read stale slots */
+    return p_begin;
+}
+
+/* The reference: one query head at a time, products summed in double. */
+static void run_attention_ref(op_args *o, int ith, int nth) {
     const lmc_attn_op *p = o->attn;
     const int64_t hd = p->head_dim, nh = p->n_head, group = p->n_head / p->n_kv_head;
     const int64_t n_tok = lmc_tensor_nrows(o->a), n_ctx = o->k->ne[1];
@@ -295,31 +304,17 @@ static void run_attention(op_args *o, int ith, int nth) {
         const int64_t t = j / nh, h = j % nh, kvh = h / group;
         const float *q = (const float *)o->a->data + (size_t)t * nh * hd + (size_t)h * hd;
         float *out = (float *)o->y->data + (size_t)t * nh * hd + (size_t)h * hd;
-        const int64_t p_end = pos[t];
-        int64_t p_begin = p->window > 0 ? p_end - p->window + 1 : 0;
-        if (p_begin < 0) p_begin = 0;
-        if (p_end - p_begin + 1 > n_ctx) p_begin = p_end - n_ctx + 1; /* caller bug guard: never read stale slots */
+        const int64_t p_end = pos[t], p_begin = attn_begin(p, p_end, n_ctx);
         const float *kbase = (const float *)o->k->data + (size_t)seq[t] * n_ctx * kv_row + (size_t)kvh * hd;
         const float *vbase = (const float *)o->v->data + (size_t)seq[t] * n_ctx * kv_row + (size_t)kvh * hd;
         float mx = -INFINITY;
-        /* ring slots pp mod n_ctx, advanced without a division per position; the fast path reads
-         * them as at most two runs of consecutive slots */
-        const int64_t slot0 = p_begin % n_ctx, n = p_end - p_begin + 1, run0 = n_ctx - slot0 < n ? n_ctx - slot0 : n;
-        if (!o->c->reference) {
-            lmc_cpu_dots(q, kbase + (size_t)slot0 * kv_row, kv_row, run0, hd, scores);
-            if (run0 < n) lmc_cpu_dots(q, kbase, kv_row, n - run0, hd, scores + run0);
-        }
+        /* ring slots pp mod n_ctx, advanced without a division per position */
+        const int64_t slot0 = p_begin % n_ctx;
         for (int64_t pp = p_begin, sl = slot0; pp <= p_end; pp++, sl = sl + 1 == n_ctx ? 0 : sl + 1) {
-            float s;
-            if (o->c->reference) {
-                const float *k = kbase + (size_t)sl * kv_row;
-                double d = 0;
-                for (int64_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
-                s = (float)d;
-            } else {
-                s = scores[pp - p_begin];
-            }
-            s *= p->scale;
+            const float *k = kbase + (size_t)sl * kv_row;
+            double d = 0;
+            for (int64_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
+            float s = (float)d * p->scale;
             if (p->softcap > 0) s = p->softcap * tanhf(s / p->softcap);
             scores[pp - p_begin] = s;
             if (s > mx) mx = s;
@@ -328,23 +323,13 @@ static void run_attention(op_args *o, int ith, int nth) {
         const float sink = p->sinks ? ((const float *)p->sinks->data)[h] : 0.0f;
         if (p->sinks && sink > mx) mx = sink;
         double sum = p->sinks ? expf(sink - mx) : 0;
-        if (o->c->reference) {
-            for (int64_t pp = p_begin; pp <= p_end; pp++) {
-                float e = expf(scores[pp - p_begin] - mx);
-                scores[pp - p_begin] = e;
-                sum += e;
-            }
-        } else {
-            sum += lmc_cpu_softmax_exp(scores, p_end - p_begin + 1, mx);
+        for (int64_t pp = p_begin; pp <= p_end; pp++) {
+            float e = expf(scores[pp - p_begin] - mx);
+            scores[pp - p_begin] = e;
+            sum += e;
         }
         float inv = (float)(1.0 / sum);
         for (int64_t i = 0; i < hd; i++) out[i] = 0;
-        if (!o->c->reference) { /* the weights, then out = Σ weight · v over the runs */
-            for (int64_t j = 0; j < n; j++) scores[j] *= inv;
-            lmc_cpu_wsum(vbase + (size_t)slot0 * kv_row, kv_row, scores, run0, hd, out);
-            if (run0 < n) lmc_cpu_wsum(vbase, kv_row, scores + run0, n - run0, hd, out);
-            continue;
-        }
         /* 16 lanes at a time (each out[i] still sums its positions in order, a multiply then an
          * add: the same result as the scalar loop) */
         for (int64_t pp = p_begin, sl = slot0; pp <= p_end; pp++, sl = sl + 1 == n_ctx ? 0 : sl + 1) {
@@ -361,6 +346,59 @@ static void run_attention(op_args *o, int ith, int nth) {
             for (; i < hd; i++) out[i] += wgt * v[i];
         }
     }
+}
+
+/* The fast path: jobs of (token, KV head, a share of that head's query heads — the whole group unless
+ * there are fewer groups than threads), so the query heads of a group read each cached row from
+ * memory once (lmc_cpu_attn_dots / _wsum work in blocks of rows that the later heads find in L1).
+ * The ring's slots of a range are at most two runs of consecutive slots. Scratch: [heads][n_ctx]. */
+static void run_attention_fast(op_args *o, int ith, int nth) {
+    const lmc_attn_op *p = o->attn;
+    const int64_t hd = p->head_dim, nh = p->n_head, nkv = p->n_kv_head, group = nh / nkv;
+    const int64_t n_tok = lmc_tensor_nrows(o->a), n_ctx = o->k->ne[1], kv_row = o->k->ne[0];
+    const int32_t *pos = o->pos->data, *seq = o->seq->data;
+    int64_t parts = n_tok * nkv < nth ? (nth + n_tok * nkv - 1) / (n_tok * nkv) : 1;
+    if (parts > group) parts = group;
+    const int64_t hs = (group + parts - 1) / parts; /* query heads a job */
+    parts = (group + hs - 1) / hs;
+    float *scores = o->c->scratch[ith];
+    long j0, j1;
+    lmc_split(n_tok * nkv * parts, ith, nth, &j0, &j1);
+    for (long j = j0; j < j1; j++) {
+        const int64_t t = j / (nkv * parts), kvh = j / parts % nkv, h0 = kvh * group + j % parts * hs;
+        const int g_n = (int)(hs < (kvh + 1) * group - h0 ? hs : (kvh + 1) * group - h0);
+        const float *q = (const float *)o->a->data + (size_t)t * nh * hd + (size_t)h0 * hd;
+        float *out = (float *)o->y->data + (size_t)t * nh * hd + (size_t)h0 * hd;
+        const int64_t p_end = pos[t], p_begin = attn_begin(p, p_end, n_ctx), n = p_end - p_begin + 1;
+        const int64_t slot0 = p_begin % n_ctx, run0 = n_ctx - slot0 < n ? n_ctx - slot0 : n;
+        const float *kbase = (const float *)o->k->data + (size_t)seq[t] * n_ctx * kv_row + (size_t)kvh * hd;
+        const float *vbase = (const float *)o->v->data + (size_t)seq[t] * n_ctx * kv_row + (size_t)kvh * hd;
+        lmc_cpu_attn_dots(q, hd, g_n, kbase + (size_t)slot0 * kv_row, kv_row, run0, hd, scores, n_ctx);
+        if (run0 < n) lmc_cpu_attn_dots(q, hd, g_n, kbase, kv_row, n - run0, hd, scores + run0, n_ctx);
+        for (int g = 0; g < g_n; g++) {
+            float *s = scores + (size_t)g * n_ctx, mx = -INFINITY;
+            for (int64_t i = 0; i < n; i++) {
+                float v = s[i] * p->scale;
+                if (p->softcap > 0) v = p->softcap * tanhf(v / p->softcap);
+                s[i] = v;
+                if (v > mx) mx = v;
+            }
+            /* an attention sink joins the softmax's max and denominator, and no value follows it */
+            const float sink = p->sinks ? ((const float *)p->sinks->data)[h0 + g] : 0.0f;
+            if (p->sinks && sink > mx) mx = sink;
+            const double sum = (p->sinks ? expf(sink - mx) : 0) + lmc_cpu_softmax_exp(s, n, mx);
+            const float inv = (float)(1.0 / sum);
+            for (int64_t i = 0; i < n; i++) s[i] *= inv;
+            memset(out + (size_t)g * hd, 0, (size_t)hd * sizeof(float));
+        }
+        lmc_cpu_attn_wsum(vbase + (size_t)slot0 * kv_row, kv_row, scores, n_ctx, g_n, run0, hd, out, hd);
+        if (run0 < n) lmc_cpu_attn_wsum(vbase, kv_row, scores + run0, n_ctx, g_n, n - run0, hd, out, hd);
+    }
+}
+
+static void run_attention(op_args *o, int ith, int nth) {
+    if (o->c->reference) run_attention_ref(o, ith, nth);
+    else run_attention_fast(o, ith, nth);
 }
 
 static void run_moe_rows(op_args *o, int ith, int nth) {
@@ -631,7 +669,7 @@ static void cpu_attention(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q,
                (int64_t)op->head_dim * op->n_head * lmc_tensor_nelem(pos));
     LMC_ASSERT(k_cache->ne[0] == (int64_t)op->head_dim * op->n_kv_head);
     LMC_ASSERT(!op->sinks || (op->sinks->type == LMC_DTYPE_F32 && lmc_tensor_nelem(op->sinks) == op->n_head));
-    scratch_reserve(CTX(be), (size_t)k_cache->ne[1]);
+    scratch_reserve(CTX(be), (size_t)k_cache->ne[1] * (size_t)(op->n_head / op->n_kv_head)); /* [group][n_ctx] */
     lmc_tensor qv = lmc_tensor_reshape(q, (int64_t)op->head_dim * op->n_head, lmc_tensor_nelem(pos), 1, 1);
     op_args o = {.kind = OP_ATTENTION, .y = out, .a = &qv, .k = k_cache, .v = v_cache, .pos = pos, .seq = seq,
                  .attn = op};

@@ -53,10 +53,14 @@ void lmc_cpu_act_row(lmc_act act, float *y, const float *a, const float *b, int6
 double lmc_cpu_sumsq(const float *a, int64_t d);
 /* s[i] = e^(s[i] − mx) for i < n; returns their sum (in double). */
 double lmc_cpu_softmax_exp(float *s, int64_t n, float mx);
-/* out[j] = Σ_i q[i] · k[j·stride + i] for j < n, i < hd (attention scores over n cached rows). */
-void lmc_cpu_dots(const float *q, const float *k, int64_t stride, int64_t n, int64_t hd, float *out);
-/* out[i] += Σ_j w[j] · v[j·stride + i] for i < hd, j < n (attention's weighted values). */
-void lmc_cpu_wsum(const float *v, int64_t stride, const float *w, int64_t n, int64_t hd, float *out);
+/* Attention of g_n query heads (q + g·qstride, g < g_n) over n cached rows of one KV head (k + j·stride,
+ * j < n, hd wide): s[g·ld + j] = q_g · k_j. Blocks of rows are read once for all the heads. */
+void lmc_cpu_attn_dots(const float *q, int64_t qstride, int g_n, const float *k, int64_t stride, int64_t n, int64_t hd,
+                       float *s, int64_t ld);
+/* out[g·ostride + i] += Σ_j w[g·ld + j] · v[j·stride + i] for g < g_n, i < hd, j < n (the weighted values,
+ * blocks of rows read once for all the heads). */
+void lmc_cpu_attn_wsum(const float *v, int64_t stride, const float *w, int64_t ld, int g_n, int64_t n, int64_t hd,
+                       float *out, int64_t ostride);
 /* y[0..16) = e^x[0..16), the vector exponential the two above use (for tests). */
 void lmc_cpu_exp_v16(const float *x, float *y);
 

@@ -141,57 +141,70 @@ static inline v16f hsum16x16(v16f v[16]) {
            __builtin_shuffle(c[0], c[1], (v16i){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
 }
 
-void lmc_cpu_dots(const float *q, const float *k, int64_t stride, int64_t n, int64_t hd, float *out) {
+void lmc_cpu_attn_dots(const float *q, int64_t qstride, int g_n, const float *k, int64_t stride, int64_t n, int64_t hd,
+                       float *s, int64_t ld) {
     const int64_t hv = hd / 16 * 16;
-    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    for (int64_t j0 = 0; j0 < n; j0 += 16) { /* 16 rows: from memory for the first head, from L1 after */
         const int64_t m = n - j0 < 16 ? n - j0 : 16;
-        v16f acc[16];
-        for (int64_t j = 0; j < 16; j++) {
-            acc[j] = (v16f){0};
-            if (j >= m) continue;
-            const float *kr = k + (j0 + j) * stride;
-            for (int64_t i = 0; i < hv; i += 16) {
-                v16f a, b;
-                memcpy(&a, q + i, sizeof a);
-                memcpy(&b, kr + i, sizeof b);
-                acc[j] += a * b;
+        for (int g = 0; g < g_n; g++) {
+            const float *qg = q + g * qstride;
+            v16f acc[16];
+            for (int64_t j = 0; j < 16; j++) {
+                acc[j] = (v16f){0};
+                if (j >= m) continue;
+                const float *kr = k + (j0 + j) * stride;
+                for (int64_t i = 0; i < hv; i += 16) {
+                    v16f a, b;
+                    memcpy(&a, qg + i, sizeof a);
+                    memcpy(&b, kr + i, sizeof b);
+                    acc[j] += a * b;
+                }
             }
-        }
-        const v16f s = hsum16x16(acc);
-        for (int64_t j = 0; j < m; j++) {
-            float t = s[j];
-            const float *kr = k + (j0 + j) * stride;
-            for (int64_t i = hv; i < hd; i++) t += q[i] * kr[i];
-            out[j0 + j] = t;
+            const v16f sum = hsum16x16(acc);
+            for (int64_t j = 0; j < m; j++) {
+                float t = sum[j];
+                const float *kr = k + (j0 + j) * stride;
+                for (int64_t i = hv; i < hd; i++) t += qg[i] * kr[i];
+                s[g * ld + j0 + j] = t;
+            }
         }
     }
 }
 
-void lmc_cpu_wsum(const float *v, int64_t stride, const float *w, int64_t n, int64_t hd, float *out) {
-    int64_t i = 0;
-    for (; i + 16 <= hd; i += 16) {
-        v16f a0 = {0}, a1 = {0};
-        int64_t j = 0;
-        for (; j + 2 <= n; j += 2) {
-            v16f b0, b1;
-            memcpy(&b0, v + j * stride + i, sizeof b0);
-            memcpy(&b1, v + (j + 1) * stride + i, sizeof b1);
-            a0 += w[j] * b0;
-            a1 += w[j + 1] * b1;
+void lmc_cpu_attn_wsum(const float *v, int64_t stride, const float *w, int64_t ld, int g_n, int64_t n, int64_t hd,
+                       float *out, int64_t ostride) {
+    for (int64_t j0 = 0; j0 < n; j0 += 32) { /* 32 rows: from memory for the first head, from L1 after */
+        const int64_t m = n - j0 < 32 ? n - j0 : 32;
+        const float *vb = v + j0 * stride;
+        for (int g = 0; g < g_n; g++) {
+            const float *wg = w + g * ld + j0;
+            float *og = out + g * ostride;
+            int64_t i = 0;
+            for (; i + 16 <= hd; i += 16) {
+                v16f a0 = {0}, a1 = {0};
+                int64_t j = 0;
+                for (; j + 2 <= m; j += 2) {
+                    v16f b0, b1;
+                    memcpy(&b0, vb + j * stride + i, sizeof b0);
+                    memcpy(&b1, vb + (j + 1) * stride + i, sizeof b1);
+                    a0 += wg[j] * b0;
+                    a1 += wg[j + 1] * b1;
+                }
+                if (j < m) {
+                    v16f b0;
+                    memcpy(&b0, vb + j * stride + i, sizeof b0);
+                    a0 += wg[j] * b0;
+                }
+                v16f o;
+                memcpy(&o, og + i, sizeof o);
+                o += a0 + a1;
+                memcpy(og + i, &o, sizeof o);
+            }
+            for (; i < hd; i++) {
+                float t = 0;
+                for (int64_t j = 0; j < m; j++) t += wg[j] * vb[j * stride + i];
+                og[i] += t;
+            }
         }
-        if (j < n) {
-            v16f b0;
-            memcpy(&b0, v + j * stride + i, sizeof b0);
-            a0 += w[j] * b0;
-        }
-        v16f o;
-        memcpy(&o, out + i, sizeof o);
-        o += a0 + a1;
-        memcpy(out + i, &o, sizeof o);
-    }
-    for (; i < hd; i++) {
-        float t = 0;
-        for (int64_t j = 0; j < n; j++) t += w[j] * v[j * stride + i];
-        out[i] += t;
     }
 }
