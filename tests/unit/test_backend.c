@@ -851,8 +851,8 @@ static void test_attention_gqa4(void) {
     attention_scenario(&sc, 74);
 }
 /* Ranges of many 16-position steps (the fast path's scores come 16 rows at a time, from at most
- * two runs of consecutive slots): 128-wide heads over 88 positions, and 80-wide heads in a
- * 48-slot ring with a 40-position window that wraps. */
+ * two runs of consecutive slots): 128-wide heads over 88 positions, 80-wide heads in a 48-slot ring
+ * with a 40-position window that wraps, and 40 query heads sharing one KV head. */
 static void test_attention_long(void) {
     attn_scenario sc = scenario(8, 2, 128, 96, 1, 0, 0);
     const int pre[] = {30};
@@ -862,6 +862,10 @@ static void test_attention_long(void) {
     const int pre2[] = {9, 9};
     scenario_build(&sc, pre2, 4, 30);
     attention_scenario(&sc, 85);
+    sc = scenario(40, 1, 16, 64, 1, 0, 0); /* 40 query heads on one KV head */
+    const int pre3[] = {20};
+    scenario_build(&sc, pre3, 3, 6);
+    attention_scenario(&sc, 86);
 }
 /* A small window without wrapping: only the last `window` positions count. */
 static void test_attention_window(void) {
