@@ -61,7 +61,7 @@ void lmc_cpu_attn_dots(const float *q, int64_t qstride, int g_n, const float *k,
  * blocks of rows read once for all the heads). */
 void lmc_cpu_attn_wsum(const float *v, int64_t stride, const float *w, int64_t ld, int g_n, int64_t n, int64_t hd,
                        float *out, int64_t ostride);
-/* y[0..16) = e^x[0..16), the vector exponential the two above use (for tests). */
+/* y[0..16) = e^x[0..16), the vector exponential of lmc_cpu_act_row and lmc_cpu_softmax_exp (for tests). */
 void lmc_cpu_exp_v16(const float *x, float *y);
 
 /* ---- SIMD decode kernels (cpu_simd.c); each returns 0 when this build has none for w ---- */
