@@ -1272,9 +1272,15 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
         }
         if (pre && w->type == LMC_DTYPE_Q6_K) q6k_pregather(r, in / 256, pre);
         else if (pre) q8_pregather(w->type == LMC_DTYPE_Q4_0, r, in / 128, pre);
+        /* the next tile's rows asked for a slice a pass, so they are near when its gathering starts */
+        const char *nx = (const char *)w->data + (size_t)(o + R) * w->nb[1];
+        const size_t nx_bytes = pre && o + R < o1 ? (size_t)(o1 - o - R < R ? o1 - o - R : R) * w->nb[1] : 0;
+        const size_t slice = (nx_bytes / (size_t)((n_tok + 3) / 4) + 63) / 64 * 64;
         for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
             const int T = n_tok - t0 < 4 ? (int)(n_tok - t0) : 4;
             float s[4][4];
+            for (size_t b = (size_t)(t0 / 4) * slice; b < (size_t)(t0 / 4 + 1) * slice && b < nx_bytes; b += 64)
+                _mm_prefetch(nx + b, _MM_HINT_T0);
             fn[T - 1](pre, r, mr, (const char *)xp + tb * (size_t)t0, tb, in, s);
             for (int t = 0; t < T; t++)
                 for (int k = 0; k < R; k++) if (o + k < o1) y[(size_t)(t0 + t) * out + ro[k]] = s[t][k];
