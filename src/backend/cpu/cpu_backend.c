@@ -131,12 +131,6 @@ static float act_apply(lmc_act act, float x) {
     return x;
 }
 
-static float elem_f32(const lmc_tensor *t, int64_t i) {
-    float v;
-    lmc_to_f32(t->type, (const char *)t->data + (size_t)i * lmc_dtype_size(t->type), &v, 1);
-    return v;
-}
-
 #define ROW_CHUNK 256 /* elements of a weight row converted to f32 at a time by the row-wise ops */
 
 /* n elements of t from element i on, as f32 (t contiguous) */
@@ -212,11 +206,17 @@ static void run_rowwise(op_args *o, int ith, int nth) {
             for (int64_t i = 0; i < d; i++) var += ((double)a[i] - mean) * ((double)a[i] - mean);
             var /= (double)d;
             float inv = (float)(1.0 / sqrt(var + (double)o->f0));
-            for (int64_t i = 0; i < d; i++) {
-                float v = ((float)((double)a[i] - mean)) * inv;
-                if (o->w) v *= elem_f32(o->w, woff + i);
-                if (o->bias) v += elem_f32(o->bias, boff + i);
-                y[i] = v;
+            float wb[ROW_CHUNK], bb[ROW_CHUNK];
+            for (int64_t i0 = 0; i0 < d; i0 += ROW_CHUNK) {
+                const int64_t n = d - i0 < ROW_CHUNK ? d - i0 : ROW_CHUNK;
+                if (o->w) elem_row_f32(o->w, woff + i0, wb, n);
+                if (o->bias) elem_row_f32(o->bias, boff + i0, bb, n);
+                for (int64_t i = 0; i < n; i++) {
+                    float v = ((float)((double)a[i0 + i] - mean)) * inv;
+                    if (o->w) v *= wb[i];
+                    if (o->bias) v += bb[i];
+                    y[i0 + i] = v;
+                }
             }
         } break;
         case OP_ACT_MUL: {

@@ -41,8 +41,6 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const vo
                          int64_t o1, float *tmp);
 void lmc_cpu_matmul_rows_ref(float *y, const lmc_tensor *w, const float *x, int64_t n_tok, int64_t o0, int64_t o1);
 
-float lmc_cpu_dot_f32(const float *a, const float *b, int64_t n);
-
 /* ---- element-wise rows in vectors (cpu_rowops.c) ---- */
 
 /* 1 when lmc_cpu_act_row computes act in vectors (SiLU, GELU's tanh form); the others stay scalar. */

@@ -43,7 +43,7 @@ void lmc_cpu_row_to_f32(lmc_dtype t, const void *src, float *dst, int64_t n) {
     }
 }
 
-float lmc_cpu_dot_f32(const float *a, const float *b, int64_t n) {
+static float dot_f32(const float *a, const float *b, int64_t n) {
     v16f acc0 = {0}, acc1 = {0};
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -155,7 +155,7 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const vo
     }
     for (; o < o1; o++) {
         const float *r = row_f32(w, o, tmp);
-        for (int64_t t = 0; t < n_tok; t++) y[(size_t)t * out + o] = lmc_cpu_dot_f32(r, x + (size_t)t * in, in);
+        for (int64_t t = 0; t < n_tok; t++) y[(size_t)t * out + o] = dot_f32(r, x + (size_t)t * in, in);
     }
 }
 
