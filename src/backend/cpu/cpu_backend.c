@@ -377,11 +377,14 @@ static void run_attention_fast(op_args *o, int ith, int nth) {
         if (run0 < n) lmc_cpu_attn_dots(q, hd, g_n, kbase, kv_row, n - run0, hd, scores + run0, n_ctx);
         for (int g = 0; g < g_n; g++) {
             float *s = scores + (size_t)g * n_ctx, mx = -INFINITY;
-            for (int64_t i = 0; i < n; i++) {
-                float v = s[i] * p->scale;
-                if (p->softcap > 0) v = p->softcap * tanhf(v / p->softcap);
-                s[i] = v;
-                if (v > mx) mx = v;
+            if (p->softcap > 0) {
+                for (int64_t i = 0; i < n; i++) {
+                    const float v = p->softcap * tanhf(s[i] * p->scale / p->softcap);
+                    s[i] = v;
+                    if (v > mx) mx = v;
+                }
+            } else {
+                mx = lmc_cpu_scale_max(s, n, p->scale);
             }
             /* an attention sink joins the softmax's max and denominator, and no value follows it */
             const float sink = p->sinks ? ((const float *)p->sinks->data)[h0 + g] : 0.0f;

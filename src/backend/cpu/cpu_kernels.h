@@ -49,6 +49,8 @@ int lmc_cpu_act_vectorized(lmc_act act);
 void lmc_cpu_act_row(lmc_act act, float *y, const float *a, const float *b, int64_t d);
 /* Σ a[i]² in double. */
 double lmc_cpu_sumsq(const float *a, int64_t d);
+/* s[i] *= scale for i < n; returns the largest (−inf for n = 0; a NaN is never the largest). */
+float lmc_cpu_scale_max(float *s, int64_t n, float scale);
 /* s[i] = e^(s[i] − mx) for i < n; returns their sum (in double). */
 double lmc_cpu_softmax_exp(float *s, int64_t n, float mx);
 /* Attention of g_n query heads (q + g·qstride, g < g_n) over n cached rows of one KV head (k + j·stride,

@@ -103,6 +103,25 @@ double lmc_cpu_sumsq(const float *a, int64_t d) {
     return s;
 }
 
+float lmc_cpu_scale_max(float *s, int64_t n, float scale) {
+    v16f mx = splat(-INFINITY);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v16f x;
+        memcpy(&x, s + i, sizeof x);
+        x *= scale;
+        memcpy(s + i, &x, sizeof x);
+        mx = pick(x > mx, x, mx);
+    }
+    float m = -INFINITY;
+    for (int k = 0; k < 16; k++) m = mx[k] > m ? mx[k] : m;
+    for (; i < n; i++) {
+        s[i] *= scale;
+        m = s[i] > m ? s[i] : m;
+    }
+    return m;
+}
+
 double lmc_cpu_softmax_exp(float *s, int64_t n, float mx) {
     v8d acc = {0};
     int64_t i = 0;
