@@ -164,7 +164,7 @@ static inline v16f hsum16x16(v16f v[16]) {
  * prefetch into L1 stalled on the core's few line-fill buffers and gained nothing), so that they
  * arrive while the blocks before them are computed: the hardware's prefetchers do not follow a KV
  * head's rows, strided by the other heads'. Into L2 against none: dots over 1024 rows from memory
- * 3.7-3.9 -> 6.2-6.7 GB/s on one Zen 4 core. */
+ * 3.6-4.4 -> 6.0-7.0 GB/s on one Zen 4 core (docs/BENCHMARKS.md, session 21). */
 #define ATTN_PF_ROWS 32
 static inline void attn_prefetch(const float *base, int64_t stride, int64_t hd, int64_t a, int64_t b, int64_t n) {
     if (b > n) b = n;
