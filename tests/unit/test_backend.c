@@ -1044,6 +1044,32 @@ static void test_exp_vector(void) {
     CHECK(isnan(y[4]));
 }
 
+/* lmc_cpu_scale_max against a scalar loop: every length's tail, the maximum in the tail or in any
+ * lane, NaNs never taken as the maximum, n = 0. */
+static void test_scale_max(void) {
+    float s[80], want[80];
+    uint64_t r = 77;
+    for (int n = 0; n <= 80; n++) {
+        for (int where = -1; where < n; where += n > 20 ? 7 : 1) {
+            for (int i = 0; i < n; i++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                s[i] = (float)((double)(r >> 40) / (double)(1ull << 24) * 8.0 - 6.0);
+            }
+            if (where >= 0) s[where] = 7.5f; /* the largest, at each position in turn */
+            if (n > 3) s[n / 3] = NAN;
+            float m = -INFINITY;
+            for (int i = 0; i < n; i++) {
+                want[i] = s[i] * 0.125f;
+                if (want[i] > m) m = want[i];
+            }
+            const float got = lmc_cpu_scale_max(s, n, 0.125f);
+            CHECK_MSG(got == m, "scale_max n %d, largest at %d: %g, want %g", n, where, got, m);
+            for (int i = 0; i < n; i++)
+                CHECK_MSG(isnan(want[i]) ? isnan(s[i]) : s[i] == want[i], "scale_max n %d: s[%d] %g, want %g", n, i, s[i], want[i]);
+        }
+    }
+}
+
 static void test_act_mul(void) {
     for (int a = 0; a < 5; a++) {
         act_case(a, 1, 13, 1, 100 + (uint64_t)a);
@@ -1148,6 +1174,7 @@ int main(void) {
     RUN(test_act);
     RUN(test_act_mul);
     RUN(test_exp_vector);
+    RUN(test_scale_max);
     RUN(test_act_known);
     RUN(test_softcap);
     for (int b = 0; b < N_BE; b++) lmc_backend_free(BE[b]);
