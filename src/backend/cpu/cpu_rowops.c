@@ -122,15 +122,24 @@ float lmc_cpu_scale_max(float *s, int64_t n, float scale) {
     return m;
 }
 
+/* Whole chunks of 16 by fixed-size copies (vector loads and stores); a variable-length copy per chunk
+ * was a memcpy call each way, most of a long softmax's time. */
 double lmc_cpu_softmax_exp(float *s, int64_t n, float mx) {
     v8d acc = {0};
     int64_t i = 0;
-    for (; i < n; i += 16) {
+    for (; i + 16 <= n; i += 16) {
+        v16f x;
+        memcpy(&x, s + i, sizeof x);
+        x = exp16(x - splat(mx));
+        memcpy(s + i, &x, sizeof x);
+        acc += (v8d){x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]} + (v8d){x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15]};
+    }
+    if (i < n) {
         v16f x = splat(-INFINITY);
-        const size_t k = (size_t)(n - i < 16 ? n - i : 16);
+        const size_t k = (size_t)(n - i);
         memcpy(&x, s + i, k * sizeof(float));
         x = exp16(x - splat(mx));
-        if (k < 16) memset((float *)&x + k, 0, (16 - k) * sizeof(float)); /* the padding's e^−87 */
+        memset((float *)&x + k, 0, (16 - k) * sizeof(float)); /* the padding's e^−87 */
         memcpy(s + i, &x, k * sizeof(float));
         acc += (v8d){x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]} + (v8d){x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15]};
     }
