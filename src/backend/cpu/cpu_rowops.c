@@ -207,6 +207,10 @@ void lmc_cpu_attn_dots(const float *q, int64_t qstride, int g_n, const float *k,
                 }
             }
             const v16f sum = hsum16x16(acc);
+            if (m == 16 && hv == hd) {
+                memcpy(s + g * ld + j0, &sum, sizeof sum);
+                continue;
+            }
             for (int64_t j = 0; j < m; j++) {
                 float t = sum[j];
                 for (int64_t i = hv; i < hd; i++) t += qg[i] * kr[j][i];
