@@ -15,39 +15,12 @@
 
 #include <math.h>
 #include <string.h>
-#if defined(__AVX512F__) || defined(__FMA__)
-#include <immintrin.h>
-#endif
 
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 typedef double v8d __attribute__((vector_size(64)));
 
 static inline v16f splat(float f) { return (v16f){0} + f; }
-
-/* a·b + c, one rounding where the CPU fuses (the attention kernels' inner products: a fused
- * multiply-add is one instruction where a multiply and an add are two) */
-static inline v16f fma16(v16f a, v16f b, v16f c) {
-#if defined(__AVX512F__)
-    return (v16f)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
-#elif defined(__FMA__)
-    __m256 lo, hi, blo, bhi, clo, chi;
-    memcpy(&lo, &a, 32);
-    memcpy(&hi, (const char *)&a + 32, 32);
-    memcpy(&blo, &b, 32);
-    memcpy(&bhi, (const char *)&b + 32, 32);
-    memcpy(&clo, &c, 32);
-    memcpy(&chi, (const char *)&c + 32, 32);
-    lo = _mm256_fmadd_ps(lo, blo, clo);
-    hi = _mm256_fmadd_ps(hi, bhi, chi);
-    v16f r;
-    memcpy(&r, &lo, 32);
-    memcpy((char *)&r + 32, &hi, 32);
-    return r;
-#else
-    return a * b + c;
-#endif
-}
 /* lanes of a where m is set, else b (m: a comparison's all-ones / zero lanes) */
 static inline v16f pick(v16i m, v16f a, v16f b) { return (v16f)(((v16i)a & m) | ((v16i)b & ~m)); }
 
@@ -230,7 +203,7 @@ void lmc_cpu_attn_dots(const float *q, int64_t qstride, int g_n, const float *k,
                 _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) {
                     v16f b;
                     memcpy(&b, kr[j] + i, sizeof b);
-                    acc[j] = fma16(a, b, acc[j]);
+                    acc[j] += a * b;
                 }
             }
             const v16f sum = hsum16x16(acc);
@@ -257,15 +230,15 @@ static inline void wsum_chains(int nc, const float *vb, int64_t stride, const fl
             v16f x0, x1;
             memcpy(&x0, vb + j * stride + 16 * c, sizeof x0);
             memcpy(&x1, vb + (j + 1) * stride + 16 * c, sizeof x1);
-            a[c] = fma16(splat(wg[j]), x0, a[c]);
-            b[c] = fma16(splat(wg[j + 1]), x1, b[c]);
+            a[c] += wg[j] * x0;
+            b[c] += wg[j + 1] * x1;
         }
     }
     if (j < m) {
         _Pragma("GCC unroll 4") for (int c = 0; c < nc; c++) {
             v16f x0;
             memcpy(&x0, vb + j * stride + 16 * c, sizeof x0);
-            a[c] = fma16(splat(wg[j]), x0, a[c]);
+            a[c] += wg[j] * x0;
         }
     }
 }
