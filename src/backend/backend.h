@@ -145,7 +145,9 @@ typedef struct lmc_backend_i {
     void (*kv_store)(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *kv, const lmc_tensor *pos, const lmc_tensor *seq);
     /* out [head_dim·n_head, n]: token t (query rows q [head_dim·n_head, n]) attends, causally, to the
      * cached positions of its sequence seq[t] up to pos[t] (within op->window), K/V caches
-     * [head_dim·n_kv_head, n_ctx, n_seq]; grouped-query heads share kv head h / (n_head / n_kv_head). */
+     * [head_dim·n_kv_head, n_ctx, n_seq]; grouped-query heads share kv head h / (n_head / n_kv_head).
+     * pos and seq hold what `set` put there, not the result of an op since (the CUDA decode kernel
+     * reads them before it waits for the ops in front of it). */
     void (*attention)(lmc_backend *be, lmc_tensor *out, const lmc_tensor *q, const lmc_tensor *k_cache,
                       const lmc_tensor *v_cache, const lmc_tensor *pos, const lmc_tensor *seq, const lmc_attn_op *op);
     /* y = act(gate) · up (elementwise) */

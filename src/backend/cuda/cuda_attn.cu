@@ -46,13 +46,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static __device__ __forceinline__ void attn_range(const lmc_cuda_attn &a, int64_t t, int64_t *b, int64_t *e) {
-    const int64_t p_end = a.pos[t];
+/* The positions [*b, *e] a token at position p_end sees. */
+static __device__ __forceinline__ void attn_range_at(const lmc_cuda_attn &a, int64_t p_end, int64_t *b, int64_t *e) {
     int64_t p_begin = a.window > 0 ? p_end - a.window + 1 : 0;
     if (p_begin < 0) p_begin = 0;
     if (p_end - p_begin + 1 > a.n_ctx) p_begin = p_end - a.n_ctx + 1;
     *b = p_begin;
     *e = p_end;
+}
+
+static __device__ __forceinline__ void attn_range(const lmc_cuda_attn &a, int64_t t, int64_t *b, int64_t *e) {
+    attn_range_at(a, a.pos[t], b, e);
 }
 
 /* Slot of position base_pos + j where base = base_pos mod n_ctx and 0 ≤ j < span. */
@@ -609,19 +613,32 @@ static __device__ __forceinline__ void dec_merge_cluster(const lmc_cuda_attn &a,
     const int r = (int)cl.block_rank();
     cl.sync();
     for (int i = r; i < group; i += n_split) {
+        /* every split's max, sum and accumulators requested at once (one round trip through the
+         * cluster, not one per split) */
+        float mb[DEC_CLUSTER], lb[DEC_CLUSTER], ob[DEC_CLUSTER][NC];
+#pragma unroll
+        for (int b = 0; b < DEC_CLUSTER; b++) {
+            const bool in = b < n_split;
+            mb[b] = in ? *cl.map_shared_rank(s_m + i, b) : -INFINITY;
+            lb[b] = in ? *cl.map_shared_rank(s_l + i, b) : 0.0f;
+            const float *pb = in ? cl.map_shared_rank(sq + i * HP, b) : NULL;
+#pragma unroll
+            for (int c = 0; c < NC; c++) ob[b][c] = in && tid + 128 * c < hd ? pb[tid + 128 * c] : 0.0f;
+        }
         float mx = -INFINITY;
-        for (int b = 0; b < n_split; b++) mx = fmaxf(mx, *cl.map_shared_rank(s_m + i, b));
+#pragma unroll
+        for (int b = 0; b < DEC_CLUSTER; b++) mx = fmaxf(mx, mb[b]);
         float L = 0.0f, o[NC];
 #pragma unroll
         for (int c = 0; c < NC; c++) o[c] = 0.0f;
-        for (int b = 0; b < n_split; b++) {
-            const float mb = *cl.map_shared_rank(s_m + i, b);
-            const float w = mb == -INFINITY ? 0.0f : expf(mb - mx);
-            L += *cl.map_shared_rank(s_l + i, b) * w;
-            const float *pb = cl.map_shared_rank(sq + i * HP, b);
+#pragma unroll
+        for (int b = 0; b < DEC_CLUSTER; b++) {
+            if (b >= n_split) break;
+            const float w = mb[b] == -INFINITY ? 0.0f : expf(mb[b] - mx);
+            L += lb[b] * w;
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                if (tid + 128 * c < hd) o[c] += pb[tid + 128 * c] * w;
+                if (tid + 128 * c < hd) o[c] += ob[b][c] * w;
         }
         const int h = g * group + i;
         dec_store<NC>(a, pp ? pp + ((t * a.n_head + h) * z + zi) * (int64_t)(hd + 2) : NULL, t, h, mx, L, o);
@@ -662,10 +679,12 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
         return;
     }
     pdl_next();
-    pdl_wait();
-    const int64_t sqn = a.seq[t];
+    /* Positions and sequence ids are host copies made before the step (no kernel writes them:
+     * backend.h), so they are read before the wait, from L2 (an L1 line could be an older
+     * step's); a split or piece past the token's range leaves at once. */
+    const int64_t sqn = __ldcg(a.seq + t);
     int64_t pb = 0, pe = -1;
-    if (sqn >= 0 && sqn < a.n_seq) attn_range(a, t, &pb, &pe);
+    if (sqn >= 0 && sqn < a.n_seq) attn_range_at(a, __ldcg(a.pos + t), &pb, &pe);
     const int64_t len = pe >= pb ? pe - pb + 1 : 0;
     /* CL: at most chunk pieces of zck positions: n_split steps, or a multiple of that */
     int64_t zck = 0, ck;
@@ -681,6 +700,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
         ns = (int)((len + ck - 1) / ck);
         if (sp > 0 && sp >= ns) return; /* beyond this token's range */
     }
+    pdl_wait();
     const int64_t lo = pb + zi * zck + (int64_t)sp * ck, hi = lo + ck - 1 < pe ? lo + ck - 1 : pe;
     const int64_t kv_row = (int64_t)hd * a.n_kv_head;
     const float *kb = a.k + (len ? sqn : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
@@ -710,6 +730,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
     };
     float4 kr0[HP / 16];
     float vr0[DEC_T][NC];
+    if (lo <= hi) load(lo, kr0, vr0); /* the first step's rows in flight while q is staged */
 
     for (int i = tid; i < group * HP / 4; i += 128) {
         const int hh = i / (HP / 4), d = (i % (HP / 4)) * 4;
@@ -778,7 +799,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
     };
 
     for (int64_t k0 = lo; k0 <= hi; k0 += DEC_T) {
-        load(k0, kr0, vr0);
+        if (k0 > lo) load(k0, kr0, vr0);
         step(k0, kr0, vr0);
     }
 
