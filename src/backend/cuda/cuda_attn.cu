@@ -16,8 +16,8 @@
  *    mma.m16n8k16 (bf16 operands, f32 accumulators) and keeps the online
  *    softmax in registers. Rows of several sequences in one block are served
  *    one sequence per pass; key tiles no row of the pass can see are skipped.
- *  - k_attn_dec_cl (n < 64, head_dim ≤ 128, devices that launch clusters;
- *    LMC_CUDA_DEC_CLUSTER=0: k_attn_dec): k_attn_dec's block in clusters of up to 8
+ *  - k_attn_dec_cl (n < 64, head_dim ≤ 128, devices that launch clusters, while the working
+ *    blocks fit one wave; LMC_CUDA_DEC_CLUSTER=0: k_attn_dec): k_attn_dec's block in clusters of up to 8
  *    splits of one piece of a token's range (256 positions a piece, at most 8
  *    pieces: longer ones past 2048 positions), the splits merged through the
  *    cluster's shared memory, several pieces by the last to finish.
@@ -1195,18 +1195,22 @@ static void launch_fattn2(cudaStream_t st, const lmc_cuda_attn *a, float *scratc
     k_fattn2<HD, BN, NW><<<grid, 32 * NW, smem, st>>>(*a, rows, kb, vb);
 }
 
-/* The cluster form on devices that launch clusters; LMC_CUDA_DEC_CLUSTER=0: the split form always
- * (A/B; read at every launch — a recorded step reads it once — so that a test can switch it). */
-static int dec_cluster_on(void) {
+/* The cluster form on devices that launch clusters: 0 never, 1 always, 2 while its blocks fit one
+ * wave (dec_cluster_room). LMC_CUDA_DEC_CLUSTER=0: the split form always, =1: the cluster form
+ * wherever it can run (A/B and tests; read at every launch — a recorded step reads it once — so
+ * that a test can switch it). */
+static int dec_cluster_mode(void) {
     const char *e = getenv("LMC_CUDA_DEC_CLUSTER");
     if (e && !strcmp(e, "0")) return 0;
     static int cache[16]; /* per device: 1 + whether it launches clusters (sm_90 on) */
     int dev, v = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-    if (dev >= 0 && dev < 16 && cache[dev]) return cache[dev] - 1;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev) != cudaSuccess) v = 0;
-    if (dev >= 0 && dev < 16) cache[dev] = 1 + (v != 0);
-    return v != 0;
+    if (dev >= 0 && dev < 16 && cache[dev]) v = cache[dev] - 1;
+    else {
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev) != cudaSuccess) v = 0;
+        if (dev >= 0 && dev < 16) cache[dev] = 1 + (v != 0);
+    }
+    return !v ? 0 : e && !strcmp(e, "1") ? 1 : 2;
 }
 
 /* LMC_CUDA_DEC_PIECES=n (1..DEC_PIECES_MAX): the cluster form's pieces a token at most (A/B; read at
@@ -1218,7 +1222,23 @@ static int dec_pieces(void) {
     return v >= 1 && v <= DEC_PIECES_MAX ? v : DEC_PIECES;
 }
 
-/* 0 when launched, -1 when not (the launch refused: no error left). Grid (split, KV head + spare
+/* Blocks of k_attn_dec_cl the device holds at once (per device, cached). */
+static int64_t dec_cluster_room(void) {
+    static int64_t cache[16];
+    int dev, sms, per = 0;
+    size_t smb;
+    if (!qv_device(&dev, &sms, &smb)) return 0;
+    if (dev >= 0 && dev < 16 && cache[dev]) return cache[dev];
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_attn_dec_cl, 128, 0) != cudaSuccess) per = 1;
+    const int64_t v = (int64_t)(per > 0 ? per : 1) * sms;
+    if (dev >= 0 && dev < 16) cache[dev] = v;
+    return v;
+}
+
+/* 0 when launched, -1 when not (the launch refused: no error left; or, in mode 2, more working
+ * blocks than one wave: a batch of tokens is then faster in the split form — H200, Llama-8B shape,
+ * 8 / 16 / 32 sequences 2% / 10% / 18% more tokens a second split, 1 / 2 / 4 sequences 8% / 4% / 6%
+ * more clustered). Grid (split, KV head + spare
  * rows, token · pieces), clusters of the splits of one piece of one
  * (KV head, token): DEC_CLUSTER splits (fewer for a cache of fewer DEC_T steps), as many pieces
  * of one step a split as the cache needs, at most dec_pieces() (the kernel makes a longer range's
@@ -1227,10 +1247,12 @@ static int dec_pieces(void) {
  * splits leave half the multiprocessors idle (as the split form does). Measured on the H200 (kernel
  * alone, 32/8 heads, head_dim 128, one token): clusters of 16 slower at 64 positions (8.5 µs against
  * 6.9 with 8; the split form 8.0). */
-static int launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *scratch, const lmc_cuda_l2set *pf) {
+static int launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *scratch, const lmc_cuda_l2set *pf,
+                              int mode) {
     int64_t cs = (a->n_ctx + DEC_T - 1) / DEC_T;
     if (cs > DEC_CLUSTER) cs = DEC_CLUSTER;
     if (cs < 1) cs = 1;
+    if (mode == 2 && a->n * a->n_kv_head * cs > dec_cluster_room()) return -1;
     int chunk, half;
     const int zmax = dec_pieces();
     int64_t z = (a->n_ctx + cs * DEC_T - 1) / (cs * DEC_T);
@@ -1282,9 +1304,10 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         else launch_fattn<256, 32, 4>(st, a);
         return;
     }
-    if (path == ATT_DEC && a->head_dim <= 128 && a->done &&
-        a->n * a->n_kv_head <= LMC_CUDA_ATTN_DONE && dec_cluster_on() && launch_dec_cluster(st, a, scratch, pf) == 0)
-        return;
+    if (path == ATT_DEC && a->head_dim <= 128 && a->done && a->n * a->n_kv_head <= LMC_CUDA_ATTN_DONE) {
+        const int mode = dec_cluster_mode();
+        if (mode && launch_dec_cluster(st, a, scratch, pf, mode) == 0) return;
+    }
     if (path == ATT_DEC) {
         int chunk, half;
         const int s = dec_splits(a, &chunk, &half);
