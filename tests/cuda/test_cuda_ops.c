@@ -23,9 +23,9 @@ static const lmc_dtype all_types[] = {
 /* ------------------------------------------------------------ tests */
 
 static void test_matmul(void) {
-    static const int64_t shapes[][3] = {/* in, out, n_tokens */
+    static const int64_t shapes[][3] = {/* in, out, n_tokens (4096 x 4096 at 3: f16/bf16 through cuBLAS) */
                                         {256, 96, 1}, {512, 130, 3}, {256, 64, 8}, {1024, 72, 9},
-                                        {256, 200, 64}, {768, 33, 2}};
+                                        {256, 200, 64}, {768, 33, 2}, {4096, 4096, 3}};
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         const lmc_dtype t = all_types[ti];
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -41,8 +41,9 @@ static void test_matmul(void) {
             char what[96];
             snprintf(what, sizeof what, "matmul %s in %lld out %lld n %lld", lmc_dtype_name(t), (long long)in,
                      (long long)out, (long long)n);
-            /* bf16 GEMM past 8 tokens; Q8_0/Q4_0 decode with int8 activations (test_matmul_int8) */
-            compare(&y, (n > 8 && t != LMC_DTYPE_F32) || lmc_cuda_gemv_int8(t, in, n) ? 1e-2 : 1e-4, what);
+            /* bf16 GEMM past the decode kernels' tokens; Q8_0/Q4_0 decode with int8 activations (test_matmul_int8) */
+            compare(&y, (n > lmc_cuda_gemv_max_tokens(t, in, out) && t != LMC_DTYPE_F32) || lmc_cuda_gemv_int8(t, in, n) ? 1e-2 : 1e-4,
+                    what);
             pair_free(&x);
             pair_free(&y);
             weight_free(&w);
@@ -81,7 +82,8 @@ static void test_matmul_n(void) {
                     char what[96];
                     snprintf(what, sizeof what, "matmul_n %d/%d %s in %lld n %lld", i, nm, lmc_dtype_name(t),
                              (long long)in, (long long)n);
-                    compare(&y[i], (n > 8 && t != LMC_DTYPE_F32) || lmc_cuda_gemv_int8(t, in, n) ? 1e-2 : 1e-4, what);
+                    const int64_t dmax = lmc_cuda_gemv_max_tokens(t, in, i == 0 ? shapes[si][1] : shapes[si][2]);
+                    compare(&y[i], (n > dmax && t != LMC_DTYPE_F32) || lmc_cuda_gemv_int8(t, in, n) ? 1e-2 : 1e-4, what);
                     pair_free(&y[i]);
                     weight_free(&w[i]);
                 }
@@ -275,12 +277,14 @@ static void test_matmul_fused(void) {
             if (lmc_dtype_row_bytes(t, in) == 0 || (lmc_dtype_is_mlx(t) && in % 64)) continue;
             const int flt = t == LMC_DTYPE_F32 || t == LMC_DTYPE_F16 || t == LMC_DTYPE_BF16;
             const int qv = lmc_cuda_gemv_int8(t, in, n), e = t == LMC_DTYPE_F32 ? 4 : flt ? 8 : 32;
-            /* the decode kernels take it: f32/f16/bf16 up to 8 tokens, Q8_0/Q4_0 (int8 path) at one token */
-            const int dec_f = n <= 8 && in % e == 0 && flt, dec_q = qv && n == 1, dec = dec_f || dec_q;
-            /* past 8 tokens every non-f32, non-MLX weight takes the bf16 GEMM path (not OUT_GLU), but
-             * for those the int8 tensor-core products take (checked below, once bound) */
-            int gemm = n > 8 && t != LMC_DTYPE_F32 && !lmc_dtype_is_mlx(t);
-            const double tol = qv || (n > 8 && t != LMC_DTYPE_F32) ? 1e-2 : 1e-4;
+            /* the decode kernels take it: f32 up to 8 tokens, f16/bf16 up to lmc_cuda_gemv_max_tokens
+             * of the largest matrix, Q8_0/Q4_0 (int8 path) at one token */
+            const int64_t dmax = lmc_cuda_gemv_max_tokens(t, in, o0 > o1 ? o0 : o1);
+            const int dec_f = n <= dmax && in % e == 0 && flt, dec_q = qv && n == 1, dec = dec_f || dec_q;
+            /* past the smallest matrix's tokens every non-f32, non-MLX weight takes the bf16 GEMM path
+             * (not OUT_GLU), but for those the int8 tensor-core products take (checked below, once bound) */
+            int gemm = n > lmc_cuda_gemv_max_tokens(t, in, o0 < o1 ? o0 : o1) && t != LMC_DTYPE_F32 && !lmc_dtype_is_mlx(t);
+            const double tol = qv || (n > dmax && t != LMC_DTYPE_F32) ? 1e-2 : 1e-4;
             const lmc_act act = si % 2 ? LMC_ACT_GELU_TANH : LMC_ACT_SILU;
             const float off = si % 3 == 1 ? 1.0f : 0.0f;
             weight w[3], g;
@@ -386,7 +390,7 @@ static void test_matmul_fused(void) {
                 if (took) compare_gpu(&y[0].g, &yp.g, 1e-5, what);
                 cnt[2] += took;
             }
-            /* 4. y0 += w0 · x (the residual add; any dtype but MLX, cuBLAS past 8 tokens) */
+            /* 4. y0 += w0 · x (the residual add; any dtype but MLX, cuBLAS past the decode kernels' tokens) */
             op = (lmc_fuse_op){.in = LMC_FUSE_IN_X, .out = LMC_FUSE_OUT_ACC};
             ref->i->matmul(ref, &tmp.c, &w[0].c, &x.c);
             ref->i->add(ref, &y[0].c, &y[0].c, &tmp.c);

@@ -392,7 +392,7 @@ static void gemm_bf16(cuda_ctx *c, float *y, const lmc_tensor *w, const uint16_t
 }
 
 /* y = w·x + beta·y (beta 0 or 1) through cuBLAS: f32 weights in f32 (SGEMM), others as bf16
- * GEMMs past LMC_CUDA_GEMV_MAX_TOKENS tokens, else dequantized to f32 rows in chunks (SGEMM). */
+ * GEMMs past lmc_cuda_gemv_max_tokens tokens, else dequantized to f32 rows in chunks (SGEMM). */
 static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const lmc_tensor *x, int64_t n, float beta) {
     const int64_t K = w->ne[0], out = w->ne[1];
     const float one = 1.0f;
@@ -401,7 +401,7 @@ static void matmul_blas(cuda_ctx *c, lmc_tensor *y, const lmc_tensor *w, const l
                                  (int)(w->nb[1] / 4), x->data, (int)K, &beta, y->data, (int)out), "sgemm");
         return;
     }
-    if (n > LMC_CUDA_GEMV_MAX_TOKENS) {
+    if (n > lmc_cuda_gemv_max_tokens(w->type, K, out)) {
         const uint16_t *xb = x_bf16(c, x->data, K * n);
         if (xb) gemm_bf16(c, y->data, w, xb, n, beta);
         return;
@@ -482,10 +482,10 @@ static void cuda_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lm
         return;
     }
     /* prefill-sized, no f32 weight: x goes to bf16 once for the n GEMMs */
-    int shared = nt > LMC_CUDA_GEMV_MAX_TOKENS && !prefill_old();
+    int shared = !prefill_old();
     for (int i = 0; shared && i < n; i++) {
         matmul_check(y[i], w[i], x);
-        shared = w[i]->type != LMC_DTYPE_F32;
+        shared = w[i]->type != LMC_DTYPE_F32 && nt > lmc_cuda_gemv_max_tokens(w[i]->type, w[i]->ne[0], w[i]->ne[1]);
     }
     const uint16_t *xb = shared ? x_bf16(c, x->data, x->ne[0] * nt) : NULL;
     if (shared) {
@@ -495,7 +495,7 @@ static void cuda_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lm
     for (int i = 0; i < n; i++) lmc_cuda_matmul(be, y[i], w[i], x);
 }
 
-/* matmul_fused past LMC_CUDA_GEMV_MAX_TOKENS tokens (weights checked by the caller; none f32,
+/* matmul_fused past lmc_cuda_gemv_max_tokens tokens (weights checked by the caller; none f32,
  * none MLX): the input formed once as bf16 in ws_x by the op before the product (RMSNorm,
  * act·mul, or a plain conversion), then one bf16 GEMM per matrix, y += through beta = 1. */
 static void fused_gemm(cuda_ctx *c, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x,
@@ -552,11 +552,11 @@ static int cuda_matmul_fused(lmc_backend *be, int n, lmc_tensor *const *y, const
     /* prefill-sized: bf16 GEMMs with the input op in front (OUT_GLU is left to the plain ops: its
      * f32 output would be converted again for the down product; so are the products the int8
      * tensor-core path takes) */
-    int blas = nt > LMC_CUDA_GEMV_MAX_TOKENS && op->out != LMC_FUSE_OUT_GLU && !prefill_old() &&
-               !(op->in == LMC_FUSE_IN_X && op->out == LMC_FUSE_OUT_SET);
+    int blas = op->out != LMC_FUSE_OUT_GLU && !prefill_old() && !(op->in == LMC_FUSE_IN_X && op->out == LMC_FUSE_OUT_SET);
     for (int i = 0; blas && i < n; i++) {
         matmul_check(y[i], w[i], x);
-        blas = w[i]->type != LMC_DTYPE_F32 && !lmc_cuda_mmq_ok(&wd[i], nt);
+        blas = w[i]->type != LMC_DTYPE_F32 && nt > lmc_cuda_gemv_max_tokens(w[i]->type, w[i]->ne[0], w[i]->ne[1]) &&
+               !lmc_cuda_mmq_ok(&wd[i], nt);
     }
     if (blas) {
         fused_gemm(c, n, y, w, x, op, &f);

@@ -65,6 +65,11 @@ void lmc_cuda_mx_dequant_bf16(cudaStream_t s, const lmc_cuda_w *w, int64_t r0, i
 /* 1 when the fast matrix-vector kernels take this weight with x of n_tok tokens. */
 int lmc_cuda_gemv_ok(const lmc_cuda_w *w, const float *x, int64_t n_tok);
 #define LMC_CUDA_GEMV_MAX_TOKENS 8
+/* The most tokens the matrix-vector kernels take for a weight of this dtype and shape [ne0, ne1]:
+ * LMC_CUDA_GEMV_MAX_TOKENS, but 2 for f16/bf16 matrices of at least 16M elements, whose products of
+ * more tokens run faster as cuBLAS GEMMs on the tensor cores (LMC_CUDA_GEMV_FLOAT_TOKENS=n, 1..8, in
+ * the environment: n for those; read once). */
+int lmc_cuda_gemv_max_tokens(int type, int64_t ne0, int64_t ne1);
 /* Several matrices of one dtype and input width over one x in one launch (f32/f16/bf16 through
  * k_gemv_multi, Q8_0/Q4_0 through k_gemv_q over the matrices' row groups, which quantizes the
  * activations once): 0 when these cannot, nothing launched. */
