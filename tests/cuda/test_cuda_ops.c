@@ -82,7 +82,9 @@ static void test_matmul_n(void) {
                     char what[96];
                     snprintf(what, sizeof what, "matmul_n %d/%d %s in %lld n %lld", i, nm, lmc_dtype_name(t),
                              (long long)in, (long long)n);
-                    const int64_t dmax = lmc_cuda_gemv_max_tokens(t, in, i == 0 ? shapes[si][1] : shapes[si][2]);
+                    /* the group goes one way: the largest matrix's bound */
+                    const int64_t big = shapes[si][1] > shapes[si][2] ? shapes[si][1] : shapes[si][2];
+                    const int64_t dmax = lmc_cuda_gemv_max_tokens(t, in, big);
                     compare(&y[i], (n > dmax && t != LMC_DTYPE_F32) || lmc_cuda_gemv_int8(t, in, n) ? 1e-2 : 1e-4, what);
                     pair_free(&y[i]);
                     weight_free(&w[i]);
@@ -281,9 +283,9 @@ static void test_matmul_fused(void) {
              * of the largest matrix, Q8_0/Q4_0 (int8 path) at one token */
             const int64_t dmax = lmc_cuda_gemv_max_tokens(t, in, o0 > o1 ? o0 : o1);
             const int dec_f = n <= dmax && in % e == 0 && flt, dec_q = qv && n == 1, dec = dec_f || dec_q;
-            /* past the smallest matrix's tokens every non-f32, non-MLX weight takes the bf16 GEMM path
-             * (not OUT_GLU), but for those the int8 tensor-core products take (checked below, once bound) */
-            int gemm = n > lmc_cuda_gemv_max_tokens(t, in, o0 < o1 ? o0 : o1) && t != LMC_DTYPE_F32 && !lmc_dtype_is_mlx(t);
+            /* past those tokens every non-f32, non-MLX weight takes the bf16 GEMM path (not OUT_GLU),
+             * but for those the int8 tensor-core products take (checked below, once bound) */
+            int gemm = n > dmax && t != LMC_DTYPE_F32 && !lmc_dtype_is_mlx(t);
             const double tol = qv || (n > dmax && t != LMC_DTYPE_F32) ? 1e-2 : 1e-4;
             const lmc_act act = si % 2 ? LMC_ACT_GELU_TANH : LMC_ACT_SILU;
             const float off = si % 3 == 1 ? 1.0f : 0.0f;

@@ -460,6 +460,16 @@ void lmc_cuda_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, const 
     matmul_blas(c, y, w, x, n, 0.0f);
 }
 
+/* The most tokens the decode kernels take for all of n matrices (the largest decides). */
+static int64_t group_gemv_tokens(int n, const lmc_tensor *const *w) {
+    int64_t v = LMC_CUDA_GEMV_MAX_TOKENS;
+    for (int i = 0; i < n; i++) {
+        const int64_t m = lmc_cuda_gemv_max_tokens(w[i]->type, w[i]->ne[0], w[i]->ne[1]);
+        if (m < v) v = m;
+    }
+    return v;
+}
+
 static void cuda_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x) {
     cuda_ctx *c = CTX(be);
     const int64_t nt = lmc_tensor_nrows(x);
@@ -481,11 +491,12 @@ static void cuda_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lm
         lmc_cuda_launched(c, "gemv multi");
         return;
     }
-    /* prefill-sized, no f32 weight: x goes to bf16 once for the n GEMMs */
-    int shared = !prefill_old();
+    /* prefill-sized (past the decode kernels' tokens of the largest matrix: the n products go one
+     * way), no f32 weight: x goes to bf16 once for the n GEMMs */
+    int shared = !prefill_old() && nt > group_gemv_tokens(n, w);
     for (int i = 0; shared && i < n; i++) {
         matmul_check(y[i], w[i], x);
-        shared = w[i]->type != LMC_DTYPE_F32 && nt > lmc_cuda_gemv_max_tokens(w[i]->type, w[i]->ne[0], w[i]->ne[1]);
+        shared = w[i]->type != LMC_DTYPE_F32;
     }
     const uint16_t *xb = shared ? x_bf16(c, x->data, x->ne[0] * nt) : NULL;
     if (shared) {
@@ -552,11 +563,11 @@ static int cuda_matmul_fused(lmc_backend *be, int n, lmc_tensor *const *y, const
     /* prefill-sized: bf16 GEMMs with the input op in front (OUT_GLU is left to the plain ops: its
      * f32 output would be converted again for the down product; so are the products the int8
      * tensor-core path takes) */
-    int blas = op->out != LMC_FUSE_OUT_GLU && !prefill_old() && !(op->in == LMC_FUSE_IN_X && op->out == LMC_FUSE_OUT_SET);
+    int blas = nt > group_gemv_tokens(n, w) && op->out != LMC_FUSE_OUT_GLU && !prefill_old() &&
+               !(op->in == LMC_FUSE_IN_X && op->out == LMC_FUSE_OUT_SET);
     for (int i = 0; blas && i < n; i++) {
         matmul_check(y[i], w[i], x);
-        blas = w[i]->type != LMC_DTYPE_F32 && nt > lmc_cuda_gemv_max_tokens(w[i]->type, w[i]->ne[0], w[i]->ne[1]) &&
-               !lmc_cuda_mmq_ok(&wd[i], nt);
+        blas = w[i]->type != LMC_DTYPE_F32 && !lmc_cuda_mmq_ok(&wd[i], nt);
     }
     if (blas) {
         fused_gemm(c, n, y, w, x, op, &f);
