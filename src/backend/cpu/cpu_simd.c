@@ -46,7 +46,11 @@
 
 static int simd_level = -1; /* -1: not probed yet, else an LMC_SIMD_* tier */
 static int n_streams = 4;     /* row stretches one thread reads side by side (1, 2 or 4) */
-static size_t pf_bytes = 4096; /* software prefetch distance in each stretch */
+/* Software prefetch distance in each stretch. 1 KB, not 4: on the 2-core AMD EPYC VM, decode steps
+ * of one process alternating the two (docs/BENCHMARKS.md, session 22) ran Q8_0/Q4_0 2-6% faster
+ * (Qwen2.5-0.5B shape, 1 and 2 threads), bf16 alike; earlier sweeps of one product had measured
+ * 2-16 KB alike (session 5). */
+static size_t pf_bytes = 1024;
 
 /* Byte-gather indices for vpermt2b (two 64-byte loads → one vector of codes) and word-gather
  * indices for the f16 block scales, filled once by lmc_cpu_simd_set_level. Byte 16j + m of a
