@@ -122,6 +122,11 @@ float lmc_cpu_scale_max(float *s, int64_t n, float scale) {
     return m;
 }
 
+/* Lanes 0-7 plus lanes 8-15 of x, in double. */
+static inline v8d halves_d(v16f x) {
+    return (v8d){x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]} + (v8d){x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15]};
+}
+
 /* Whole chunks of 16 by fixed-size copies (vector loads and stores); a variable-length copy per chunk
  * was a memcpy call each way, most of a long softmax's time. */
 double lmc_cpu_softmax_exp(float *s, int64_t n, float mx) {
@@ -132,7 +137,7 @@ double lmc_cpu_softmax_exp(float *s, int64_t n, float mx) {
         memcpy(&x, s + i, sizeof x);
         x = exp16(x - splat(mx));
         memcpy(s + i, &x, sizeof x);
-        acc += (v8d){x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]} + (v8d){x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15]};
+        acc += halves_d(x);
     }
     if (i < n) {
         v16f x = splat(-INFINITY);
@@ -141,7 +146,7 @@ double lmc_cpu_softmax_exp(float *s, int64_t n, float mx) {
         x = exp16(x - splat(mx));
         memset((float *)&x + k, 0, (16 - k) * sizeof(float)); /* the padding's e^−87 */
         memcpy(s + i, &x, k * sizeof(float));
-        acc += (v8d){x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]} + (v8d){x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15]};
+        acc += halves_d(x);
     }
     double sum = 0;
     for (int k = 0; k < 8; k++) sum += acc[k];
