@@ -95,6 +95,8 @@ typedef enum lmc_fuse_out {
     LMC_FUSE_OUT_SET = 0, /* y[i] = w[i] · u */
     LMC_FUSE_OUT_ACC,     /* y[i] += w[i] · u  (the residual add) */
     LMC_FUSE_OUT_GLU,     /* n = 2, w[0] and w[1] of one shape: y[0] = act(w[0] · u) · (w[1] · u); y[1] unused */
+    LMC_FUSE_OUT_ROPE,    /* n = 3 (q, k, v): y[i] = w[i] · u, then rope_store of them with rope, the caches,
+                           * pos and seq below (y[0], y[1] reshaped to [head_dim, heads, n]) */
 } lmc_fuse_out;
 typedef struct lmc_fuse_op {
     lmc_fuse_in in;
@@ -103,6 +105,10 @@ typedef struct lmc_fuse_op {
     float eps, w_offset;      /* IN_RMS */
     const lmc_tensor *x2;     /* IN_GLU */
     lmc_act act;              /* IN_GLU, OUT_GLU */
+    int head_dim;                       /* OUT_ROPE */
+    const lmc_rope_op *rope;            /* OUT_ROPE */
+    lmc_tensor *k_cache, *v_cache;      /* OUT_ROPE: as rope_store */
+    const lmc_tensor *pos, *seq;        /* OUT_ROPE: as rope_store */
 } lmc_fuse_op;
 
 typedef struct lmc_backend_i {
@@ -214,7 +220,7 @@ typedef struct lmc_backend_i {
 
     /* The small ops around a decode product folded into it. 1: done; 0: this backend does not take
      * this case and enqueued nothing (the caller runs the plain ops: rms_norm / act_mul, matmul_n,
-     * add, act_mul). Whether it takes a case depends on shapes, dtypes and alignment only, never
+     * add, act_mul, rope_store). Whether it takes a case depends on shapes, dtypes and alignment only, never
      * on values (recorded steps). The products are matmul's: n ≤ 3 weights of one dtype and input
      * width over u (op->in) of x f32 [in, t], outputs y[i] f32 [out_i, t] per op->out; y never
      * aliases x, x2 or norm_w. Results equal the plain sequence within F2 (the norm's scale may be

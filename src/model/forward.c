@@ -152,13 +152,17 @@ static int add_norm(const lmc_model *m, lmc_tensor *x, lmc_tensor *r, lmc_tensor
     return 1;
 }
 
+/* Whether the model normalizes q and k (qk_norm below). */
+static int qk_norm_on(const lmc_model *m) {
+    const lmc_arch *ar = m->profile.arch;
+    return ar->qk_norm != LMC_QK_NORM_NONE && (!ar->qk_norm_optional || m->cfg.use_qk_norm > 0);
+}
+
 /* q/k norms of the descriptor, on q [H·hd, n] and k [KV·hd, n]. */
 static void qk_norm(const lmc_model *m, const lmc_layer *L, lmc_tensor *q, lmc_tensor *k, int n) {
     const lmc_config *c = &m->cfg;
     lmc_backend *be = m->be;
-    const lmc_arch *ar = m->profile.arch;
-    int on = ar->qk_norm != LMC_QK_NORM_NONE && (!ar->qk_norm_optional || c->use_qk_norm > 0);
-    if (!on) return;
+    if (!qk_norm_on(m)) return;
     lmc_tensor qh = lmc_tensor_reshape(q, c->head_dim, c->n_heads, n, 1);
     lmc_tensor kh = lmc_tensor_reshape(k, c->head_dim, c->n_kv_heads, n, 1);
     switch (m->profile.arch->qk_norm) {
@@ -222,11 +226,16 @@ static int fuse_on(const lmc_model *m) {
            !lmc_tp_bound(m);
 }
 
+static lmc_fuse_op fuse_op(const lmc_model *m, lmc_fuse_in in, lmc_fuse_out out, const lmc_tensor *norm_w,
+                           const lmc_tensor *x2) {
+    return (lmc_fuse_op){.in = in, .out = out, .norm_w = norm_w && norm_w->data ? norm_w : NULL,
+                         .eps = (float)m->cfg.norm_eps,
+                         .w_offset = m->profile.arch->norm == LMC_NORM_RMS_PLUS_ONE ? 1.0f : 0.0f, .x2 = x2, .act = m->act};
+}
+
 static int fused(const lmc_model *m, int n, lmc_tensor *const *y, const lmc_tensor *const *w, const lmc_tensor *x,
                  lmc_fuse_in in, lmc_fuse_out out, const lmc_tensor *norm_w, const lmc_tensor *x2) {
-    lmc_fuse_op op = {.in = in, .out = out, .norm_w = norm_w && norm_w->data ? norm_w : NULL,
-                      .eps = (float)m->cfg.norm_eps,
-                      .w_offset = m->profile.arch->norm == LMC_NORM_RMS_PLUS_ONE ? 1.0f : 0.0f, .x2 = x2, .act = m->act};
+    const lmc_fuse_op op = fuse_op(m, in, out, norm_w, x2);
     return m->be->i->matmul_fused(m->be, n, y, w, x, &op);
 }
 
@@ -283,6 +292,38 @@ static int mlp_fused(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *x, l
     return 1;
 }
 
+/* Layer L's rope (L->rope ≥ 0): its table's rotation, frequencies for the context length. */
+static lmc_rope_op rope_op_of(const lmc_model *m, const lmc_layer *L, int use_long) {
+    const lmc_rope_table *rt = &m->rope[L->rope];
+    return (lmc_rope_op){.n_rot = rt->n_rot, .interleaved = m->profile.arch->rope_interleaved,
+                         .attn_factor = rt->attn_factor, .inv_freq = &m->rope_freq[L->rope][use_long && rt->has_long]};
+}
+
+/* q, k, v = the products of rms_norm(x), rope of q and k, k and v stored into the caches: one fused
+ * product where the backend takes it (matmul_fused OUT_ROPE), for a pre-norm layer whose q and k
+ * go straight to a static rope over every dim (no biases, q/k norms or query scale in between).
+ * 0: not taken, nothing done. */
+static int qkv_rope_fused(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *const *qkv, lmc_tensor *x,
+                          lmc_tensor *kc, lmc_tensor *vc, const lmc_tensor *pos, const lmc_tensor *seq, int use_long) {
+    const lmc_model *m = fs->m;
+    const lmc_block_kind block = m->profile.block;
+    if (!fuse_on(m) || fs->h_normed || (block != LMC_BLOCK_PRE && block != LMC_BLOCK_SANDWICH) || L->bq.data ||
+        L->bk.data || L->bv.data || qk_norm_on(m) || L->rope < 0 || fs->q_scale)
+        return 0;
+    const lmc_rope_table *rt = &m->rope[L->rope];
+    if (rt->dynamic || rt->n_rot != m->cfg.head_dim) return 0;
+    const lmc_rope_op rope = rope_op_of(m, L, use_long);
+    lmc_fuse_op op = fuse_op(m, LMC_FUSE_IN_RMS, LMC_FUSE_OUT_ROPE, &L->attn_norm, NULL);
+    op.head_dim = m->cfg.head_dim;
+    op.rope = &rope;
+    op.k_cache = kc;
+    op.v_cache = vc;
+    op.pos = pos;
+    op.seq = seq;
+    const lmc_tensor *const w[] = {&L->wq, &L->wk, &L->wv};
+    return m->be->i->matmul_fused(m->be, 3, qkv, w, x, &op);
+}
+
 static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_tensor *vc, int n, int use_long) {
     const lmc_model *m = fs->m;
     const lmc_config *c = &m->cfg;
@@ -300,8 +341,11 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     const int fz = fuse_on(m);
     lmc_tensor *const qkv[] = {&q, &k, &v};
     const lmc_tensor *const wqkv[] = {&L->wq, &L->wk, &L->wv}, *const bqkv[] = {&L->bq, &L->bk, &L->bv};
-    if (fz && !fs->h_normed && (block == LMC_BLOCK_PRE || block == LMC_BLOCK_SANDWICH) &&
-        fused(m, 3, qkv, wqkv, &x, LMC_FUSE_IN_RMS, LMC_FUSE_OUT_SET, &L->attn_norm, NULL)) {
+    int stored = 0; /* k and v already in the caches (q and k roped) */
+    if (qkv_rope_fused(fs, L, qkv, &x, kc, vc, &pos, &seq, use_long)) {
+        stored = 1;
+    } else if (fz && !fs->h_normed && (block == LMC_BLOCK_PRE || block == LMC_BLOCK_SANDWICH) &&
+               fused(m, 3, qkv, wqkv, &x, LMC_FUSE_IN_RMS, LMC_FUSE_OUT_SET, &L->attn_norm, NULL)) {
         for (int i = 0; i < 3; i++)
             if (bqkv[i]->data) be->i->add_bias(be, qkv[i], bqkv[i]);
     } else {
@@ -315,11 +359,9 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     fs->h_normed = 0;
     const int norm_after = m->profile.arch->qk_norm_after_rope;
     if (!norm_after) qk_norm(m, L, &q, &k, n);
-    int stored = 0; /* k and v already in the caches */
-    if (L->rope >= 0) {
+    if (L->rope >= 0 && !stored) {
         const lmc_rope_table *rt = &m->rope[L->rope];
-        lmc_rope_op rope = {.n_rot = rt->n_rot, .interleaved = m->profile.arch->rope_interleaved,
-                            .attn_factor = rt->attn_factor, .inv_freq = &m->rope_freq[L->rope][use_long && rt->has_long]};
+        lmc_rope_op rope = rope_op_of(m, L, use_long);
         /* dynamic NTK: each run of one sequence's tokens with the frequencies of its length */
         const int n_runs = rt->dynamic ? fs->n_runs : 1;
         if (!rt->dynamic && !norm_after && !fs->q_scale && be->i->rope_store && rt->n_rot > 0) {

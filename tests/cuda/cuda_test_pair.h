@@ -92,6 +92,13 @@ static inline void compare(const pair *p, double tol, const char *what) {
     free(b);
 }
 
+/* The bound a product of n tokens over weights t [in, out] meets against the CPU's f32 one: 1e-2
+ * where the backend computes it in reduced precision (the bf16 GEMM past the decode kernels'
+ * tokens, lmc_cuda_gemv_max_tokens; int8 activations, lmc_cuda_gemv_int8), else 1e-4. */
+static inline double matmul_tol(lmc_dtype t, int64_t in, int64_t out, int64_t n) {
+    return (n > lmc_cuda_gemv_max_tokens(t, in, out) && t != LMC_DTYPE_F32) || lmc_cuda_gemv_int8(t, in, n) ? 1e-2 : 1e-4;
+}
+
 /* ------------------------------------------------------------ weights of any dtype */
 
 typedef struct weight {

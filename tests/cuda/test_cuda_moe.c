@@ -50,10 +50,7 @@ static void test_moe(void) {
             pair_f32(&x, 256, nt, 1, 1.0f);
             pair_f32(&xs, 256, k * nt, 1, 1.0f);
             pair_alloc(&y, LMC_DTYPE_F32, 48, k * nt, 1);
-            const double tol =
-                (nt > lmc_cuda_gemv_max_tokens(types[ti], 256, 48) && types[ti] != LMC_DTYPE_F32) || lmc_cuda_gemv_int8(types[ti], 256, 1)
-                    ? 1e-2
-                    : 1e-4;
+            const double tol = matmul_tol(types[ti], 256, 48, nt);
             ref->i->matmul_id(ref, &y.c, ec, E, &x.c, &ids.c);
             gpu->i->matmul_id(gpu, &y.g, eg, E, &x.g, &ids.g);
             compare(&y, tol, "matmul_id shared input");

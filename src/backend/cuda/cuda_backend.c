@@ -524,6 +524,32 @@ static void fused_gemm(cuda_ctx *c, int n, lmc_tensor *const *y, const lmc_tenso
     for (int i = 0; i < n; i++) gemm_bf16(c, y[i]->data, w[i], xb, nt, op->out == LMC_FUSE_OUT_ACC ? 1.0f : 0.0f);
 }
 
+/* LMC_CUDA_ROPE_FUSE=0: matmul_fused declines OUT_ROPE (rope_store runs after the products; A/B). */
+static int rope_fuse_on(void) {
+    static int v = -1;
+    if (v < 0) v = !(getenv("LMC_CUDA_ROPE_FUSE") && !strcmp(getenv("LMC_CUDA_ROPE_FUSE"), "0"));
+    return v;
+}
+
+/* matmul_fused's OUT_ROPE operands (q, k, v = y[0..2]; rope_store's rope, caches, pos and seq) as
+ * lmc_cuda_gemv_fused takes them: every rotated dim (n_rot = head_dim), f32 caches of k's rows.
+ * 0: a case the kernels do not take (the caller runs the plain ops). */
+static int rope_fuse_args(lmc_cuda_rope_kv *rk, int n, lmc_tensor *const *y, const lmc_fuse_op *op) {
+    const lmc_rope_op *r = op->rope;
+    const lmc_tensor *kc = op->k_cache, *vc = op->v_cache;
+    const int64_t hd = op->head_dim, nt = lmc_tensor_nrows(y[0]);
+    if (n != 3 || !r || !kc || !vc || !op->pos || !op->seq || hd <= 0 || r->n_rot != hd || !r->inv_freq ||
+        r->inv_freq->type != LMC_DTYPE_F32 || r->inv_freq->ne[0] < hd / 2 || kc->type != LMC_DTYPE_F32 ||
+        vc->type != LMC_DTYPE_F32 || !is_contig(kc) || !is_contig(vc) || kc->ne[0] != y[1]->ne[0] ||
+        vc->ne[0] != y[2]->ne[0] || kc->ne[1] != vc->ne[1] || kc->ne[2] != vc->ne[2] || op->pos->type != LMC_DTYPE_I32 ||
+        op->seq->type != LMC_DTYPE_I32 || lmc_tensor_nelem(op->pos) < nt || lmc_tensor_nelem(op->seq) < nt)
+        return 0;
+    *rk = (lmc_cuda_rope_kv){.pos = op->pos->data, .seq = op->seq->data, .inv = r->inv_freq->data, .kc = kc->data,
+                             .vc = vc->data, .n_ctx = kc->ne[1], .n_seq = kc->ne[2], .kv_row = kc->ne[0],
+                             .hd = (int)hd, .interleaved = r->interleaved, .af = r->attn_factor};
+    return 1;
+}
+
 /* matmul_fused (backend.h): decode-sized products through lmc_cuda_gemv_fused; y += w·x also for
  * larger batches (cuBLAS with beta = 1). LMC_CUDA_FUSE=0: nothing taken (A/B comparisons). */
 static int cuda_matmul_fused(lmc_backend *be, int n, lmc_tensor *const *y, const lmc_tensor *const *w,
@@ -556,10 +582,12 @@ static int cuda_matmul_fused(lmc_backend *be, int n, lmc_tensor *const *y, const
             return 0;
         f.x2 = op->x2->data;
     }
+    if (op->out == LMC_FUSE_OUT_ROPE && (!rope_fuse_on() || !rope_fuse_args(&f.rope, n, y, op))) return 0;
     if (lmc_cuda_gemv_fused(c->stream, n, yd, wd, x->data, nt, &f)) {
         lmc_cuda_launched(c, "gemv fused");
         return 1;
     }
+    if (op->out == LMC_FUSE_OUT_ROPE) return 0; /* the decode kernels alone take it */
     /* prefill-sized: bf16 GEMMs with the input op in front (OUT_GLU is left to the plain ops: its
      * f32 output would be converted again for the down product; so are the products the int8
      * tensor-core path takes) */
@@ -674,7 +702,10 @@ static void cuda_kv_store(lmc_backend *be, lmc_tensor *cache, const lmc_tensor *
 }
 
 /* LMC_CUDA_PREFETCH=0: attention leaves the next ops' weights alone (lmc_attn_op.next_w; A/B);
- * LMC_CUDA_PREFETCH_MB=n: at most n MB of them a layer (default 24). */
+ * LMC_CUDA_PREFETCH_MB=n: at most n MB of them a layer (default 8: with rope and the cache stores in
+ * the q/k/v product, attention's spare blocks start their prefetch during that product's last wave,
+ * and 24 MB then cost Q4_0 decode 2%; 8 MB lost nothing without that fusion — docs/BENCHMARKS.md,
+ * session 23). */
 static int prefetch_on(void) {
     static int v = -1;
     if (v < 0) v = !(getenv("LMC_CUDA_PREFETCH") && !strcmp(getenv("LMC_CUDA_PREFETCH"), "0"));
@@ -684,8 +715,8 @@ static size_t prefetch_budget(void) {
     static long v = -1;
     if (v < 0) {
         const char *e = getenv("LMC_CUDA_PREFETCH_MB");
-        v = e ? atol(e) : 24;
-        if (v < 0 || v > 4096) v = 24;
+        v = e ? atol(e) : 8;
+        if (v < 0 || v > 4096) v = 8;
     }
     return (size_t)v << 20;
 }

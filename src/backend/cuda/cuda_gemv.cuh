@@ -7,14 +7,62 @@
 
 /* What a decode product folds in (lmc_cuda_gemv_fused): the RMSNorm of its input (MODE ≥ 1 of
  * gemv_block; Q8_0/Q4_0: in = 1), act(x)·x2 as its input (Q8_0/Q4_0: in = 2), act(w0·u)·(w1·u)
- * as its output (MODE 2), y += instead of y = (acc). */
+ * as its output (MODE 2), y += instead of y = (acc), rope and the KV cache stores of q, k, v
+ * (Q8_0/Q4_0 at one token: rope). */
 struct gemv_fz {
     const void *g;   /* norm weight [K] (NULL: none), dtype gt, plus woff */
     int gt;
     float eps, woff;
     const float *x2; /* in = 2 */
     int act, acc, in;
+    int rope;        /* rk holds the rope and the caches */
+    lmc_cuda_rope_kv rk;
 };
+
+/* Row r of row group g of a matrix whose rows are heads of hd dims to rotate (rope in a product's
+ * epilogue, gemv_rope_write): the group holds RW/2 rotation pairs, pair j = g·RW/2 + r/2 of the
+ * matrix, its two rows side by side (interleaved: dims 2i, 2i + 1 of a head; else i, i + hd/2). */
+static __device__ __forceinline__ int64_t gemv_rope_row(int64_t g, int r, int RW, int hd, int interleaved) {
+    const unsigned half = (unsigned)hd / 2, p = (unsigned)g * (unsigned)(RW / 2) + (unsigned)(r / 2); /* rows < 2^31 */
+    const unsigned head = p / half, i = p - head * half;
+    return (int64_t)(head * (unsigned)hd + (interleaved ? 2 * i + (unsigned)(r & 1) : i + (unsigned)(r & 1) * half));
+}
+
+/* rope_store's work on one token's sums v[r] of row group g of q, k or v (matrix mi of 3): q's and k's
+ * pairs (gemv_rope_row) rotated as k_rope_store rotates them (rope_cs, the same rounding) and written
+ * to y, k's and v's rows also to the caches' slot of the token's sequence and position. Lane r
+ * writes row r of the group; every lane holds every v[r]. */
+template <int RW>
+static __device__ __forceinline__ void gemv_rope_write(const float (&v)[RW], float *y, int mi, int64_t g, int lane,
+                                                       const lmc_cuda_rope_kv &rk) {
+    const int64_t sq = rk.seq[0], p = rk.pos[0];
+    const bool store = sq >= 0 && sq < rk.n_seq && p >= 0; /* validated by the forward; never write out of bounds */
+    const int64_t slot = (sq * rk.n_ctx + (p >= 0 ? p % rk.n_ctx : 0)) * rk.kv_row;
+    if (mi == 2) { /* v: plain rows */
+#pragma unroll
+        for (int r = 0; r < RW; r++)
+            if (lane == r) {
+                const int64_t row = g * RW + r;
+                y[row] = v[r];
+                if (store) rk.vc[slot + row] = v[r];
+            }
+        return;
+    }
+    const int half = rk.hd / 2;
+#pragma unroll
+    for (int j = 0; j < RW / 2; j++) {
+        if (lane != 2 * j && lane != 2 * j + 1) continue;
+        const unsigned pr = (unsigned)g * (unsigned)(RW / 2) + (unsigned)j, head = pr / (unsigned)half;
+        const int i = (int)(pr - head * (unsigned)half);
+        float c, s;
+        rope_cs((float)p, rk.inv[i], rk.af, &c, &s);
+        const float x0 = v[2 * j], x1 = v[2 * j + 1];
+        const float o = lane & 1 ? fmaf(x1, c, __fmul_rn(x0, s)) : fmaf(x0, c, -__fmul_rn(x1, s));
+        const int64_t row = gemv_rope_row(g, lane, RW, rk.hd, rk.interleaved);
+        y[row] = o;
+        if (mi == 1 && store) rk.kc[slot + row] = o;
+    }
+}
 
 /* Same as cuda_ops.cu's act_apply (lmc_act order). */
 static __device__ __forceinline__ float fz_act(int act, float x) {

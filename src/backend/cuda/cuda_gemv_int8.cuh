@@ -149,9 +149,10 @@ template <int RW, int U> struct qv_batch {
     uint16_t d[U][RW]; /* f16; MXFP4: the exponent, bit 8 set for mlx's layout */
 };
 
+/* rh > 0: the rows of group g are gemv_rope_row's (head_dim rh, ril interleaved) */
 template <int TYPE, int RW, int U, bool GLU>
 static __device__ __forceinline__ void qv_load(qv_batch<RW, U> &b, const lmc_cuda_w &w0, const lmc_cuda_w &w1, int64_t g,
-                                               int c0, int nch, int u0 = 0, int u1 = U) {
+                                               int c0, int nch, int u0 = 0, int u1 = U, int rh = 0, int ril = 0) {
 #pragma unroll
     for (int r = 0; r < RW; r++) {
         /* GLU: rows (gate i, up i) side by side, i = g·RW/2 + r/2 */
@@ -159,7 +160,7 @@ static __device__ __forceinline__ void qv_load(qv_batch<RW, U> &b, const lmc_cud
         const size_t rowb = TYPE == LMC_DTYPE_Q8_0 ? (size_t)w.ne0 : (size_t)(w.ne0 / 2);
         const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
         const int64_t nbk = w.ne0 / 32;
-        const int64_t rr = GLU ? g * (RW / 2) + r / 2 : g * RW + r;
+        const int64_t rr = GLU ? g * (RW / 2) + r / 2 : rh ? gemv_rope_row(g, r, RW, rh, ril) : g * RW + r;
         const int64_t row = rr < w.ne1 ? rr : w.ne1 - 1;
         /* chunk c0 + 32u: constant offsets from one pointer per row */
         const uint4 *qp = (const uint4 *)((const char *)w.data + (size_t)row * rowb) + c0;
@@ -267,12 +268,9 @@ static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_bat
 
 #include "cuda_kq_int8.cuh"
 
-/* The warp's sums of row group g: reduced across lanes, lane r·NT + t writes (row g·RW + r, token t).
- * GLU: rows 2i, 2i + 1 of the group are gate and up row g·RW/2 + i; lane i·NT + t writes act(gate)·up. */
-template <int NT, int RW, bool GLU>
-static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, int64_t out, int64_t g, int lane,
-                                                const float *ssw, const gemv_fz &fz, int K) {
-    float inv[NT]; /* 1/rms of each token's x for a fused RMSNorm (from the warps' partial Σx²), else 1 */
+/* inv[t]: 1/rms of token t's x for a fused RMSNorm (from the warps' partial Σx²), else 1. */
+template <int NT>
+static __device__ __forceinline__ void qv_inv_rms(float (&inv)[NT], const float *ssw, const gemv_fz &fz, int K) {
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         inv[t] = 1.0f;
@@ -282,6 +280,15 @@ static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, 
             inv[t] = 1.0f / sqrtf(s / (float)K + fz.eps);
         }
     }
+}
+
+/* The warp's sums of row group g: reduced across lanes, lane r·NT + t writes (row g·RW + r, token t).
+ * GLU: rows 2i, 2i + 1 of the group are gate and up row g·RW/2 + i; lane i·NT + t writes act(gate)·up. */
+template <int NT, int RW, bool GLU>
+static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, int64_t out, int64_t g, int lane,
+                                                const float *ssw, const gemv_fz &fz, int K) {
+    float inv[NT];
+    qv_inv_rms<NT>(inv, ssw, fz, K);
     if constexpr (GLU) {
 #pragma unroll
         for (int i = 0; i < RW / 2; i++)
@@ -308,6 +315,22 @@ static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, 
     }
 }
 
+/* One token's q, k or v rows (matrix mi of 3) of row group g, rotated and stored by gemv_rope_write
+ * (fz.rope; q and k groups hold rotation pairs, gemv_rope_row). */
+template <int RW>
+static __device__ __forceinline__ void qv_store_rope(float (&acc)[RW][1], float *y, int mi, int64_t g, int lane,
+                                                     const float *ssw, const gemv_fz &fz, int K) {
+    float inv[1];
+    qv_inv_rms<1>(inv, ssw, fz, K);
+    float v[RW];
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        v[r] = warp_sum(acc[r][0]) * inv[0];
+        acc[r][0] = 0.0f;
+    }
+    gemv_rope_write<RW>(v, y, mi, g, lane, fz.rk);
+}
+
 /* Up to LMC_CUDA_GEMV_MULTI matrices of one dtype and width over one x (q, k, v; gate, up): their row
  * groups one after the other, gend[i] the first group past matrix i. */
 typedef struct qv_mat {
@@ -322,8 +345,9 @@ typedef struct qv_mat {
  * of the grid computes gpw or gpw - 1 row groups (gemv_groups) of RW rows each, over the whole row, in
  * batches of U chunks a lane: LOADS = RW·U loads of 16 bytes a lane in flight (the first
  * batch while the block quantizes the activations). */
-template <int TYPE, int NT, int RW, int LOADS, bool GLU>
+template <int TYPE, int NT, int RW, int LOADS, bool GLU, bool ROPE = false>
 __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float *x, int gpw, gemv_fz fz) {
+    static_assert(!ROPE || (NT == 1 && !GLU && RW % 2 == 0), "rope in the epilogue: one token, rotation pairs");
     constexpr int U = LOADS / RW, STEP = 32 * U;
     extern __shared__ __align__(16) unsigned char qv_sm[];
     const int K = (int)m.w[0].ne0; /* K·NT fits shared memory: int offsets */
@@ -344,6 +368,8 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     /* batch (gg, b0) of matrix i into A: its chunks u0..u1 - 1 a lane */
     auto load = [&](int64_t gg, int i, int b0, int u0, int u1) {
         if constexpr (qv_kq(TYPE)) kqv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[GLU ? 1 : i], gg, b0, nch, u0, u1);
+        else if constexpr (ROPE) /* q and k (matrices 0, 1) in rotation pairs */
+            qv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[i], gg, b0, nch, u0, u1, i < 2 ? fz.rk.hd : 0, fz.rk.interleaved);
         else qv_load<TYPE, RW, U, GLU>(A, m.w[i], m.w[GLU ? 1 : i], gg, b0, nch, u0, u1);
     };
     int base = 0; /* batch (g, base) is in A */
@@ -358,6 +384,11 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     pdl_next();
     pdl_wait();
     float *ssw = (float *)(qv_sm + (size_t)NT * ((size_t)K + (size_t)(K / 32) * 8));
+    /* the sums of row group gg of matrix i */
+    auto store = [&](float (&acc)[RW][NT], int64_t gg, int i) {
+        if constexpr (ROPE && NT == 1) qv_store_rope<RW>(acc, m.y[i], i, gg, lane, ssw, fz, K);
+        else qv_store<NT, RW, GLU>(acc, m.y[i], m.w[i].ne1, gg, lane, ssw, fz, K);
+    };
     qv_quantize<TYPE, LOADS >= 16 ? 2 : 4, NT>((int8_t *)qv_sm, (float2 *)(qv_sm + (size_t)NT * K), ssw, x, K, fz);
     __syncthreads();
     float acc[RW][NT];
@@ -370,7 +401,7 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
             dot(acc, 0, U);
             base += STEP;
             if (base >= nch) { /* the row group is done */
-                qv_store<NT, RW, GLU>(acc, m.y[mi], m.w[mi].ne1, g - (mi ? m.gend[mi - 1] : 0), lane, ssw, fz, K);
+                store(acc, g - (mi ? m.gend[mi - 1] : 0), mi);
                 g++;
                 base = 0;
                 if (g < g_end) mi = mat(g);
@@ -395,7 +426,7 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
                 dot(acc, p * U / P, (p + 1) * U / P);
                 if (gn < g_end) load(gl, mn, bn + lane, p * U / P, (p + 1) * U / P);
             }
-            if (bn == 0) qv_store<NT, RW, GLU>(acc, m.y[mi], m.w[mi].ne1, g - (mi ? m.gend[mi - 1] : 0), lane, ssw, fz, K);
+            if (bn == 0) store(acc, g - (mi ? m.gend[mi - 1] : 0), mi);
             g = gn;
             base = bn;
             mi = mn;
@@ -414,12 +445,12 @@ static int qv_even(void) {
  * (warps take gpw or gpw - 1 groups), at most 16 warps (one block) per multiprocessor, so that the
  * activations are quantized once per multiprocessor (two blocks of 8 warps measured 3-35% slower on
  * the H200; blocks of at most 8 or 12 warps, 34% / 12% slower in session 14), blocks of 4..16 warps. */
-template <int TYPE, int NT, int RW, int LOADS, bool GLU = false>
+template <int TYPE, int NT, int RW, int LOADS, bool GLU = false, bool ROPE = false>
 static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz, int dev, int sms, size_t smb) {
     const size_t sm = qv_smem(m->w[0].ne0, NT);
     static int opted[16]; /* dynamic shared memory limit raised, per device */
     if (sm > 48 * 1024 && !(dev >= 0 && dev < 16 && opted[dev])) {
-        cudaFuncSetAttribute(k_gemv_q<TYPE, NT, RW, LOADS, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smb);
+        cudaFuncSetAttribute(k_gemv_q<TYPE, NT, RW, LOADS, GLU, ROPE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smb);
         if (dev >= 0 && dev < 16) opted[dev] = 1;
     }
     int64_t ng = 0;
@@ -437,7 +468,8 @@ static void qv_launch(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &
     } else if (NT == 1 && m->n == 1) {
         lmc_cuda_gemv_span_note(m->w[0].data, gpw * RW);
     }
-    lmc_launch(k_gemv_q<TYPE, NT, RW, LOADS, GLU>, dim3(blocks), dim3((unsigned)(wpb * 32)), sm, s, *m, x, (int)gpw, fz);
+    lmc_launch(k_gemv_q<TYPE, NT, RW, LOADS, GLU, ROPE>, dim3(blocks), dim3((unsigned)(wpb * 32)), sm, s, *m, x, (int)gpw,
+               fz);
 }
 
 /* Rows per warp: 4 from 3 tokens on (each activation chunk read serves more rows), 2 below,
@@ -470,7 +502,16 @@ static void qv_rows(cudaStream_t s, qv_mat *m, const float *x, const gemv_fz &fz
      * of the 16 are past the row's end and a warp's rows take two batches, one after the other) */
     const int fill = NT == 1 && cpl <= 4 && qv_fill();
     int rw = fill ? 4 : RW_MAX;
-    while (rw > (GLU ? 2 : 1) && (rows + rw - 1) / rw < max_w / 2) rw /= 2;
+    /* rope in the epilogue (Q8_0/Q4_0, one token; lmc_cuda_gemv_fused checks): rotation pairs, 2 rows at least */
+    constexpr bool can_rope = NT == 1 && !GLU && (TYPE == LMC_DTYPE_Q8_0 || TYPE == LMC_DTYPE_Q4_0);
+    while (rw > (GLU || fz.rope ? 2 : 1) && (rows + rw - 1) / rw < max_w / 2) rw /= 2;
+    if constexpr (can_rope) {
+        if (fz.rope) {
+            if (rw == 4) qv_launch<TYPE, 1, 4, 16, false, true>(s, m, x, fz, dev, sms, smb);
+            else qv_launch<TYPE, 1, 2, 16, false, true>(s, m, x, fz, dev, sms, smb);
+            return;
+        }
+    }
     if constexpr (NT == 1) {
         if (rw == 4) qv_launch<TYPE, NT, 4, 16, GLU>(s, m, x, fz, dev, sms, smb);
         else if (rw == 2) qv_launch<TYPE, NT, 2, 16, GLU>(s, m, x, fz, dev, sms, smb);

@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv_multi(gemv_multi m, const
 /* ------------------------------------------------ f32/f16/bf16 with the norm folded in, activations in shared memory */
 
 /* k_gemv_s: the decode product of rms_norm(x) (MODE 1: up to three matrices, q/k/v; MODE 2: act(w0·u)·(w1·u),
- * gate/up) with the activations staged once per block: the block first loads every token's x, multiplies it
+ * gate/up; MODE 3: q, k, v at one token with rope_store's work in the epilogue, gemv_rope_write) with the activations staged once per block: the block first loads every token's x, multiplies it
  * by the norm weights into shared memory (f32) and sums its squares (while the first weight loads are in
  * flight), then each warp streams the 16-byte chunks of its row groups (lanes side by side, RWT·U loads a
  * lane in flight) and multiplies them with the staged activations; 1/rms scales the warp's sums. One block
@@ -362,6 +362,7 @@ static size_t gs_smem(int64_t K, int nt) { return (size_t)nt * (size_t)K * 4 + (
 
 template <int TYPE, int NT, int MODE>
 __global__ void __launch_bounds__(GS_MAX_THREADS) k_gemv_s(gemv_s_rows m, const float *x, gemv_fz fz, int gpw) {
+    static_assert(MODE != 3 || NT == 1, "rope in the epilogue: one token");
     constexpr int E = gemv_traits<TYPE>::E, RW = MODE == 2 ? 1 : 2, RWT = 2, U = NT <= 2 ? 8 : 4;
     extern __shared__ __align__(16) unsigned char gs_sm[];
     const int K = (int)m.w[0].ne0, nch = K / E;
@@ -385,7 +386,10 @@ __global__ void __launch_bounds__(GS_MAX_THREADS) k_gemv_s(gemv_s_rows m, const 
 #pragma unroll
         for (int r = 0; r < RWT; r++) {
             const lmc_cuda_w &w = MODE == 2 ? m.w[r] : m.w[mi];
-            const int64_t rr = MODE == 2 ? r0 : r0 + r;
+            /* MODE 3: q's and k's groups in rotation pairs */
+            const int64_t rr = MODE == 2                ? r0
+                               : MODE == 3 && mi < 2 ? gemv_rope_row(r0 / RW, r, RW, fz.rk.hd, fz.rk.interleaved)
+                                                     : r0 + r;
             const int64_t row = rr < w.ne1 ? rr : w.ne1 - 1;
             const uint4 *p = (const uint4 *)((const char *)w.data + (size_t)row * w.nb1);
 #pragma unroll
@@ -474,7 +478,9 @@ __global__ void __launch_bounds__(GS_MAX_THREADS) k_gemv_s(gemv_s_rows m, const 
                     v[r] = warp_sum(acc[r][t]) * inv[t];
                     acc[r][t] = 0.0f;
                 }
-                if (MODE == 2) {
+                if constexpr (MODE == 3) {
+                    gemv_rope_write<RWT>(v, m.y[mi], mi, r0 / RW, lane, fz.rk);
+                } else if (MODE == 2) {
                     if (lane == t && r0 < out) m.y[0][(int64_t)t * out + r0] = fz_act(fz.act, v[0]) * v[1];
                 } else {
 #pragma unroll
@@ -774,6 +780,10 @@ extern "C" void lmc_cuda_gemv(cudaStream_t s, float *y, const lmc_cuda_w *w, con
  *                       quantizing, Σx² reduced over the block, 1/rms on the sums), one launch.
  *   in rms, out glu:    f32/f16/bf16 through k_gemv_s<MODE 2> (or k_gemv_glu).
  *   in glu, out set/acc: Q8_0/Q4_0 at one token on their int8 path (act(x)·x2 formed while quantizing).
+ *   in x/rms, out rope: q, k, v at one token, Q8_0/Q4_0 through k_gemv_q<ROPE> (in x or rms), f32/f16/bf16
+ *                       through k_gemv_s<MODE 3> (in rms): q and k rows read in rotation pairs, rotated
+ *                       and stored (k, v also into the caches) by the warp that sums them
+ *                       (gemv_rope_write): rope_store's launch is gone from the step.
  * The norm weight must be 16-byte aligned (vector loads); x2 as x. */
 extern "C" int lmc_cuda_gemv_fused(cudaStream_t s, int n, float *const *y, const lmc_cuda_w *w, const float *x,
                                    int64_t n_tok, const lmc_cuda_fuse *f) {
@@ -802,6 +812,29 @@ extern "C" int lmc_cuda_gemv_fused(cudaStream_t s, int n, float *const *y, const
     if (f->in == 2) {
         if (!int8 || ((uintptr_t)f->x2 & 15)) return 0;
         fz.x2 = f->x2;
+    }
+    if (f->out == 3) { /* q, k, v with rope_store's work in the epilogue */
+        const lmc_cuda_rope_kv &rk = f->rope;
+        if (n != 3 || n_tok != 1 || f->in == 2 || rk.hd <= 0 || rk.hd % 4 || w[0].ne1 % rk.hd || rk.kv_row != w[1].ne1 ||
+            w[1].ne1 % rk.hd || w[2].ne1 != w[1].ne1)
+            return 0;
+        fz.rope = 1;
+        fz.rk = rk;
+        if (int8 && (type == LMC_DTYPE_Q8_0 || type == LMC_DTYPE_Q4_0)) {
+            qv_any(s, n, y, w, x, n_tok, fz);
+            return 1;
+        }
+        if (!flt || f->in != 1) return 0;
+        gemv_s_rows sr;
+        memset(&sr, 0, sizeof sr);
+        sr.n = 3;
+        for (int i = 0; i < 3; i++) {
+            sr.w[i] = w[i];
+            sr.y[i] = y[i];
+        }
+        return type == LMC_DTYPE_F32   ? gemv_s_launch<LMC_DTYPE_F32, 1, 3>(s, &sr, x, fz)
+               : type == LMC_DTYPE_F16 ? gemv_s_launch<LMC_DTYPE_F16, 1, 3>(s, &sr, x, fz)
+                                       : gemv_s_launch<LMC_DTYPE_BF16, 1, 3>(s, &sr, x, fz);
     }
     switch (f->out) {
     case 1: /* y += w·u */
