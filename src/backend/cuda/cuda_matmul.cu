@@ -343,7 +343,8 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv_multi(gemv_multi m, const
 /* ------------------------------------------------ f32/f16/bf16 with the norm folded in, activations in shared memory */
 
 /* k_gemv_s: the decode product of rms_norm(x) (MODE 1: up to three matrices, q/k/v; MODE 2: act(w0·u)·(w1·u),
- * gate/up; MODE 3: q, k, v at one token with rope_store's work in the epilogue, gemv_rope_write) with the activations staged once per block: the block first loads every token's x, multiplies it
+ * gate/up; MODE 3: q, k, v at one token with rope_store's work in the epilogue, gemv_rope_write) with
+ * the activations staged once per block: the block first loads every token's x, multiplies it
  * by the norm weights into shared memory (f32) and sums its squares (while the first weight loads are in
  * flight), then each warp streams the 16-byte chunks of its row groups (lanes side by side, RWT·U loads a
  * lane in flight) and multiplies them with the staged activations; 1/rms scales the warp's sums. One block
