@@ -40,7 +40,7 @@ static void test_split(void) {
     CHECK(lmc_gguf_writer_add_str(w, "general.architecture", "llama") == LMC_OK);
     CHECK(lmc_gguf_writer_add_u32(w, "test.value", 42) == LMC_OK);
     float data[5][8];
-    char names[5][16];
+    char names[5][24]; /* room for any int: -Wformat-truncation at -O1 */
     for (int t = 0; t < 5; t++) {
         for (int i = 0; i < 8; i++) data[t][i] = (float)(t * 10 + i);
         snprintf(names[t], sizeof names[t], "t%d.weight", t);
