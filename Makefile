@@ -48,7 +48,7 @@ $(BUILD)/obj/%.o: %.cu $(wildcard src/backend/cuda/*.h src/backend/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Iinclude -Isrc -c $< -o $@
 
-$(BUILD)/tests/test_cuda_%: tests/cuda/test_cuda_%.c tests/test.h tests/cuda/cuda_test_pair.h $(BUILD)/liblmc.a
+$(BUILD)/tests/test_cuda_%: tests/cuda/test_cuda_%.c tests/test.h $(wildcard tests/cuda/cuda_test_*.h) $(BUILD)/liblmc.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -o $@ $< $(BUILD)/liblmc.a $(LDFLAGS) $(LDLIBS)
 endif

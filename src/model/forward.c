@@ -292,6 +292,13 @@ static int mlp_fused(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *x, l
     return 1;
 }
 
+/* Whether q/k/v may read the attention norm of x on the fly (matmul_fused IN_RMS): a fusing
+ * backend, a pre-norm (or sandwich) block, x not already normed into h. */
+static int qkv_norm_fusable(const lmc_forward_state *fs) {
+    const lmc_block_kind block = fs->m->profile.block;
+    return fuse_on(fs->m) && !fs->h_normed && (block == LMC_BLOCK_PRE || block == LMC_BLOCK_SANDWICH);
+}
+
 /* Layer L's rope (L->rope ≥ 0): its table's rotation, frequencies for the context length. */
 static lmc_rope_op rope_op_of(const lmc_model *m, const lmc_layer *L, int use_long) {
     const lmc_rope_table *rt = &m->rope[L->rope];
@@ -306,9 +313,7 @@ static lmc_rope_op rope_op_of(const lmc_model *m, const lmc_layer *L, int use_lo
 static int qkv_rope_fused(lmc_forward_state *fs, const lmc_layer *L, lmc_tensor *const *qkv, lmc_tensor *x,
                           lmc_tensor *kc, lmc_tensor *vc, const lmc_tensor *pos, const lmc_tensor *seq, int use_long) {
     const lmc_model *m = fs->m;
-    const lmc_block_kind block = m->profile.block;
-    if (!fuse_on(m) || fs->h_normed || (block != LMC_BLOCK_PRE && block != LMC_BLOCK_SANDWICH) || L->bq.data ||
-        L->bk.data || L->bv.data || qk_norm_on(m) || L->rope < 0 || fs->q_scale)
+    if (!qkv_norm_fusable(fs) || L->bq.data || L->bk.data || L->bv.data || qk_norm_on(m) || L->rope < 0 || fs->q_scale)
         return 0;
     const lmc_rope_table *rt = &m->rope[L->rope];
     if (rt->dynamic || rt->n_rot != m->cfg.head_dim) return 0;
@@ -344,8 +349,7 @@ static void layer_forward(lmc_forward_state *fs, int il, lmc_tensor *kc, lmc_ten
     int stored = 0; /* k and v already in the caches (q and k roped) */
     if (qkv_rope_fused(fs, L, qkv, &x, kc, vc, &pos, &seq, use_long)) {
         stored = 1;
-    } else if (fz && !fs->h_normed && (block == LMC_BLOCK_PRE || block == LMC_BLOCK_SANDWICH) &&
-               fused(m, 3, qkv, wqkv, &x, LMC_FUSE_IN_RMS, LMC_FUSE_OUT_SET, &L->attn_norm, NULL)) {
+    } else if (qkv_norm_fusable(fs) && fused(m, 3, qkv, wqkv, &x, LMC_FUSE_IN_RMS, LMC_FUSE_OUT_SET, &L->attn_norm, NULL)) {
         for (int i = 0; i < 3; i++)
             if (bqkv[i]->data) be->i->add_bias(be, qkv[i], bqkv[i]);
     } else {

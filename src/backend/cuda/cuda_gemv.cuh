@@ -7,8 +7,8 @@
 
 /* What a decode product folds in (lmc_cuda_gemv_fused): the RMSNorm of its input (MODE ≥ 1 of
  * gemv_block; Q8_0/Q4_0: in = 1), act(x)·x2 as its input (Q8_0/Q4_0: in = 2), act(w0·u)·(w1·u)
- * as its output (MODE 2), y += instead of y = (acc), rope and the KV cache stores of q, k, v
- * (Q8_0/Q4_0 at one token: rope). */
+ * as its output (MODE 2), y += instead of y = (acc), rope and the KV cache stores of q, k, v at
+ * one token (rope: k_gemv_q<ROPE>, k_gemv_s<MODE 3>). */
 struct gemv_fz {
     const void *g;   /* norm weight [K] (NULL: none), dtype gt, plus woff */
     int gt;
@@ -19,13 +19,20 @@ struct gemv_fz {
     lmc_cuda_rope_kv rk;
 };
 
-/* Row r of row group g of a matrix whose rows are heads of hd dims to rotate (rope in a product's
- * epilogue, gemv_rope_write): the group holds RW/2 rotation pairs, pair j = g·RW/2 + r/2 of the
- * matrix, its two rows side by side (interleaved: dims 2i, 2i + 1 of a head; else i, i + hd/2). */
+/* The row of rotation pair p of a matrix whose rows are heads of hd dims to rotate, its first (hi 0)
+ * or second (hi 1) dim (interleaved: dims 2i, 2i + 1 of a head; else i, i + hd/2); *i: the pair's
+ * index within its head. Rows < 2^31. */
+static __device__ __forceinline__ int64_t gemv_rope_pair_row(unsigned p, int hi, int hd, int interleaved, int *i) {
+    const unsigned half = (unsigned)hd / 2, head = p / half, k = p - head * half;
+    *i = (int)k;
+    return (int64_t)(head * (unsigned)hd + (interleaved ? 2 * k + (unsigned)hi : k + (unsigned)hi * half));
+}
+
+/* Row r of row group g of such a matrix (rope in a product's epilogue, gemv_rope_write): the group
+ * holds RW/2 rotation pairs, pair g·RW/2 + r/2 of the matrix, its two rows side by side. */
 static __device__ __forceinline__ int64_t gemv_rope_row(int64_t g, int r, int RW, int hd, int interleaved) {
-    const unsigned half = (unsigned)hd / 2, p = (unsigned)g * (unsigned)(RW / 2) + (unsigned)(r / 2); /* rows < 2^31 */
-    const unsigned head = p / half, i = p - head * half;
-    return (int64_t)(head * (unsigned)hd + (interleaved ? 2 * i + (unsigned)(r & 1) : i + (unsigned)(r & 1) * half));
+    int i;
+    return gemv_rope_pair_row((unsigned)g * (unsigned)(RW / 2) + (unsigned)(r / 2), r & 1, hd, interleaved, &i);
 }
 
 /* rope_store's work on one token's sums v[r] of row group g of q, k or v (matrix mi of 3): q's and k's
@@ -48,17 +55,16 @@ static __device__ __forceinline__ void gemv_rope_write(const float (&v)[RW], flo
             }
         return;
     }
-    const int half = rk.hd / 2;
 #pragma unroll
     for (int j = 0; j < RW / 2; j++) {
         if (lane != 2 * j && lane != 2 * j + 1) continue;
-        const unsigned pr = (unsigned)g * (unsigned)(RW / 2) + (unsigned)j, head = pr / (unsigned)half;
-        const int i = (int)(pr - head * (unsigned)half);
+        int i;
+        const int64_t row = gemv_rope_pair_row((unsigned)g * (unsigned)(RW / 2) + (unsigned)j, lane & 1, rk.hd,
+                                               rk.interleaved, &i);
         float c, s;
         rope_cs((float)p, rk.inv[i], rk.af, &c, &s);
         const float x0 = v[2 * j], x1 = v[2 * j + 1];
         const float o = lane & 1 ? fmaf(x1, c, __fmul_rn(x0, s)) : fmaf(x0, c, -__fmul_rn(x1, s));
-        const int64_t row = gemv_rope_row(g, lane, RW, rk.hd, rk.interleaved);
         y[row] = o;
         if (mi == 1 && store) rk.kc[slot + row] = o;
     }

@@ -87,8 +87,9 @@ int lmc_cuda_gemv_int8(int type, int64_t ne0, int64_t n_tok);
  * rms_norm(x) with norm_w (NULL: none; f32/f16/bf16, 16-byte aligned), eps, w_offset (in 1), or
  * act(x)·x2 (in 2); the output y[i] = w[i]·u (out 0), y[0] += w[0]·u (out 1, n = 1), or
  * y[0] = act(w[0]·u)·(w[1]·u) (out 2, n = 2), or y[i] = w[i]·u followed by rope_store's work on
- * q = y[0], k = y[1], v = y[2] (out 3, n = 3; taken for Q8_0/Q4_0 at one token with n_rot = hd, hd a
- * multiple of 4, the caches f32 [hd·hkv, n_ctx, n_seq]). act is an lmc_act. */
+ * q = y[0], k = y[1], v = y[2] (out 3, n = 3; taken at one token for Q8_0/Q4_0 (in 0 or 1) and
+ * f32/f16/bf16 (in 1) with n_rot = hd, hd a multiple of 4, the caches f32 [hd·hkv, n_ctx, n_seq]).
+ * act is an lmc_act. */
 typedef struct lmc_cuda_rope_kv {
     const int32_t *pos, *seq; /* [n_tok] */
     const float *inv;         /* [hd / 2] */
