@@ -38,6 +38,26 @@ static __device__ __forceinline__ void pdl_next(void) {
 #endif
 }
 
+/* A 16-byte load of a weight the decode products stream once a step: past L1, and first to leave
+ * L2 (an evict_first policy), so that what a step reuses — the kernels' code, activations, the KV
+ * cache's rows, norm weights, the next weights the attention kernel prefetched — stays in L2 while
+ * a layer's 100–500 MB of weights pass through it. Without it decode attention refetched its
+ * unrolled code from HBM every layer (ncu: "no instruction" stalls); Llama-8B decode measured
+ * +3.5% (bf16) to +8% (Q4_0) with it (docs/BENCHMARKS.md, session 24). */
+static __device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint4 v;
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p), "l"(pol));
+    return v;
+#else
+    return __ldg(p);
+#endif
+}
+
 /* kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization attribute when
  * lmc_cuda_pdl() says so. Only for kernels that call pdl_wait() as described above. Returns the
  * launch's error (also left for cudaGetLastError). */

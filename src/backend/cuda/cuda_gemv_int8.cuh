@@ -171,7 +171,7 @@ static __device__ __forceinline__ void qv_load(qv_batch<RW, U> &b, const lmc_cud
         for (int u = 0; u < U; u++) {
             if (u < u0 || u >= u1) continue;
             if (c0 + 32 * u < nch) {
-                b.q[u][r] = __ldg(qp + 32 * u);
+                b.q[u][r] = ld_stream(qp + 32 * u);
                 if (TYPE == LMC_DTYPE_MXFP4) b.d[u][r] = (uint16_t)(__ldg(ep + 32 * u) | mlx);
                 else b.d[u][r] = __ldg(dp + (TYPE == LMC_DTYPE_Q8_0 ? 16 * u : 32 * u));
             } else {

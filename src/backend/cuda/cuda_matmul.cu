@@ -139,10 +139,10 @@ static __device__ __forceinline__ uint4 gemv_load(const lmc_cuda_w &w, int64_t r
         const uint16_t *sc = (const uint16_t *)((const char *)w.data + w.scale_off);
         *d = f16_to_f(__ldg(sc + r * (w.ne0 / 32) + (TYPE == LMC_DTYPE_Q8_0 ? c / 2 : c)));
         const size_t row = TYPE == LMC_DTYPE_Q8_0 ? (size_t)w.ne0 : (size_t)(w.ne0 / 2);
-        return __ldg((const uint4 *)((const char *)w.data + (size_t)r * row) + c);
+        return ld_stream((const uint4 *)((const char *)w.data + (size_t)r * row) + c);
     }
     *d = 1.0f;
-    return __ldg((const uint4 *)((const char *)w.data + (size_t)r * w.nb1) + c);
+    return ld_stream((const uint4 *)((const char *)w.data + (size_t)r * w.nb1) + c);
 }
 
 /* Widen one loaded chunk into its E floats (element order of the row). */
@@ -396,7 +396,7 @@ __global__ void __launch_bounds__(GS_MAX_THREADS) k_gemv_s(gemv_s_rows m, const 
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int c = base + lane + 32 * u;
-                A[u][r] = c < nch ? __ldg(p + c) : make_uint4(0, 0, 0, 0);
+                A[u][r] = c < nch ? ld_stream(p + c) : make_uint4(0, 0, 0, 0);
             }
         }
     };
