@@ -38,27 +38,20 @@ static __device__ __forceinline__ void pdl_next(void) {
 #endif
 }
 
-/* The L2 policy of weights streamed once a step (ld_stream, k_mmqp's staged copies). */
-static __device__ __forceinline__ uint64_t l2_stream_policy(void) {
-    uint64_t pol = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-#endif
-    return pol;
-}
-
 /* A 16-byte load of a weight the decode products stream once a step: past L1, and first to leave
  * L2 (an evict_first policy), so that what a step reuses — the kernels' code, activations, the KV
  * cache's rows, norm weights, the next weights the attention kernel prefetched — stays in L2 while
- * a layer's 100–500 MB of weights pass through it. Before it, decode attention's time in a step went
- * mostly to its own arithmetic's code path (ncu: stalls for instructions), not to its loads;
- * Llama-8B decode measured +3.5% (bf16) to +8% (Q4_0) with it (docs/BENCHMARKS.md, session 24). */
+ * a layer's 100–500 MB of weights pass through it. Without it decode attention refetched its
+ * unrolled code from HBM every layer (ncu: "no instruction" stalls); Llama-8B decode measured
+ * +3.5% (bf16) to +8% (Q4_0) with it (docs/BENCHMARKS.md, session 24). */
 static __device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     uint4 v;
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
     asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "l"(l2_stream_policy()));
+        : "l"(p), "l"(pol));
     return v;
 #else
     return __ldg(p);

@@ -511,14 +511,6 @@ template <int TYPE, int WIDE> static __host__ __device__ int mmqp_stage_bytes(in
     return MMQ_BR * P::WS + MMQ_BR * P::KB * 2 + tp * P::XS + P::KB * tp * 4 * P::NM;
 }
 
-/* mmq_cp16 of weight codes, which a product reads once: L2's evict_first policy (ld_stream) */
-static __device__ __forceinline__ void mmq_cp16_stream(void *sdst, const void *gsrc) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(sdst);
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gsrc),
-                 "l"(l2_stream_policy())
-                 : "memory");
-}
-
 static __device__ __forceinline__ void mmq_cp8(void *sdst, const void *gsrc) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(sdst);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(sa), "l"(gsrc) : "memory");
@@ -556,7 +548,7 @@ static __device__ __forceinline__ void mmqp_issue(unsigned char *st, const mmq_a
 #pragma unroll
     for (int i = 0; i < P::NCP; i++) {
         const int p = threadIdx.x + i * NTH, r = p / CPR, c = p - r * CPR;
-        mmq_cp16_stream(st + r * P::WS + c * 16, codes + go[i] + (size_t)kb * P::CB);
+        mmq_cp16(st + r * P::WS + c * 16, codes + go[i] + (size_t)kb * P::CB);
     }
     unsigned char *ws = st + MMQ_BR * P::WS;
     if (threadIdx.x < MMQ_BR * SP) {
