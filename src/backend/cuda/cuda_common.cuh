@@ -41,9 +41,11 @@ static __device__ __forceinline__ void pdl_next(void) {
 /* A 16-byte load of a weight the decode products stream once a step: past L1, and first to leave
  * L2 (an evict_first policy), so that what a step reuses — the kernels' code, activations, the KV
  * cache's rows, norm weights, the next weights the attention kernel prefetched — stays in L2 while
- * a layer's 100–500 MB of weights pass through it. Without it decode attention refetched its
- * unrolled code from HBM every layer (ncu: "no instruction" stalls); Llama-8B decode measured
- * +3.5% (bf16) to +8% (Q4_0) with it (docs/BENCHMARKS.md, session 24). */
+ * a layer's 100–500 MB of weights pass through it. Before it, decode attention's cost in a step
+ * was its arithmetic's long unrolled code path rather than its loads, and ncu showed the kernel
+ * stalled on instruction fetch; Llama-8B decode measured +3.5% (bf16) to +8% (Q4_0) with it
+ * (docs/BENCHMARKS.md, session 24). Not in k_mmqp: its cp.async with an L2 cache hint stopped
+ * with an illegal instruction on the H200. */
 static __device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     uint4 v;
