@@ -1,7 +1,8 @@
 /* cpu_backend.c — the CPU implementation of lmc_backend_i.
  *
  * Memory is plain host memory: alloc() is calloc, bind_weight() points at the
- * mapped checkpoint in place (no copy). Every op splits its rows over the
+ * mapped checkpoint in place (no copy), except Q8_0 weights, which the AVX-512 tier reads
+ * faster rewritten as MLX8 (cpu_rebind.c; same values, not in reference mode). Every op splits its rows over the
  * thread pool by (ith, nth). In reference mode the pool has one thread and
  * matmul uses the scalar double-accumulating kernel: that mode is the oracle
  * the fast paths (and later the CUDA backend) are tested against.
@@ -11,6 +12,7 @@
 #include "core/quant.h"
 #include "core/threadpool.h"
 #include "cpu_kernels.h"
+#include "cpu_rebind.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -28,6 +30,7 @@ typedef struct cpu_ctx {
     size_t act_bytes;     /* capacity of act */
     void *moe;            /* matmul_id: slots grouped by expert (gathered inputs, outputs, tables) */
     size_t moe_bytes;     /* capacity of moe */
+    lmc_cpu_rebinds rebound; /* Q8_0 weights bound as MLX8 */
 } cpu_ctx;
 
 #define CTX(be) ((cpu_ctx *)(be)->ctx)
@@ -61,6 +64,7 @@ static void cpu_free(lmc_backend *be) {
     free(c->scratch);
     free(c->act);
     free(c->moe);
+    lmc_cpu_rebinds_free(&c->rebound);
     free(c);
     free(be);
 }
@@ -78,11 +82,23 @@ static void cpu_release(lmc_backend *be, lmc_tensor *t) {
 }
 
 static lmc_status cpu_bind_weight(lmc_backend *be, lmc_tensor *t, const void *host) {
+    cpu_ctx *c = CTX(be);
+    if (!c->reference && lmc_cpu_simd_avx512() && lmc_cpu_rebind_wants(t)) {
+        int done;
+        LMC_TRY(lmc_cpu_rebind(&c->rebound, t, host, &done));
+        if (done) return LMC_OK;
+    }
     t->data = (void *)host; /* read-only mapping used in place */
     return LMC_OK;
 }
 
-static void cpu_unbind_weight(lmc_backend *be, lmc_tensor *t) { t->data = NULL; }
+static void cpu_unbind_weight(lmc_backend *be, lmc_tensor *t) {
+    if (lmc_cpu_unrebind(&CTX(be)->rebound, t)) { /* the descriptor as it was bound */
+        lmc_tensor q = lmc_tensor_make(LMC_DTYPE_Q8_0, t->ne[0], t->ne[1], 1, 1);
+        *t = q;
+    }
+    t->data = NULL;
+}
 
 static void cpu_set(lmc_backend *be, lmc_tensor *dst, const void *src, size_t off, size_t n) {
     LMC_ASSERT(off + n <= lmc_tensor_nbytes(dst));

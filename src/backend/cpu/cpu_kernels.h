@@ -66,6 +66,8 @@ void lmc_cpu_exp_v16(const float *x, float *y);
 
 /* ---- SIMD decode kernels (cpu_simd.c); each returns 0 when this build has none for w ---- */
 
+/* 1 when the AVX-512 (VNNI, VBMI) tier is on. */
+int lmc_cpu_simd_avx512(void);
 /* 1 when w's type has a SIMD decode kernel and this CPU runs it (probed once from CPUID). */
 int lmc_cpu_simd_has(const lmc_tensor *w);
 /* Allow (1, if the CPU can) or forbid (0) the SIMD decode kernels for later matmuls. */

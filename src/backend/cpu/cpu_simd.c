@@ -164,6 +164,15 @@ static size_t token_bytes(const lmc_tensor *w) {
     return 4 * (size_t)(in + n_groups(w));
 }
 
+int lmc_cpu_simd_avx512(void) {
+#ifdef LMC_HAVE_AVX512
+    if (simd_level < 0) simd_probe();
+    return simd_level == LMC_SIMD_AVX512;
+#else
+    return 0;
+#endif
+}
+
 int lmc_cpu_simd_has(const lmc_tensor *w) {
 #ifdef LMC_HAVE_AVX512
     if (simd_level < 0) simd_probe();
