@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_avx2.h"
+#include "backend/cpu/cpu_rebind.h"
 #include "core/quant.h"
 #include "run_matmul.h"
 #include "test.h"
@@ -882,6 +883,116 @@ static void test_get_rows_quant(void) {
     lmc_backend_free(be);
 }
 
+/* Q8_0 weights rewritten as MLX8 when bound (cpu_rebind.c). Rows of random codes over the full
+ * range with random, zero, negative-zero, subnormal and largest-convertible f16 scales: every
+ * element keeps its value (compared with ==: a zero's sign may differ); the same host bytes and
+ * shape bound twice share one copy, kept until the last unbind; a tensor with a scale MLX8 cannot
+ * carry exactly (-128·d past f16's range, inf, NaN) stays Q8_0. Through the CPU backend (AVX-512
+ * tier) a bound Q8_0 weight is MLX8, its products match the reference backend's (which keeps Q8_0)
+ * within the int8 activations' error, its get_rows are exact, and unbind gives back the Q8_0
+ * descriptor. */
+static void q8_rows(uint8_t *host, int64_t in, int64_t out) {
+    const uint16_t special[] = {0x0000, 0x8000, 0x0001, 0x03FF, 0x5FFF, 0xDFFF};
+    for (int64_t b = 0; b < in / 32 * out; b++) {
+        uint8_t *blk = host + b * 34;
+        rand_block(LMC_DTYPE_Q8_0, blk);
+        if (b % 5 == 1) put16(blk, special[(b / 5) % 6]);
+    }
+}
+
+static int q8_same_values(const lmc_tensor *q8, const lmc_tensor *m8) {
+    const int64_t in = q8->ne[0];
+    float *a = malloc((size_t)in * 4), *b = malloc((size_t)in * 4);
+    int bad = 0;
+    for (int64_t r = 0; r < q8->ne[1]; r++) {
+        lmc_tensor_row_to_f32(q8, r, a);
+        lmc_tensor_row_to_f32(m8, r, b);
+        for (int64_t i = 0; i < in; i++) bad += !(a[i] == b[i]);
+    }
+    free(a);
+    free(b);
+    return bad;
+}
+
+static void test_q8_rebind(void) {
+    const int64_t ins[] = {32, 160, 896}, outs[] = {1, 7, 13};
+    for (int k = 0; k < 3; k++) {
+        const int64_t in = ins[k], out = outs[k];
+        uint8_t *host = malloc((size_t)(in / 32 * out * 34));
+        q8_rows(host, in, out);
+        lmc_tensor q8 = lmc_tensor_make(LMC_DTYPE_Q8_0, in, out, 1, 1);
+        q8.data = host;
+        lmc_cpu_rebinds set = {0};
+        lmc_tensor t = lmc_tensor_make(LMC_DTYPE_Q8_0, in, out, 1, 1), t2 = t;
+        int done = 0;
+        CHECK(lmc_cpu_rebind_wants(&t));
+        CHECK(lmc_cpu_rebind(&set, &t, host, &done) == LMC_OK && done);
+        CHECK(t.type == LMC_DTYPE_MLX8 && t.aux && t.data && t.data != (void *)host);
+        CHECK_MSG(q8_same_values(&q8, &t) == 0, "Q8_0 [%lld, %lld] as MLX8: values", (long long)in, (long long)out);
+        CHECK(lmc_cpu_rebind(&set, &t2, host, &done) == LMC_OK && done && t2.data == t.data && set.n == 1);
+        CHECK(lmc_cpu_unrebind(&set, &t) == 1 && set.n == 1);
+        CHECK(q8_same_values(&q8, &t2) == 0); /* still alive for the second binding */
+        CHECK(lmc_cpu_unrebind(&set, &t2) == 1 && set.n == 0);
+        CHECK(lmc_cpu_unrebind(&set, &t2) == 0);
+        const uint16_t bad[] = {0x6000, 0xE000, 0x7C00, 0x7E00}; /* -128·d = ∓65536: out of f16; inf; NaN */
+        for (int i = 0; i < 4; i++) {
+            uint8_t *blk = host + (in / 32 * out - 1) * 34;
+            uint8_t keep[2] = {blk[0], blk[1]};
+            put16(blk, bad[i]);
+            lmc_tensor u = lmc_tensor_make(LMC_DTYPE_Q8_0, in, out, 1, 1);
+            CHECK(lmc_cpu_rebind(&set, &u, host, &done) == LMC_OK && !done && u.type == LMC_DTYPE_Q8_0 && set.n == 0);
+            memcpy(blk, keep, 2);
+        }
+        lmc_cpu_rebinds_free(&set);
+        free(host);
+    }
+    lmc_tensor e3 = lmc_tensor_make(LMC_DTYPE_Q8_0, 64, 2, 3, 1), m = lmc_tensor_make(LMC_DTYPE_MLX8, 64, 2, 1, 1);
+    CHECK(!lmc_cpu_rebind_wants(&e3) && !lmc_cpu_rebind_wants(&m)); /* 3-D, or not Q8_0: bound as they are */
+
+    if (!lmc_cpu_simd_avx512()) {
+        printf("  (no AVX-512 tier: the backend binds Q8_0 as it is; its part skipped)\n");
+        return;
+    }
+    lmc_backend *be, *ref;
+    LMC_ASSERT(lmc_backend_cpu_init(&be, 2, 0) == LMC_OK && lmc_backend_cpu_init(&ref, 1, 1) == LMC_OK);
+    const int64_t in = 896, out = 67, nt = 3;
+    uint8_t *host = malloc((size_t)(in / 32 * out * 34));
+    q8_rows(host, in, out);
+    lmc_tensor w = lmc_tensor_make(LMC_DTYPE_Q8_0, in, out, 1, 1), wr = w;
+    LMC_ASSERT(be->i->bind_weight(be, &w, host) == LMC_OK && ref->i->bind_weight(ref, &wr, host) == LMC_OK);
+    CHECK(w.type == LMC_DTYPE_MLX8 && wr.type == LMC_DTYPE_Q8_0 && wr.data == (void *)host);
+    float *x = malloc((size_t)(in * nt) * 4), *y = malloc((size_t)(out * nt) * 4), *yr = malloc((size_t)(out * nt) * 4);
+    for (int64_t i = 0; i < in * nt; i++) x[i] = frand();
+    run_matmul(be, &w, x, nt, y);
+    run_matmul(ref, &wr, x, nt, yr);
+    double err = 0, mx = 0;
+    for (int64_t i = 0; i < out * nt; i++) {
+        err = fmax(err, fabs((double)y[i] - yr[i]));
+        mx = fmax(mx, fabs((double)yr[i]));
+    }
+    CHECK_MSG(err <= 1e-2 * mx, "Q8_0 as MLX8 matmul: max|Δ| %g of max %g", err, mx);
+    int32_t ids[2] = {66, 3};
+    lmc_tensor it = lmc_tensor_make(LMC_DTYPE_I32, 2, 1, 1, 1), yt = lmc_tensor_make(LMC_DTYPE_F32, in, 2, 1, 1);
+    LMC_ASSERT(be->i->alloc(be, &it) == LMC_OK && be->i->alloc(be, &yt) == LMC_OK);
+    be->i->set(be, &it, ids, 0, sizeof ids);
+    be->i->get_rows(be, &yt, &w, &it, 1.0f);
+    float *got = malloc((size_t)(in * 2) * 4), *row = malloc((size_t)in * 4);
+    be->i->get(be, got, &yt, 0, (size_t)(in * 2) * 4);
+    int badr = 0;
+    for (int r = 0; r < 2; r++) {
+        lmc_tensor_row_to_f32(&wr, ids[r], row);
+        for (int64_t i = 0; i < in; i++) badr += !(got[r * in + i] == row[i]);
+    }
+    CHECK_MSG(badr == 0, "Q8_0 as MLX8 get_rows: %d elements differ", badr);
+    be->i->unbind_weight(be, &w);
+    CHECK(w.type == LMC_DTYPE_Q8_0 && !w.data && !w.aux && w.nb[1] == (size_t)(in / 32 * 34));
+    ref->i->unbind_weight(ref, &wr);
+    be->i->release(be, &it); be->i->release(be, &yt);
+    free(got); free(row); free(x); free(y); free(yr); free(host);
+    lmc_backend_free(be);
+    lmc_backend_free(ref);
+}
+
 int main(void) {
     RUN(test_sizes);
     RUN(test_dequant_gguf);
@@ -897,5 +1008,6 @@ int main(void) {
     RUN(test_matmul_amx_prefill);
     RUN(test_matmul_n);
     RUN(test_get_rows_quant);
+    RUN(test_q8_rebind);
     return TEST_END();
 }
