@@ -13,7 +13,9 @@
  * layers, 32/8 heads, intermediate 8192, vocab 128256, tied). Each --types entry
  * other than the checkpoint's own converts every matrix (and the tied
  * embedding) in memory after loading: q8_0 / q4_0 with lmc_quantize_row, mlx4 as
- * mlx's 4-bit affine with group 64 and bf16 scales. Prints a markdown table;
+ * mlx's 4-bit affine with group 64 and bf16 scales, then binds it on the backend as the
+ * loader binds a weight of that type (the AVX-512 tier rewrites q8_0 as MLX8: bytes per
+ * token count what is read then). Prints a markdown table;
  * each (type, threads) runs in a child process so runs and peak RSS do not mix.
  * Bytes/token = all matrix bytes read once per decoded token (the tied
  * embedding counted once, as the head); roofline = bandwidth / bytes per token,
@@ -41,7 +43,7 @@
 /* Convert weight t (bf16/f16/f32, [in, out]) to type `to` in fresh memory; returns the
  * bytes it had before and adds the new bytes (with MLX scales/biases) to *new_bytes.
  * The buffers live until the process exits (each run is a child). */
-static size_t convert_weight(lmc_tensor *t, lmc_dtype to, size_t *new_bytes) {
+static size_t convert_weight(lmc_backend *be, lmc_tensor *t, lmc_dtype to, size_t *new_bytes) {
     const int64_t in = t->ne[0], out = t->ne[1];
     size_t old = lmc_tensor_nbytes(t);
     lmc_tensor q = lmc_tensor_make(to, in, out, 1, 1);
@@ -55,14 +57,12 @@ static size_t convert_weight(lmc_tensor *t, lmc_dtype to, size_t *new_bytes) {
         aux->scales.data = malloc(lmc_tensor_nbytes(&aux->scales));
         aux->biases.data = malloc(lmc_tensor_nbytes(&aux->biases));
         q.aux = aux;
-        *new_bytes += 2 * lmc_tensor_nbytes(&aux->scales);
     } else if (to == LMC_DTYPE_MXFP4_MLX) { /* U8 exponents per 32, no biases */
         aux = calloc(1, sizeof *aux);
         aux->group_size = 32;
         aux->scales = lmc_tensor_make(LMC_DTYPE_U8, in / 32, out, 1, 1);
         aux->scales.data = malloc(lmc_tensor_nbytes(&aux->scales));
         q.aux = aux;
-        *new_bytes += lmc_tensor_nbytes(&aux->scales);
     }
     float *row = malloc((size_t)in * sizeof *row);
     for (int64_t o = 0; o < out; o++) {
@@ -74,8 +74,18 @@ static size_t convert_weight(lmc_tensor *t, lmc_dtype to, size_t *new_bytes) {
         }
     }
     free(row);
-    *new_bytes += lmc_tensor_nbytes(&q);
-    *t = q;
+    /* bound as the loader binds a weight of this type: the CPU backend's AVX-512 tier rewrites
+     * Q8_0 as MLX8 (cpu_rebind.c) into memory of its own */
+    lmc_tensor b = lmc_tensor_make(to, in, out, 1, 1);
+    b.aux = q.aux;
+    if (be->i->bind_weight(be, &b, q.data) < 0) {
+        fprintf(stderr, "bench: %s\n", lmc_last_error());
+        exit(1);
+    }
+    if (b.data != q.data) free(q.data);
+    const lmc_quant_mlx *side = b.aux;
+    *new_bytes += lmc_tensor_nbytes(&b) + (side ? lmc_tensor_nbytes(&side->scales) * (side->biases.data ? 2 : 1) : 0);
+    *t = b;
     return old;
 }
 
@@ -88,9 +98,9 @@ static double convert_model(lmc_model *m, lmc_dtype to) {
         lmc_layer *L = &m->layers[l];
         lmc_tensor *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            if (mats[i]->data) old += convert_weight(mats[i], to, &add);
+            if (mats[i]->data) old += convert_weight(m->be, mats[i], to, &add);
     }
-    old += convert_weight(&m->lm_head, to, &add);
+    old += convert_weight(m->be, &m->lm_head, to, &add);
     if (tied) m->tok_embd = m->lm_head;
     return (double)(m->weight_bytes - old + add);
 }

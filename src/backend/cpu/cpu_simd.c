@@ -1173,18 +1173,21 @@ static inline __attribute__((always_inline)) void tile_mlx8(int T, const char *c
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i gia = _mm512_srli_epi32(lane, sh), gib = _mm512_srli_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(16)), sh);
     const __m512i dxi = _mm512_srli_epi32(lane, 3);
-    const __m512 eighth = _mm512_set1_ps(0.125f);
+    /* the biases' part, Σ_g bias_g·Σx_g, in 4 lanes a (token, row): one group a lane (as rows4_mlx8q) */
     __m512 acc[4][2];
-    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    __m128 bacc[4][2];
+    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
+        acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+        bacc[t][0] = bacc[t][1] = _mm_setzero_ps();
+    }
     for (int64_t c = 0; c < nc; c++) {
-        __m512 sa[2], sb[2], ba[2], bb[2];
+        __m512 sa[2], sb[2];
+        __m128 b4[2];
         _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
             const __m512 s4 = _mm512_castps128_ps512(mlx_side4(st, mr[k].scales, c * npc, gm));
-            const __m512 b4 = _mm512_castps128_ps512(mlx_side4(st, mr[k].biases, c * npc, gm));
+            b4[k] = mlx_side4(st, mr[k].biases, c * npc, gm);
             sa[k] = _mm512_permutexvar_ps(gia, s4);
             sb[k] = _mm512_permutexvar_ps(gib, s4);
-            ba[k] = _mm512_mul_ps(_mm512_permutexvar_ps(gia, b4), eighth);
-            bb[k] = _mm512_mul_ps(_mm512_permutexvar_ps(gib, b4), eighth);
         }
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
             const char *xt = xp + tb * (size_t)t;
@@ -1193,22 +1196,25 @@ static inline __attribute__((always_inline)) void tile_mlx8(int T, const char *c
             const __m512i xa = _mm512_loadu_si512(xq), xb = _mm512_loadu_si512(xq + 64);
             const __m512 dxa = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd)));
             const __m512 dxb = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd + 2)));
-            const __m512 xsa = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xs)));
-            const __m512 xsb = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xs + 2)));
+            __m128 gsum = _mm_loadu_ps(xs);
+            if (npc < 4) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
+            if (npc < 2) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
             _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
                 const char *blk = r[k] + 128 * c;
                 const __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(blk), xa);
                 const __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(blk + 64), xb);
                 acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pa), _mm512_mul_ps(sa[k], dxa), acc[t][k]);
                 acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pb), _mm512_mul_ps(sb[k], dxb), acc[t][k]);
-                acc[t][k] = _mm512_fmadd_ps(ba[k], xsa, acc[t][k]);
-                acc[t][k] = _mm512_fmadd_ps(bb[k], xsb, acc[t][k]);
+                bacc[t][k] = _mm_fmadd_ps(b4[k], gsum, bacc[t][k]);
             }
         }
     }
     _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
-        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++)
-            out[t][k] = hsum512(acc[t][k]) + mlx_tail(8, &mr[k], r[k], xp + tb * (size_t)t, in);
+        _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
+            const __m128 b = _mm_hadd_ps(bacc[t][k], bacc[t][k]);
+            out[t][k] = hsum512(acc[t][k]) + _mm_cvtss_f32(_mm_hadd_ps(b, b)) +
+                        mlx_tail(8, &mr[k], r[k], xp + tb * (size_t)t, in);
+        }
 }
 
 /* The tiles by dtype and token count (1..4), each compiled with its constants folded in. */
