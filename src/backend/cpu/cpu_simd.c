@@ -1291,8 +1291,9 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
         }
         if (pre && w->type == LMC_DTYPE_Q6_K) q6k_pregather(r, in / 256, pre);
         else if (pre) q8_pregather(w->type == LMC_DTYPE_Q4_0, r, in / 128, pre);
-        /* the next tile's rows asked for a slice a pass, so they are near when its gathering starts */
-        const size_t nx_bytes = pre && o + R < o1 ? (size_t)(o1 - o - R < R ? o1 - o - R : R) * w->nb[1] : 0;
+        /* the next tile's rows asked for a slice a pass, so they are near when its gathering (or, MLX and
+         * K-quants, its first pass) starts: MLX8 (rewritten Q8_0) 64-token prefill +2% */
+        const size_t nx_bytes = n_tok > 4 && o + R < o1 ? (size_t)(o1 - o - R < R ? o1 - o - R : R) * w->nb[1] : 0;
         const char *nx = nx_bytes ? (const char *)w->data + (size_t)(o + R) * w->nb[1] : NULL;
         const size_t slice = (nx_bytes / (size_t)((n_tok + 3) / 4) + 63) / 64 * 64;
         for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
