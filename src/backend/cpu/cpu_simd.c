@@ -482,6 +482,19 @@ static void rows4_q8_0(const char *const r[4], const char *xp, int64_t in, size_
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] += tail[k] - 128.0f * corr[k];
 }
 
+/* Σx of each MLX group of a 128-element chunk from its four 32-block sums xs (npc groups in the
+ * first lanes, the rest 0), and the sum of a 4-lane vector: the biases' part of the MLX kernels. */
+static inline __m128 mlx_gsum4(const float *xs, int npc) {
+    __m128 g = _mm_loadu_ps(xs);
+    if (npc < 4) g = _mm_hadd_ps(g, _mm_setzero_ps());
+    if (npc < 2) g = _mm_hadd_ps(g, _mm_setzero_ps());
+    return g;
+}
+static inline float hsum128(__m128 v) {
+    const __m128 b = _mm_hadd_ps(v, v);
+    return _mm_cvtss_f32(_mm_hadd_ps(b, b));
+}
+
 /* Four MLX side values (scales or biases) of groups i.. (n ≤ 4 of them, the rest 0) as f32. */
 static inline __m128 mlx_side4(lmc_dtype t, const void *p, int64_t i, __mmask8 m) {
     if (t == LMC_DTYPE_F32) return _mm_maskz_loadu_ps(m, (const float *)p + i);
@@ -536,9 +549,7 @@ static void rows4_mlx4q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
     for (int64_t c = 0; c < nc; c++, side += Q8_SIDE_BYTES) {
         const __m512i xlo = _mm512_loadu_si512(xq + 128 * c), xhi = _mm512_loadu_si512(xq + 128 * c + 64);
         const __m512 dxv = _mm512_loadu_ps(side);
-        __m128 gsum = _mm_loadu_ps(xs + 4 * c); /* Σx per group of this 128 */
-        if (npc < 4) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
-        if (npc < 2) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
+        const __m128 gsum = mlx_gsum4(xs + 4 * c, npc); /* Σx per group of this 128 */
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
             const char *blk = r[k] + 64 * c;
             _mm_prefetch(blk + pf, _MM_HINT_T0);
@@ -554,8 +565,7 @@ static void rows4_mlx4q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) tail[k] = mlx_tail(4, &mr[k], r[k], xp, in);
     hsum4x512(acc, out);
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-        __m128 b = _mm_hadd_ps(bacc[k], bacc[k]);
-        out[k] += _mm_cvtss_f32(_mm_hadd_ps(b, b)) + tail[k];
+        out[k] += hsum128(bacc[k]) + tail[k];
     }
 }
 
@@ -583,9 +593,7 @@ static void rows4_mlx8q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
         const __m512i xa = _mm512_loadu_si512(xq + 128 * c), xb = _mm512_loadu_si512(xq + 128 * c + 64);
         const __m512 dxa = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd + 4 * c)));
         const __m512 dxb = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd + 4 * c + 2)));
-        __m128 gsum = _mm_loadu_ps(xs + 4 * c);
-        if (npc < 4) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
-        if (npc < 2) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
+        const __m128 gsum = mlx_gsum4(xs + 4 * c, npc);
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
             const char *blk = r[k] + 128 * c;
             _mm_prefetch(blk + pf, _MM_HINT_T0);
@@ -602,8 +610,7 @@ static void rows4_mlx8q(const lmc_quant_mlx *q, const int64_t ro[4], const char 
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) tail[k] = mlx_tail(8, &mr[k], r[k], xp, in);
     hsum4x512(acc, out);
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-        __m128 b = _mm_hadd_ps(bacc[k], bacc[k]);
-        out[k] += _mm_cvtss_f32(_mm_hadd_ps(b, b)) + tail[k];
+        out[k] += hsum128(bacc[k]) + tail[k];
     }
 }
 
@@ -1196,9 +1203,7 @@ static inline __attribute__((always_inline)) void tile_mlx8(int T, const char *c
             const __m512i xa = _mm512_loadu_si512(xq), xb = _mm512_loadu_si512(xq + 64);
             const __m512 dxa = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd)));
             const __m512 dxb = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd + 2)));
-            __m128 gsum = _mm_loadu_ps(xs);
-            if (npc < 4) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
-            if (npc < 2) gsum = _mm_hadd_ps(gsum, _mm_setzero_ps());
+            const __m128 gsum = mlx_gsum4(xs, npc);
             _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
                 const char *blk = r[k] + 128 * c;
                 const __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(blk), xa);
@@ -1211,8 +1216,7 @@ static inline __attribute__((always_inline)) void tile_mlx8(int T, const char *c
     }
     _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
         _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
-            const __m128 b = _mm_hadd_ps(bacc[t][k], bacc[t][k]);
-            out[t][k] = hsum512(acc[t][k]) + _mm_cvtss_f32(_mm_hadd_ps(b, b)) +
+            out[t][k] = hsum512(acc[t][k]) + hsum128(bacc[t][k]) +
                         mlx_tail(8, &mr[k], r[k], xp + tb * (size_t)t, in);
         }
 }
