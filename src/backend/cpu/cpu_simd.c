@@ -3,10 +3,12 @@
  * Four output rows at a time share each load of the activations; a thread reads its rows
  * as 4 stretches side by side (one row of each per call) with a software prefetch 4 KB
  * ahead in each: one core reads memory ~1.4x faster from 4 places than from one.
- *   BF16  f32 activations; a 512-bit load holds 32 bf16 = 16 (even, odd) pairs:
- *         `<< 16` gives the even ones as f32, `& 0xffff0000` the odd ones, so the
- *         activations are prepared de-interleaved per 32 (exact: f32 products of
- *         exact bf16→f32 values, f32 accumulation, as the reference asks).
+ *   BF16  f32 activations; two 256-bit loads of 16 bf16 each, widened by vpmovzxwd and
+ *         `<< 16` (exact: f32 products of exact bf16→f32 values, f32 accumulation, as the
+ *         reference asks). One 512-bit load split by `<< 16` and `& 0xffff0000` into the
+ *         even and odd elements (activations de-interleaved per 32, as the AVX2 tier still
+ *         takes them) ran at half the rate on the AMD EPYC VM (bench_matmul, one core: 20
+ *         against 35–41 GB/s out of cache; docs/BENCHMARKS.md, session 24).
  *   F16   f32 activations; vcvtph2ps.
  *   Q8_0, Q4_0, MLX4, MLX8, Q4_K, Q5_K, Q6_K  activations quantized to Q8_0 blocks once per matmul
  *         (as ggml does for its integer dot products): AVX512-VNNI vpdpbusd of unsigned
@@ -120,7 +122,7 @@ typedef enum { ACT_NONE, ACT_F32_PERM, ACT_F32, ACT_Q8 } act_kind;
 
 static act_kind kind_of(const lmc_tensor *w) {
     switch (w->type) {
-    case LMC_DTYPE_BF16: return ACT_F32_PERM;
+    case LMC_DTYPE_BF16: return simd_level == LMC_SIMD_AVX512 ? ACT_F32 : ACT_F32_PERM; /* AVX2: pairs */
     case LMC_DTYPE_F16: return ACT_F32;
     case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: return ACT_Q8;
     case LMC_DTYPE_MLX4: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32_PERM; /* VNNI kernel: Q8 */
@@ -279,21 +281,20 @@ static inline float hsum256(__m256 v) {
 }
 static inline float f16_at(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 
-static void rows4_bf16(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
-    __m512 ae[4], ao[4];
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { ae[k] = _mm512_setzero_ps(); ao[k] = _mm512_setzero_ps(); }
-    const __m512i hi_mask = _mm512_set1_epi32((int)0xffff0000u);
+static void rows4_bf16(const char *const r[4], const float *xp, int64_t in, float out[4]) {
+    __m512 a[4], b[4];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { a[k] = _mm512_setzero_ps(); b[k] = _mm512_setzero_ps(); }
     for (int64_t i = 0; i < in; i += 32) {
-        const __m512 xe = _mm512_loadu_ps(xp + i), xo = _mm512_loadu_ps(xp + i + 16);
+        const __m512 x0 = _mm512_loadu_ps(xp + i), x1 = _mm512_loadu_ps(xp + i + 16);
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            _mm_prefetch(r[k] + 2 * i + pf, _MM_HINT_T0);
-            const __m512i v = _mm512_loadu_si512((const void *)(r[k] + 2 * i));
-            ae[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), xe, ae[k]);
-            ao[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, hi_mask)), xo, ao[k]);
+            const __m256i h0 = _mm256_loadu_si256((const void *)(r[k] + 2 * i));
+            const __m256i h1 = _mm256_loadu_si256((const void *)(r[k] + 2 * i + 32));
+            a[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16)), x0, a[k]);
+            b[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16)), x1, b[k]);
         }
     }
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) ae[k] = _mm512_add_ps(ae[k], ao[k]);
-    hsum4x512(ae, out);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) a[k] = _mm512_add_ps(a[k], b[k]);
+    hsum4x512(a, out);
 }
 
 static void rows4_f16(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
@@ -1344,7 +1345,7 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             const char *xt = (const char *)xp + tb * (size_t)t;
             float s[4];
             switch (w->type) {
-            case LMC_DTYPE_BF16: rows4_bf16(r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_BF16: rows4_bf16(r, (const float *)(const void *)xt, in, s); break;
             case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q8_0: rows4_q8_0(r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_0: rows4_q4_0(r, xt, in, pf, s); break;
