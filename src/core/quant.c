@@ -42,6 +42,40 @@ static void deq_q4_0(const uint8_t *b, float *y, int64_t nb) {
     }
 }
 
+/* Q4_0R (quant.h): the byte of element j (0..31) of block b in a row of nb blocks, and its nibble. */
+static size_t q4_0r_byte(int64_t nb, int64_t b, int j, int *high) {
+    const int64_t c = b / 16, w = nb - 16 * c < 16 ? nb - 16 * c : 16;
+    *high = (j % 8) >= 4;
+    return (size_t)(256 * c + 4 * w * (j / 8) + 4 * (b % 16) + j % 4);
+}
+
+static void deq_q4_0r(const uint8_t *row, float *y, int64_t nb) {
+    for (int64_t b = 0; b < nb; b++, y += QK) {
+        const float d = h2f(row + 16 * nb + 2 * b);
+        for (int j = 0; j < QK; j++) {
+            int high;
+            const uint8_t v = row[q4_0r_byte(nb, b, j, &high)];
+            y[j] = ((high ? v >> 4 : v & 0x0F) - 8) * d;
+        }
+    }
+}
+
+void lmc_q4_0_regroup_row(const void *q4_0, void *q4_0r, int64_t n) {
+    const uint8_t *src = q4_0;
+    uint8_t *row = q4_0r;
+    const int64_t nb = n / QK;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = src + 18 * b;
+        memcpy(row + 16 * nb + 2 * b, blk, 2);
+        for (int j = 0; j < QK; j++) {
+            const int q = j < 16 ? blk[2 + j] & 0x0F : blk[2 + j - 16] >> 4;
+            int high;
+            uint8_t *v = row + q4_0r_byte(nb, b, j, &high);
+            *v = (uint8_t)(high ? (*v & 0x0F) | q << 4 : (*v & 0xF0) | q);
+        }
+    }
+}
+
 static void deq_q4_1(const uint8_t *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, b += 20, y += QK) {
         const float d = h2f(b), m = h2f(b + 2);
@@ -261,6 +295,7 @@ void lmc_dequant_row_unchecked(lmc_dtype t, const void *src, const lmc_mlx_row *
     switch (t) {
     case LMC_DTYPE_Q8_0: deq_q8_0(b, dst, n / QK); break;
     case LMC_DTYPE_Q4_0: deq_q4_0(b, dst, n / QK); break;
+    case LMC_DTYPE_Q4_0R: deq_q4_0r(b, dst, n / QK); break; /* n: the whole row */
     case LMC_DTYPE_Q4_1: deq_q4_1(b, dst, n / QK); break;
     case LMC_DTYPE_Q5_0: deq_q5(b, dst, n / QK, 0); break;
     case LMC_DTYPE_Q5_1: deq_q5(b, dst, n / QK, 1); break;

@@ -19,6 +19,13 @@
  *   lmc_quant_mlx aux = {.group_size = 32, .scales = u8 [in/32, out]};   // biases unused
  *   lmc_tensor w = lmc_tensor_make(LMC_DTYPE_MXFP4_MLX, in, out, 1, 1); w.aux = &aux;
  *
+ * Q4_0R (core/dtype.h) holds a Q4_0 row's codes and scales regrouped for the CPU's VNNI kernels:
+ * its nb blocks in chunks of 16 (the last chunk holds the rest, w = nb % 16 blocks); a chunk of w
+ * blocks is 4 strips of 4w bytes, and byte 4l + i of strip p holds element 8p + i of the chunk's
+ * block l in its low nibble, element 8p + 4 + i in its high one (Q4_0's codes q, w = (q - 8)·d).
+ * The nb f16 scales d follow the 16·nb code bytes in block order: 18 bytes a block, as Q4_0.
+ * A Q4_0R row is dequantized whole (n = the row), never a block at a time.
+ *
  * Quantizers (lmc_quantize_row) exist for the types lmc writes: Q8_0, Q4_0
  * (ggml's reference rounding), Q4_K, Q6_K (lmc's own scale search; any valid
  * block is readable by ggml), MLX affine of every width (mlx's rounding), MXFP4
@@ -105,6 +112,9 @@ lmc_status lmc_quantize_row(lmc_dtype t, const float *src, void *dst, void *aux,
 
 /* Row `row` of a 2-D weight of any float or block dtype as f32 (no checks: hot path). */
 void lmc_tensor_row_to_f32(const lmc_tensor *w, int64_t row, float *dst);
+
+/* A Q4_0 row of n elements (n a multiple of 32) regrouped as Q4_0R (same values). */
+void lmc_q4_0_regroup_row(const void *q4_0, void *q4_0r, int64_t n);
 
 /* The unchecked row kernels behind the functions above (n a multiple of the block). */
 void lmc_dequant_row_unchecked(lmc_dtype t, const void *src, const lmc_mlx_row *aux, float *dst, int64_t n);

@@ -1,8 +1,8 @@
 /* cpu_backend.c — the CPU implementation of lmc_backend_i.
  *
  * Memory is plain host memory: alloc() is calloc, bind_weight() points at the
- * mapped checkpoint in place (no copy), except Q8_0 weights, which the AVX-512 tier reads
- * faster rewritten as MLX8 (cpu_rebind.c; same values, not in reference mode). Every op splits its rows over the
+ * mapped checkpoint in place (no copy), except Q8_0 and Q4_0 weights, which the AVX-512 tier reads
+ * faster rewritten as MLX8 / Q4_0R (cpu_rebind.c; same values, not in reference mode). Every op splits its rows over the
  * thread pool by (ith, nth). In reference mode the pool has one thread and
  * matmul uses the scalar double-accumulating kernel: that mode is the oracle
  * the fast paths (and later the CUDA backend) are tested against.
@@ -30,7 +30,7 @@ typedef struct cpu_ctx {
     size_t act_bytes;     /* capacity of act */
     void *moe;            /* matmul_id: slots grouped by expert (gathered inputs, outputs, tables) */
     size_t moe_bytes;     /* capacity of moe */
-    lmc_cpu_rebinds rebound; /* Q8_0 weights bound as MLX8 */
+    lmc_cpu_rebinds rebound; /* Q8_0 / Q4_0 weights bound as MLX8 / Q4_0R */
 } cpu_ctx;
 
 #define CTX(be) ((cpu_ctx *)(be)->ctx)
@@ -93,10 +93,7 @@ static lmc_status cpu_bind_weight(lmc_backend *be, lmc_tensor *t, const void *ho
 }
 
 static void cpu_unbind_weight(lmc_backend *be, lmc_tensor *t) {
-    if (lmc_cpu_unrebind(&CTX(be)->rebound, t)) { /* the descriptor as it was bound */
-        lmc_tensor q = lmc_tensor_make(LMC_DTYPE_Q8_0, t->ne[0], t->ne[1], 1, 1);
-        *t = q;
-    }
+    lmc_cpu_unrebind(&CTX(be)->rebound, t); /* a rewritten weight: the descriptor as it was bound */
     t->data = NULL;
 }
 
