@@ -57,10 +57,11 @@ typedef enum lmc_dtype {
      * the tensor's aux (lmc_quant_mlx with U8 scales, no biases; core/quant.h) */
     LMC_DTYPE_MXFP4,
     LMC_DTYPE_MXFP4_MLX,
-    /* Q4_0 regrouped: the CPU backend's own layout of a Q4_0 weight (never in a file; the
-     * codes of 16 blocks side by side, then the row's scales: core/quant.h). Its rows are
-     * dequantized whole, never block by block. */
+    /* Q4_0 and Q8_0 regrouped: the CPU backend's own layouts of those weights (never in a
+     * file; the codes of 16 blocks side by side, then the row's scales: core/quant.h). Their
+     * rows are dequantized whole, never block by block. */
     LMC_DTYPE_Q4_0R,
+    LMC_DTYPE_Q8_0R,
     LMC_DTYPE_END
 } lmc_dtype;
 

@@ -42,20 +42,22 @@ static void deq_q4_0(const uint8_t *b, float *y, int64_t nb) {
     }
 }
 
-/* Q4_0R (quant.h): the byte of element j (0..31) of block b in a row of nb blocks, and its nibble. */
-static size_t q4_0r_byte(int64_t nb, int64_t b, int j, int *high) {
+/* Q4_0R / Q8_0R (quant.h): the byte of element j (0..31) of block b in a row of nb blocks, and for
+ * Q4_0R its nibble. */
+static size_t regrouped_byte(int q8, int64_t nb, int64_t b, int j, int *high) {
     const int64_t c = b / 16, w = nb - 16 * c < 16 ? nb - 16 * c : 16;
-    *high = (j % 8) >= 4;
+    *high = !q8 && (j % 8) >= 4;
+    if (q8) return (size_t)(512 * c + 4 * w * (j / 4) + 4 * (b % 16) + j % 4);
     return (size_t)(256 * c + 4 * w * (j / 8) + 4 * (b % 16) + j % 4);
 }
 
-static void deq_q4_0r(const uint8_t *row, float *y, int64_t nb) {
+static void deq_regrouped(int q8, const uint8_t *row, float *y, int64_t nb) {
     for (int64_t b = 0; b < nb; b++, y += QK) {
-        const float d = h2f(row + 16 * nb + 2 * b);
+        const float d = h2f(row + (q8 ? 32 : 16) * nb + 2 * b);
         for (int j = 0; j < QK; j++) {
             int high;
-            const uint8_t v = row[q4_0r_byte(nb, b, j, &high)];
-            y[j] = ((high ? v >> 4 : v & 0x0F) - 8) * d;
+            const uint8_t v = row[regrouped_byte(q8, nb, b, j, &high)];
+            y[j] = (q8 ? (int)v - 128 : (high ? v >> 4 : v & 0x0F) - 8) * d;
         }
     }
 }
@@ -70,9 +72,21 @@ void lmc_q4_0_regroup_row(const void *q4_0, void *q4_0r, int64_t n) {
         for (int j = 0; j < QK; j++) {
             const int q = j < 16 ? blk[2 + j] & 0x0F : blk[2 + j - 16] >> 4;
             int high;
-            uint8_t *v = row + q4_0r_byte(nb, b, j, &high);
+            uint8_t *v = row + regrouped_byte(0, nb, b, j, &high);
             *v = (uint8_t)(high ? (*v & 0x0F) | q << 4 : (*v & 0xF0) | q);
         }
+    }
+}
+
+void lmc_q8_0_regroup_row(const void *q8_0, void *q8_0r, int64_t n) {
+    const uint8_t *src = q8_0;
+    uint8_t *row = q8_0r;
+    const int64_t nb = n / QK;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = src + 34 * b;
+        memcpy(row + 32 * nb + 2 * b, blk, 2);
+        int high;
+        for (int j = 0; j < QK; j++) row[regrouped_byte(1, nb, b, j, &high)] = (uint8_t)(blk[2 + j] ^ 0x80); /* q + 128 */
     }
 }
 
@@ -295,7 +309,8 @@ void lmc_dequant_row_unchecked(lmc_dtype t, const void *src, const lmc_mlx_row *
     switch (t) {
     case LMC_DTYPE_Q8_0: deq_q8_0(b, dst, n / QK); break;
     case LMC_DTYPE_Q4_0: deq_q4_0(b, dst, n / QK); break;
-    case LMC_DTYPE_Q4_0R: deq_q4_0r(b, dst, n / QK); break; /* n: the whole row */
+    case LMC_DTYPE_Q4_0R: deq_regrouped(0, b, dst, n / QK); break; /* n: the whole row */
+    case LMC_DTYPE_Q8_0R: deq_regrouped(1, b, dst, n / QK); break;
     case LMC_DTYPE_Q4_1: deq_q4_1(b, dst, n / QK); break;
     case LMC_DTYPE_Q5_0: deq_q5(b, dst, n / QK, 0); break;
     case LMC_DTYPE_Q5_1: deq_q5(b, dst, n / QK, 1); break;

@@ -24,7 +24,10 @@
  * blocks is 4 strips of 4w bytes, and byte 4l + i of strip p holds element 8p + i of the chunk's
  * block l in its low nibble, element 8p + 4 + i in its high one (Q4_0's codes q, w = (q - 8)·d).
  * The nb f16 scales d follow the 16·nb code bytes in block order: 18 bytes a block, as Q4_0.
- * A Q4_0R row is dequantized whole (n = the row), never a block at a time.
+ * Q8_0R likewise for Q8_0: a chunk of w blocks is 8 strips of 4w bytes, byte 4l + i of strip m
+ * holds element 4m + i of block l as q + 128 (unsigned; w = q·d), and the nb f16 scales follow
+ * the 32·nb code bytes: 34 bytes a block. Rows of either are dequantized whole (n = the row),
+ * never a block at a time.
  *
  * Quantizers (lmc_quantize_row) exist for the types lmc writes: Q8_0, Q4_0
  * (ggml's reference rounding), Q4_K, Q6_K (lmc's own scale search; any valid
@@ -113,8 +116,9 @@ lmc_status lmc_quantize_row(lmc_dtype t, const float *src, void *dst, void *aux,
 /* Row `row` of a 2-D weight of any float or block dtype as f32 (no checks: hot path). */
 void lmc_tensor_row_to_f32(const lmc_tensor *w, int64_t row, float *dst);
 
-/* A Q4_0 row of n elements (n a multiple of 32) regrouped as Q4_0R (same values). */
+/* A Q4_0 / Q8_0 row of n elements (n a multiple of 32) regrouped as Q4_0R / Q8_0R (same values). */
 void lmc_q4_0_regroup_row(const void *q4_0, void *q4_0r, int64_t n);
+void lmc_q8_0_regroup_row(const void *q8_0, void *q8_0r, int64_t n);
 
 /* The unchecked row kernels behind the functions above (n a multiple of the block). */
 void lmc_dequant_row_unchecked(lmc_dtype t, const void *src, const lmc_mlx_row *aux, float *dst, int64_t n);

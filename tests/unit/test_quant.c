@@ -110,7 +110,7 @@ static void test_sizes(void) {
         {LMC_DTYPE_Q6_K, "Q6_K", 256, 210}, {LMC_DTYPE_MLX2, "MLX2", 32, 8}, {LMC_DTYPE_MLX3, "MLX3", 32, 12},
         {LMC_DTYPE_MLX4, "MLX4", 32, 16}, {LMC_DTYPE_MLX5, "MLX5", 32, 20}, {LMC_DTYPE_MLX6, "MLX6", 32, 24},
         {LMC_DTYPE_MLX8, "MLX8", 32, 32}, {LMC_DTYPE_MXFP4, "MXFP4", 32, 17}, {LMC_DTYPE_MXFP4_MLX, "MXFP4_MLX", 32, 16},
-        {LMC_DTYPE_Q4_0R, "Q4_0R", 32, 18},
+        {LMC_DTYPE_Q4_0R, "Q4_0R", 32, 18}, {LMC_DTYPE_Q8_0R, "Q8_0R", 32, 34},
     };
     CHECK_EQ_INT(sizeof all / sizeof all[0], LMC_DTYPE_END - LMC_DTYPE_QFIRST);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -492,7 +492,7 @@ static int q_code(lmc_dtype t, const uint8_t *blk, int j) {
     return (j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8;
 }
 
-/* Q8_0, Q4_0 and Q4_0R (Q4_0 rows regrouped, cpu_q4r.c: AVX-512 tier only, the one that makes them) decode kernels (each SIMD tier this CPU has) against the product they must
+/* Q8_0, Q4_0, Q4_0R and Q8_0R (rows regrouped, cpu_qr.c: AVX-512 tier only, the one that makes them) decode kernels (each SIMD tier this CPU has) against the product they must
  * compute exactly up to f32 rounding: Σ_b dw·dx·Σ code·q over Q8_0-quantized activations.
  * Rows of random codes (Q8_0's full range, -128 included), weights allocated to the byte (ASan
  * sees any read past the last row), widths with 0-3 blocks past the kernels' groups of 4, row
@@ -500,17 +500,18 @@ static int q_code(lmc_dtype t, const uint8_t *blk, int j) {
  * all-zero and a huge activation block. Error relative to Σ|dw·dx·code·q| of the row. */
 static void test_matmul_q8act_exact(void) {
     const int64_t ins[] = {32, 96, 128, 416, 800, 864, 4864}, outs[] = {1, 13, 67};
-    const lmc_dtype types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0, LMC_DTYPE_Q4_0R};
+    const lmc_dtype types[] = {LMC_DTYPE_Q8_0, LMC_DTYPE_Q4_0, LMC_DTYPE_Q4_0R, LMC_DTYPE_Q8_0R};
     const int tiers[] = {LMC_SIMD_AVX512, LMC_SIMD_AVX2};
     lmc_backend *be1, *be2;
     LMC_ASSERT(lmc_backend_cpu_init(&be1, 1, 0) == LMC_OK && lmc_backend_cpu_init(&be2, 2, 0) == LMC_OK);
     for (int ti = 0; ti < 2; ti++) {
         if (lmc_cpu_simd_set_level(tiers[ti]) != tiers[ti]) continue;
-        for (int ty = 0; ty < 3; ty++)
+        for (int ty = 0; ty < 4; ty++)
             for (size_t ii = 0; ii < sizeof ins / sizeof ins[0]; ii++)
                 for (size_t oi = 0; oi < sizeof outs / sizeof outs[0]; oi++) {
-                    const lmc_dtype wt = types[ty], t = wt == LMC_DTYPE_Q4_0R ? LMC_DTYPE_Q4_0 : wt; /* t: the blocks made */
-                    if (wt == LMC_DTYPE_Q4_0R && tiers[ti] != LMC_SIMD_AVX512) continue; /* only made for that tier */
+                    const lmc_dtype wt = types[ty]; /* t: the blocks made (regrouped for Q4_0R / Q8_0R) */
+                    const lmc_dtype t = wt == LMC_DTYPE_Q4_0R ? LMC_DTYPE_Q4_0 : wt == LMC_DTYPE_Q8_0R ? LMC_DTYPE_Q8_0 : wt;
+                    if (wt != t && tiers[ti] != LMC_SIMD_AVX512) continue; /* only made for that tier */
                     const int64_t in = ins[ii], out = outs[oi];
                     lmc_tensor w = lmc_tensor_make(wt, in, out, 1, 1);
                     /* 67 rows: 10 tokens where a prefill batch also quantizes the activations
@@ -526,11 +527,14 @@ static void test_matmul_q8act_exact(void) {
                         for (size_t j = 2; j < bb; j++) blk[j] = (uint8_t)rnd();
                     }
                     float *x = malloc(in * n_tok * 4), *y1 = malloc(out * n_tok * 4), *y2 = malloc(out * n_tok * 4);
-                    uint8_t *regrouped = NULL; /* Q4_0R: the Q4_0 rows made above, regrouped */
-                    if (wt == LMC_DTYPE_Q4_0R) {
+                    uint8_t *regrouped = NULL; /* Q4_0R / Q8_0R: the rows made above, regrouped */
+                    if (wt != t) {
                         regrouped = malloc(lmc_tensor_nbytes(&w));
-                        for (int64_t o = 0; o < out; o++)
-                            lmc_q4_0_regroup_row(data + (size_t)o * w.nb[1], regrouped + (size_t)o * w.nb[1], in);
+                        for (int64_t o = 0; o < out; o++) {
+                            const uint8_t *src = data + (size_t)o * w.nb[1];
+                            if (t == LMC_DTYPE_Q4_0) lmc_q4_0_regroup_row(src, regrouped + (size_t)o * w.nb[1], in);
+                            else lmc_q8_0_regroup_row(src, regrouped + (size_t)o * w.nb[1], in);
+                        }
                         w.data = regrouped;
                     }
                     for (int64_t i = 0; i < in * n_tok; i++) x[i] = gauss();
@@ -924,133 +928,75 @@ static int q8_same_values(const lmc_tensor *q8, const lmc_tensor *m8) {
     return bad;
 }
 
-static void test_q8_rebind(void) {
-    const int64_t ins[] = {32, 160, 896}, outs[] = {1, 7, 13};
-    for (int k = 0; k < 3; k++) {
-        const int64_t in = ins[k], out = outs[k];
-        uint8_t *host = malloc((size_t)(in / 32 * out * 34));
-        q8_rows(host, in, out);
-        lmc_tensor q8 = lmc_tensor_make(LMC_DTYPE_Q8_0, in, out, 1, 1);
-        q8.data = host;
-        lmc_cpu_rebinds set = {0};
-        lmc_tensor t = lmc_tensor_make(LMC_DTYPE_Q8_0, in, out, 1, 1), t2 = t;
-        int done = 0;
-        CHECK(lmc_cpu_rebind_wants(&t));
-        CHECK(lmc_cpu_rebind(&set, &t, host, &done) == LMC_OK && done);
-        CHECK(t.type == LMC_DTYPE_MLX8 && t.aux && t.data && t.data != (void *)host);
-        CHECK_MSG(q8_same_values(&q8, &t) == 0, "Q8_0 [%lld, %lld] as MLX8: values", (long long)in, (long long)out);
-        CHECK(lmc_cpu_rebind(&set, &t2, host, &done) == LMC_OK && done && t2.data == t.data && set.n == 1);
-        CHECK(lmc_cpu_unrebind(&set, &t) == 1 && set.n == 1);
-        CHECK(q8_same_values(&q8, &t2) == 0); /* still alive for the second binding */
-        CHECK(lmc_cpu_unrebind(&set, &t2) == 1 && set.n == 0);
-        CHECK(lmc_cpu_unrebind(&set, &t2) == 0);
-        const uint16_t bad[] = {0x6000, 0xE000, 0x7C00, 0x7E00}; /* -128·d = ∓65536: out of f16; inf; NaN */
-        for (int i = 0; i < 4; i++) {
-            uint8_t *blk = host + (in / 32 * out - 1) * 34;
-            uint8_t keep[2] = {blk[0], blk[1]};
-            put16(blk, bad[i]);
-            lmc_tensor u = lmc_tensor_make(LMC_DTYPE_Q8_0, in, out, 1, 1);
-            CHECK(lmc_cpu_rebind(&set, &u, host, &done) == LMC_OK && !done && u.type == LMC_DTYPE_Q8_0 && set.n == 0);
-            memcpy(blk, keep, 2);
-        }
-        lmc_cpu_rebinds_free(&set);
-        free(host);
-    }
-    lmc_tensor e3 = lmc_tensor_make(LMC_DTYPE_Q8_0, 64, 2, 3, 1), m = lmc_tensor_make(LMC_DTYPE_MLX8, 64, 2, 1, 1);
-    CHECK(!lmc_cpu_rebind_wants(&e3) && !lmc_cpu_rebind_wants(&m)); /* 3-D, or not Q8_0: bound as they are */
-
-    if (!lmc_cpu_simd_avx512()) {
-        printf("  (no AVX-512 tier: the backend binds Q8_0 as it is; its part skipped)\n");
-        return;
-    }
-    lmc_backend *be, *ref;
-    LMC_ASSERT(lmc_backend_cpu_init(&be, 2, 0) == LMC_OK && lmc_backend_cpu_init(&ref, 1, 1) == LMC_OK);
-    const int64_t in = 896, out = 67, nt = 3;
-    uint8_t *host = malloc((size_t)(in / 32 * out * 34));
-    q8_rows(host, in, out);
-    lmc_tensor w = lmc_tensor_make(LMC_DTYPE_Q8_0, in, out, 1, 1), wr = w;
-    LMC_ASSERT(be->i->bind_weight(be, &w, host) == LMC_OK && ref->i->bind_weight(ref, &wr, host) == LMC_OK);
-    CHECK(w.type == LMC_DTYPE_MLX8 && wr.type == LMC_DTYPE_Q8_0 && wr.data == (void *)host);
-    float *x = malloc((size_t)(in * nt) * 4), *y = malloc((size_t)(out * nt) * 4), *yr = malloc((size_t)(out * nt) * 4);
-    for (int64_t i = 0; i < in * nt; i++) x[i] = frand();
-    run_matmul(be, &w, x, nt, y);
-    run_matmul(ref, &wr, x, nt, yr);
-    double err = 0, mx = 0;
-    for (int64_t i = 0; i < out * nt; i++) {
-        err = fmax(err, fabs((double)y[i] - yr[i]));
-        mx = fmax(mx, fabs((double)yr[i]));
-    }
-    CHECK_MSG(err <= 1e-2 * mx, "Q8_0 as MLX8 matmul: max|Δ| %g of max %g", err, mx);
-    int32_t ids[2] = {66, 3};
-    lmc_tensor it = lmc_tensor_make(LMC_DTYPE_I32, 2, 1, 1, 1), yt = lmc_tensor_make(LMC_DTYPE_F32, in, 2, 1, 1);
-    LMC_ASSERT(be->i->alloc(be, &it) == LMC_OK && be->i->alloc(be, &yt) == LMC_OK);
-    be->i->set(be, &it, ids, 0, sizeof ids);
-    be->i->get_rows(be, &yt, &w, &it, 1.0f);
-    float *got = malloc((size_t)(in * 2) * 4), *row = malloc((size_t)in * 4);
-    be->i->get(be, got, &yt, 0, (size_t)(in * 2) * 4);
-    int badr = 0;
-    for (int r = 0; r < 2; r++) {
-        lmc_tensor_row_to_f32(&wr, ids[r], row);
-        for (int64_t i = 0; i < in; i++) badr += !(got[r * in + i] == row[i]);
-    }
-    CHECK_MSG(badr == 0, "Q8_0 as MLX8 get_rows: %d elements differ", badr);
-    be->i->unbind_weight(be, &w);
-    CHECK(w.type == LMC_DTYPE_Q8_0 && !w.data && !w.aux && w.nb[1] == (size_t)(in / 32 * 34));
-    ref->i->unbind_weight(ref, &wr);
-    be->i->release(be, &it); be->i->release(be, &yt);
-    free(got); free(row); free(x); free(y); free(yr); free(host);
-    lmc_backend_free(be);
-    lmc_backend_free(ref);
+/* The regrouped layouts (core/quant.h) placed by hand: in 160 = one chunk of 5 blocks; element 13 of
+ * block 2 is Q4_0R strip 1, byte 4·5 + 4·2 + 1, high nibble, and Q8_0R strip 3, byte 4·5·3 + 4·2 + 1;
+ * block 2's scale follows the 80 / 160 code bytes. */
+static void test_regroup_layout(void) {
+    uint8_t q4[5 * 18] = {0}, r4[5 * 18], q8[5 * 34] = {0}, r8[5 * 34];
+    q4[2 * 18 + 2 + 13] = 0x0B; /* element 13 of block 2: low nibble of its byte 13 */
+    put16(q4 + 2 * 18, 0x3C00);
+    lmc_q4_0_regroup_row(q4, r4, 160);
+    CHECK_EQ_INT(r4[20 + 8 + 1], 0xB0); /* 11 high; the low nibble is element 9 of block 2 (0) */
+    int other = 0;
+    for (int i = 0; i < 80; i++) other += r4[i] != 0 && i != 29;
+    CHECK_EQ_INT(other, 0);
+    CHECK(r4[80 + 4] == 0x00 && r4[80 + 5] == 0x3C);
+    q8[2 * 34 + 2 + 13] = 0xF6; /* -10 */
+    put16(q8 + 2 * 34, 0x3C00);
+    lmc_q8_0_regroup_row(q8, r8, 160);
+    CHECK_EQ_INT(r8[60 + 8 + 1], 118); /* -10 + 128 */
+    other = 0;
+    for (int i = 0; i < 160; i++) other += r8[i] != 128 && i != 69;
+    CHECK_EQ_INT(other, 0);
+    CHECK(r8[160 + 4] == 0x00 && r8[160 + 5] == 0x3C);
 }
 
-/* Q4_0 bound as Q4_0R (cpu_rebind.c; layout core/quant.h): one element's byte placed by hand, every
- * value equal to Q4_0's (last chunks of 1, 5, 12 and 16 blocks), a shared second binding, unbinding
- * back to the Q4_0 descriptor; then through the backend (AVX-512 tier): decode and prefill matmuls
- * against the reference backend on the Q4_0 bytes, and get_rows equal to Q4_0's rows. */
-static void test_q4_rebind(void) {
-    { /* in 160 = one chunk of 5 blocks: element 13 of block 2 is strip 1, byte 4·5 + 4·2 + 1, high nibble */
-        uint8_t q4[5 * 18] = {0}, r[5 * 18];
-        q4[2 * 18 + 2 + 13] = 0x0B; /* element 13 of block 2: low nibble of its byte 13 */
-        put16(q4 + 2 * 18, 0x3C00);
-        lmc_q4_0_regroup_row(q4, r, 160);
-        CHECK_EQ_INT(r[20 + 8 + 1], 0xB0); /* 11 high; the low nibble is element 9 of block 2 (0) */
-        int nonzero = 0;
-        for (int i = 0; i < 80; i++) nonzero += r[i] != 0 && i != 29;
-        CHECK_EQ_INT(nonzero, 0);
-        CHECK(r[80 + 4] == 0x00 && r[80 + 5] == 0x3C); /* block 2's scale after the 80 code bytes */
-    }
+/* Q4_0 / Q8_0 bound as Q4_0R / Q8_0R (cpu_rebind.c): every value equal to the blocks' (last chunks of
+ * 1, 5, 12 and 16 blocks; Q8_0 scales with subnormal, zero and extreme f16 values), a shared second
+ * binding, unbinding back to the original descriptor; then through the backend (AVX-512 tier): decode
+ * and prefill matmuls against the reference backend on the original bytes, and get_rows equal to
+ * the original rows. */
+static void test_rebind(lmc_dtype from) {
+    const lmc_dtype to = from == LMC_DTYPE_Q4_0 ? LMC_DTYPE_Q4_0R : LMC_DTYPE_Q8_0R;
+    const size_t bb = lmc_dtype_block_bytes(from);
     const int64_t ins[] = {32, 160, 896, 1024}, outs[] = {1, 7, 13, 3};
     for (int k = 0; k < 4; k++) {
         const int64_t in = ins[k], out = outs[k];
-        uint8_t *host = malloc((size_t)(in / 32 * out * 18));
-        for (int64_t b = 0; b < in / 32 * out; b++) rand_block(LMC_DTYPE_Q4_0, host + b * 18);
-        lmc_tensor q4 = lmc_tensor_make(LMC_DTYPE_Q4_0, in, out, 1, 1);
-        q4.data = host;
+        uint8_t *host = malloc((size_t)(in / 32 * out) * bb);
+        if (from == LMC_DTYPE_Q8_0) q8_rows(host, in, out);
+        else for (int64_t b = 0; b < in / 32 * out; b++) rand_block(from, host + (size_t)b * bb);
+        lmc_tensor orig = lmc_tensor_make(from, in, out, 1, 1);
+        orig.data = host;
         lmc_cpu_rebinds set = {0};
-        lmc_tensor t = lmc_tensor_make(LMC_DTYPE_Q4_0, in, out, 1, 1), t2 = t;
-        int done = 0;
+        lmc_tensor t = lmc_tensor_make(from, in, out, 1, 1), t2 = t;
         CHECK(lmc_cpu_rebind_wants(&t));
-        CHECK(lmc_cpu_rebind(&set, &t, host, &done) == LMC_OK && done);
-        CHECK(t.type == LMC_DTYPE_Q4_0R && !t.aux && t.data && t.data != (void *)host && t.nb[1] == q4.nb[1]);
-        CHECK_MSG(q8_same_values(&q4, &t) == 0, "Q4_0 [%lld, %lld] as Q4_0R: values", (long long)in, (long long)out);
-        CHECK(lmc_cpu_rebind(&set, &t2, host, &done) == LMC_OK && done && t2.data == t.data && set.n == 1);
-        CHECK(lmc_cpu_unrebind(&set, &t) == 1 && set.n == 1 && t.type == LMC_DTYPE_Q4_0 && !t.data);
+        CHECK(lmc_cpu_rebind(&set, &t, host) == LMC_OK);
+        CHECK(t.type == to && !t.aux && t.data && t.data != (void *)host && t.nb[1] == orig.nb[1]);
+        CHECK_MSG(q8_same_values(&orig, &t) == 0, "%s [%lld, %lld] as %s: values", lmc_dtype_name(from), (long long)in,
+                  (long long)out, lmc_dtype_name(to));
+        CHECK(lmc_cpu_rebind(&set, &t2, host) == LMC_OK && t2.data == t.data && set.n == 1);
+        CHECK(lmc_cpu_unrebind(&set, &t) == 1 && set.n == 1 && t.type == from && !t.data);
+        CHECK(q8_same_values(&orig, &t2) == 0); /* still alive for the second binding */
         CHECK(lmc_cpu_unrebind(&set, &t2) == 1 && set.n == 0);
+        CHECK(lmc_cpu_unrebind(&set, &t2) == 0);
         lmc_cpu_rebinds_free(&set);
         free(host);
     }
+    lmc_tensor e3 = lmc_tensor_make(from, 64, 2, 3, 1), m = lmc_tensor_make(LMC_DTYPE_MLX8, 64, 2, 1, 1);
+    CHECK(!lmc_cpu_rebind_wants(&e3) && !lmc_cpu_rebind_wants(&m)); /* 3-D, or another type: bound as they are */
     if (!lmc_cpu_simd_avx512()) {
-        printf("  (no AVX-512 tier: the backend binds Q4_0 as it is; its part skipped)\n");
+        printf("  (no AVX-512 tier: the backend binds %s as it is; its part skipped)\n", lmc_dtype_name(from));
         return;
     }
     lmc_backend *be, *ref;
     LMC_ASSERT(lmc_backend_cpu_init(&be, 2, 0) == LMC_OK && lmc_backend_cpu_init(&ref, 1, 1) == LMC_OK);
     const int64_t in = 896, out = 67;
-    uint8_t *host = malloc((size_t)(in / 32 * out * 18));
-    for (int64_t b = 0; b < in / 32 * out; b++) rand_block(LMC_DTYPE_Q4_0, host + b * 18);
-    lmc_tensor w = lmc_tensor_make(LMC_DTYPE_Q4_0, in, out, 1, 1), wr = w;
+    uint8_t *host = malloc((size_t)(in / 32 * out) * bb);
+    if (from == LMC_DTYPE_Q8_0) q8_rows(host, in, out);
+    else for (int64_t b = 0; b < in / 32 * out; b++) rand_block(from, host + (size_t)b * bb);
+    lmc_tensor w = lmc_tensor_make(from, in, out, 1, 1), wr = w;
     LMC_ASSERT(be->i->bind_weight(be, &w, host) == LMC_OK && ref->i->bind_weight(ref, &wr, host) == LMC_OK);
-    CHECK(w.type == LMC_DTYPE_Q4_0R && wr.type == LMC_DTYPE_Q4_0 && wr.data == (void *)host);
+    CHECK(w.type == to && wr.type == from && wr.data == (void *)host);
     float *x = malloc((size_t)(in * 9) * 4), *y = malloc((size_t)(out * 9) * 4), *yr = malloc((size_t)(out * 9) * 4);
     for (int64_t i = 0; i < in * 9; i++) x[i] = frand();
     const int64_t nts[] = {1, 3, 9}; /* decode, and a prefill batch (tiles of 4, 4, 1 tokens) */
@@ -1062,7 +1008,8 @@ static void test_q4_rebind(void) {
             err = fmax(err, fabs((double)y[i] - yr[i]));
             mx = fmax(mx, fabs((double)yr[i]));
         }
-        CHECK_MSG(err <= 1e-2 * mx, "Q4_0 as Q4_0R matmul, %lld tokens: max|Δ| %g of max %g", (long long)nts[n], err, mx);
+        CHECK_MSG(err <= 1e-2 * mx, "%s as %s matmul, %lld tokens: max|Δ| %g of max %g", lmc_dtype_name(from),
+                  lmc_dtype_name(to), (long long)nts[n], err, mx);
     }
     int32_t ids[2] = {66, 3};
     lmc_tensor it = lmc_tensor_make(LMC_DTYPE_I32, 2, 1, 1, 1), yt = lmc_tensor_make(LMC_DTYPE_F32, in, 2, 1, 1);
@@ -1076,9 +1023,9 @@ static void test_q4_rebind(void) {
         lmc_tensor_row_to_f32(&wr, ids[r], row);
         for (int64_t i = 0; i < in; i++) badr += !(got[r * in + i] == row[i]);
     }
-    CHECK_MSG(badr == 0, "Q4_0 as Q4_0R get_rows: %d elements differ", badr);
+    CHECK_MSG(badr == 0, "%s as %s get_rows: %d elements differ", lmc_dtype_name(from), lmc_dtype_name(to), badr);
     be->i->unbind_weight(be, &w);
-    CHECK(w.type == LMC_DTYPE_Q4_0 && !w.data && w.nb[1] == (size_t)(in / 32 * 18));
+    CHECK(w.type == from && !w.data && !w.aux && w.nb[1] == (size_t)(in / 32) * bb);
     ref->i->unbind_weight(ref, &wr);
     be->i->release(be, &it);
     be->i->release(be, &yt);
@@ -1086,6 +1033,9 @@ static void test_q4_rebind(void) {
     lmc_backend_free(be);
     lmc_backend_free(ref);
 }
+
+static void test_rebind_q4(void) { test_rebind(LMC_DTYPE_Q4_0); }
+static void test_rebind_q8(void) { test_rebind(LMC_DTYPE_Q8_0); }
 
 int main(void) {
     RUN(test_sizes);
@@ -1102,7 +1052,8 @@ int main(void) {
     RUN(test_matmul_amx_prefill);
     RUN(test_matmul_n);
     RUN(test_get_rows_quant);
-    RUN(test_q8_rebind);
-    RUN(test_q4_rebind);
+    RUN(test_regroup_layout);
+    RUN(test_rebind_q4);
+    RUN(test_rebind_q8);
     return TEST_END();
 }

@@ -2,7 +2,7 @@
  *
  * Memory is plain host memory: alloc() is calloc, bind_weight() points at the
  * mapped checkpoint in place (no copy), except Q8_0 and Q4_0 weights, which the AVX-512 tier reads
- * faster rewritten as MLX8 / Q4_0R (cpu_rebind.c; same values, not in reference mode). Every op splits its rows over the
+ * faster regrouped as Q4_0R / Q8_0R (cpu_rebind.c; same values, not in reference mode). Every op splits its rows over the
  * thread pool by (ith, nth). In reference mode the pool has one thread and
  * matmul uses the scalar double-accumulating kernel: that mode is the oracle
  * the fast paths (and later the CUDA backend) are tested against.
@@ -30,7 +30,7 @@ typedef struct cpu_ctx {
     size_t act_bytes;     /* capacity of act */
     void *moe;            /* matmul_id: slots grouped by expert (gathered inputs, outputs, tables) */
     size_t moe_bytes;     /* capacity of moe */
-    lmc_cpu_rebinds rebound; /* Q8_0 / Q4_0 weights bound as MLX8 / Q4_0R */
+    lmc_cpu_rebinds rebound; /* Q4_0 / Q8_0 weights bound as Q4_0R / Q8_0R */
 } cpu_ctx;
 
 #define CTX(be) ((cpu_ctx *)(be)->ctx)
@@ -83,11 +83,7 @@ static void cpu_release(lmc_backend *be, lmc_tensor *t) {
 
 static lmc_status cpu_bind_weight(lmc_backend *be, lmc_tensor *t, const void *host) {
     cpu_ctx *c = CTX(be);
-    if (!c->reference && lmc_cpu_simd_avx512() && lmc_cpu_rebind_wants(t)) {
-        int done;
-        LMC_TRY(lmc_cpu_rebind(&c->rebound, t, host, &done));
-        if (done) return LMC_OK;
-    }
+    if (!c->reference && lmc_cpu_simd_avx512() && lmc_cpu_rebind_wants(t)) return lmc_cpu_rebind(&c->rebound, t, host);
     t->data = (void *)host; /* read-only mapping used in place */
     return LMC_OK;
 }

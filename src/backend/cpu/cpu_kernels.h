@@ -87,13 +87,13 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
 int lmc_cpu_simd_gemm_has(const lmc_tensor *w);
 void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 
-/* ---- Q4_0R, the CPU's regrouped Q4_0 (cpu_q4r.c; AVX-512 VNNI) ---- */
-#define LMC_CPU_Q4R_CHUNK 640 /* prepared activations per 16 blocks of a token: codes, scales, offsets */
-size_t lmc_cpu_q4r_token_bytes(int64_t in);
+/* ---- Q4_0R / Q8_0R, the CPU's regrouped Q4_0 / Q8_0 (cpu_qr.c; AVX-512 VNNI) ---- */
+#define LMC_CPU_QR_CHUNK 640 /* prepared activations per 16 blocks of a token: codes, scales, offsets */
+size_t lmc_cpu_qr_token_bytes(int64_t in);
 /* out[k] = row r[k] · the token's prepared activations xp, k < 4 (pf: prefetch distance in bytes). */
-void lmc_cpu_q4r_rows4(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]);
-/* out[t][k] = row r[k] · token t (at xp + t·tb), k < 2, t < T ≤ 4. */
-void lmc_cpu_q4r_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
+void lmc_cpu_qr_rows4(lmc_dtype t, const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]);
+/* out[t][k] = row r[k] · token tk (at xp + tk·tb), k < 2, tk < T ≤ 4. */
+void lmc_cpu_qr_tile(lmc_dtype t, int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
 
 /* ---- AMX bf16 prefill: bf16 weights, block types with LMC_CPU_AMX_INT8=0 (cpu_amx.c) ---- */
 

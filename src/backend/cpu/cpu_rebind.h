@@ -1,5 +1,5 @@
-/* cpu_rebind.h — weights the CPU backend rewrites when they are bound (cpu_rebind.c): Q8_0 as MLX8,
- * Q4_0 as Q4_0R. */
+/* cpu_rebind.h — weights the CPU backend rewrites when they are bound (cpu_rebind.c): Q4_0 and Q8_0
+ * regrouped as Q4_0R and Q8_0R. */
 #ifndef LMC_CPU_REBIND_H
 #define LMC_CPU_REBIND_H
 
@@ -13,13 +13,11 @@ typedef struct lmc_cpu_rebinds {
     int n, cap;
 } lmc_cpu_rebinds;
 
-/* 1 when bind_weight would rewrite t (a 2-D Q8_0 or Q4_0 weight; LMC_CPU_Q8_AS_MLX8=0, LMC_CPU_Q4_REGROUP=0:
- * never for that type). */
+/* 1 when bind_weight would rewrite t (a 2-D Q4_0 or Q8_0 weight; LMC_CPU_REGROUP=0: never). */
 int lmc_cpu_rebind_wants(const lmc_tensor *t);
-/* Rewrite t (shape and type set, data at host) as MLX8 / Q4_0R in memory the set owns, or share the
- * copy of the same host bytes and shape; *done = 0 when the weight must stay as it is (a Q8_0 scale
- * MLX8 cannot carry exactly). */
-lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host, int *done);
+/* Rewrite t (shape and type set, data at host) as Q4_0R / Q8_0R in memory the set owns, or share
+ * the copy of the same host bytes, type and shape. */
+lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host);
 /* 1 when t was rewritten by the set (its reference dropped, the copy freed with the last, *t the
  * descriptor as it was bound, data NULL); else 0. */
 int lmc_cpu_unrebind(lmc_cpu_rebinds *set, lmc_tensor *t);

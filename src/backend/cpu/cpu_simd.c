@@ -118,7 +118,7 @@ static void simd_probe(void) {
 }
 
 /* Per-token layout of prepared activations. */
-typedef enum { ACT_NONE, ACT_F32_PERM, ACT_F32, ACT_Q8, ACT_Q4R } act_kind;
+typedef enum { ACT_NONE, ACT_F32_PERM, ACT_F32, ACT_Q8, ACT_QR } act_kind;
 
 static act_kind kind_of(const lmc_tensor *w) {
     switch (w->type) {
@@ -130,7 +130,7 @@ static act_kind kind_of(const lmc_tensor *w) {
     case LMC_DTYPE_Q6_K: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
     case LMC_DTYPE_MLX8: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32;
     case LMC_DTYPE_MXFP4: case LMC_DTYPE_MXFP4_MLX: return ACT_Q8;
-    case LMC_DTYPE_Q4_0R: return simd_level == LMC_SIMD_AVX512 ? ACT_Q4R : ACT_NONE; /* cpu_q4r.c */
+    case LMC_DTYPE_Q4_0R: case LMC_DTYPE_Q8_0R: return simd_level == LMC_SIMD_AVX512 ? ACT_QR : ACT_NONE; /* cpu_qr.c */
     default: return ACT_NONE;
     }
 }
@@ -164,7 +164,7 @@ static size_t q8_side_off(int64_t in) { return ((size_t)in + 8 * (size_t)(in / 3
 static size_t token_bytes(const lmc_tensor *w) {
     const int64_t in = w->ne[0];
     if (kind_of(w) == ACT_Q8) return q8_side_off(in) + Q8_SIDE_BYTES * (size_t)(in / 128);
-    if (kind_of(w) == ACT_Q4R) return lmc_cpu_q4r_token_bytes(in);
+    if (kind_of(w) == ACT_QR) return lmc_cpu_qr_token_bytes(in);
     return 4 * (size_t)(in + n_groups(w));
 }
 
@@ -197,13 +197,13 @@ int lmc_cpu_simd_gemm_has(const lmc_tensor *w) {
     static int on = -1;
     if (on < 0) on = !(getenv("LMC_CPU_SIMD_GEMM") && !strcmp(getenv("LMC_CPU_SIMD_GEMM"), "0"));
     /* MXFP4 measured no faster token by token than dequantized into sgemm: it keeps the exact path */
-    return on && lmc_cpu_simd_has(w) && simd_level == LMC_SIMD_AVX512 && (kind_of(w) == ACT_Q8 || kind_of(w) == ACT_Q4R) &&
+    return on && lmc_cpu_simd_has(w) && simd_level == LMC_SIMD_AVX512 && (kind_of(w) == ACT_Q8 || kind_of(w) == ACT_QR) &&
            w->type != LMC_DTYPE_MXFP4 && w->type != LMC_DTYPE_MXFP4_MLX;
 }
 
 #ifdef LMC_HAVE_AVX512
 static void q8_prepare_avx512(lmc_dtype t, const float *x, int64_t in, char *p);
-static void q4r_prepare_avx512(const float *x, int64_t in, char *p);
+static void qr_prepare_avx512(int off, const float *x, int64_t in, char *p);
 #endif
 
 void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
@@ -213,8 +213,8 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
         const float *xt = x + (size_t)t * in;
         char *p = (char *)buf + token_bytes(w) * (size_t)t;
 #ifdef LMC_HAVE_AVX512
-        if (kind == ACT_Q4R) {
-            q4r_prepare_avx512(xt, in, p);
+        if (kind == ACT_QR) {
+            qr_prepare_avx512(w->type == LMC_DTYPE_Q8_0R ? -128 : -8, xt, in, p);
             continue;
         }
 #endif
@@ -342,20 +342,20 @@ static float q8_round_block(const float *x, int8_t q[32], int *sum) {
     return d;
 }
 
-/* Q4_0R activations for one token (cpu_q4r.c): per chunk of 16 blocks, 512 code bytes (byte
+/* Q4_0R / Q8_0R activations for one token (cpu_qr.c): per chunk of 16 blocks, 512 code bytes (byte
  * 64m + 4l + i: element 4m + i of block l, as vpdpbusd m of the kernels meets them), the 16 block
- * scales (f32) and -8·Σq of each block (int32, the offset of Q4_0's codes); a last chunk of fewer
- * blocks is padded with zeros. */
-static void q4r_prepare_avx512(const float *x, int64_t in, char *p) {
-    memset(p, 0, lmc_cpu_q4r_token_bytes(in));
+ * scales (f32) and off·Σq of each block (int32: the offset of the codes, -8 or -128); a last chunk
+ * of fewer blocks is padded with zeros. */
+static void qr_prepare_avx512(int off, const float *x, int64_t in, char *p) {
+    memset(p, 0, lmc_cpu_qr_token_bytes(in));
     for (int64_t b = 0; b < in / 32; b++) {
-        char *ch = p + LMC_CPU_Q4R_CHUNK * (size_t)(b / 16);
+        char *ch = p + LMC_CPU_QR_CHUNK * (size_t)(b / 16);
         const int l = (int)(b % 16);
         int8_t q[32];
         int sum;
         const float d = q8_round_block(x + 32 * b, q, &sum);
         for (int m = 0; m < 8; m++) memcpy(ch + 64 * m + 4 * l, q + 4 * m, 4);
-        const int32_t corr = -8 * sum;
+        const int32_t corr = off * sum;
         memcpy(ch + 512 + 4 * l, &d, 4);
         memcpy(ch + 576 + 4 * l, &corr, 4);
     }
@@ -1286,9 +1286,10 @@ TILES(tile_mlx4, tile_mlx4_, 0)
 #define tile_mlx8_(unused, T, r, xp, tb, in, out) tile_mlx8(T, r, mr, xp, tb, in, out)
 TILES(tile_mlx8, tile_mlx8_, 0)
 #undef tile_mlx8_
-#define tile_q4r_(unused, T, r, xp, tb, in, out) lmc_cpu_q4r_tile(T, r, xp, tb, in, out)
-TILES(tile_q4r, tile_q4r_, 0)
-#undef tile_q4r_
+#define tile_qr_(ty, T, r, xp, tb, in, out) lmc_cpu_qr_tile(ty, T, r, xp, tb, in, out)
+TILES(tile_q4r, tile_qr_, LMC_DTYPE_Q4_0R)
+TILES(tile_q8r, tile_qr_, LMC_DTYPE_Q8_0R)
+#undef tile_qr_
 #undef TILES
 #undef TILE
 
@@ -1303,11 +1304,13 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     static const tile_fn mlx4[4] = {tile_mlx4_t1, tile_mlx4_t2, tile_mlx4_t3, tile_mlx4_t4};
     static const tile_fn mlx8[4] = {tile_mlx8_t1, tile_mlx8_t2, tile_mlx8_t3, tile_mlx8_t4};
     static const tile_fn q4r[4] = {tile_q4r_t1, tile_q4r_t2, tile_q4r_t3, tile_q4r_t4};
+    static const tile_fn q8r[4] = {tile_q8r_t1, tile_q8r_t2, tile_q8r_t3, tile_q8r_t4};
     LMC_ASSERT(simd_level == LMC_SIMD_AVX512); /* the tiles read the AVX-512 tier's activation layout */
     const tile_fn *fn;
     int R = 4; /* rows a tile */
     switch (w->type) {
     case LMC_DTYPE_Q4_0R: fn = q4r, R = 2; break;
+    case LMC_DTYPE_Q8_0R: fn = q8r, R = 2; break;
     case LMC_DTYPE_Q4_0: fn = q4; break;
     case LMC_DTYPE_Q8_0: fn = q8; break;
     case LMC_DTYPE_Q4_K: fn = q4k, R = 2; break;
@@ -1390,7 +1393,7 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q8_0: rows4_q8_0(r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_0: rows4_q4_0(r, xt, in, pf, s); break;
-            case LMC_DTYPE_Q4_0R: lmc_cpu_q4r_rows4(r, xt, in, pf, s); break;
+            case LMC_DTYPE_Q4_0R: case LMC_DTYPE_Q8_0R: lmc_cpu_qr_rows4(w->type, r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_K: rows4_q4kq(0, r, xt, in, pf, s); break;
             case LMC_DTYPE_Q5_K: rows4_q4kq(1, r, xt, in, pf, s); break;
             case LMC_DTYPE_Q6_K: rows4_q6kq(r, xt, in, pf, s); break;
