@@ -62,18 +62,24 @@ static void deq_regrouped(int q8, const uint8_t *row, float *y, int64_t nb) {
     }
 }
 
+/* The regrouping, a block at a time (the layout regrouped_byte gives, element by element). Q4_0 holds
+ * element e < 16 in the low nibble of qs[e], e ≥ 16 in the high nibble of qs[e - 16]; strip p takes
+ * elements 8p..8p+3 (low nibbles) and 8p+4..8p+7 (high). */
 void lmc_q4_0_regroup_row(const void *q4_0, void *q4_0r, int64_t n) {
     const uint8_t *src = q4_0;
     uint8_t *row = q4_0r;
     const int64_t nb = n / QK;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = src + 18 * b;
+        const uint8_t *blk = src + 18 * b, *qs = blk + 2;
+        const int64_t c = b / 16, w = nb - 16 * c < 16 ? nb - 16 * c : 16;
+        uint8_t *dst = row + 256 * c + 4 * (b % 16);
         memcpy(row + 16 * nb + 2 * b, blk, 2);
-        for (int j = 0; j < QK; j++) {
-            const int q = j < 16 ? blk[2 + j] & 0x0F : blk[2 + j - 16] >> 4;
-            int high;
-            uint8_t *v = row + regrouped_byte(0, nb, b, j, &high);
-            *v = (uint8_t)(high ? (*v & 0x0F) | q << 4 : (*v & 0xF0) | q);
+        for (int p = 0; p < 4; p++) { /* 4 bytes at a time: elements 8p + i and 8p + 4 + i, i < 4 */
+            uint32_t lo, hi;
+            memcpy(&lo, qs + 8 * (p % 2), 4);
+            memcpy(&hi, qs + 8 * (p % 2) + 4, 4);
+            const uint32_t v = p < 2 ? (lo & 0x0F0F0F0Fu) | (hi & 0x0F0F0F0Fu) << 4 : (lo >> 4 & 0x0F0F0F0Fu) | (hi & 0xF0F0F0F0u);
+            memcpy(dst + 4 * w * p, &v, 4);
         }
     }
 }
@@ -84,9 +90,15 @@ void lmc_q8_0_regroup_row(const void *q8_0, void *q8_0r, int64_t n) {
     const int64_t nb = n / QK;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = src + 34 * b;
+        const int64_t c = b / 16, w = nb - 16 * c < 16 ? nb - 16 * c : 16;
+        uint8_t *dst = row + 512 * c + 4 * (b % 16);
         memcpy(row + 32 * nb + 2 * b, blk, 2);
-        int high;
-        for (int j = 0; j < QK; j++) row[regrouped_byte(1, nb, b, j, &high)] = (uint8_t)(blk[2 + j] ^ 0x80); /* q + 128 */
+        for (int m = 0; m < 8; m++) { /* elements 4m..4m+3 as q + 128 */
+            uint32_t v;
+            memcpy(&v, blk + 2 + 4 * m, 4);
+            v ^= 0x80808080u;
+            memcpy(dst + 4 * w * m, &v, 4);
+        }
     }
 }
 

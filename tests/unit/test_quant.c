@@ -960,6 +960,8 @@ static void test_rebind(lmc_dtype from) {
     const lmc_dtype to = from == LMC_DTYPE_Q4_0 ? LMC_DTYPE_Q4_0R : LMC_DTYPE_Q8_0R;
     const size_t bb = lmc_dtype_block_bytes(from);
     const int64_t ins[] = {32, 160, 896, 1024}, outs[] = {1, 7, 13, 3};
+    lmc_pool *pool;
+    LMC_ASSERT(lmc_pool_init(&pool, 2) == LMC_OK);
     for (int k = 0; k < 4; k++) {
         const int64_t in = ins[k], out = outs[k];
         uint8_t *host = malloc((size_t)(in / 32 * out) * bb);
@@ -970,11 +972,11 @@ static void test_rebind(lmc_dtype from) {
         lmc_cpu_rebinds set = {0};
         lmc_tensor t = lmc_tensor_make(from, in, out, 1, 1), t2 = t;
         CHECK(lmc_cpu_rebind_wants(&t));
-        CHECK(lmc_cpu_rebind(&set, &t, host) == LMC_OK);
+        CHECK(lmc_cpu_rebind(&set, &t, host, pool) == LMC_OK);
         CHECK(t.type == to && !t.aux && t.data && t.data != (void *)host && t.nb[1] == orig.nb[1]);
         CHECK_MSG(q8_same_values(&orig, &t) == 0, "%s [%lld, %lld] as %s: values", lmc_dtype_name(from), (long long)in,
                   (long long)out, lmc_dtype_name(to));
-        CHECK(lmc_cpu_rebind(&set, &t2, host) == LMC_OK && t2.data == t.data && set.n == 1);
+        CHECK(lmc_cpu_rebind(&set, &t2, host, pool) == LMC_OK && t2.data == t.data && set.n == 1);
         CHECK(lmc_cpu_unrebind(&set, &t) == 1 && set.n == 1 && t.type == from && !t.data);
         CHECK(q8_same_values(&orig, &t2) == 0); /* still alive for the second binding */
         CHECK(lmc_cpu_unrebind(&set, &t2) == 1 && set.n == 0);
@@ -982,6 +984,7 @@ static void test_rebind(lmc_dtype from) {
         lmc_cpu_rebinds_free(&set);
         free(host);
     }
+    lmc_pool_free(pool);
     lmc_tensor e3 = lmc_tensor_make(from, 64, 2, 3, 1), m = lmc_tensor_make(LMC_DTYPE_MLX8, 64, 2, 1, 1);
     CHECK(!lmc_cpu_rebind_wants(&e3) && !lmc_cpu_rebind_wants(&m)); /* 3-D, or another type: bound as they are */
     if (!lmc_cpu_simd_avx512()) {

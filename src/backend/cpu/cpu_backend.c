@@ -83,7 +83,7 @@ static void cpu_release(lmc_backend *be, lmc_tensor *t) {
 
 static lmc_status cpu_bind_weight(lmc_backend *be, lmc_tensor *t, const void *host) {
     cpu_ctx *c = CTX(be);
-    if (!c->reference && lmc_cpu_simd_avx512() && lmc_cpu_rebind_wants(t)) return lmc_cpu_rebind(&c->rebound, t, host);
+    if (!c->reference && lmc_cpu_simd_avx512() && lmc_cpu_rebind_wants(t)) return lmc_cpu_rebind(&c->rebound, t, host, c->pool);
     t->data = (void *)host; /* read-only mapping used in place */
     return LMC_OK;
 }

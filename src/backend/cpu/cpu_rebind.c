@@ -16,6 +16,7 @@
 #include "cpu_rebind.h"
 
 #include "core/quant.h"
+#include "core/threadpool.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -61,7 +62,26 @@ int lmc_cpu_rebind_wants(const lmc_tensor *t) {
            t->ne[0] > 0 && t->ne[0] % 32 == 0 && t->ne[1] > 0 && !t->aux;
 }
 
-lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host) {
+typedef struct {
+    lmc_cpu_rebound *r;
+    const void *host;
+    size_t rb; /* bytes a row */
+} regroup_job;
+
+/* The rows of a job split over the pool's threads (on a VM, first writes to fresh pages cost as
+ * much as the regrouping: they go faster side by side). */
+static void regroup_worker(void *arg, int ith, int nth) {
+    const regroup_job *j = arg;
+    long o0, o1;
+    lmc_split(j->r->ne1, ith, nth, &o0, &o1);
+    for (long o = o0; o < o1; o++) {
+        const uint8_t *src = (const uint8_t *)j->host + (size_t)o * j->rb;
+        if (j->r->from == LMC_DTYPE_Q4_0) lmc_q4_0_regroup_row(src, j->r->rows + (size_t)o * j->rb, j->r->ne0);
+        else lmc_q8_0_regroup_row(src, j->r->rows + (size_t)o * j->rb, j->r->ne0);
+    }
+}
+
+lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host, lmc_pool *pool) {
     for (int i = 0; i < set->n; i++) {
         lmc_cpu_rebound *r = set->v[i];
         if (r->host == host && r->from == t->type && r->ne0 == t->ne[0] && r->ne1 == t->ne[1]) {
@@ -90,11 +110,7 @@ lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host)
     r->ne0 = t->ne[0];
     r->ne1 = t->ne[1];
     r->refs = 1;
-    for (int64_t o = 0; o < r->ne1; o++) {
-        const uint8_t *src = (const uint8_t *)host + (size_t)o * rb;
-        if (r->from == LMC_DTYPE_Q4_0) lmc_q4_0_regroup_row(src, r->rows + (size_t)o * rb, r->ne0);
-        else lmc_q8_0_regroup_row(src, r->rows + (size_t)o * rb, r->ne0);
-    }
+    lmc_pool_run(pool, regroup_worker, &(regroup_job){r, host, rb});
     release_pages(host, bytes);
     set->v[set->n++] = r;
     point_at(t, r);

@@ -5,6 +5,7 @@
 
 #include "core/tensor.h"
 #include "core/status.h"
+#include "core/threadpool.h"
 
 typedef struct lmc_cpu_rebound lmc_cpu_rebound;
 /* The rewritten weights of one backend (zero-initialised; freed by lmc_cpu_rebinds_free). */
@@ -15,9 +16,9 @@ typedef struct lmc_cpu_rebinds {
 
 /* 1 when bind_weight would rewrite t (a 2-D Q4_0 or Q8_0 weight; LMC_CPU_REGROUP=0: never). */
 int lmc_cpu_rebind_wants(const lmc_tensor *t);
-/* Rewrite t (shape and type set, data at host) as Q4_0R / Q8_0R in memory the set owns, or share
- * the copy of the same host bytes, type and shape. */
-lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host);
+/* Rewrite t (shape and type set, data at host) as Q4_0R / Q8_0R in memory the set owns (its rows
+ * split over pool's threads), or share the copy of the same host bytes, type and shape. */
+lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host, lmc_pool *pool);
 /* 1 when t was rewritten by the set (its reference dropped, the copy freed with the last, *t the
  * descriptor as it was bound, data NULL); else 0. */
 int lmc_cpu_unrebind(lmc_cpu_rebinds *set, lmc_tensor *t);
