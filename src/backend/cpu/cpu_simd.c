@@ -26,6 +26,8 @@
  *         one vpshufb maps the codes to E2M1·2 + 12 (0..24, unsigned for vpdpbusd), the
  *         accumulator starts at -12·Σx per lane; each lane is scaled by its block's
  *         2^(e-128) times the activation scale.
+ *   Q4_0R, Q8_0R  (Q4_0 / Q8_0 as the backend regroups them on this tier) cpu_qr.c's kernels, on
+ *         activations prepared here per 16 blocks (qr_prepare_avx512).
  * CPUs without AVX-512 VNNI+VBMI but with AVX2 take cpu_avx2.c's kernels (Q8_0 activations
  * in element order for Q8_0 / Q4_0, f32 for the others); other types use cpu_matmul.c's
  * generic path.
