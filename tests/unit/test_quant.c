@@ -987,8 +987,10 @@ static void test_rebind(lmc_dtype from) {
     lmc_pool_free(pool);
     lmc_tensor e3 = lmc_tensor_make(from, 64, 2, 3, 1), m = lmc_tensor_make(LMC_DTYPE_MLX8, 64, 2, 1, 1);
     CHECK(!lmc_cpu_rebind_wants(&e3) && !lmc_cpu_rebind_wants(&m)); /* 3-D, or another type: bound as they are */
-    if (!lmc_cpu_simd_avx512()) {
-        printf("  (no AVX-512 tier: the backend binds %s as it is; its part skipped)\n", lmc_dtype_name(from));
+    lmc_tensor probe = lmc_tensor_make(from, 896, 67, 1, 1);
+    if (!lmc_cpu_simd_avx512() || lmc_cpu_amx_int8_wants(&probe, 512)) {
+        printf("  (no AVX-512 tier, or AMX int8 tiles take %s: the backend binds it as it is; its part skipped)\n",
+               lmc_dtype_name(from));
         return;
     }
     lmc_backend *be, *ref;

@@ -83,7 +83,10 @@ static void cpu_release(lmc_backend *be, lmc_tensor *t) {
 
 static lmc_status cpu_bind_weight(lmc_backend *be, lmc_tensor *t, const void *host) {
     cpu_ctx *c = CTX(be);
-    if (!c->reference && lmc_cpu_simd_avx512() && lmc_cpu_rebind_wants(t)) return lmc_cpu_rebind(&c->rebound, t, host, c->pool);
+    /* regrouped for the AVX-512 VNNI kernels, except where AMX int8 tiles take the blocks' prefill
+     * batches (Intel: those tiles read the blocks as they are) */
+    if (!c->reference && lmc_cpu_simd_avx512() && lmc_cpu_rebind_wants(t) && !lmc_cpu_amx_int8_wants(t, 512))
+        return lmc_cpu_rebind(&c->rebound, t, host, c->pool);
     t->data = (void *)host; /* read-only mapping used in place */
     return LMC_OK;
 }
