@@ -1330,31 +1330,45 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
      * all passes (q8_pregather, q6k_pregather; without the buffer, in every pass) */
     const size_t pre_row = w->type == LMC_DTYPE_Q6_K ? (size_t)(in / 256) * 2 * Q6_PRE_BYTES
                          : w->type == LMC_DTYPE_Q4_0 || w->type == LMC_DTYPE_Q8_0 ? (size_t)(in / 128) * Q8_PRE_BYTES : 0;
-    char *pre = n_tok > 4 && pre_row ? aligned_alloc(64, pre_row * (size_t)R) : NULL;
-    for (int64_t o = o0; o < o1; o += R) {
-        int64_t ro[4];
-        const char *r[4];
-        lmc_mlx_row mr[4];
-        for (int k = 0; k < R; k++) {
-            ro[k] = o + k < o1 ? o + k : o; /* past o1: a valid row again, its results dropped */
-            r[k] = (const char *)w->data + (size_t)ro[k] * w->nb[1];
-            if (lmc_dtype_is_mlx(w->type)) mr[k] = lmc_quant_mlx_row(w->aux, ro[k]);
+    /* Blocks of GEMM_ROWS rows: every pass of 4 tokens meets all tiles of a block before the next
+     * pass, so a pass writes whole lines of y (tile by tile, a pass wrote R floats of a line per
+     * token and the lines of y went through the caches out·tokens/R times) */
+    enum { GEMM_ROWS = 16 };
+    char *pre = n_tok > 4 && pre_row ? aligned_alloc(64, pre_row * GEMM_ROWS) : NULL;
+    for (int64_t ob = o0; ob < o1; ob += GEMM_ROWS) {
+        const int64_t oe = ob + GEMM_ROWS < o1 ? ob + GEMM_ROWS : o1;
+        const int nt = (int)((oe - ob + R - 1) / R); /* tiles in the block */
+        int64_t ro[GEMM_ROWS / 2][4];
+        const char *r[GEMM_ROWS / 2][4];
+        lmc_mlx_row mr[GEMM_ROWS / 2][4];
+        for (int i = 0; i < nt; i++) {
+            const int64_t o = ob + (int64_t)i * R;
+            for (int k = 0; k < R; k++) {
+                ro[i][k] = o + k < oe ? o + k : o; /* past the block: a valid row again, its results dropped */
+                r[i][k] = (const char *)w->data + (size_t)ro[i][k] * w->nb[1];
+                if (lmc_dtype_is_mlx(w->type)) mr[i][k] = lmc_quant_mlx_row(w->aux, ro[i][k]);
+            }
+            char *pi = pre ? pre + pre_row * (size_t)(R * i) : NULL;
+            if (pi && w->type == LMC_DTYPE_Q6_K) q6k_pregather(r[i], in / 256, pi);
+            else if (pi) q8_pregather(w->type == LMC_DTYPE_Q4_0, r[i], in / 128, pi);
         }
-        if (pre && w->type == LMC_DTYPE_Q6_K) q6k_pregather(r, in / 256, pre);
-        else if (pre) q8_pregather(w->type == LMC_DTYPE_Q4_0, r, in / 128, pre);
-        /* the next tile's rows asked for a slice a pass, so they are near when its gathering (or, MLX and
-         * K-quants, its first pass) starts: MLX8 (rewritten Q8_0) 64-token prefill +2% */
-        const size_t nx_bytes = n_tok > 4 && o + R < o1 ? (size_t)(o1 - o - R < R ? o1 - o - R : R) * w->nb[1] : 0;
-        const char *nx = nx_bytes ? (const char *)w->data + (size_t)(o + R) * w->nb[1] : NULL;
+        /* the next block's rows asked for a slice a pass, so they are near when its gathering (or, MLX and
+         * K-quants, its first pass) starts: MLX8 64-token prefill +2% (measured tile by tile) */
+        const size_t nx_bytes = n_tok > 4 && oe < o1 ? (size_t)(o1 - oe < GEMM_ROWS ? o1 - oe : GEMM_ROWS) * w->nb[1] : 0;
+        const char *nx = nx_bytes ? (const char *)w->data + (size_t)oe * w->nb[1] : NULL;
         const size_t slice = (nx_bytes / (size_t)((n_tok + 3) / 4) + 63) / 64 * 64;
         for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
             const int T = n_tok - t0 < 4 ? (int)(n_tok - t0) : 4;
-            float s[4][4];
             for (size_t b = (size_t)(t0 / 4) * slice; b < (size_t)(t0 / 4 + 1) * slice && b < nx_bytes; b += 64)
                 _mm_prefetch(nx + b, _MM_HINT_T0);
-            fn[T - 1](pre, r, mr, (const char *)xp + tb * (size_t)t0, tb, in, s);
-            for (int t = 0; t < T; t++)
-                for (int k = 0; k < R; k++) if (o + k < o1) y[(size_t)(t0 + t) * out + ro[k]] = s[t][k];
+            for (int i = 0; i < nt; i++) {
+                float sv[4][4];
+                fn[T - 1](pre ? pre + pre_row * (size_t)(R * i) : NULL, r[i], mr[i], (const char *)xp + tb * (size_t)t0, tb,
+                          in, sv);
+                const int64_t o = ob + (int64_t)i * R;
+                for (int t = 0; t < T; t++)
+                    for (int k = 0; k < R; k++) if (o + k < oe) y[(size_t)(t0 + t) * out + o + k] = sv[t][k];
+            }
         }
     }
     free(pre);
