@@ -749,7 +749,7 @@ static void test_matmul_qk_q8act(void) {
     lmc_backend_free(be2);
 }
 
-/* Prefill on AMX tiles (when the machine has them) for bf16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K,
+/* Prefill on AMX tiles (when the machine has them; else AVX-512 tiles) for bf16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K,
  * MLX4 and MLX8 weights (Q3_K: sgemm, checked alike): 16-row
  * tiles on both threads plus an sgemm tail, token counts that fill 1..5 token tiles partly,
  * activations over a wide range. bf16 (and every type with LMC_CPU_AMX_INT8=0) keeps f32
@@ -770,8 +770,9 @@ static void test_matmul_amx_prefill(void) {
     for (int ti = 0; ti < n_types; ti++) {
         qweight q = make_weight(types[ti].t, in, out, types[ti].group);
         double worst = 0;
-        const int amx8 = lmc_cpu_amx_int8_wants(&q.w, 8),
-                  vnni = !amx8 && !lmc_cpu_amx_wants(&q.w, 8) && lmc_cpu_simd_gemm_has(&q.w), q8 = amx8 || vnni;
+        const int fl = types[ti].t == LMC_DTYPE_BF16, amx8 = lmc_cpu_amx_int8_wants(&q.w, 8),
+                  tiles = !amx8 && !lmc_cpu_amx_wants(&q.w, 8) && lmc_cpu_simd_gemm_has(&q.w), vnni = tiles && !fl,
+                  q8 = amx8 || vnni; /* bf16 tiles (cpu_ftile.c) keep f32 activations */
         int8_t *xq = malloc(in);
         float *xd = malloc(in / 32 * 4);
         for (int k = 0; k < 5; k++) {
@@ -801,7 +802,7 @@ static void test_matmul_amx_prefill(void) {
         free(xd);
         CHECK_MSG(worst <= (q8 ? 1e-5 : 2e-6), "%s prefill relative error %.3g", lmc_dtype_name(types[ti].t), worst);
         printf("  %s (group %d) prefill (%s): relative error %.2e%s\n", lmc_dtype_name(types[ti].t), types[ti].group,
-               amx8 ? "AMX int8 tiles" : vnni ? "VNNI rows" : lmc_cpu_amx_wants(&q.w, 8) ? "AMX bf16 tiles" : "sgemm", worst,
+               amx8 ? "AMX int8 tiles" : vnni ? "VNNI rows" : tiles ? "f32 tiles" : lmc_cpu_amx_wants(&q.w, 8) ? "AMX bf16 tiles" : "sgemm", worst,
                q8 ? " against the Q8_0-quantized activations" : "");
         free_weight(&q);
     }

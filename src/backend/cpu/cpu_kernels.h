@@ -87,6 +87,10 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
 int lmc_cpu_simd_gemm_has(const lmc_tensor *w);
 void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 
+/* ---- BF16 / F16 prefill tiles on f32 activations (cpu_ftile.c; AVX-512) ---- */
+/* out[t][k] = row r[k] · token t (f32 at xp + t·tb), k < 4, t < T ≤ 4. */
+void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
+
 /* ---- Q4_0R / Q8_0R, the CPU's regrouped Q4_0 / Q8_0 (cpu_qr.c; AVX-512 VNNI) ---- */
 #define LMC_CPU_QR_CHUNK 640 /* prepared activations per 16 blocks of a token: codes, scales, offsets */
 size_t lmc_cpu_qr_token_bytes(int64_t in);

@@ -199,7 +199,8 @@ int lmc_cpu_simd_gemm_has(const lmc_tensor *w) {
     static int on = -1;
     if (on < 0) on = !(getenv("LMC_CPU_SIMD_GEMM") && !strcmp(getenv("LMC_CPU_SIMD_GEMM"), "0"));
     /* MXFP4 measured no faster token by token than dequantized into sgemm: it keeps the exact path */
-    return on && lmc_cpu_simd_has(w) && simd_level == LMC_SIMD_AVX512 && (kind_of(w) == ACT_Q8 || kind_of(w) == ACT_QR) &&
+    const int floats = w->type == LMC_DTYPE_BF16 || w->type == LMC_DTYPE_F16; /* cpu_ftile.c */
+    return on && lmc_cpu_simd_has(w) && simd_level == LMC_SIMD_AVX512 && (kind_of(w) == ACT_Q8 || kind_of(w) == ACT_QR || floats) &&
            w->type != LMC_DTYPE_MXFP4 && w->type != LMC_DTYPE_MXFP4_MLX;
 }
 
@@ -1292,6 +1293,10 @@ TILES(tile_mlx8, tile_mlx8_, 0)
 TILES(tile_q4r, tile_qr_, LMC_DTYPE_Q4_0R)
 TILES(tile_q8r, tile_qr_, LMC_DTYPE_Q8_0R)
 #undef tile_qr_
+#define tile_f_(ty, T, r, xp, tb, in, out) lmc_cpu_ftile(ty, T, r, xp, tb, in, out)
+TILES(tile_bf16, tile_f_, LMC_DTYPE_BF16)
+TILES(tile_f16, tile_f_, LMC_DTYPE_F16)
+#undef tile_f_
 #undef TILES
 #undef TILE
 
@@ -1307,12 +1312,16 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     static const tile_fn mlx8[4] = {tile_mlx8_t1, tile_mlx8_t2, tile_mlx8_t3, tile_mlx8_t4};
     static const tile_fn q4r[4] = {tile_q4r_t1, tile_q4r_t2, tile_q4r_t3, tile_q4r_t4};
     static const tile_fn q8r[4] = {tile_q8r_t1, tile_q8r_t2, tile_q8r_t3, tile_q8r_t4};
+    static const tile_fn bf16[4] = {tile_bf16_t1, tile_bf16_t2, tile_bf16_t3, tile_bf16_t4};
+    static const tile_fn f16[4] = {tile_f16_t1, tile_f16_t2, tile_f16_t3, tile_f16_t4};
     LMC_ASSERT(simd_level == LMC_SIMD_AVX512); /* the tiles read the AVX-512 tier's activation layout */
     const tile_fn *fn;
     int R = 4; /* rows a tile */
     switch (w->type) {
     case LMC_DTYPE_Q4_0R: fn = q4r, R = 2; break;
     case LMC_DTYPE_Q8_0R: fn = q8r, R = 2; break;
+    case LMC_DTYPE_BF16: fn = bf16; break;
+    case LMC_DTYPE_F16: fn = f16; break;
     case LMC_DTYPE_Q4_0: fn = q4; break;
     case LMC_DTYPE_Q8_0: fn = q8; break;
     case LMC_DTYPE_Q4_K: fn = q4k, R = 2; break;
