@@ -48,32 +48,46 @@ static inline __m512 scales(int q8, const char *row, int64_t nb, int64_t c, int 
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << w) - 1), s));
 }
 
-/* A chunk's strips of one row. */
+/* A chunk of one row as 8 vpdpbusd operands: vector m meets the activations' vector m (elements
+ * 4m..4m+3 of each block). Q8_0R: its 8 strips. Q4_0R: strip p's low nibbles (m = 2p) and its high
+ * nibbles in place (m = 2p + 1: 16·q, summed apart and shifted back once, exactly). */
 typedef struct { __m512i v[8]; } chunk_codes;
 
 static inline chunk_codes load_chunk(int q8, const char *row, int64_t c, int w) {
     chunk_codes k;
-    if (q8) _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) k.v[m] = strip(1, row, c, w, m);
-    else _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) k.v[m] = strip(0, row, c, w, m);
-    return k;
-}
-
-/* Σ over the chunk of a row against one token's chunk x: the 16 block sums, offset included. */
-static inline __m512i chunk_isum(int q8, const chunk_codes *k, const char *x) {
-    __m512i a = _mm512_loadu_si512(x + 576), b = _mm512_setzero_si512();
     if (q8) {
-        _Pragma("GCC unroll 4") for (int m = 0; m < 8; m += 2) {
-            a = _mm512_dpbusd_epi32(a, k->v[m], _mm512_loadu_si512(x + 64 * m));
-            b = _mm512_dpbusd_epi32(b, k->v[m + 1], _mm512_loadu_si512(x + 64 * m + 64));
-        }
-        return _mm512_add_epi32(a, b);
+        _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) k.v[m] = strip(1, row, c, w, m);
+        return k;
     }
     const __m512i m0f = _mm512_set1_epi8(0x0F), mf0 = _mm512_set1_epi8((char)0xF0);
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-        a = _mm512_dpbusd_epi32(a, _mm512_and_si512(k->v[p], m0f), _mm512_loadu_si512(x + 128 * p));
-        b = _mm512_dpbusd_epi32(b, _mm512_and_si512(k->v[p], mf0), _mm512_loadu_si512(x + 128 * p + 64));
+        const __m512i v = strip(0, row, c, w, p);
+        k.v[2 * p] = _mm512_and_si512(v, m0f);
+        k.v[2 * p + 1] = _mm512_and_si512(v, mf0);
     }
-    return _mm512_add_epi32(a, _mm512_srai_epi32(b, 4)); /* b = 16·Σ q·x exactly */
+    return k;
+}
+
+/* Σ over the chunk of R rows (k[0..R)) against one token's chunk x: the 16 block sums of each, offset
+ * included. Each activation vector is loaded once for the R rows and kept in a register (GCC would
+ * otherwise fold the load into every vpdpbusd; in the prefill tile those loads were the bound). */
+static inline __attribute__((always_inline)) void chunk_isum(int q8, int R, const chunk_codes *k, const char *x,
+                                                             __m512i *s) {
+    __m512i a[2], b[2];
+    _Pragma("GCC unroll 2") for (int j = 0; j < R; j++) {
+        a[j] = _mm512_loadu_si512(x + 576);
+        b[j] = _mm512_setzero_si512();
+    }
+    _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) {
+        __m512i xv = _mm512_loadu_si512(x + 64 * m);
+        __asm__("" : "+v"(xv));
+        _Pragma("GCC unroll 2") for (int j = 0; j < R; j++) {
+            if (m % 2) b[j] = _mm512_dpbusd_epi32(b[j], k[j].v[m], xv);
+            else a[j] = _mm512_dpbusd_epi32(a[j], k[j].v[m], xv);
+        }
+    }
+    _Pragma("GCC unroll 2") for (int j = 0; j < R; j++)
+        s[j] = _mm512_add_epi32(a[j], q8 ? b[j] : _mm512_srai_epi32(b[j], 4)); /* Q4_0R: b = 16·Σ q·x */
 }
 
 static inline __attribute__((always_inline)) void rows4(int q8, const char *const r[4], const char *xp, int64_t in,
@@ -90,7 +104,8 @@ static inline __attribute__((always_inline)) void rows4(int q8, const char *cons
             for (int64_t o = 0; o < cb; o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
             _mm_prefetch(r[k] + (cb / 16) * nb + 32 * c + pf, _MM_HINT_T0); /* the scales */
             const chunk_codes v = load_chunk(q8, r[k], c, w);
-            const __m512i s = chunk_isum(q8, &v, x);
+            __m512i s;
+            chunk_isum(q8, 1, &v, x, &s);
             acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(scales(q8, r[k], nb, c, w), dx), acc[k]);
         }
     }
@@ -120,8 +135,10 @@ static inline __attribute__((always_inline)) void tile(int q8, int T, const char
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
             const char *x = xp + tb * (size_t)t + LMC_CPU_QR_CHUNK * (size_t)c;
             const __m512 dx = _mm512_loadu_ps(x + 512);
+            __m512i is[2];
+            chunk_isum(q8, 2, v, x, is);
             _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++)
-                acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(chunk_isum(q8, &v[k], x)), _mm512_mul_ps(dw[k], dx), acc[t][k]);
+                acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[k]), _mm512_mul_ps(dw[k], dx), acc[t][k]);
         }
     }
     _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
