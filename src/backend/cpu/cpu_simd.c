@@ -273,6 +273,13 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
  * rows are often shorter than a useful prefetch distance (896 Q4_0 weights = 504 bytes). */
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+/* 64 bytes loaded into a register that stays one: the prefill tiles use an activation vector for
+ * several rows, and GCC would fold the load into each use (the loads then bound the tiles). */
+static inline __m512i ld_reg(const void *p) {
+    __m512i v = _mm512_loadu_si512(p);
+    __asm__("" : "+v"(v));
+    return v;
+}
 /* The four horizontal sums of a[0..3] at once (a transposing add tree, ~11 instructions
  * instead of 4 × 8). */
 static inline void hsum4x512(const __m512 a[4], float out[4]) {
@@ -993,7 +1000,7 @@ static inline __attribute__((always_inline)) void tile_q8(int q4, int T, const c
         }
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
             const char *xt = xp + tb * (size_t)t;
-            const __m512i xa = _mm512_loadu_si512(xt + 128 * g), xb = _mm512_loadu_si512(xt + 128 * g + 64);
+            const __m512i xa = ld_reg(xt + 128 * g), xb = ld_reg(xt + 128 * g + 64);
             const char *side = xt + side_off + Q8_SIDE_BYTES * (size_t)g;
             const __m512 dxv = _mm512_loadu_ps(side);
             const __m512i corr = _mm512_loadu_si512(side + 64);
@@ -1048,9 +1055,9 @@ static inline __attribute__((always_inline)) void tile_q4k(int five, int T, cons
             const float *xd = (const float *)(const void *)(xt + in) + 8 * b, *xs = xd + in / 32;
             const __m512 dxv = _mm512_permutexvar_ps(dxi, _mm512_castps256_ps512(_mm256_loadu_ps(xd)));
             const __m512 xsv = _mm512_permutexvar_ps(dxi, _mm512_castps256_ps512(_mm256_loadu_ps(xs)));
+            const __m512i x0 = ld_reg(x), x1 = ld_reg(x + 64), x2 = ld_reg(x + 128), x3 = ld_reg(x + 192);
             _Pragma("GCC unroll 2") for (int k = 0; k < 2; k++) {
-                const __m512i us = q4k_dot(u[k], _mm512_loadu_si512(x), _mm512_loadu_si512(x + 64), _mm512_loadu_si512(x + 128),
-                                           _mm512_loadu_si512(x + 192));
+                const __m512i us = q4k_dot(u[k], x0, x1, x2, x3);
                 acc[t][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(us), _mm512_mul_ps(scv[k], dxv), acc[t][k]);
                 acc[t][k] = _mm512_fnmadd_ps(mnv[k], xsv, acc[t][k]);
             }
@@ -1139,7 +1146,7 @@ static inline __attribute__((always_inline)) void tile_q6k(int T, const char *pr
             _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
                 const char *xt = xp + tb * (size_t)t;
                 const int8_t *x = (const int8_t *)xt + 256 * b + 128 * h;
-                const __m512i xa = _mm512_loadu_si512(x), xb = _mm512_loadu_si512(x + 64);
+                const __m512i xa = ld_reg(x), xb = ld_reg(x + 64);
                 const __m512i ca = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, xa), 5));
                 const __m512i cb = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, xb), 5));
                 const float *d4 = (const float *)(const void *)(xt + in) + 8 * b + 4 * h;
@@ -1190,7 +1197,7 @@ static inline __attribute__((always_inline)) void tile_mlx4(int T, const char *c
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
             const char *xt = xp + tb * (size_t)t;
             const int8_t *xq = (const int8_t *)xt + 128 * c;
-            const __m512i xlo = _mm512_loadu_si512(xq), xhi = _mm512_loadu_si512(xq + 64);
+            const __m512i xlo = ld_reg(xq), xhi = ld_reg(xq + 64);
             const __m512 dxv = _mm512_loadu_ps(xt + side_off + Q8_SIDE_BYTES * (size_t)c);
             const float *xs = (const float *)(const void *)(xt + in) + in / 32 + 4 * c;
             const __m512 xsv = _mm512_permutexvar_ps(bidx, _mm512_castps128_ps512(_mm_loadu_ps(xs)));
@@ -1240,7 +1247,7 @@ static inline __attribute__((always_inline)) void tile_mlx8(int T, const char *c
             const char *xt = xp + tb * (size_t)t;
             const int8_t *xq = (const int8_t *)xt + 128 * c;
             const float *xd = (const float *)(const void *)(xt + in) + 4 * c, *xs = xd + in / 32;
-            const __m512i xa = _mm512_loadu_si512(xq), xb = _mm512_loadu_si512(xq + 64);
+            const __m512i xa = ld_reg(xq), xb = ld_reg(xq + 64);
             const __m512 dxa = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd)));
             const __m512 dxb = _mm512_permutexvar_ps(dxi, _mm512_castps128_ps512(_mm_loadu_ps(xd + 2)));
             const __m128 gsum = mlx_gsum4(xs, npc);
