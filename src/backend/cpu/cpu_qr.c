@@ -99,14 +99,18 @@ static inline __attribute__((always_inline)) void rows4(int q8, const char *cons
         const int w = nb - 16 * c < 16 ? (int)(nb - 16 * c) : 16;
         const char *x = xp + LMC_CPU_QR_CHUNK * (size_t)c;
         const __m512 dx = _mm512_loadu_ps(x + 512);
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const char *b = r[k] + cb * c + pf;
-            for (int64_t o = 0; o < cb; o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
-            _mm_prefetch(r[k] + (cb / 16) * nb + 32 * c + pf, _MM_HINT_T0); /* the scales */
-            const chunk_codes v = load_chunk(q8, r[k], c, w);
-            __m512i s;
-            chunk_isum(q8, 1, &v, x, &s);
-            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(scales(q8, r[k], nb, c, w), dx), acc[k]);
+        _Pragma("GCC unroll 2") for (int k0 = 0; k0 < 4; k0 += 2) { /* rows in pairs: an activation load a pair */
+            chunk_codes v[2];
+            _Pragma("GCC unroll 2") for (int k = k0; k < k0 + 2; k++) {
+                const char *b = r[k] + cb * c + pf;
+                for (int64_t o = 0; o < cb; o += 64) _mm_prefetch(b + o, _MM_HINT_T0);
+                _mm_prefetch(r[k] + (cb / 16) * nb + 32 * c + pf, _MM_HINT_T0); /* the scales */
+                v[k - k0] = load_chunk(q8, r[k], c, w);
+            }
+            __m512i s[2];
+            chunk_isum(q8, 2, v, x, s);
+            _Pragma("GCC unroll 2") for (int k = k0; k < k0 + 2; k++)
+                acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[k - k0]), _mm512_mul_ps(scales(q8, r[k], nb, c, w), dx), acc[k]);
         }
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = _mm512_reduce_add_ps(acc[k]);
