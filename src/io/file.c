@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -61,6 +62,24 @@ lmc_status lmc_file_map(int fd, uint64_t size, const char *path, void **out) {
     (void)lmc_mapguard_register(map, (size_t)size, path); /* best effort: full table = unguarded */
     *out = map;
     return LMC_OK;
+}
+
+int lmc_file_is_mapped(const void *p, size_t n) {
+    char path[8];
+    return n && lmc_mapguard_lookup(p, path, sizeof path) && lmc_mapguard_lookup((const char *)p + n - 1, path, sizeof path);
+}
+
+void lmc_file_release(const void *p, size_t n) {
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) / pg * pg,
+                    e = ((uintptr_t)p + n) / pg * pg;
+    if (e <= a) return;
+    if (lmc_file_is_mapped((const void *)a, e - a)) {
+        (void)madvise((void *)a, e - a, MADV_DONTNEED);
+        return;
+    }
+#ifdef MADV_PAGEOUT
+    (void)madvise((void *)a, e - a, MADV_PAGEOUT);
+#endif
 }
 
 void lmc_file_unmap(void *map, size_t size) {

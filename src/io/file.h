@@ -22,6 +22,15 @@ lmc_status lmc_file_open_regular(const char *path, int *fd, uint64_t *size);
 lmc_status lmc_file_map(int fd, uint64_t size, const char *path, void **map);
 void lmc_file_unmap(void *map, size_t size);
 
+/* Bytes [p, p + n) that this process will not read again (whole pages inside the range): in a file
+ * mapping of lmc_file_map (registered with mapguard: read-only, private, never written) they are
+ * dropped from the process (MADV_DONTNEED; a later read faults them in again from the file, which
+ * stays in the page cache); elsewhere (a --no-mmap copy, a caller's buffer) only offered for reclaim
+ * (MADV_PAGEOUT, which keeps the data). A hint: failure changes nothing. */
+void lmc_file_release(const void *p, size_t n);
+/* 1 when [p, p + n) lies in a file mapping of lmc_file_map (mapguard's registry). */
+int lmc_file_is_mapped(const void *p, size_t n);
+
 /* Copy mode for every later lmc_file_map (process-wide; `--no-mmap`, or LMC_NO_MMAP=1 in
  * the environment). */
 void lmc_file_set_copy(int on);

@@ -6,6 +6,7 @@
  * the view.
  */
 #include "io/gguf_view.h"
+#include "io/file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,7 @@ static lmc_status unpermute(const lmc_gguf *g, const lmc_gguf_arch_info *a, cons
     if (!buf) return lmc_fail(LMC_ERR_NOMEM, "out of memory unpermuting %s", src->name);
     *owned = buf;
     LMC_TRY(lmc_gguf_unpermute_rows(buf, src->data, rows, row_bytes, rows / n_head));
+    lmc_file_release(src->data, src->nbytes); /* the copy is what is read from now on */
     dst->data = buf;
     dst->transform = LMC_GGUF_HF_UNPERMUTED;
     return LMC_OK;

@@ -5,16 +5,21 @@
  * The decoders below index each element directly from its definition (which byte,
  * which bits, which scale) rather than walking blocks as src/core/quant.c does.
  */
+#include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_avx2.h"
 #include "backend/cpu/cpu_rebind.h"
 #include "core/quant.h"
+#include "io/file.h"
+#include "io/mapguard.h"
 #include "run_matmul.h"
 #include "test.h"
 #include "test_rng.h"
@@ -1043,6 +1048,33 @@ static void test_rebind(lmc_dtype from) {
 static void test_rebind_q4(void) { test_rebind(LMC_DTYPE_Q4_0); }
 static void test_rebind_q8(void) { test_rebind(LMC_DTYPE_Q8_0); }
 
+/* A small float tensor in a file mapping (a norm) is copied by bind_weight (cpu_rebind.c:
+ * copy_small), one in other memory is used in place; unbinding restores the descriptor. */
+static void test_rebind_copy_small(void) {
+    char path[] = "/tmp/lmc-test-quant-XXXXXX";
+    const int fd = mkstemp(path);
+    LMC_ASSERT(fd >= 0);
+    float v[300];
+    for (int i = 0; i < 300; i++) v[i] = frand();
+    LMC_ASSERT(write(fd, v, sizeof v) == (ssize_t)sizeof v);
+    void *map = NULL;
+    LMC_ASSERT(lmc_file_map(fd, sizeof v, path, &map) == LMC_OK);
+    CHECK(lmc_file_is_mapped(map, sizeof v) && !lmc_file_is_mapped(v, sizeof v));
+    lmc_backend *be;
+    LMC_ASSERT(lmc_backend_cpu_init(&be, 1, 0) == LMC_OK);
+    lmc_tensor t = lmc_tensor_make(LMC_DTYPE_F32, 300, 1, 1, 1), u = t;
+    LMC_ASSERT(be->i->bind_weight(be, &t, map) == LMC_OK && be->i->bind_weight(be, &u, v) == LMC_OK);
+    CHECK(t.data && t.data != map && !memcmp(t.data, v, sizeof v) && t.type == LMC_DTYPE_F32);
+    CHECK(u.data == (void *)v);
+    be->i->unbind_weight(be, &t);
+    be->i->unbind_weight(be, &u);
+    CHECK(!t.data && t.type == LMC_DTYPE_F32 && t.ne[0] == 300 && !u.data);
+    lmc_backend_free(be);
+    lmc_file_unmap(map, sizeof v);
+    close(fd);
+    unlink(path);
+}
+
 int main(void) {
     RUN(test_sizes);
     RUN(test_dequant_gguf);
@@ -1061,5 +1093,6 @@ int main(void) {
     RUN(test_regroup_layout);
     RUN(test_rebind_q4);
     RUN(test_rebind_q8);
+    RUN(test_rebind_copy_small);
     return TEST_END();
 }

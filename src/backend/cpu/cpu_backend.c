@@ -87,6 +87,7 @@ static lmc_status cpu_bind_weight(lmc_backend *be, lmc_tensor *t, const void *ho
      * batches (Intel: those tiles read the blocks as they are) */
     if (!c->reference && lmc_cpu_simd_avx512() && lmc_cpu_rebind_wants(t) && !lmc_cpu_amx_int8_wants(t, 512))
         return lmc_cpu_rebind(&c->rebound, t, host, c->pool);
+    if (!c->reference && lmc_cpu_rebind_copy_wants(t, host)) return lmc_cpu_rebind(&c->rebound, t, host, c->pool);
     t->data = (void *)host; /* read-only mapping used in place */
     return LMC_OK;
 }

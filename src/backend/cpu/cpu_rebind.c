@@ -7,22 +7,20 @@
  * (bench_matmul, one core, 151936 × 896 out of cache: Q4_0 decode 21 → 36 GB/s and 64-token
  * prefill 145 → 303 GFLOP/s; Q8_0 against its earlier rewrite as MLX8, 23 → 36–38 GB/s and
  * 123 → 196–199 GFLOP/s; docs/BENCHMARKS.md). Every weight converts, values and size unchanged;
- * the copy lives in memory the backend allocates, and the mapped blocks' pages are handed back to
- * the kernel (MADV_PAGEOUT, which never discards data) once read.
+ * the copy lives in memory the backend allocates, and the bound bytes' pages are handed back once
+ * read (lmc_file_release: dropped from a file mapping, offered for reclaim elsewhere).
  *
  * Bound twice (the same host bytes and shape: a tied embedding and head), a weight shares one copy.
  */
-#define _DEFAULT_SOURCE
 #include "cpu_rebind.h"
 
 #include "core/quant.h"
 #include "core/threadpool.h"
+#include "io/file.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 struct lmc_cpu_rebound {
     const void *host;
@@ -32,18 +30,10 @@ struct lmc_cpu_rebound {
     uint8_t *rows; /* the regrouped rows */
 };
 
-static void release_pages(const void *p, size_t n) {
-#ifdef MADV_PAGEOUT
-    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) / pg * pg,
-                    e = ((uintptr_t)p + n) / pg * pg;
-    if (e > a) madvise((void *)a, e - a, MADV_PAGEOUT); /* a hint: failure changes nothing */
-#else
-    (void)p;
-    (void)n;
-#endif
+/* the type a weight of type `from` is held as: regrouped, or (a small tensor copied) itself */
+static lmc_dtype regrouped(lmc_dtype from) {
+    return from == LMC_DTYPE_Q4_0 ? LMC_DTYPE_Q4_0R : from == LMC_DTYPE_Q8_0 ? LMC_DTYPE_Q8_0R : from;
 }
-
-static lmc_dtype regrouped(lmc_dtype from) { return from == LMC_DTYPE_Q4_0 ? LMC_DTYPE_Q4_0R : LMC_DTYPE_Q8_0R; }
 
 /* t as the weight r holds */
 static void point_at(lmc_tensor *t, lmc_cpu_rebound *r) {
@@ -62,10 +52,44 @@ int lmc_cpu_rebind_wants(const lmc_tensor *t) {
            t->ne[0] > 0 && t->ne[0] % 32 == 0 && t->ne[1] > 0 && !t->aux;
 }
 
+int lmc_cpu_rebind_copy_wants(const lmc_tensor *t, const void *host) {
+    const size_t n = lmc_tensor_nbytes(t);
+    return (t->type == LMC_DTYPE_F32 || t->type == LMC_DTYPE_F16 || t->type == LMC_DTYPE_BF16) && t->ne[2] == 1 &&
+           t->ne[3] == 1 && !t->aux && n > 0 && n <= LMC_CPU_COPY_MAX && lmc_file_is_mapped(host, n);
+}
+
+/* A small tensor copied out of the file mapping, and the pages around it dropped: the forward reads
+ * norms and biases every step, and a read of the mapping maps the page cache's folio around it whole
+ * (runs of 2–4 MB), neighbours already rewritten included — Qwen2.5-0.5B-shape Q4_0 kept 21 MB of its
+ * file resident that way (a peak RSS of 1.13 × the file). A neighbour bound in place (a bf16 matrix)
+ * that loses pages this way faults them in again at its first use. */
+static lmc_status copy_small(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host, size_t bytes) {
+    lmc_cpu_rebound *r = calloc(1, sizeof *r);
+    if (r) r->rows = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!r || !r->rows) {
+        free(r);
+        return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes for a copy of a %s tensor", bytes, lmc_dtype_name(t->type));
+    }
+    memcpy(r->rows, host, bytes);
+    r->host = host;
+    r->from = t->type;
+    r->ne0 = t->ne[0];
+    r->ne1 = t->ne[1];
+    r->refs = 1;
+    const size_t around = 4u << 20;
+    const uint8_t *a = (uintptr_t)host > around ? (const uint8_t *)host - around : (const uint8_t *)host;
+    if (lmc_file_is_mapped(a, (size_t)((const uint8_t *)host - a) + bytes + around)) lmc_file_release(a, (size_t)((const uint8_t *)host - a) + bytes + around);
+    else lmc_file_release(host, bytes);
+    set->v[set->n++] = r;
+    point_at(t, r);
+    return LMC_OK;
+}
+
 typedef struct {
     lmc_cpu_rebound *r;
     const void *host;
-    size_t rb; /* bytes a row */
+    size_t rb;      /* bytes a row */
+    int64_t o0, o1; /* the rows of this job */
 } regroup_job;
 
 /* The rows of a job split over the pool's threads (on a VM, first writes to fresh pages cost as
@@ -73,8 +97,8 @@ typedef struct {
 static void regroup_worker(void *arg, int ith, int nth) {
     const regroup_job *j = arg;
     long o0, o1;
-    lmc_split(j->r->ne1, ith, nth, &o0, &o1);
-    for (long o = o0; o < o1; o++) {
+    lmc_split((long)(j->o1 - j->o0), ith, nth, &o0, &o1);
+    for (long o = j->o0 + o0; o < j->o0 + o1; o++) {
         const uint8_t *src = (const uint8_t *)j->host + (size_t)o * j->rb;
         if (j->r->from == LMC_DTYPE_Q4_0) lmc_q4_0_regroup_row(src, j->r->rows + (size_t)o * j->rb, j->r->ne0);
         else lmc_q8_0_regroup_row(src, j->r->rows + (size_t)o * j->rb, j->r->ne0);
@@ -98,6 +122,7 @@ lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host,
         set->cap = cap;
     }
     const size_t rb = lmc_dtype_row_bytes(t->type, t->ne[0]), bytes = rb * (size_t)t->ne[1];
+    if (regrouped(t->type) == t->type) return copy_small(set, t, host, bytes);
     lmc_cpu_rebound *r = calloc(1, sizeof *r);
     if (r) r->rows = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!r || !r->rows) {
@@ -110,8 +135,14 @@ lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host,
     r->ne0 = t->ne[0];
     r->ne1 = t->ne[1];
     r->refs = 1;
-    lmc_pool_run(pool, regroup_worker, &(regroup_job){r, host, rb});
-    release_pages(host, bytes);
+    /* in slices of about 8 MB, each slice's source pages handed back before the next: the peak
+     * resident memory grows by a slice, not by the weight (a 148 MB embedding of Llama-3.2-1B shape) */
+    const int64_t step = (int64_t)((8u << 20) / rb) + 1;
+    for (int64_t o0 = 0; o0 < r->ne1; o0 += step) {
+        regroup_job j = {r, host, rb, o0, o0 + step < r->ne1 ? o0 + step : r->ne1};
+        lmc_pool_run(pool, regroup_worker, &j);
+        lmc_file_release((const uint8_t *)host + (size_t)o0 * rb, (size_t)(j.o1 - o0) * rb);
+    }
     set->v[set->n++] = r;
     point_at(t, r);
     return LMC_OK;

@@ -16,8 +16,13 @@ typedef struct lmc_cpu_rebinds {
 
 /* 1 when bind_weight would rewrite t (a 2-D Q4_0 or Q8_0 weight; LMC_CPU_REGROUP=0: never). */
 int lmc_cpu_rebind_wants(const lmc_tensor *t);
-/* Rewrite t (shape and type set, data at host) as Q4_0R / Q8_0R in memory the set owns (its rows
- * split over pool's threads), or share the copy of the same host bytes, type and shape. */
+/* 1 when bind_weight copies t instead (a plain float tensor of at most LMC_CPU_COPY_MAX bytes in a
+ * file mapping: norms, biases; lmc_cpu_rebind then copies it). */
+#define LMC_CPU_COPY_MAX (1u << 20)
+int lmc_cpu_rebind_copy_wants(const lmc_tensor *t, const void *host);
+/* Rewrite t (shape and type set, data at host) as Q4_0R / Q8_0R (its rows split over pool's
+ * threads), or copy it (lmc_cpu_rebind_copy_wants), in memory the set owns; or share the copy of the
+ * same host bytes, type and shape. */
 lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host, lmc_pool *pool);
 /* 1 when t was rewritten by the set (its reference dropped, the copy freed with the last, *t the
  * descriptor as it was bound, data NULL); else 0. */
