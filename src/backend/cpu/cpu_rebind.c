@@ -49,13 +49,15 @@ int lmc_cpu_rebind_wants(const lmc_tensor *t) {
         on = !(e && !strcmp(e, "0"));
     }
     return on && (t->type == LMC_DTYPE_Q4_0 || t->type == LMC_DTYPE_Q8_0) && t->ne[2] == 1 && t->ne[3] == 1 &&
-           t->ne[0] > 0 && t->ne[0] % 32 == 0 && t->ne[1] > 0 && !t->aux;
+           t->ne[0] > 0 && t->ne[0] % 32 == 0 && t->ne[1] > 0 && !t->aux &&
+           t->nb[1] == lmc_dtype_row_bytes(t->type, t->ne[0]); /* rows side by side (not a strided view) */
 }
 
 int lmc_cpu_rebind_copy_wants(const lmc_tensor *t, const void *host) {
     const size_t n = lmc_tensor_nbytes(t);
-    return (t->type == LMC_DTYPE_F32 || t->type == LMC_DTYPE_F16 || t->type == LMC_DTYPE_BF16) && t->ne[2] == 1 &&
-           t->ne[3] == 1 && !t->aux && n > 0 && n <= LMC_CPU_COPY_MAX && lmc_file_is_mapped(host, n);
+    return (t->type == LMC_DTYPE_F32 || t->type == LMC_DTYPE_F16 || t->type == LMC_DTYPE_BF16) && t->ne[1] == 1 &&
+           t->ne[2] == 1 && t->ne[3] == 1 && !t->aux && t->nb[0] == lmc_dtype_size(t->type) && n > 0 &&
+           n <= LMC_CPU_COPY_MAX && lmc_file_is_mapped(host, n);
 }
 
 /* A small tensor copied out of the file mapping, and the pages around it dropped: the forward reads

@@ -14,9 +14,10 @@ typedef struct lmc_cpu_rebinds {
     int n, cap;
 } lmc_cpu_rebinds;
 
-/* 1 when bind_weight would rewrite t (a 2-D Q4_0 or Q8_0 weight; LMC_CPU_REGROUP=0: never). */
+/* 1 when bind_weight would rewrite t (a 2-D Q4_0 or Q8_0 weight, rows side by side; LMC_CPU_REGROUP=0:
+ * never). */
 int lmc_cpu_rebind_wants(const lmc_tensor *t);
-/* 1 when bind_weight copies t instead (a plain float tensor of at most LMC_CPU_COPY_MAX bytes in a
+/* 1 when bind_weight copies t instead (a vector of a float type, at most LMC_CPU_COPY_MAX bytes, in a
  * file mapping: norms, biases; lmc_cpu_rebind then copies it). */
 #define LMC_CPU_COPY_MAX (1u << 20)
 int lmc_cpu_rebind_copy_wants(const lmc_tensor *t, const void *host);
