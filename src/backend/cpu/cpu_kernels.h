@@ -87,6 +87,20 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
 int lmc_cpu_simd_gemm_has(const lmc_tensor *w);
 void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 
+/* The instance of an always-inline tile(flag, T, args...) that a run-time flag (0/1) and token count T
+ * (1..4) pick: each compiled with its loops unrolled (cpu_ftile.c, cpu_qr.c). */
+#define LMC_CPU_TILE_SWITCH(tile, flag, T, ...)                      \
+    switch ((T) + 4 * (flag)) {                                      \
+    case 1: tile(0, 1, __VA_ARGS__); break;                          \
+    case 2: tile(0, 2, __VA_ARGS__); break;                          \
+    case 3: tile(0, 3, __VA_ARGS__); break;                          \
+    case 4: tile(0, 4, __VA_ARGS__); break;                          \
+    case 5: tile(1, 1, __VA_ARGS__); break;                          \
+    case 6: tile(1, 2, __VA_ARGS__); break;                          \
+    case 7: tile(1, 3, __VA_ARGS__); break;                          \
+    default: tile(1, 4, __VA_ARGS__); break;                         \
+    }
+
 /* ---- BF16 / F16 prefill tiles on f32 activations (cpu_ftile.c; AVX-512) ---- */
 /* out[t][k] = row r[k] · token t (f32 at xp + t·tb), k < 4, t < T ≤ 4. */
 void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);

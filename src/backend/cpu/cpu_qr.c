@@ -151,16 +151,7 @@ static inline __attribute__((always_inline)) void tile(int q8, int T, const char
 
 void lmc_cpu_qr_tile(lmc_dtype t, int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {
     const int q8 = t == LMC_DTYPE_Q8_0R;
-    switch (T + 4 * q8) { /* each type and token count compiled with its loops unrolled */
-    case 1: tile(0, 1, r, xp, tb, in, out); break;
-    case 2: tile(0, 2, r, xp, tb, in, out); break;
-    case 3: tile(0, 3, r, xp, tb, in, out); break;
-    case 4: tile(0, 4, r, xp, tb, in, out); break;
-    case 5: tile(1, 1, r, xp, tb, in, out); break;
-    case 6: tile(1, 2, r, xp, tb, in, out); break;
-    case 7: tile(1, 3, r, xp, tb, in, out); break;
-    default: tile(1, 4, r, xp, tb, in, out); break;
-    }
+    LMC_CPU_TILE_SWITCH(tile, q8, T, r, xp, tb, in, out)
 }
 
 #pragma GCC pop_options
