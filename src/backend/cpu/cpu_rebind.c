@@ -10,6 +10,8 @@
  * the copy lives in memory the backend allocates, and the bound bytes' pages are handed back once
  * read (lmc_file_release: dropped from a file mapping, offered for reclaim elsewhere).
  *
+ * Vectors of a float type in a file mapping (norms, biases) are copied: see copy_small.
+ *
  * Bound twice (the same host bytes and shape: a tied embedding and head), a weight shares one copy.
  */
 #include "cpu_rebind.h"
@@ -24,10 +26,10 @@
 
 struct lmc_cpu_rebound {
     const void *host;
-    lmc_dtype from; /* Q4_0 or Q8_0 */
+    lmc_dtype from; /* Q4_0 or Q8_0 (regrouped), or a float type (a vector copied) */
     int64_t ne0, ne1;
     int refs;
-    uint8_t *rows; /* the regrouped rows */
+    uint8_t *rows; /* the regrouped rows, or the copy */
 };
 
 /* the type a weight of type `from` is held as: regrouped, or (a small tensor copied) itself */
