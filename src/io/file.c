@@ -64,10 +64,7 @@ lmc_status lmc_file_map(int fd, uint64_t size, const char *path, void **out) {
     return LMC_OK;
 }
 
-int lmc_file_is_mapped(const void *p, size_t n) {
-    char path[8];
-    return n && lmc_mapguard_lookup(p, path, sizeof path) && lmc_mapguard_lookup((const char *)p + n - 1, path, sizeof path);
-}
+int lmc_file_is_mapped(const void *p, size_t n) { return lmc_mapguard_contains(p, n); }
 
 void lmc_file_release(const void *p, size_t n) {
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) / pg * pg,

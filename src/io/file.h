@@ -28,7 +28,7 @@ void lmc_file_unmap(void *map, size_t size);
  * stays in the page cache); elsewhere (a --no-mmap copy, a caller's buffer) only offered for reclaim
  * (MADV_PAGEOUT, which keeps the data). A hint: failure changes nothing. */
 void lmc_file_release(const void *p, size_t n);
-/* 1 when [p, p + n) lies in a file mapping of lmc_file_map (mapguard's registry). */
+/* 1 when [p, p + n) lies inside one file mapping of lmc_file_map (mapguard's registry). */
 int lmc_file_is_mapped(const void *p, size_t n);
 
 /* Copy mode for every later lmc_file_map (process-wide; `--no-mmap`, or LMC_NO_MMAP=1 in

@@ -111,6 +111,19 @@ int lmc_mapguard_lookup(const void *addr, char *out, size_t cap) {
     return 0;
 }
 
+int lmc_mapguard_contains(const void *p, size_t n) {
+    const uintptr_t a = (uintptr_t)p;
+    if (n == 0) return 0;
+    for (int i = 0; i < LMC_MAPGUARD_MAX_MAPS; i++) {
+        mg_slot *s = &slots_[i];
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_LIVE) continue;
+        const uintptr_t b = atomic_load_explicit(&s->base, memory_order_relaxed);
+        const uintptr_t l = atomic_load_explicit(&s->len, memory_order_relaxed);
+        if (a >= b && a - b < l && n <= l - (a - b)) return 1;
+    }
+    return 0;
+}
+
 /* ---- the handler ------------------------------------------------------------------------------- */
 
 static size_t append(char *buf, size_t at, size_t cap, const char *s) {

@@ -56,4 +56,8 @@ int lmc_mapguard_count(void);
  * handler uses. */
 int lmc_mapguard_lookup(const void *addr, char *out, size_t cap);
 
+/* 1 when [p, p + n) lies inside one registered mapping (two mappings side by side do not count:
+ * what lies between them may be anything). */
+int lmc_mapguard_contains(const void *p, size_t n);
+
 #endif

@@ -1049,7 +1049,9 @@ static void test_rebind_q4(void) { test_rebind(LMC_DTYPE_Q4_0); }
 static void test_rebind_q8(void) { test_rebind(LMC_DTYPE_Q8_0); }
 
 /* A small float tensor in a file mapping (a norm) is copied by bind_weight (cpu_rebind.c:
- * copy_small), one in other memory is used in place; unbinding restores the descriptor. */
+ * copy_small), one in other memory is used in place; unbinding restores the descriptor. A range that
+ * runs from one file mapping into another is not "mapped" (the pages dropped around a copied vector
+ * once reached across two mappings of the same file and zeroed the heap between them). */
 static void test_rebind_copy_small(void) {
     char path[] = "/tmp/lmc-test-quant-XXXXXX";
     const int fd = mkstemp(path);
@@ -1060,6 +1062,11 @@ static void test_rebind_copy_small(void) {
     void *map = NULL;
     LMC_ASSERT(lmc_file_map(fd, sizeof v, path, &map) == LMC_OK);
     CHECK(lmc_file_is_mapped(map, sizeof v) && !lmc_file_is_mapped(v, sizeof v));
+    void *map2 = NULL; /* the same file mapped again: a range from one mapping into the other is not one mapping */
+    LMC_ASSERT(lmc_file_map(fd, sizeof v, path, &map2) == LMC_OK);
+    const char *lo = (const char *)(map < map2 ? map : map2), *hi = (const char *)(map < map2 ? map2 : map);
+    CHECK(lmc_file_is_mapped(hi, sizeof v) && !lmc_file_is_mapped(lo, (size_t)(hi - lo) + sizeof v));
+    lmc_file_unmap(map2, sizeof v);
     lmc_backend *be;
     LMC_ASSERT(lmc_backend_cpu_init(&be, 1, 0) == LMC_OK);
     lmc_tensor t = lmc_tensor_make(LMC_DTYPE_F32, 300, 1, 1, 1), u = t;
