@@ -22,8 +22,8 @@ lmc_status lmc_file_open_regular(const char *path, int *fd, uint64_t *size);
 lmc_status lmc_file_map(int fd, uint64_t size, const char *path, void **map);
 void lmc_file_unmap(void *map, size_t size);
 
-/* Bytes [p, p + n) that this process will not read again (whole pages inside the range): in a file
- * mapping of lmc_file_map (registered with mapguard: read-only, private, never written) they are
+/* Bytes [p, p + n) that this process will not read again (whole pages inside the range): inside one
+ * file mapping of lmc_file_map (registered with mapguard: read-only, private, never written) they are
  * dropped from the process (MADV_DONTNEED; a later read faults them in again from the file, which
  * stays in the page cache); elsewhere (a --no-mmap copy, a caller's buffer) only offered for reclaim
  * (MADV_PAGEOUT, which keeps the data). A hint: failure changes nothing. */

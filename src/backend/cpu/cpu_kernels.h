@@ -80,10 +80,11 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
  * environment override both, for measurements). */
 void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 /* Prefill-sized batches (≥ LMC_CPU_GEMM_MIN_TOKENS) of the types whose AVX-512 kernels take Q8_0
- * activations (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4, MLX8; not MXFP4): the decode kernels' arithmetic on
- * the same prepared activations, in tiles that decode each piece of their rows once for 4 tokens
- * (Q4_0 / Q8_0: 4 rows, Q4_K / Q5_K / Q6_K / MLX4 / MLX8 / Q4_0R / Q8_0R: 2 rows). lmc_cpu_simd_gemm_has: 1 when w
- * takes it (the AVX-512 tier; LMC_CPU_SIMD_GEMM=0: never). */
+ * activations (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MLX4, MLX8, Q4_0R, Q8_0R; not MXFP4), and of BF16 / F16
+ * (f32 activations, cpu_ftile.c): the decode kernels' arithmetic on the same prepared activations, in
+ * tiles that decode each piece of their rows once for 4 tokens (Q4_0 / Q8_0 / BF16 / F16: 4 rows, the
+ * others 2), rows in blocks of 16. lmc_cpu_simd_gemm_has: 1 when w takes it (the AVX-512 tier;
+ * LMC_CPU_SIMD_GEMM=0: never). */
 int lmc_cpu_simd_gemm_has(const lmc_tensor *w);
 void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_tok, int64_t o0, int64_t o1);
 
