@@ -193,9 +193,15 @@ export async function regressions() {
   check("regression: … with keep-alive comments while it waited", !waited || queued.body.toString().startsWith(": keep-alive"),
         queued.body.toString().slice(0, 80));
   const busyLong = request(S.port, { path: "/v1/chat/completions", body: chatBody(0, { max_tokens: 900, ignore_eos: true }) });
-  await sleep(100);
+  await sleep(20);
   const waiter = request(S.port, { path: "/v1/chat/completions", body: chatBody(2, { max_tokens: 900, ignore_eos: true }) });
-  await sleep(300);
+  // SIGTERM once one request runs and one waits (fixed sleeps of 400 ms let 900 tokens of the demo
+  // model finish first once the CPU kernels got faster)
+  for (let i = 0; i < 200; i++) {
+    const m = await metrics(S.url);
+    if (m.lmc_running_sequences >= 1 && m.lmc_queue_depth >= 1) break;
+    await sleep(5);
+  }
   const ex = await S.stop("SIGTERM", 15000);
   const [a, b] = await Promise.all([busyLong, waiter]);
   check("regression: SIGTERM answers running and queued waiters (503 + JSON), exits 0",
