@@ -911,13 +911,19 @@ static void test_get_rows_quant(void) {
  * tier) a bound Q8_0 weight is MLX8, its products match the reference backend's (which keeps Q8_0)
  * within the int8 activations' error, its get_rows are exact, and unbind gives back the Q8_0
  * descriptor. */
-static void q8_rows(uint8_t *host, int64_t in, int64_t out) {
+/* out random rows of in elements of t (Q8_0 / Q4_0), allocated to the byte; Q8_0 every fifth block
+ * with a special scale (zero, -0, subnormal, extreme). */
+static uint8_t *block_rows(lmc_dtype t, int64_t in, int64_t out) {
     const uint16_t special[] = {0x0000, 0x8000, 0x0001, 0x03FF, 0x5FFF, 0xDFFF};
+    const size_t bb = lmc_dtype_block_bytes(t);
+    uint8_t *host = malloc((size_t)(in / 32 * out) * bb);
+    LMC_ASSERT(host);
     for (int64_t b = 0; b < in / 32 * out; b++) {
-        uint8_t *blk = host + b * 34;
-        rand_block(LMC_DTYPE_Q8_0, blk);
-        if (b % 5 == 1) put16(blk, special[(b / 5) % 6]);
+        uint8_t *blk = host + (size_t)b * bb;
+        rand_block(t, blk);
+        if (t == LMC_DTYPE_Q8_0 && b % 5 == 1) put16(blk, special[(b / 5) % 6]);
     }
+    return host;
 }
 
 static int q8_same_values(const lmc_tensor *q8, const lmc_tensor *m8) {
@@ -970,9 +976,7 @@ static void test_rebind(lmc_dtype from) {
     LMC_ASSERT(lmc_pool_init(&pool, 2) == LMC_OK);
     for (int k = 0; k < 4; k++) {
         const int64_t in = ins[k], out = outs[k];
-        uint8_t *host = malloc((size_t)(in / 32 * out) * bb);
-        if (from == LMC_DTYPE_Q8_0) q8_rows(host, in, out);
-        else for (int64_t b = 0; b < in / 32 * out; b++) rand_block(from, host + (size_t)b * bb);
+        uint8_t *host = block_rows(from, in, out);
         lmc_tensor orig = lmc_tensor_make(from, in, out, 1, 1);
         orig.data = host;
         lmc_cpu_rebinds set = {0};
@@ -1002,9 +1006,7 @@ static void test_rebind(lmc_dtype from) {
     lmc_backend *be, *ref;
     LMC_ASSERT(lmc_backend_cpu_init(&be, 2, 0) == LMC_OK && lmc_backend_cpu_init(&ref, 1, 1) == LMC_OK);
     const int64_t in = 896, out = 67;
-    uint8_t *host = malloc((size_t)(in / 32 * out) * bb);
-    if (from == LMC_DTYPE_Q8_0) q8_rows(host, in, out);
-    else for (int64_t b = 0; b < in / 32 * out; b++) rand_block(from, host + (size_t)b * bb);
+    uint8_t *host = block_rows(from, in, out);
     lmc_tensor w = lmc_tensor_make(from, in, out, 1, 1), wr = w;
     LMC_ASSERT(be->i->bind_weight(be, &w, host) == LMC_OK && ref->i->bind_weight(ref, &wr, host) == LMC_OK);
     CHECK(w.type == to && wr.type == from && wr.data == (void *)host);

@@ -84,10 +84,9 @@ static void cpu_release(lmc_backend *be, lmc_tensor *t) {
 static lmc_status cpu_bind_weight(lmc_backend *be, lmc_tensor *t, const void *host) {
     cpu_ctx *c = CTX(be);
     /* regrouped for the AVX-512 VNNI kernels, except where AMX int8 tiles take the blocks' prefill
-     * batches (Intel: those tiles read the blocks as they are) */
-    if (!c->reference && lmc_cpu_simd_avx512() && lmc_cpu_rebind_wants(t) && !lmc_cpu_amx_int8_wants(t, 512))
-        return lmc_cpu_rebind(&c->rebound, t, host, c->pool);
-    if (!c->reference && lmc_cpu_rebind_copy_wants(t, host)) return lmc_cpu_rebind(&c->rebound, t, host, c->pool);
+     * batches (Intel: those tiles read the blocks as they are); or, a vector in a file mapping, copied */
+    const int regroup = lmc_cpu_simd_avx512() && lmc_cpu_rebind_wants(t) && !lmc_cpu_amx_int8_wants(t, 512);
+    if (!c->reference && (regroup || lmc_cpu_rebind_copy_wants(t, host))) return lmc_cpu_rebind(&c->rebound, t, host, c->pool);
     t->data = (void *)host; /* read-only mapping used in place */
     return LMC_OK;
 }

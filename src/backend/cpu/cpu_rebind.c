@@ -62,27 +62,34 @@ int lmc_cpu_rebind_copy_wants(const lmc_tensor *t, const void *host) {
            n <= LMC_CPU_COPY_MAX && lmc_file_is_mapped(host, n);
 }
 
+/* A record for t's bytes at host: `bytes` of memory of its own, one reference; NULL when out of memory. */
+static lmc_cpu_rebound *new_rebound(const lmc_tensor *t, const void *host, size_t bytes) {
+    lmc_cpu_rebound *r = calloc(1, sizeof *r);
+    if (r) r->rows = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!r || !r->rows) {
+        free(r);
+        return NULL;
+    }
+    r->host = host;
+    r->from = t->type;
+    r->ne0 = t->ne[0];
+    r->ne1 = t->ne[1];
+    r->refs = 1;
+    return r;
+}
+
 /* A small tensor copied out of the file mapping, and the pages around it dropped: the forward reads
  * norms and biases every step, and a read of the mapping maps the page cache's folio around it whole
  * (runs of 2–4 MB), neighbours already rewritten included — Qwen2.5-0.5B-shape Q4_0 kept 21 MB of its
  * file resident that way (a peak RSS of 1.13 × the file). A neighbour bound in place (a bf16 matrix)
  * that loses pages this way faults them in again at its first use. */
 static lmc_status copy_small(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host, size_t bytes) {
-    lmc_cpu_rebound *r = calloc(1, sizeof *r);
-    if (r) r->rows = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!r || !r->rows) {
-        free(r);
-        return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes for a copy of a %s tensor", bytes, lmc_dtype_name(t->type));
-    }
+    lmc_cpu_rebound *r = new_rebound(t, host, bytes);
+    if (!r) return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes for a copy of a %s tensor", bytes, lmc_dtype_name(t->type));
     memcpy(r->rows, host, bytes);
-    r->host = host;
-    r->from = t->type;
-    r->ne0 = t->ne[0];
-    r->ne1 = t->ne[1];
-    r->refs = 1;
-    const size_t around = 4u << 20;
-    const uint8_t *a = (uintptr_t)host > around ? (const uint8_t *)host - around : (const uint8_t *)host;
-    if (lmc_file_is_mapped(a, (size_t)((const uint8_t *)host - a) + bytes + around)) lmc_file_release(a, (size_t)((const uint8_t *)host - a) + bytes + around);
+    const size_t around = 4u << 20, before = (uintptr_t)host > around ? around : 0, span = before + bytes + around;
+    const uint8_t *a = (const uint8_t *)host - before;
+    if (lmc_file_is_mapped(a, span)) lmc_file_release(a, span);
     else lmc_file_release(host, bytes);
     set->v[set->n++] = r;
     point_at(t, r);
@@ -127,18 +134,10 @@ lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host,
     }
     const size_t rb = lmc_dtype_row_bytes(t->type, t->ne[0]), bytes = rb * (size_t)t->ne[1];
     if (regrouped(t->type) == t->type) return copy_small(set, t, host, bytes);
-    lmc_cpu_rebound *r = calloc(1, sizeof *r);
-    if (r) r->rows = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!r || !r->rows) {
-        free(r);
+    lmc_cpu_rebound *r = new_rebound(t, host, bytes);
+    if (!r)
         return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes for a %s weight as %s", bytes, lmc_dtype_name(t->type),
                         lmc_dtype_name(regrouped(t->type)));
-    }
-    r->host = host;
-    r->from = t->type;
-    r->ne0 = t->ne[0];
-    r->ne1 = t->ne[1];
-    r->refs = 1;
     /* in slices of about 8 MB, each slice's source pages handed back before the next: the peak
      * resident memory grows by a slice, not by the weight (a 148 MB embedding of Llama-3.2-1B shape) */
     const int64_t step = (int64_t)((8u << 20) / rb) + 1;
