@@ -4,6 +4,8 @@
  *   build/bench/bench_dense [--model DIR | --shape qwen05|llama1b] [--prompt N] [--gen N] [--reps N]
  *                           [--threads 1,2] [--types bf16,q8_0,q4_0,mlx4]
  *
+ * Type bf16c: the bf16 checkpoint with bf16 compute (lmc --compute bf16: activations rounded to bf16).
+ *
  * --reps N runs the prompt + generation N times after the warm-up and reports the best
  * prefill and decode rates (default 1).
  *
@@ -120,12 +122,17 @@ static double status_kb(const char *key) {
 static int run_one(const char *dir, const char *type, int n_threads, int n_prompt, int n_gen, int reps, double bw) {
     lmc_backend *be;
     lmc_model *m;
+    const int bf16c = !strcmp(type, "bf16c"); /* bf16 weights, bf16 compute (--compute bf16) */
+    if (bf16c && !lmc_backend_cpu_set_bf16_compute(1)) {
+        fprintf(stderr, "bench: bf16c: this CPU has no AVX-512 BF16 products\n");
+        return 1;
+    }
     if (lmc_backend_cpu_init(&be, n_threads, 0) < 0 || lmc_model_load(dir, be, &m) < 0) {
         fprintf(stderr, "bench: %s\n", lmc_last_error());
         return 1;
     }
     double bytes_tok = (double)m->weight_bytes; /* every weight read once per decoded token (tied head read once) */
-    if (strcmp(type, "bf16") != 0) {
+    if (strcmp(type, "bf16") != 0 && !bf16c) {
         lmc_dtype to = !strcmp(type, "q8_0") ? LMC_DTYPE_Q8_0 : !strcmp(type, "q4_0") ? LMC_DTYPE_Q4_0
                      : !strcmp(type, "q4_k") ? LMC_DTYPE_Q4_K : !strcmp(type, "q6_k") ? LMC_DTYPE_Q6_K
                      : !strcmp(type, "mlx4") ? LMC_DTYPE_MLX4 : !strcmp(type, "mlx8") ? LMC_DTYPE_MLX8
@@ -190,7 +197,7 @@ int main(int argc, char **argv) {
             for (char *t = strtok(argv[++i], ","); t && n_types < 8; t = strtok(NULL, ",")) types[n_types++] = t;
         } else {
             fprintf(stderr, "usage: bench_dense [--model DIR | --shape qwen05|llama1b] [--prompt N] [--gen N] [--reps N] "
-                            "[--threads 1,2] [--types bf16,q8_0,q4_0,mlx4,q4_k,q6_k,mlx8,mxfp4,mxfp4_mlx]\n");
+                            "[--threads 1,2] [--types bf16,bf16c,q8_0,q4_0,mlx4,q4_k,q6_k,mlx8,mxfp4,mxfp4_mlx]\n");
             return 2;
         }
     }

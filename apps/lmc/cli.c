@@ -115,6 +115,13 @@ int cli_parse_model_opt(cli_model_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--threads", 1, 1024, &x)) return -1;
         o->n_threads = (int)x;
+    } else if (!strcmp(a, "--compute")) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        if (strcmp(v, "f32") && strcmp(v, "bf16")) {
+            fprintf(stderr, "lmc: --compute takes f32 or bf16, not '%s'\n", v);
+            return -1;
+        }
+        o->compute = v;
     } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--ctx", 1, 1 << 24, &x)) return -1;
         o->n_ctx = (int)x;
@@ -164,7 +171,9 @@ int cli_load_model(const cli_model_opts *o, cli_model *cm) {
     lmc_weights_close(wts);
     lmc_config_free(&cfg);
     if (pst < 0) return cli_error(NULL);
-    lmc_backend_params bp = {.name = o->backend ? o->backend : "cpu", .n_threads = o->n_threads};
+    lmc_backend_params bp = {.name = o->backend ? o->backend : "cpu", .n_threads = o->n_threads, .compute = o->compute};
+    if (o->compute && !strcmp(o->compute, "bf16") && !strcmp(bp.name, "cpu") && !lmc_backend_cpu_set_bf16_compute(1))
+        fprintf(stderr, "lmc: --compute bf16: this CPU has no AVX-512 BF16 products; bf16 weights keep f32 ones\n");
     if (o->tp > 1) {
         /* tensor parallel: the checkpoint stays in host memory; each rank gets its own backend */
         cm->tp = o->tp;

@@ -17,7 +17,8 @@ static const char *convert_help =
     "Write MODEL (a Hugging Face directory or ORG/NAME in the cache) as a GGUF file\n"
     "with llama.cpp's tensor names and metadata keys. Tensors keep their storage type\n"
     "(f32, f16, bf16) unless --type q8_0|q4_0|q4_k|q6_k|mxfp4 quantizes the weight matrices\n"
-    "whose rows fit its blocks (norms and odd-sized rows keep their type).\n"
+    "whose rows fit its blocks (norms and odd-sized rows keep their type), or --type\n"
+    "f32|f16|bf16 stores the weight matrices in that float type (rounded to nearest even).\n"
     "tokenizer.json and the chat template are embedded unless\n"
     "--no-tokenizer. Architectures: llama, mistral, qwen2, qwen3, gemma, gemma2,\n"
     "gemma3_text, phi3, and the mixture-of-experts qwen2_moe, qwen3_moe, mixtral\n"
@@ -43,14 +44,16 @@ int cmd_convert(int argc, char **argv) {
             p.split_max_tensors = v;
         }
         else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
-            static const struct { const char *name; lmc_dtype t; } types[] = {
-                {"q8_0", LMC_DTYPE_Q8_0}, {"q4_0", LMC_DTYPE_Q4_0}, {"q4_k", LMC_DTYPE_Q4_K}, {"q6_k", LMC_DTYPE_Q6_K},
-                {"mxfp4", LMC_DTYPE_MXFP4}, {"keep", (lmc_dtype)0}};
+            static const struct { const char *name; lmc_dtype t; lmc_convert_float f; } types[] = {
+                {"q8_0", LMC_DTYPE_Q8_0, 0}, {"q4_0", LMC_DTYPE_Q4_0, 0}, {"q4_k", LMC_DTYPE_Q4_K, 0}, {"q6_k", LMC_DTYPE_Q6_K, 0},
+                {"mxfp4", LMC_DTYPE_MXFP4, 0}, {"f32", 0, LMC_CONVERT_F32}, {"f16", 0, LMC_CONVERT_F16},
+                {"bf16", 0, LMC_CONVERT_BF16}, {"keep", 0, 0}};
             const char *v = argv[++i];
             int found = 0;
             for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
-                if (!strcmp(v, types[k].name)) { p.quant_type = (int)types[k].t; found = 1; }
-            if (!found) return cli_usage_error("convert", "--type must be q8_0, q4_0, q4_k, q6_k, mxfp4 or keep, not '%s'", v);
+                if (!strcmp(v, types[k].name)) { p.quant_type = (int)types[k].t; p.float_type = types[k].f; found = 1; }
+            if (!found)
+                return cli_usage_error("convert", "--type must be f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, mxfp4 or keep, not '%s'", v);
         }
         else if (argv[i][0] == '-') return cli_usage_error("convert", "unknown option '%s'", argv[i]);
         else if (!in) in = argv[i];
@@ -65,7 +68,7 @@ int cmd_convert(int argc, char **argv) {
     const int assistant = !strcmp(cfg.outer_model_type, "gemma4_assistant");
     lmc_config_free(&cfg);
     if (assistant) { /* an MTP drafter: the seed's assistant layout (lmc verify-gguf checks it) */
-        if (p.quant_type) return cli_usage_error("convert", "--type is not supported for gemma4_assistant files");
+        if (p.quant_type || p.float_type) return cli_usage_error("convert", "--type is not supported for gemma4_assistant files");
         if (p.split_max_tensors) return cli_usage_error("convert", "--split-max-tensors is not supported for gemma4_assistant files");
         if (lmc_gguf_assistant_convert(mp.path, out) < 0) return cli_error("convert");
     } else if (lmc_gguf_convert_hf(mp.path, out, &p) < 0) {

@@ -22,6 +22,9 @@ static const char *generate_help =
     "                        (f32 little-endian [n_generated, vocab])\n"
     "      --backend B       cpu (default) or cuda\n"
     "  -t, --threads N       CPU threads (default: one per core; with --tp: per rank, default 1)\n"
+    "      --compute P       f32 (default) or bf16: on the CPU, products with bf16 weights in f32\n"
+    "                        (exact) or on the activations rounded to bf16 (as PyTorch and llama.cpp\n"
+    "                        compute them; faster prefill where the CPU has AVX-512 BF16)\n"
     "      --no-mmap         read the weights into memory instead of mapping the files (a file\n"
     "                        replaced or truncated while lmc runs cannot affect it; every command\n"
     "                        that loads a model takes it, as does LMC_NO_MMAP=1)\n"
@@ -201,7 +204,7 @@ static const char *logits_help =
     "  -m, --model MODEL   model directory or ORG/NAME\n"
     "      --ids LIST      comma-separated token ids\n"
     "      --out FILE      output file\n"
-    "      --backend B, -t N, -b N (tokens per forward), --tp N (tensor parallel ranks)\n"
+    "      --backend B, -t N, -b N (tokens per forward), --tp N (tensor parallel ranks), --compute f32|bf16\n"
     "\n"
     "example:\n"
     "  lmc logits -m tests/fixtures/llama --ids 5,17,42 --out /tmp/logits.f32\n";

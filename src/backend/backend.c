@@ -9,7 +9,13 @@
 
 lmc_status lmc_backend_init(lmc_backend **out, const lmc_backend_params *p) {
     const char *name = p && p->name ? p->name : "cpu";
-    if (strcmp(name, "cpu") == 0) return lmc_backend_cpu_init(out, p ? p->n_threads : 0, 0);
+    const char *compute = p ? p->compute : NULL;
+    if (compute && strcmp(compute, "f32") && strcmp(compute, "bf16"))
+        return lmc_fail(LMC_ERR_ARG, "unknown compute precision '%s' (expected f32 or bf16)", compute);
+    if (strcmp(name, "cpu") == 0) {
+        if (compute) lmc_backend_cpu_set_bf16_compute(!strcmp(compute, "bf16"));
+        return lmc_backend_cpu_init(out, p ? p->n_threads : 0, 0);
+    }
     if (strcmp(name, "cpu-ref") == 0) return lmc_backend_cpu_init(out, 1, 1);
     if (strcmp(name, "cuda") == 0) {
 #ifdef LMC_CUDA

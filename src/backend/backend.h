@@ -275,6 +275,11 @@ typedef struct lmc_backend_params {
     const char *name; /* "cpu" (default) or "cuda" */
     int n_threads;    /* cpu: 0 = one per core */
     int device;       /* cuda: device index */
+    /* cpu: precision of products with bf16 weights, process-wide: "f32" (exact f32 products, F1) or
+     * "bf16" (the activations rounded to bf16 as PyTorch and llama.cpp do, F2; on CPUs with
+     * AVX512-BF16, else f32); NULL leaves the process's setting (f32 at start). The CUDA backend's
+     * prefill products are bf16 tensor-core ones whatever this says. */
+    const char *compute;
 } lmc_backend_params;
 
 /* Create a backend by name. */
@@ -284,5 +289,7 @@ void lmc_backend_free(lmc_backend *be);
 /* The CPU backend; `reference` selects the scalar single-threaded kernels
  * (kept built and tested as the oracle for every other kernel). */
 lmc_status lmc_backend_cpu_init(lmc_backend **out, int n_threads, int reference);
+/* The CPU's bf16 compute (lmc_backend_params.compute) on (1) or off; returns the state it took. */
+int lmc_backend_cpu_set_bf16_compute(int on);
 
 #endif

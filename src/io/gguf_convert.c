@@ -36,6 +36,7 @@ typedef struct conv {
     int64_t hidden, n_layers, n_heads, n_kv, head_dim, ff, rope_dim;
     int tied;
     int quant_type;              /* lmc_dtype to quantize matrices to, 0 = keep */
+    lmc_convert_float float_type; /* else the float type to store them in, 0 = keep */
     int64_t n_expert;            /* MoE: experts per sparse layer (0: dense model) */
     unsigned char *experts_done; /* [n_layers · 3]: stacked tensor (layer, gate/up/down) written */
     const lmc_st_set *set;
@@ -375,9 +376,34 @@ static int ends_with(const char *s, const char *suf) {
 }
 
 /* Quantize n_rows rows of ne0 values (storage src_t at *data) to c->quant_type when the rows fit its
- * blocks; *data and *type then describe the quantized copy. */
+ * blocks, or store them as c->float_type; *data and *type then describe the new copy. */
 static lmc_status maybe_quantize(conv *c, const char *hf_name, lmc_dtype src_t, int64_t ne0, int64_t n_rows,
                                  const void **data, uint32_t *type) {
+    static const lmc_dtype floats[] = {[LMC_CONVERT_F32] = LMC_DTYPE_F32, [LMC_CONVERT_F16] = LMC_DTYPE_F16,
+                                       [LMC_CONVERT_BF16] = LMC_DTYPE_BF16};
+    if (!c->quant_type && c->float_type && floats[c->float_type] != src_t) {
+        const lmc_dtype ft = floats[c->float_type];
+        const size_t in_row = lmc_dtype_row_bytes(src_t, ne0), out_row = lmc_dtype_row_bytes(ft, ne0);
+        uint8_t *o = own(c, out_row * (size_t)n_rows);
+        float *f = malloc((size_t)ne0 * sizeof *f);
+        void *tmp = malloc(in_row);
+        if (!o || !f || !tmp) { free(f); free(tmp); return lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir); }
+        for (int64_t r = 0; r < n_rows; r++) {
+            memcpy(tmp, (const uint8_t *)*data + (size_t)r * in_row, in_row); /* mapping data need not be aligned */
+            lmc_to_f32(src_t, tmp, f, (size_t)ne0);
+            uint8_t *dst = o + (size_t)r * out_row;
+            for (int64_t i = 0; i < ne0; i++) {
+                const uint16_t h = ft == LMC_DTYPE_F16 ? lmc_f32_to_f16(f[i]) : lmc_f32_to_bf16(f[i]);
+                if (ft == LMC_DTYPE_F32) memcpy(dst + 4 * i, &f[i], 4);
+                else memcpy(dst + 2 * i, &h, 2);
+            }
+        }
+        free(f);
+        free(tmp);
+        LMC_TRY(lmc_ggml_type_from_dtype(ft, type));
+        *data = o;
+        return LMC_OK;
+    }
     if (!c->quant_type || lmc_dtype_row_bytes((lmc_dtype)c->quant_type, ne0) == 0) return LMC_OK;
     const lmc_dtype qt = (lmc_dtype)c->quant_type;
     const size_t in_row = lmc_dtype_row_bytes(src_t, ne0), out_row = lmc_dtype_row_bytes(qt, ne0);
@@ -757,7 +783,12 @@ lmc_status lmc_gguf_convert_hf(const char *dir, const char *out_path, const lmc_
     snprintf(path, sizeof path, "%s/config.json", dir);
     cJSON *cfg;
     LMC_TRY(lmc_json_read_file(path, (size_t)64 << 20, &cfg));
-    conv c = {.dir = dir, .cfg = cfg, .quant_type = params ? params->quant_type : 0};
+    conv c = {.dir = dir, .cfg = cfg, .quant_type = params ? params->quant_type : 0,
+              .float_type = params ? params->float_type : LMC_CONVERT_KEEP};
+    if ((unsigned)c.float_type > LMC_CONVERT_BF16) {
+        cJSON_Delete(cfg);
+        return lmc_fail(LMC_ERR_ARG, "convert: float type %d is not f32, f16 or bf16", (int)c.float_type);
+    }
     if (c.quant_type && !lmc_dtype_is_quant((lmc_dtype)c.quant_type)) {
         cJSON_Delete(cfg);
         return lmc_fail(LMC_ERR_ARG, "convert: %s is not a quantized type", lmc_dtype_name((lmc_dtype)c.quant_type));

@@ -39,6 +39,8 @@
 
 #include "core/status.h"
 
+typedef enum { LMC_CONVERT_KEEP = 0, LMC_CONVERT_F32, LMC_CONVERT_F16, LMC_CONVERT_BF16 } lmc_convert_float;
+
 typedef struct lmc_gguf_convert_params {
     uint32_t alignment;     /* 0: 32 */
     int skip_tokenizer;     /* 1: do not embed tokenizer.json / chat template */
@@ -47,6 +49,8 @@ typedef struct lmc_gguf_convert_params {
     void *progress_ud;
     int quant_type;         /* an lmc_dtype: 0 keeps storage types; else 2-D weight matrices whose rows
                                fit its blocks are quantized to it (Q8_0, Q4_0, Q4_K, Q6_K; others stay) */
+    lmc_convert_float float_type; /* without quant_type: the 2-D weight matrices stored as F32, F16 or
+                                     BF16 (rounded to nearest even), as llama.cpp's --outtype; 0 keeps */
     int64_t split_max_tensors; /* > 0: split files of at most this many tensors (llama.cpp's gguf-split
                                   layout, lmc_gguf_writer_write_split): out_path must end in .gguf and
                                   names PREFIX.gguf, written as PREFIX-00001-of-0000N.gguf ... */

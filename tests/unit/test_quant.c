@@ -816,6 +816,56 @@ static void test_matmul_amx_prefill(void) {
     lmc_backend_free(fast);
 }
 
+/* bf16 compute (--compute bf16): BF16 weights against the activations rounded to bf16, decode (1-3
+ * tokens: lmc_cpu_bf16dot_rows4, rows of 17 steps of 32, an odd one left after the pairs) and
+ * prefill (8-70: the vdpbf16ps tiles of 4, 3, 2 and 1 tokens), 1 and 2 threads: each result within
+ * f32 rounding of Σ w·bf16(x) in double, and away from the f32 product by more (so the rounding
+ * happened); switched off, the exact products again. Skipped without AVX-512 BF16. */
+static void test_matmul_bf16_compute(void) {
+    if (!lmc_backend_cpu_set_bf16_compute(1)) {
+        printf("  skipped: no AVX-512 BF16 products on this CPU (or no AVX-512 tier)\n");
+        return;
+    }
+    lmc_backend *fast[2];
+    LMC_ASSERT(lmc_backend_cpu_init(&fast[0], 1, 0) == LMC_OK);
+    LMC_ASSERT(lmc_backend_cpu_init(&fast[1], 2, 0) == LMC_OK);
+    const int64_t in = 544, out = 53, toks[] = {1, 2, 3, 8, 17, 70};
+    float *x = malloc(in * 70 * 4), *y = malloc(out * 70 * 4), *wrow = malloc(in * 4);
+    for (int64_t i = 0; i < in * 70; i++) x[i] = gauss() * powf(10.0f, (float)(int)(rnd() % 7) - 3.0f);
+    qweight q = make_weight(LMC_DTYPE_BF16, in, out, 0);
+    for (int pass = 0; pass < 2; pass++) { /* bf16 compute, then off again */
+        if (pass) LMC_ASSERT(lmc_backend_cpu_set_bf16_compute(0) == 0);
+        double worst = 0, gap = 0; /* against the reference of the pass / the other reference from it */
+        for (int b = 0; b < 2; b++)
+            for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+                run_matmul(fast[b], &q.w, x, toks[k], y);
+                for (int64_t t = 0; t < toks[k]; t++)
+                    for (int64_t o = 0; o < out; o++) {
+                        lmc_tensor_row_to_f32(&q.w, o, wrow);
+                        double rounded = 0, exact = 0, mag = 0;
+                        for (int64_t i = 0; i < in; i++) {
+                            const float xi = x[t * in + i];
+                            rounded += (double)wrow[i] * lmc_bf16_to_f32(lmc_f32_to_bf16(xi));
+                            exact += (double)wrow[i] * xi;
+                            mag += fabs((double)wrow[i] * xi);
+                        }
+                        const double got = y[t * out + o], want = pass ? exact : rounded, other = pass ? rounded : exact;
+                        const double e = fabs(got - want) / (mag > 0 ? mag : 1);
+                        worst = e == e ? fmax(worst, e) : INFINITY;
+                        gap = fmax(gap, fabs(other - want) / (mag > 0 ? mag : 1));
+                    }
+            }
+        CHECK_MSG(worst <= 2e-6, "bf16 weights, %s: relative error %.3g", pass ? "f32 compute" : "bf16 compute", worst);
+        CHECK_MSG(gap >= 1e-4, "the two references only %.3g apart: the test cannot tell them", gap);
+        printf("  bf16 weights, %s compute: relative error %.2e against Σ w·%s (%.2e from the other)\n",
+               pass ? "f32" : "bf16", worst, pass ? "x" : "bf16(x)", gap);
+    }
+    free_weight(&q);
+    free(x); free(y); free(wrow);
+    lmc_backend_free(fast[0]);
+    lmc_backend_free(fast[1]);
+}
+
 /* matmul_n (q, k, v or gate, up of one x in one op) gives every row the bits of separate matmul
  * calls: one dtype (one shared preparation of x), mixed dtypes (Q4_K_M's q, k / v), MLX4 of two group
  * sizes (two preparations), decode and prefill token counts, 1 and 2 threads, the reference backend. */
@@ -1097,6 +1147,7 @@ int main(void) {
     RUN(test_matmul_mlx4_q8act);
     RUN(test_matmul_qk_q8act);
     RUN(test_matmul_amx_prefill);
+    RUN(test_matmul_bf16_compute);
     RUN(test_matmul_n);
     RUN(test_get_rows_quant);
     RUN(test_regroup_layout);

@@ -276,6 +276,7 @@ typedef struct __attribute__((packed)) tilecfg {
  * bf16 (as llama.cpp's and PyTorch's bf16 paths do) — for measurements, see docs/BENCHMARKS.md. */
 static int bf16_parts(void) {
     static int p = 0;
+    if (lmc_cpu_simd_bf16_act()) return 1; /* bf16 compute */
     if (!p) {
         const char *e = getenv("LMC_CPU_AMX_BF16_PARTS");
         p = e && (e[0] == '1' || e[0] == '2') && !e[1] ? e[0] - '0' : 3;

@@ -46,6 +46,19 @@ static void scratch_reserve(cpu_ctx *c, size_t n) {
     c->scratch_floats = n;
 }
 
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Make sure the prepared-activation buffer holds n bytes, on a 64-byte boundary (its contents are
+ * not kept): the kernels' 512-bit loads of it then never span two cache lines (realloc's 16-byte
+ * alignment split 3 loads in 4). */
+static void act_reserve(cpu_ctx *c, size_t n) {
+    if (n <= c->act_bytes) return;
+    free(c->act);
+    c->act = aligned_alloc(64, align64(n));
+    LMC_ASSERT(c->act != NULL);
+    c->act_bytes = align64(n);
+}
+
 static int is_contig(const lmc_tensor *t) {
     size_t s = lmc_dtype_size(t->type);
     for (int i = 0; i < LMC_MAX_DIMS; i++) {
@@ -512,12 +525,7 @@ static void cpu_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, cons
         const int64_t n_tok = lmc_tensor_nrows(x);
         size_t nb = lmc_cpu_act_bytes(w, n_tok);
         if (nb) {
-            if (nb > c->act_bytes) {
-                void *p = realloc(c->act, nb);
-                LMC_ASSERT(p != NULL);
-                c->act = p;
-                c->act_bytes = nb;
-            }
+            act_reserve(c, nb);
             act_prepare(c, w, x->data, n_tok, c->act);
             o.xprep = c->act;
         }
@@ -529,7 +537,6 @@ static void cpu_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, cons
  * matrices, lmc_cpu_matmul_grain's), x prepared once for each distinct layout: q, k and v (gate and
  * up) of one dtype share one preparation and one wake-up of the threads instead of three. Every row
  * gets what cpu_matmul would give it (same kernels, preparation and row grain). */
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 typedef struct mm_n_job {
     cpu_ctx *c;
@@ -592,12 +599,7 @@ static void cpu_matmul_n(lmc_backend *be, int n, lmc_tensor *const *y, const lmc
             need += align64(bytes[i]);
         }
     }
-    if (need > c->act_bytes) {
-        void *p = realloc(c->act, need);
-        LMC_ASSERT(p != NULL);
-        c->act = p;
-        c->act_bytes = need;
-    }
+    act_reserve(c, need);
     for (int i = 0; i < n && !c->reference; i++) {
         if (src[i] != i) {
             j.xp[i] = j.xp[src[i]];
@@ -772,7 +774,6 @@ static void mmid_worker(void *arg, int ith, int nth) {
     }
 }
 
-
 static void cpu_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *experts, int n_experts,
                           const lmc_tensor *x, const lmc_tensor *ids) {
     cpu_ctx *c = CTX(be);
@@ -834,12 +835,7 @@ static void cpu_matmul_id(lmc_backend *be, lmc_tensor *y, const lmc_tensor *expe
     size_t act_need = 0;
     for (int u = 0; u < n_used && !c->reference; u++)
         act_need += align64(lmc_cpu_act_bytes(&experts[used[u]], start[u + 1] - start[u]));
-    if (act_need > c->act_bytes) {
-        void *p = realloc(c->act, act_need);
-        LMC_ASSERT(p != NULL);
-        c->act = p;
-        c->act_bytes = act_need;
-    }
+    act_reserve(c, act_need);
     size_t act_at = 0;
     for (int u = 0; u < n_used; u++) {
         const int64_t cnt = start[u + 1] - start[u];
@@ -1014,6 +1010,8 @@ static const lmc_backend_i cpu_iface = {
     .argmax = cpu_argmax,
     .topk = cpu_topk,
 };
+
+int lmc_backend_cpu_set_bf16_compute(int on) { return lmc_cpu_simd_set_bf16_act(on); }
 
 lmc_status lmc_backend_cpu_init(lmc_backend **out, int n_threads, int reference) {
     /* the pool splits rows over threads itself: each sgemm call runs on one */

@@ -1,4 +1,5 @@
-/* cpu_ftile.c — AVX-512 prefill tiles for BF16 and F16 weights on f32 activations.
+/* cpu_ftile.c — AVX-512 prefill tiles for BF16 and F16 weights on f32 activations, and the
+ * bf16 × bf16 kernels (AVX512-BF16) that BF16 weights take when the activations are rounded to bf16.
  *
  * 4 rows × up to 4 tokens: each 16 weights of a row are widened to f32 once (BF16: vpmovzxwd and a
  * shift; F16: vcvtph2ps) and meet the tokens' activations in 16 f32 accumulators, so a weight vector
@@ -7,6 +8,11 @@
  * bf16 / f16 → f32 values times f32 activations, f32 sums), in another order. Before these tiles the
  * rows were widened into f32 blocks for sgemm (on the AMD EPYC VM a 64-token Qwen2.5-0.5B-shape
  * bf16 prefill took 2 threads 168 tok/s; docs/BENCHMARKS.md).
+ *
+ * bf16 compute (lmc_cpu_simd_set_bf16_act): the activations are rounded to bf16 once per matmul and
+ * vdpbf16ps multiplies 32 weight–activation pairs a step, exactly (a bf16 product fits an f32), into
+ * f32 sums: the arithmetic of PyTorch's and llama.cpp's bf16 products, twice the multiplies of an FMA
+ * per instruction and no widening. The 16 sums of a tile leave in one transposing reduction.
  */
 #include "cpu_kernels.h"
 
@@ -23,11 +29,26 @@ static inline __m512 widen(int f16, const char *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* out[i / 4][i % 4] = the sum of a[i]'s lanes, i < 16: pairs of vectors interleaved and added, level
+ * by level (4 levels of 2 shuffles and an add each), instead of 16 separate reductions. */
+static inline __attribute__((always_inline)) void hsum16(const __m512 a[16], float (*out)[4]) {
+    __m512 b[8], c[4], d[2];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) /* 128-bit lane: a[2i]'s, a[2i+1]'s, a[2i]'s, a[2i+1]'s */
+        b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) { /* lane: a[4i]'s .. a[4i+3]'s */
+        const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(b[2 * i]), _mm512_castps_pd(b[2 * i + 1]));
+        const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(b[2 * i]), _mm512_castps_pd(b[2 * i + 1]));
+        c[i] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi)); /* pairs of floats moved as doubles */
+    }
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) /* lanes: c[2i]'s 0+1, 2+3, c[2i+1]'s 0+1, 2+3 */
+        d[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0x88), _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], 0xDD));
+    _mm512_storeu_ps(&out[0][0], _mm512_add_ps(_mm512_shuffle_f32x4(d[0], d[1], 0x88), _mm512_shuffle_f32x4(d[0], d[1], 0xDD)));
+}
+
 static inline __attribute__((always_inline)) void tile(int f16, int T, const char *const *r, const char *xp, size_t tb,
                                                        int64_t in, float (*out)[4]) {
-    __m512 acc[4][4];
-    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[t][k] = _mm512_setzero_ps();
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t i = 0; i < in; i += 16) {
         __m512 w[4], x[4];
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) w[k] = widen(f16, r[k] + 2 * i);
@@ -36,10 +57,9 @@ static inline __attribute__((always_inline)) void tile(int f16, int T, const cha
             __asm__("" : "+v"(x[t])); /* in a register: GCC would fold the load into each of its 4 FMAs */
         }
         _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[t][k] = _mm512_fmadd_ps(w[k], x[t], acc[t][k]);
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[4 * t + k] = _mm512_fmadd_ps(w[k], x[t], acc[4 * t + k]);
     }
-    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[t][k] = _mm512_reduce_add_ps(acc[t][k]);
+    hsum16(acc, out);
 }
 
 void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {
@@ -48,11 +68,75 @@ void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, siz
 }
 
 #pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512bf16")
+
+static inline __m512bh load_bh(const char *p) { return (__m512bh)_mm512_loadu_si512((const void *)p); }
+/* The same 64 bytes as two 256-bit loads: weight rows streamed from memory at any alignment (split
+ * 512-bit loads ran the decode at half the rate on the AMD EPYC VM, cpu_simd.c). */
+static inline __m512bh load_bh2(const char *p) {
+    const __m256i lo = _mm256_loadu_si256((const void *)p), hi = _mm256_loadu_si256((const void *)(p + 32));
+    return (__m512bh)_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* As tile, on bf16 activations (2 bytes an element at xp + t·tb), 32 elements a step. */
+static inline __attribute__((always_inline)) void tile_dp(int unused, int T, const char *const *r, const char *xp,
+                                                          size_t tb, int64_t in, float (*out)[4]) {
+    (void)unused;
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < in; i += 32) {
+        __m512bh w[4], x[4];
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) w[k] = load_bh(r[k] + 2 * i);
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
+            x[t] = load_bh(xp + tb * (size_t)t + 2 * i);
+            __asm__("" : "+v"(x[t])); /* in a register, as in tile */
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[4 * t + k] = _mm512_dpbf16_ps(acc[4 * t + k], w[k], x[t]);
+    }
+    hsum16(acc, out);
+}
+
+void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {
+    LMC_CPU_TILE_SWITCH(tile_dp, 0, T, r, xp, tb, in, out)
+}
+
+void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, float out[4]) {
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= in; i += 64) { /* two chains a row */
+        const __m512bh x0 = load_bh(xp + 2 * i), x1 = load_bh(xp + 2 * i + 64);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            acc[k] = _mm512_dpbf16_ps(acc[k], load_bh2(r[k] + 2 * i), x0);
+            acc[4 + k] = _mm512_dpbf16_ps(acc[4 + k], load_bh2(r[k] + 2 * i + 64), x1);
+        }
+    }
+    if (i < in) { /* in is a multiple of 32 */
+        const __m512bh x0 = load_bh(xp + 2 * i);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_dpbf16_ps(acc[k], load_bh2(r[k] + 2 * i), x0);
+    }
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_add_ps(acc[k], acc[4 + k]);
+    float s[4][4];
+    hsum16(acc, s); /* rows in s[0] */
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = s[0][k];
+}
+
+#pragma GCC pop_options
 
 #else
 
 void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {
     LMC_ASSERT(!"no BF16 / F16 tiles in this build");
+}
+
+void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {
+    LMC_ASSERT(!"no bf16 dot products in this build");
+}
+
+void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, float out[4]) {
+    LMC_ASSERT(!"no bf16 dot products in this build");
 }
 
 #endif

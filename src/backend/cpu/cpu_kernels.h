@@ -72,6 +72,11 @@ int lmc_cpu_simd_avx512(void);
 int lmc_cpu_simd_has(const lmc_tensor *w);
 /* Allow (1, if the CPU can) or forbid (0) the SIMD decode kernels for later matmuls. */
 void lmc_cpu_simd_enable(int on);
+/* bf16 compute: BF16 weights meet their activations rounded to bf16 (to nearest even) in vdpbf16ps
+ * products, decode and prefill (AMX: one bf16 part), when on is 1 and the CPU has AVX512-BF16 besides
+ * the AVX-512 tier; else the exact f32 products. Process-wide, for later matmuls; returns the state. */
+int lmc_cpu_simd_set_bf16_act(int on);
+int lmc_cpu_simd_bf16_act(void);
 /* Bytes / preparation of activations for that kernel (per token: see cpu_simd.c). */
 size_t lmc_cpu_simd_act_bytes(const lmc_tensor *w, int64_t n_tok);
 void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf);
@@ -105,6 +110,10 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
 /* ---- BF16 / F16 prefill tiles on f32 activations (cpu_ftile.c; AVX-512) ---- */
 /* out[t][k] = row r[k] · token t (f32 at xp + t·tb), k < 4, t < T ≤ 4. */
 void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
+/* The same products on activations rounded to bf16 (2 bytes an element), BF16 weights (AVX512-BF16),
+ * and the decode kernel's 4 rows against one token. */
+void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
+void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, float out[4]);
 
 /* ---- Q4_0R / Q8_0R, the CPU's regrouped Q4_0 / Q8_0 (cpu_qr.c; AVX-512 VNNI) ---- */
 #define LMC_CPU_QR_CHUNK 640 /* prepared activations per 16 blocks of a token: codes, scales, offsets */

@@ -49,6 +49,8 @@
 #endif
 
 static int simd_level = -1; /* -1: not probed yet, else an LMC_SIMD_* tier */
+static int bf16_act;          /* BF16 weights meet activations rounded to bf16 (lmc_cpu_simd_set_bf16_act) */
+static void simd_probe(void);
 static int n_streams = 4;     /* row stretches one thread reads side by side (1, 2 or 4) */
 /* Software prefetch distance in each stretch. 1 KB, not 4: on the 2-core AMD EPYC VM, decode steps
  * of one process alternating the two (docs/BENCHMARKS.md, session 22) ran Q8_0/Q4_0 2-6% faster
@@ -104,6 +106,18 @@ int lmc_cpu_simd_set_level(int max_level) {
     return simd_level;
 }
 
+int lmc_cpu_simd_set_bf16_act(int on) {
+    if (simd_level < 0) simd_probe();
+#ifdef LMC_HAVE_AVX512
+    bf16_act = on && simd_level == LMC_SIMD_AVX512 && __builtin_cpu_supports("avx512bf16");
+#else
+    bf16_act = 0;
+#endif
+    return bf16_act;
+}
+
+int lmc_cpu_simd_bf16_act(void) { return bf16_act; }
+
 void lmc_cpu_simd_enable(int on) { lmc_cpu_simd_set_level(on ? LMC_SIMD_AVX512 : LMC_SIMD_OFF); }
 
 /* First use: the best tier, capped by the environment variable LMC_SIMD (off, avx2, avx512)
@@ -120,11 +134,11 @@ static void simd_probe(void) {
 }
 
 /* Per-token layout of prepared activations. */
-typedef enum { ACT_NONE, ACT_F32_PERM, ACT_F32, ACT_Q8, ACT_QR } act_kind;
+typedef enum { ACT_NONE, ACT_F32_PERM, ACT_F32, ACT_BF16, ACT_Q8, ACT_QR } act_kind;
 
 static act_kind kind_of(const lmc_tensor *w) {
     switch (w->type) {
-    case LMC_DTYPE_BF16: return simd_level == LMC_SIMD_AVX512 ? ACT_F32 : ACT_F32_PERM; /* AVX2: pairs */
+    case LMC_DTYPE_BF16: return simd_level != LMC_SIMD_AVX512 ? ACT_F32_PERM : bf16_act ? ACT_BF16 : ACT_F32; /* AVX2: pairs */
     case LMC_DTYPE_F16: return ACT_F32;
     case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: return ACT_Q8;
     case LMC_DTYPE_MLX4: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32_PERM; /* VNNI kernel: Q8 */
@@ -167,6 +181,7 @@ static size_t token_bytes(const lmc_tensor *w) {
     const int64_t in = w->ne[0];
     if (kind_of(w) == ACT_Q8) return q8_side_off(in) + Q8_SIDE_BYTES * (size_t)(in / 128);
     if (kind_of(w) == ACT_QR) return lmc_cpu_qr_token_bytes(in);
+    if (kind_of(w) == ACT_BF16) return 2 * (size_t)in;
     return 4 * (size_t)(in + n_groups(w));
 }
 
@@ -243,6 +258,11 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
                 xd[b] = d;
                 xs[b] = d * (float)sum;
             }
+            continue;
+        }
+        if (kind == ACT_BF16) { /* as lmc_f32_to_bf16 rounds: to nearest even */
+            uint16_t *h = (uint16_t *)(void *)p;
+            for (int64_t i = 0; i < in; i++) h[i] = lmc_f32_to_bf16(xt[i]);
             continue;
         }
         float *xp = (float *)(void *)p;
@@ -1301,7 +1321,10 @@ TILES(tile_q4r, tile_qr_, LMC_DTYPE_Q4_0R)
 TILES(tile_q8r, tile_qr_, LMC_DTYPE_Q8_0R)
 #undef tile_qr_
 #define tile_f_(ty, T, r, xp, tb, in, out) lmc_cpu_ftile(ty, T, r, xp, tb, in, out)
+#define tile_dp_(unused, T, r, xp, tb, in, out) lmc_cpu_bf16dot_tile(T, r, xp, tb, in, out)
 TILES(tile_bf16, tile_f_, LMC_DTYPE_BF16)
+TILES(tile_bf16dot, tile_dp_, 0)
+#undef tile_dp_
 TILES(tile_f16, tile_f_, LMC_DTYPE_F16)
 #undef tile_f_
 #undef TILES
@@ -1320,6 +1343,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     static const tile_fn q4r[4] = {tile_q4r_t1, tile_q4r_t2, tile_q4r_t3, tile_q4r_t4};
     static const tile_fn q8r[4] = {tile_q8r_t1, tile_q8r_t2, tile_q8r_t3, tile_q8r_t4};
     static const tile_fn bf16[4] = {tile_bf16_t1, tile_bf16_t2, tile_bf16_t3, tile_bf16_t4};
+    static const tile_fn bf16dot[4] = {tile_bf16dot_t1, tile_bf16dot_t2, tile_bf16dot_t3, tile_bf16dot_t4};
     static const tile_fn f16[4] = {tile_f16_t1, tile_f16_t2, tile_f16_t3, tile_f16_t4};
     LMC_ASSERT(simd_level == LMC_SIMD_AVX512); /* the tiles read the AVX-512 tier's activation layout */
     const tile_fn *fn;
@@ -1327,7 +1351,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     switch (w->type) {
     case LMC_DTYPE_Q4_0R: fn = q4r, R = 2; break;
     case LMC_DTYPE_Q8_0R: fn = q8r, R = 2; break;
-    case LMC_DTYPE_BF16: fn = bf16; break;
+    case LMC_DTYPE_BF16: fn = bf16_act ? bf16dot : bf16; break;
     case LMC_DTYPE_F16: fn = f16; break;
     case LMC_DTYPE_Q4_0: fn = q4; break;
     case LMC_DTYPE_Q8_0: fn = q8; break;
@@ -1421,7 +1445,10 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             const char *xt = (const char *)xp + tb * (size_t)t;
             float s[4];
             switch (w->type) {
-            case LMC_DTYPE_BF16: rows4_bf16(r, (const float *)(const void *)xt, in, s); break;
+            case LMC_DTYPE_BF16:
+                if (bf16_act) lmc_cpu_bf16dot_rows4(r, xt, in, s);
+                else rows4_bf16(r, (const float *)(const void *)xt, in, s);
+                break;
             case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q8_0: rows4_q8_0(r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_0: rows4_q4_0(r, xt, in, pf, s); break;
