@@ -1,7 +1,7 @@
 /* bench_matmul.c — speed of the CPU backend's matmul per weight type, alone.
  *
  *   build/bench/bench_matmul [--in N] [--out N] [--fit BYTES] [--tokens 1,64] [--threads 1,2] [--reps N]
- *                            [--types q8_0,q4_0,...]
+ *                            [--types q8_0,q4_0,...] [--compute f32|bf16]
  *
  * A random weight [in, out] (default 896 × 151936: Qwen2.5-0.5B's tied head,
  * 130-270 MB so it streams from memory) is quantized to each type; for each
@@ -47,6 +47,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--fit") && i + 1 < argc) fit = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--compute") && i + 1 < argc) { /* bf16: BF16 weights on bf16 activations */
+            const int on = !strcmp(argv[++i], "bf16");
+            if (lmc_backend_cpu_set_bf16_compute(on) != on) {
+                fprintf(stderr, "bench: no bf16 compute on this CPU\n");
+                return 1;
+            }
+        }
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
             n_toks = 0;
             for (char *t = strtok(argv[++i], ","); t && n_toks < 8; t = strtok(NULL, ",")) toks[n_toks++] = atoi(t);
@@ -55,7 +62,7 @@ int main(int argc, char **argv) {
             for (char *t = strtok(argv[++i], ","); t && n_thr < 8; t = strtok(NULL, ",")) thr[n_thr++] = atoi(t);
         } else {
             fprintf(stderr, "usage: bench_matmul [--in N] [--out N] [--fit BYTES] [--tokens 1,64] [--threads 1,2] "
-                            "[--reps N] [--types bf16,q8_0,...]\n");
+                            "[--reps N] [--types bf16,q8_0,...] [--compute f32|bf16]\n");
             return 2;
         }
     }

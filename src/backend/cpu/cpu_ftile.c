@@ -79,27 +79,35 @@ static inline __m512bh load_bh2(const char *p) {
     return (__m512bh)_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* As tile, on bf16 activations (2 bytes an element at xp + t·tb), 32 elements a step. */
-static inline __attribute__((always_inline)) void tile_dp(int unused, int T, const char *const *r, const char *xp,
-                                                          size_t tb, int64_t in, float (*out)[4]) {
-    (void)unused;
-    __m512 acc[16];
-    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+/* As tile, on bf16 activations (2 bytes an element at xp + t·tb), 32 elements a step, up to 6 tokens:
+ * 24 accumulators, the 4 weight vectors in registers and one token's activations at a time (0.42
+ * loads a product, 0.5 in 4 × 4). */
+static inline __attribute__((always_inline)) void tile_dp(int T, const char *const *r, const char *xp, size_t tb,
+                                                          int64_t in, float (*out)[4]) {
+    __m512 acc[32];
+    _Pragma("GCC unroll 32") for (int i = 0; i < 32; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t i = 0; i < in; i += 32) {
-        __m512bh w[4], x[4];
+        __m512bh w[4];
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) w[k] = load_bh(r[k] + 2 * i);
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
-            x[t] = load_bh(xp + tb * (size_t)t + 2 * i);
-            __asm__("" : "+v"(x[t])); /* in a register, as in tile */
+        _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) {
+            __m512bh x = load_bh(xp + tb * (size_t)t + 2 * i);
+            __asm__("" : "+v"(x)); /* in a register, as in tile */
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[4 * t + k] = _mm512_dpbf16_ps(acc[4 * t + k], w[k], x);
         }
-        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
-            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[4 * t + k] = _mm512_dpbf16_ps(acc[4 * t + k], w[k], x[t]);
     }
     hsum16(acc, out);
+    if (T > 4) hsum16(acc + 16, out + 4);
 }
 
 void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {
-    LMC_CPU_TILE_SWITCH(tile_dp, 0, T, r, xp, tb, in, out)
+    switch (T) {
+    case 1: tile_dp(1, r, xp, tb, in, out); break;
+    case 2: tile_dp(2, r, xp, tb, in, out); break;
+    case 3: tile_dp(3, r, xp, tb, in, out); break;
+    case 4: tile_dp(4, r, xp, tb, in, out); break;
+    case 5: tile_dp(5, r, xp, tb, in, out); break;
+    default: tile_dp(6, r, xp, tb, in, out); break;
+    }
 }
 
 void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, float out[4]) {

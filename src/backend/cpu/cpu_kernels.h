@@ -111,7 +111,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
 /* out[t][k] = row r[k] · token t (f32 at xp + t·tb), k < 4, t < T ≤ 4. */
 void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
 /* The same products on activations rounded to bf16 (2 bytes an element), BF16 weights (AVX512-BF16),
- * and the decode kernel's 4 rows against one token. */
+ * T ≤ 6 tokens (out[8][4]: rows 6, 7 are scratch), and the decode kernel's 4 rows against one token. */
 void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
 void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, float out[4]);
 

@@ -118,6 +118,17 @@ int lmc_cpu_simd_set_bf16_act(int on) {
 
 int lmc_cpu_simd_bf16_act(void) { return bf16_act; }
 
+/* Inputs per chunk of the BF16 / F16 prefill tiles (LMC_CPU_KC in the environment, a multiple of 32,
+ * for measurements). */
+static int64_t lmc_cpu_simd_kc(void) {
+    static int64_t kc = 0;
+    if (!kc) {
+        const char *e = getenv("LMC_CPU_KC");
+        kc = e && atol(e) >= 32 && atol(e) % 32 == 0 ? atol(e) : 2048;
+    }
+    return kc;
+}
+
 void lmc_cpu_simd_enable(int on) { lmc_cpu_simd_set_level(on ? LMC_SIMD_AVX512 : LMC_SIMD_OFF); }
 
 /* First use: the best tier, capped by the environment variable LMC_SIMD (off, avx2, avx512)
@@ -1321,10 +1332,7 @@ TILES(tile_q4r, tile_qr_, LMC_DTYPE_Q4_0R)
 TILES(tile_q8r, tile_qr_, LMC_DTYPE_Q8_0R)
 #undef tile_qr_
 #define tile_f_(ty, T, r, xp, tb, in, out) lmc_cpu_ftile(ty, T, r, xp, tb, in, out)
-#define tile_dp_(unused, T, r, xp, tb, in, out) lmc_cpu_bf16dot_tile(T, r, xp, tb, in, out)
 TILES(tile_bf16, tile_f_, LMC_DTYPE_BF16)
-TILES(tile_bf16dot, tile_dp_, 0)
-#undef tile_dp_
 TILES(tile_f16, tile_f_, LMC_DTYPE_F16)
 #undef tile_f_
 #undef TILES
@@ -1343,7 +1351,6 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     static const tile_fn q4r[4] = {tile_q4r_t1, tile_q4r_t2, tile_q4r_t3, tile_q4r_t4};
     static const tile_fn q8r[4] = {tile_q8r_t1, tile_q8r_t2, tile_q8r_t3, tile_q8r_t4};
     static const tile_fn bf16[4] = {tile_bf16_t1, tile_bf16_t2, tile_bf16_t3, tile_bf16_t4};
-    static const tile_fn bf16dot[4] = {tile_bf16dot_t1, tile_bf16dot_t2, tile_bf16dot_t3, tile_bf16dot_t4};
     static const tile_fn f16[4] = {tile_f16_t1, tile_f16_t2, tile_f16_t3, tile_f16_t4};
     LMC_ASSERT(simd_level == LMC_SIMD_AVX512); /* the tiles read the AVX-512 tier's activation layout */
     const tile_fn *fn;
@@ -1351,7 +1358,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
     switch (w->type) {
     case LMC_DTYPE_Q4_0R: fn = q4r, R = 2; break;
     case LMC_DTYPE_Q8_0R: fn = q8r, R = 2; break;
-    case LMC_DTYPE_BF16: fn = bf16_act ? bf16dot : bf16; break;
+    case LMC_DTYPE_BF16: fn = bf16; break;
     case LMC_DTYPE_F16: fn = f16; break;
     case LMC_DTYPE_Q4_0: fn = q4; break;
     case LMC_DTYPE_Q8_0: fn = q8; break;
@@ -1374,40 +1381,56 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
      * pass, so a pass writes whole lines of y (tile by tile, a pass wrote R floats of a line per
      * token and the lines of y went through the caches out·tokens/R times) */
     enum { GEMM_ROWS = 16 };
+    /* BF16 / F16 rows in chunks of kc inputs, every row block over one chunk before the next: the
+     * tokens' activations of a chunk stay in L2 for all blocks (64 tokens of 8192 bf16 inputs, 1 MB,
+     * came from L3 for each block); the chunks' sums add up in y. Other types: one chunk. xe: bytes
+     * an activation element. */
+    const int64_t kc = (w->type == LMC_DTYPE_BF16 || w->type == LMC_DTYPE_F16) ? lmc_cpu_simd_kc() : in;
+    const int dp = w->type == LMC_DTYPE_BF16 && bf16_act; /* bf16 compute: lmc_cpu_bf16dot_tile */
+    const size_t xe = dp ? 2 : 4;
+    const int TS = dp ? 6 : 4; /* tokens a pass */
     char *pre = n_tok > 4 && pre_row ? aligned_alloc(64, pre_row * GEMM_ROWS) : NULL;
-    for (int64_t ob = o0; ob < o1; ob += GEMM_ROWS) {
-        const int64_t oe = ob + GEMM_ROWS < o1 ? ob + GEMM_ROWS : o1;
-        const int nt = (int)((oe - ob + R - 1) / R); /* tiles in the block */
-        int64_t ro[GEMM_ROWS / 2][4];
-        const char *r[GEMM_ROWS / 2][4];
-        lmc_mlx_row mr[GEMM_ROWS / 2][4];
-        for (int i = 0; i < nt; i++) {
-            const int64_t o = ob + (int64_t)i * R;
-            for (int k = 0; k < R; k++) {
-                ro[i][k] = o + k < oe ? o + k : o; /* past the block: a valid row again, its results dropped */
-                r[i][k] = (const char *)w->data + (size_t)ro[i][k] * w->nb[1];
-                if (lmc_dtype_is_mlx(w->type)) mr[i][k] = lmc_quant_mlx_row(w->aux, ro[i][k]);
-            }
-            char *pi = pre ? pre + pre_row * (size_t)(R * i) : NULL;
-            if (pi && w->type == LMC_DTYPE_Q6_K) q6k_pregather(r[i], in / 256, pi);
-            else if (pi) q8_pregather(w->type == LMC_DTYPE_Q4_0, r[i], in / 128, pi);
-        }
-        /* the next block's rows asked for a slice a pass, so they are near when its gathering (or, MLX and
-         * K-quants, its first pass) starts: MLX8 64-token prefill +2% (measured tile by tile) */
-        const size_t nx_bytes = n_tok > 4 && oe < o1 ? (size_t)(o1 - oe < GEMM_ROWS ? o1 - oe : GEMM_ROWS) * w->nb[1] : 0;
-        const char *nx = nx_bytes ? (const char *)w->data + (size_t)oe * w->nb[1] : NULL;
-        const size_t slice = (nx_bytes / (size_t)((n_tok + 3) / 4) + 63) / 64 * 64;
-        for (int64_t t0 = 0; t0 < n_tok; t0 += 4) {
-            const int T = n_tok - t0 < 4 ? (int)(n_tok - t0) : 4;
-            for (size_t b = (size_t)(t0 / 4) * slice; b < (size_t)(t0 / 4 + 1) * slice && b < nx_bytes; b += 64)
-                _mm_prefetch(nx + b, _MM_HINT_T0);
+    for (int64_t k0 = 0; k0 < in; k0 += kc) { /* one chunk but for BF16 / F16 */
+        const int64_t kn = in - k0 < kc ? in - k0 : kc;
+        for (int64_t ob = o0; ob < o1; ob += GEMM_ROWS) {
+            const int64_t oe = ob + GEMM_ROWS < o1 ? ob + GEMM_ROWS : o1;
+            const int nt = (int)((oe - ob + R - 1) / R); /* tiles in the block */
+            int64_t ro[GEMM_ROWS / 2][4];
+            const char *r[GEMM_ROWS / 2][4];
+            lmc_mlx_row mr[GEMM_ROWS / 2][4];
             for (int i = 0; i < nt; i++) {
-                float sv[4][4];
-                fn[T - 1](pre ? pre + pre_row * (size_t)(R * i) : NULL, r[i], mr[i], (const char *)xp + tb * (size_t)t0, tb,
-                          in, sv);
                 const int64_t o = ob + (int64_t)i * R;
-                for (int t = 0; t < T; t++)
-                    for (int k = 0; k < R; k++) if (o + k < oe) y[(size_t)(t0 + t) * out + o + k] = sv[t][k];
+                for (int k = 0; k < R; k++) {
+                    ro[i][k] = o + k < oe ? o + k : o; /* past the block: a valid row again, its results dropped */
+                    r[i][k] = (const char *)w->data + (size_t)ro[i][k] * w->nb[1] + 2 * (size_t)k0;
+                    if (lmc_dtype_is_mlx(w->type)) mr[i][k] = lmc_quant_mlx_row(w->aux, ro[i][k]);
+                }
+                char *pi = pre ? pre + pre_row * (size_t)(R * i) : NULL;
+                if (pi && w->type == LMC_DTYPE_Q6_K) q6k_pregather(r[i], in / 256, pi);
+                else if (pi) q8_pregather(w->type == LMC_DTYPE_Q4_0, r[i], in / 128, pi);
+            }
+            /* the next block's rows asked for a slice a pass, so they are near when its gathering (or, MLX and
+             * K-quants, its first pass) starts: MLX8 64-token prefill +2% (measured tile by tile) */
+            const size_t nx_bytes = n_tok > 4 && oe < o1 && kn == in ? (size_t)(o1 - oe < GEMM_ROWS ? o1 - oe : GEMM_ROWS) * w->nb[1] : 0;
+            const char *nx = nx_bytes ? (const char *)w->data + (size_t)oe * w->nb[1] : NULL;
+            const size_t slice = (nx_bytes / (size_t)((n_tok + TS - 1) / TS) + 63) / 64 * 64;
+            for (int64_t t0 = 0; t0 < n_tok; t0 += TS) {
+                const int T = n_tok - t0 < TS ? (int)(n_tok - t0) : TS;
+                for (size_t b = (size_t)(t0 / TS) * slice; b < (size_t)(t0 / TS + 1) * slice && b < nx_bytes; b += 64)
+                    _mm_prefetch(nx + b, _MM_HINT_T0);
+                for (int i = 0; i < nt; i++) {
+                    float sv[8][4];
+                    const char *xt = (const char *)xp + tb * (size_t)t0 + xe * (size_t)k0;
+                    if (dp) lmc_cpu_bf16dot_tile(T, r[i], xt, tb, kn, sv);
+                    else fn[T - 1](pre ? pre + pre_row * (size_t)(R * i) : NULL, r[i], mr[i], xt, tb, kn, sv);
+                    const int64_t o = ob + (int64_t)i * R;
+                    for (int t = 0; t < T; t++)
+                        for (int k = 0; k < R; k++)
+                            if (o + k < oe) {
+                                float *yo = y + (size_t)(t0 + t) * out + o + k;
+                                *yo = k0 ? *yo + sv[t][k] : sv[t][k];
+                            }
+                }
             }
         }
     }
