@@ -833,6 +833,22 @@ static void test_matmul_bf16_compute(void) {
     float *x = malloc(in * 70 * 4), *y = malloc(out * 70 * 4), *wrow = malloc(in * 4);
     for (int64_t i = 0; i < in * 70; i++) x[i] = gauss() * powf(10.0f, (float)(int)(rnd() % 7) - 3.0f);
     qweight q = make_weight(LMC_DTYPE_BF16, in, out, 0);
+    { /* the activations' rounding, bit for bit lmc_f32_to_bf16's: ties both ways, NaNs, infinities, subnormals */
+        const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7fc00001u, 0xff800001u, 0x7f800000u,
+                                    0xff800000u, 0x00000001u, 0x80008000u, 0x7f7fffffu, 0x00018000u, 0x0u};
+        float xs[64];
+        uint16_t h[64];
+        for (int i = 0; i < 64; i++) {
+            uint32_t u = i < 12 ? special[i] : (uint32_t)rnd() * 2654435761u;
+            memcpy(&xs[i], &u, 4);
+        }
+        const lmc_tensor w64 = lmc_tensor_make(LMC_DTYPE_BF16, 64, 1, 1, 1);
+        CHECK(lmc_cpu_simd_act_bytes(&w64, 1) == sizeof h);
+        lmc_cpu_simd_act_prepare(&w64, xs, 1, h);
+        int same = 0;
+        for (int i = 0; i < 64; i++) same += h[i] == lmc_f32_to_bf16(xs[i]);
+        CHECK_MSG(same == 64, "%d of 64 activations rounded as lmc_f32_to_bf16", same);
+    }
     for (int pass = 0; pass < 2; pass++) { /* bf16 compute, then off again */
         if (pass) LMC_ASSERT(lmc_backend_cpu_set_bf16_compute(0) == 0);
         double worst = 0, gap = 0; /* against the reference of the pass / the other reference from it */
