@@ -110,20 +110,25 @@ void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb
     }
 }
 
-void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, float out[4]) {
+void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
     __m512 acc[16];
     _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 64 <= in; i += 64) { /* two chains a row */
         const __m512bh x0 = load_bh(xp + 2 * i), x1 = load_bh(xp + 2 * i + 64);
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            _mm_prefetch(r[k] + 2 * i + pf, _MM_HINT_T0);
+            _mm_prefetch(r[k] + 2 * i + pf + 64, _MM_HINT_T0);
             acc[k] = _mm512_dpbf16_ps(acc[k], load_bh2(r[k] + 2 * i), x0);
             acc[4 + k] = _mm512_dpbf16_ps(acc[4 + k], load_bh2(r[k] + 2 * i + 64), x1);
         }
     }
     if (i < in) { /* in is a multiple of 32 */
         const __m512bh x0 = load_bh(xp + 2 * i);
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_dpbf16_ps(acc[k], load_bh2(r[k] + 2 * i), x0);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            _mm_prefetch(r[k] + 2 * i + pf, _MM_HINT_T0);
+            acc[k] = _mm512_dpbf16_ps(acc[k], load_bh2(r[k] + 2 * i), x0);
+        }
     }
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_add_ps(acc[k], acc[4 + k]);
     float s[4][4];
@@ -143,7 +148,7 @@ void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb
     LMC_ASSERT(!"no bf16 dot products in this build");
 }
 
-void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, float out[4]) {
+void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
     LMC_ASSERT(!"no bf16 dot products in this build");
 }
 

@@ -111,9 +111,10 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
 /* out[t][k] = row r[k] · token t (f32 at xp + t·tb), k < 4, t < T ≤ 4. */
 void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
 /* The same products on activations rounded to bf16 (2 bytes an element), BF16 weights (AVX512-BF16),
- * T ≤ 6 tokens (out[8][4]: rows 6, 7 are scratch), and the decode kernel's 4 rows against one token. */
+ * T ≤ 6 tokens (out[8][4]: rows 6, 7 are scratch), and the decode kernel's 4 rows against one token
+ * (prefetching pf bytes ahead in each row, as cpu_simd.c's kernels). */
 void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
-void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, float out[4]);
+void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]);
 
 /* ---- Q4_0R / Q8_0R, the CPU's regrouped Q4_0 / Q8_0 (cpu_qr.c; AVX-512 VNNI) ---- */
 #define LMC_CPU_QR_CHUNK 640 /* prepared activations per 16 blocks of a token: codes, scales, offsets */

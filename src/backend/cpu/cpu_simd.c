@@ -333,12 +333,13 @@ static inline float hsum256(__m256 v) {
 }
 static inline float f16_at(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 
-static void rows4_bf16(const char *const r[4], const float *xp, int64_t in, float out[4]) {
+static void rows4_bf16(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
     __m512 a[4], b[4];
     _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { a[k] = _mm512_setzero_ps(); b[k] = _mm512_setzero_ps(); }
     for (int64_t i = 0; i < in; i += 32) {
         const __m512 x0 = _mm512_loadu_ps(xp + i), x1 = _mm512_loadu_ps(xp + i + 16);
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+            _mm_prefetch(r[k] + 2 * i + pf, _MM_HINT_T0);
             const __m256i h0 = _mm256_loadu_si256((const void *)(r[k] + 2 * i));
             const __m256i h1 = _mm256_loadu_si256((const void *)(r[k] + 2 * i + 32));
             a[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16)), x0, a[k]);
@@ -1485,8 +1486,8 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             float s[4];
             switch (w->type) {
             case LMC_DTYPE_BF16:
-                if (bf16_act) lmc_cpu_bf16dot_rows4(r, xt, in, s);
-                else rows4_bf16(r, (const float *)(const void *)xt, in, s);
+                if (bf16_act) lmc_cpu_bf16dot_rows4(r, xt, in, pf, s);
+                else rows4_bf16(r, (const float *)(const void *)xt, in, pf, s);
                 break;
             case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q8_0: rows4_q8_0(r, xt, in, pf, s); break;
