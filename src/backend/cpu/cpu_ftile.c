@@ -16,6 +16,17 @@
  */
 #include "cpu_kernels.h"
 
+#include <stdlib.h>
+
+int64_t lmc_cpu_ftile_kc(void) {
+    static int64_t kc = 0;
+    if (!kc) {
+        const char *e = getenv("LMC_CPU_KC");
+        kc = e && atol(e) >= 32 && atol(e) % 32 == 0 ? atol(e) : 2048;
+    }
+    return kc;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -99,6 +110,19 @@ static inline __attribute__((always_inline)) void tile_dp(int T, const char *con
     if (T > 4) hsum16(acc + 16, out + 4);
 }
 
+/* The scalar loop this replaced took 6% of a 64-token Llama-3.2-1B-shape prefill, on one thread. */
+void lmc_cpu_bf16_round(const float *x, int64_t in, uint16_t *h) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
+    for (int64_t i = 0; i < in; i += 16) {
+        const __m512i u = _mm512_loadu_si512(x + i);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+        const __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        const __m512i v = _mm512_mask_or_epi32(_mm512_srli_epi32(r, 16), nan, _mm512_srli_epi32(u, 16), quiet);
+        _mm256_storeu_si256((void *)(h + i), _mm512_cvtepi32_epi16(v));
+    }
+}
+
 void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {
     switch (T) {
     case 1: tile_dp(1, r, xp, tb, in, out); break;
@@ -147,6 +171,8 @@ void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, siz
 void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]) {
     LMC_ASSERT(!"no bf16 dot products in this build");
 }
+
+void lmc_cpu_bf16_round(const float *x, int64_t in, uint16_t *h) { LMC_ASSERT(!"no bf16 rounding in this build"); }
 
 void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
     LMC_ASSERT(!"no bf16 dot products in this build");

@@ -115,6 +115,11 @@ void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, siz
  * (prefetching pf bytes ahead in each row, as cpu_simd.c's kernels). */
 void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
 void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]);
+/* h[i] = lmc_f32_to_bf16(x[i]) bit for bit (to nearest even, NaNs quieted), 16 at a time; in % 16 == 0. */
+void lmc_cpu_bf16_round(const float *x, int64_t in, uint16_t *h);
+/* Inputs per chunk of lmc_cpu_simd_gemm's BF16 / F16 tiles: 2048 (LMC_CPU_KC in the environment, a
+ * multiple of 32, for measurements). */
+int64_t lmc_cpu_ftile_kc(void);
 
 /* ---- Q4_0R / Q8_0R, the CPU's regrouped Q4_0 / Q8_0 (cpu_qr.c; AVX-512 VNNI) ---- */
 #define LMC_CPU_QR_CHUNK 640 /* prepared activations per 16 blocks of a token: codes, scales, offsets */

@@ -118,17 +118,6 @@ int lmc_cpu_simd_set_bf16_act(int on) {
 
 int lmc_cpu_simd_bf16_act(void) { return bf16_act; }
 
-/* Inputs per chunk of the BF16 / F16 prefill tiles (LMC_CPU_KC in the environment, a multiple of 32,
- * for measurements). */
-static int64_t lmc_cpu_simd_kc(void) {
-    static int64_t kc = 0;
-    if (!kc) {
-        const char *e = getenv("LMC_CPU_KC");
-        kc = e && atol(e) >= 32 && atol(e) % 32 == 0 ? atol(e) : 2048;
-    }
-    return kc;
-}
-
 void lmc_cpu_simd_enable(int on) { lmc_cpu_simd_set_level(on ? LMC_SIMD_AVX512 : LMC_SIMD_OFF); }
 
 /* First use: the best tier, capped by the environment variable LMC_SIMD (off, avx2, avx512)
@@ -233,7 +222,6 @@ int lmc_cpu_simd_gemm_has(const lmc_tensor *w) {
 #ifdef LMC_HAVE_AVX512
 static void q8_prepare_avx512(lmc_dtype t, const float *x, int64_t in, char *p);
 static void qr_prepare_avx512(int off, const float *x, int64_t in, char *p);
-static void bf16_prepare_avx512(const float *x, int64_t in, uint16_t *h);
 #endif
 
 void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, void *buf) {
@@ -273,9 +261,7 @@ void lmc_cpu_simd_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok
             continue;
         }
         if (kind == ACT_BF16) { /* only on the AVX-512 tier */
-#ifdef LMC_HAVE_AVX512
-            bf16_prepare_avx512(xt, in, (uint16_t *)(void *)p);
-#endif
+            lmc_cpu_bf16_round(xt, in, (uint16_t *)(void *)p);
             continue;
         }
         float *xp = (float *)(void *)p;
@@ -390,20 +376,6 @@ static float q8_round_block(const float *x, int8_t q[32], int *sum) {
  * 64m + 4l + i: element 4m + i of block l, as vpdpbusd m of the kernels meets them), the 16 block
  * scales (f32) and off·Σq of each block (int32: the offset of the codes, -8 or -128); a last chunk
  * of fewer blocks is padded with zeros. */
-/* h[i] = lmc_f32_to_bf16(x[i]) bit for bit (to nearest even, NaNs quieted), 16 at a time; in is a
- * multiple of 32. The scalar loop took 6% of a 64-token Llama-3.2-1B-shape prefill, on one thread. */
-static void bf16_prepare_avx512(const float *x, int64_t in, uint16_t *h) {
-    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
-    for (int64_t i = 0; i < in; i += 16) {
-        const __m512i u = _mm512_loadu_si512(x + i);
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
-        const __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
-        const __m512i v = _mm512_mask_or_epi32(_mm512_srli_epi32(r, 16), nan, _mm512_srli_epi32(u, 16), quiet);
-        _mm256_storeu_si256((void *)(h + i), _mm512_cvtepi32_epi16(v));
-    }
-}
-
 static void qr_prepare_avx512(int off, const float *x, int64_t in, char *p) {
     memset(p, 0, lmc_cpu_qr_token_bytes(in));
     for (int64_t b = 0; b < in / 32; b++) {
@@ -1402,7 +1374,7 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
      * tokens' activations of a chunk stay in L2 for all blocks (64 tokens of 8192 bf16 inputs, 1 MB,
      * came from L3 for each block); the chunks' sums add up in y. Other types: one chunk. xe: bytes
      * an activation element. */
-    const int64_t kc = (w->type == LMC_DTYPE_BF16 || w->type == LMC_DTYPE_F16) ? lmc_cpu_simd_kc() : in;
+    const int64_t kc = (w->type == LMC_DTYPE_BF16 || w->type == LMC_DTYPE_F16) ? lmc_cpu_ftile_kc() : in;
     const int dp = w->type == LMC_DTYPE_BF16 && bf16_act; /* bf16 compute: lmc_cpu_bf16dot_tile */
     const size_t xe = dp ? 2 : 4;
     const int TS = dp ? 6 : 4; /* tokens a pass */
