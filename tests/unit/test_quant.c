@@ -817,10 +817,11 @@ static void test_matmul_amx_prefill(void) {
 }
 
 /* bf16 compute (--compute bf16): BF16 weights against the activations rounded to bf16, decode (1-3
- * tokens: lmc_cpu_bf16dot_rows4, rows of 17 steps of 32, an odd one left after the pairs) and
- * prefill (8-70: the vdpbf16ps tiles of 6 down to 1 tokens), 1 and 2 threads: each result within
- * f32 rounding of Σ w·bf16(x) in double, and away from the f32 product by more (so the rounding
- * happened); switched off, the exact products again. Skipped without AVX-512 BF16. */
+ * tokens: lmc_cpu_bf16dot_rows4, rows of 81 steps of 32, an odd one left after the pairs) and
+ * prefill (8-70: the vdpbf16ps tiles of 6 down to 1 tokens, rows in two chunks), 1 and 2 threads:
+ * each result within f32 rounding of Σ w·bf16(x) in double, and away from Σ w·x by more (so the
+ * rounding happened); then, switched off, the same against Σ w·x (the f32 tiles, in chunks too).
+ * Skipped without AVX-512 BF16. */
 static void test_matmul_bf16_compute(void) {
     if (!lmc_backend_cpu_set_bf16_compute(1)) {
         printf("  skipped: no AVX-512 BF16 products on this CPU (or no AVX-512 tier)\n");
@@ -829,7 +830,7 @@ static void test_matmul_bf16_compute(void) {
     lmc_backend *fast[2];
     LMC_ASSERT(lmc_backend_cpu_init(&fast[0], 1, 0) == LMC_OK);
     LMC_ASSERT(lmc_backend_cpu_init(&fast[1], 2, 0) == LMC_OK);
-    const int64_t in = 544, out = 53, toks[] = {1, 2, 3, 8, 9, 13, 17, 70};
+    const int64_t in = 2592, out = 53, toks[] = {1, 2, 3, 8, 9, 13, 17, 70}; /* prefill: chunks of 2048 and 544 */
     float *x = malloc(in * 70 * 4), *y = malloc(out * 70 * 4), *wrow = malloc(in * 4);
     for (int64_t i = 0; i < in * 70; i++) x[i] = gauss() * powf(10.0f, (float)(int)(rnd() % 7) - 3.0f);
     qweight q = make_weight(LMC_DTYPE_BF16, in, out, 0);
