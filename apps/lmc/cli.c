@@ -135,6 +135,8 @@ int cli_parse_model_opt(cli_model_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
         if (!(v = cli_value(argc, argv, i)) || cli_parse_int(v, "--batch", 1, 1 << 16, &x)) return -1;
         o->n_batch = (int)x;
+    } else if (!strcmp(a, "--mlock")) {
+        lmc_file_set_lock(1); /* the weights stay resident: never paged out or reclaimed */
     } else if (!strcmp(a, "--no-mmap")) {
         lmc_file_set_copy(1); /* weights read into memory: a file changed later cannot fault them */
     } else {

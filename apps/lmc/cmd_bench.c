@@ -9,7 +9,7 @@
 #include "gen/generate.h"
 
 static const char *bench_help =
-    "usage: lmc bench -m MODEL [-p N] [-n N] [-r RUNS] [--threads N] [--backend B] [--tp N] [--compute f32|bf16]\n"
+    "usage: lmc bench -m MODEL [-p N] [-n N] [-r RUNS] [--threads N] [--backend B] [--tp N] [--compute f32|bf16] [--mlock]\n"
     "\n"
     "Prefill N prompt tokens (-p, default 64) and decode N tokens greedily\n"
     "(-n, default 32), best of RUNS (default 3), and print tokens per second,\n"

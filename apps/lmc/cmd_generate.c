@@ -28,6 +28,8 @@ static const char *generate_help =
     "      --no-mmap         read the weights into memory instead of mapping the files (a file\n"
     "                        replaced or truncated while lmc runs cannot affect it; every command\n"
     "                        that loads a model takes it, as does LMC_NO_MMAP=1)\n"
+    "      --mlock           lock the weights in memory (mlock), so the kernel never pages them out\n"
+    "                        (needs a large enough locked-memory limit, ulimit -l; any model command)\n"
     "  -c, --ctx N           context size (default: min(max_position_embeddings, 4096))\n"
     "      --tp N            tensor parallel over N ranks (one backend each: cpu, or cuda devices 0..N-1)\n"
     "\n"

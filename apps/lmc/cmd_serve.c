@@ -16,7 +16,7 @@ static const char *serve_help =
     "usage: lmc serve [-m MODEL] [--host ADDR] [--port N] [--api-key KEY] [--alias NAME]\n"
     "                 [--ctx-size N] [--max-seqs N] [--max-queue N] [--max-body BYTES] [--timeout S]\n"
     "                 [--max-connections N] [--max-header BYTES] [--max-tokens N] [--threads N] [--batch N]\n"
-    "                 [--backend cpu|cuda] [--tp N] [--no-mmap] [--compute f32|bf16] [--reasoning-format auto|none]\n"
+    "                 [--backend cpu|cuda] [--tp N] [--no-mmap] [--mlock] [--compute f32|bf16] [--reasoning-format auto|none]\n"
     "                 [--spec ngram|draft|mtp [--draft-model P] [--draft-n N] [--ngram-min N] [--ngram-max N]]\n"
     "\n"
     "Serve a model over HTTP with OpenAI- and Anthropic-compatible routes:\n"

@@ -6,15 +6,36 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 static atomic_int copy_mode_ = -1; /* -1: not decided yet (LMC_NO_MMAP decides) */
 
 void lmc_file_set_copy(int on) { atomic_store(&copy_mode_, on ? 1 : 0); }
+
+static atomic_int lock_mode_; /* 1: lmc_file_map locks what it maps (--mlock) */
+void lmc_file_set_lock(int on) { atomic_store(&lock_mode_, on ? 1 : 0); }
+int lmc_file_lock_mode(void) { return atomic_load(&lock_mode_); }
+
+/* map (size bytes of path) locked in memory, or unmapped and an error naming the limit */
+static lmc_status lock_or_fail(void *map, size_t size, const char *path) {
+    if (!atomic_load(&lock_mode_) || mlock(map, size) == 0) return LMC_OK;
+    const int e = errno;
+    lmc_file_unmap(map, size);
+    struct rlimit rl;
+    char lim[64] = "unknown";
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+        if (rl.rlim_cur == RLIM_INFINITY) snprintf(lim, sizeof lim, "unlimited");
+        else snprintf(lim, sizeof lim, "%llu bytes", (unsigned long long)rl.rlim_cur);
+    }
+    return lmc_fail(LMC_ERR_NOMEM, "--mlock: cannot lock the %zu bytes of %s in memory: %s (locked-memory limit, ulimit -l: %s)",
+                    size, path, strerror(e), lim);
+}
 
 int lmc_file_copy_mode(void) {
     int m = atomic_load(&copy_mode_);
@@ -46,6 +67,7 @@ static lmc_status map_copy(int fd, size_t size, const char *path, void **out) {
     }
     (void)mprotect(p, size, PROT_READ);
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); /* the copy is what stays resident */
+    LMC_TRY(lock_or_fail(p, size, path));
     *out = p;
     return LMC_OK;
 }
@@ -60,6 +82,7 @@ lmc_status lmc_file_map(int fd, uint64_t size, const char *path, void **out) {
         return lmc_fail(LMC_ERR_IO, "cannot mmap %s: %s", path, strerror(e));
     }
     (void)lmc_mapguard_register(map, (size_t)size, path); /* best effort: full table = unguarded */
+    LMC_TRY(lock_or_fail(map, (size_t)size, path));
     *out = map;
     return LMC_OK;
 }
@@ -70,6 +93,7 @@ void lmc_file_release(const void *p, size_t n) {
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) / pg * pg,
                     e = ((uintptr_t)p + n) / pg * pg;
     if (e <= a) return;
+    if (atomic_load(&lock_mode_)) (void)munlock((const void *)a, e - a); /* locked pages would stay */
     if (lmc_file_is_mapped((const void *)a, e - a)) {
         (void)madvise((void *)a, e - a, MADV_DONTNEED);
         return;

@@ -89,7 +89,9 @@ static lmc_status copy_small(lmc_cpu_rebinds *set, lmc_tensor *t, const void *ho
     memcpy(r->rows, host, bytes);
     const size_t around = 4u << 20, before = (uintptr_t)host > around ? around : 0, span = before + bytes + around;
     const uint8_t *a = (const uint8_t *)host - before;
-    if (lmc_file_is_mapped(a, span)) lmc_file_release(a, span);
+    /* locked (--mlock), the pages around stay: released, the other tensors' pages among them would
+     * come back unlocked */
+    if (!lmc_file_lock_mode() && lmc_file_is_mapped(a, span)) lmc_file_release(a, span);
     else lmc_file_release(host, bytes);
     set->v[set->n++] = r;
     point_at(t, r);
