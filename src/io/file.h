@@ -36,9 +36,9 @@ int lmc_file_is_mapped(const void *p, size_t n);
 void lmc_file_set_copy(int on);
 int lmc_file_copy_mode(void);
 /* Lock mode for every later lmc_file_map (process-wide; `--mlock`): what it maps (the file's pages or
- * the copy) is locked in memory (mlock), so the kernel never reclaims it — neither under memory
- * pressure nor by proactive reclaim (DAMON); lmc_file_release unlocks what it releases. A limit on
- * locked memory too small (RLIMIT_MEMLOCK, ulimit -l) makes lmc_file_map fail with LMC_ERR_NOMEM. */
+ * the copy) is locked in memory (mlock), so the kernel never reclaims it, under memory pressure or by
+ * proactive reclaim; lmc_file_release unlocks what it releases. A limit on locked memory too small
+ * (RLIMIT_MEMLOCK, ulimit -l) makes lmc_file_map fail with LMC_ERR_NOMEM. */
 void lmc_file_set_lock(int on);
 int lmc_file_lock_mode(void);
 
