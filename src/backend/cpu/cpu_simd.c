@@ -1413,19 +1413,14 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
                     if (dp) lmc_cpu_bf16dot_tile(T, r[i], xt, tb, kn, sv);
                     else fn[T - 1](pre ? pre + pre_row * (size_t)(R * i) : NULL, r[i], mr[i], xt, tb, kn, sv);
                     const int64_t o = ob + (int64_t)i * R;
-                    if (R == 4 && o + 4 <= oe) { /* a token's 4 results in one store */
-                        for (int t = 0; t < T; t++) {
-                            float *yo = y + (size_t)(t0 + t) * out + o;
+                    for (int t = 0; t < T; t++) {
+                        float *yo = y + (size_t)(t0 + t) * out + o;
+                        if (R == 4 && o + 4 <= oe) { /* the token's 4 results in one store */
                             const __m128 v = _mm_loadu_ps(sv[t]);
                             _mm_storeu_ps(yo, k0 ? _mm_add_ps(_mm_loadu_ps(yo), v) : v);
+                        } else {
+                            for (int k = 0; k < R; k++) if (o + k < oe) yo[k] = k0 ? yo[k] + sv[t][k] : sv[t][k];
                         }
-                    } else {
-                        for (int t = 0; t < T; t++)
-                            for (int k = 0; k < R; k++)
-                                if (o + k < oe) {
-                                    float *yo = y + (size_t)(t0 + t) * out + o + k;
-                                    *yo = k0 ? *yo + sv[t][k] : sv[t][k];
-                                }
                     }
                 }
             }
