@@ -12,7 +12,8 @@
  * bf16 compute (lmc_cpu_simd_set_bf16_act): the activations are rounded to bf16 once per matmul and
  * vdpbf16ps multiplies 32 weight–activation pairs a step, exactly (a bf16 product fits an f32), into
  * f32 sums: the arithmetic of PyTorch's and llama.cpp's bf16 products, twice the multiplies of an FMA
- * per instruction and no widening. The 16 sums of a tile leave in one transposing reduction.
+ * per instruction and no widening; prefill tiles of 4 rows × up to 6 tokens. A tile's sums leave in
+ * transposing reductions of 16 vectors (hsum16), not one reduction each.
  */
 #include "cpu_kernels.h"
 
