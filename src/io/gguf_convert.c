@@ -381,31 +381,10 @@ static lmc_status maybe_quantize(conv *c, const char *hf_name, lmc_dtype src_t, 
                                  const void **data, uint32_t *type) {
     static const lmc_dtype floats[] = {[LMC_CONVERT_F32] = LMC_DTYPE_F32, [LMC_CONVERT_F16] = LMC_DTYPE_F16,
                                        [LMC_CONVERT_BF16] = LMC_DTYPE_BF16};
-    if (!c->quant_type && c->float_type && floats[c->float_type] != src_t) {
-        const lmc_dtype ft = floats[c->float_type];
-        const size_t in_row = lmc_dtype_row_bytes(src_t, ne0), out_row = lmc_dtype_row_bytes(ft, ne0);
-        uint8_t *o = own(c, out_row * (size_t)n_rows);
-        float *f = malloc((size_t)ne0 * sizeof *f);
-        void *tmp = malloc(in_row);
-        if (!o || !f || !tmp) { free(f); free(tmp); return lmc_fail(LMC_ERR_NOMEM, "out of memory converting %s", c->dir); }
-        for (int64_t r = 0; r < n_rows; r++) {
-            memcpy(tmp, (const uint8_t *)*data + (size_t)r * in_row, in_row); /* mapping data need not be aligned */
-            lmc_to_f32(src_t, tmp, f, (size_t)ne0);
-            uint8_t *dst = o + (size_t)r * out_row;
-            for (int64_t i = 0; i < ne0; i++) {
-                const uint16_t h = ft == LMC_DTYPE_F16 ? lmc_f32_to_f16(f[i]) : lmc_f32_to_bf16(f[i]);
-                if (ft == LMC_DTYPE_F32) memcpy(dst + 4 * i, &f[i], 4);
-                else memcpy(dst + 2 * i, &h, 2);
-            }
-        }
-        free(f);
-        free(tmp);
-        LMC_TRY(lmc_ggml_type_from_dtype(ft, type));
-        *data = o;
-        return LMC_OK;
-    }
-    if (!c->quant_type || lmc_dtype_row_bytes((lmc_dtype)c->quant_type, ne0) == 0) return LMC_OK;
-    const lmc_dtype qt = (lmc_dtype)c->quant_type;
+    /* the float types go through lmc_quantize_row as well (rounded to nearest even) */
+    const lmc_dtype qt = c->quant_type ? (lmc_dtype)c->quant_type : floats[c->float_type];
+    if (!c->quant_type && (!c->float_type || qt == src_t)) return LMC_OK; /* kept as stored */
+    if (lmc_dtype_row_bytes(qt, ne0) == 0) return LMC_OK;                /* rows that do not fit its blocks */
     const size_t in_row = lmc_dtype_row_bytes(src_t, ne0), out_row = lmc_dtype_row_bytes(qt, ne0);
     uint8_t *q = own(c, out_row * (size_t)n_rows);
     float *f = malloc((size_t)ne0 * sizeof *f);

@@ -537,7 +537,6 @@ static void cpu_matmul(lmc_backend *be, lmc_tensor *y, const lmc_tensor *w, cons
  * matrices, lmc_cpu_matmul_grain's), x prepared once for each distinct layout: q, k and v (gate and
  * up) of one dtype share one preparation and one wake-up of the threads instead of three. Every row
  * gets what cpu_matmul would give it (same kernels, preparation and row grain). */
-
 typedef struct mm_n_job {
     cpu_ctx *c;
     int n;
