@@ -33,6 +33,7 @@ static const struct { const char *name; int64_t elems; size_t bytes; int mlx_bit
     [LMC_DTYPE_MXFP4_MLX - LMC_DTYPE_QFIRST] = {"MXFP4_MLX", 32, 16, 0},
     [LMC_DTYPE_Q4_0R - LMC_DTYPE_QFIRST] = {"Q4_0R", 32, 18, 0},
     [LMC_DTYPE_Q8_0R - LMC_DTYPE_QFIRST] = {"Q8_0R", 32, 34, 0},
+    [LMC_DTYPE_BF16P - LMC_DTYPE_QFIRST] = {"BF16P", 32, 64, 0},
 };
 
 int lmc_dtype_is_quant(lmc_dtype t) { return t >= LMC_DTYPE_QFIRST && t < LMC_DTYPE_END; }

@@ -323,6 +323,7 @@ void lmc_dequant_row_unchecked(lmc_dtype t, const void *src, const lmc_mlx_row *
     case LMC_DTYPE_Q4_0: deq_q4_0(b, dst, n / QK); break;
     case LMC_DTYPE_Q4_0R: deq_regrouped(0, b, dst, n / QK); break; /* n: the whole row */
     case LMC_DTYPE_Q8_0R: deq_regrouped(1, b, dst, n / QK); break;
+    case LMC_DTYPE_BF16P: LMC_ASSERT(!"BF16P rows are gathered (lmc_tensor_row_to_f32)"); break;
     case LMC_DTYPE_Q4_1: deq_q4_1(b, dst, n / QK); break;
     case LMC_DTYPE_Q5_0: deq_q5(b, dst, n / QK, 0); break;
     case LMC_DTYPE_Q5_1: deq_q5(b, dst, n / QK, 1); break;
@@ -431,9 +432,24 @@ lmc_status lmc_quant_mlx_check(lmc_dtype t, int64_t in, int64_t out, const lmc_q
     return LMC_OK;
 }
 
+void lmc_bf16p_pack(const uint16_t *rows, int64_t in, uint16_t *run) {
+    for (int64_t j = 0; j < in / 2; j++, run += 32)
+        for (int r = 0; r < 16; r++) {
+            run[2 * r] = rows[(size_t)r * (size_t)in + 2 * (size_t)j];
+            run[2 * r + 1] = rows[(size_t)r * (size_t)in + 2 * (size_t)j + 1];
+        }
+}
+
 void lmc_tensor_row_to_f32(const lmc_tensor *w, int64_t row, float *dst) {
     const char *src = (const char *)w->data + (size_t)row * w->nb[1];
-    if (lmc_dtype_has_aux(w->type)) {
+    if (w->type == LMC_DTYPE_BF16P) { /* pair row % 16 of every piece of run row / 16 */
+        const uint16_t *p = (const uint16_t *)(const void *)w->data + (size_t)(row / 16) * 16 * (size_t)w->ne[0] +
+                          2 * (size_t)(row % 16);
+        for (int64_t j = 0; j < w->ne[0] / 2; j++, p += 32) {
+            dst[2 * j] = lmc_bf16_to_f32(p[0]);
+            dst[2 * j + 1] = lmc_bf16_to_f32(p[1]);
+        }
+    } else if (lmc_dtype_has_aux(w->type)) {
         lmc_mlx_row r = lmc_quant_mlx_row(w->aux, row);
         lmc_dequant_row_unchecked(w->type, src, &r, dst, w->ne[0]);
     } else {

@@ -29,6 +29,11 @@
  * the 32·nb code bytes: 34 bytes a block. Rows of either are dequantized whole (n = the row),
  * never a block at a time.
  *
+ * BF16P holds a BF16 matrix of out rows (a multiple of 16) and in inputs (even) packed by 16 rows,
+ * for vdpbf16ps with activation pairs broadcast: rows 16b..16b+15 are one run of in/2 pieces of 64
+ * bytes, and piece j of run b holds, as bf16 pair r (r < 16), inputs 2j and 2j + 1 of row 16b + r.
+ * Values are BF16's; a row of it is gathered (lmc_tensor_row_to_f32), never addressed by nb[1].
+ *
  * Quantizers (lmc_quantize_row) exist for the types lmc writes: Q8_0, Q4_0
  * (ggml's reference rounding), Q4_K, Q6_K (lmc's own scale search; any valid
  * block is readable by ggml), MLX affine of every width (mlx's rounding), MXFP4
@@ -119,6 +124,9 @@ void lmc_tensor_row_to_f32(const lmc_tensor *w, int64_t row, float *dst);
 /* A Q4_0 / Q8_0 row of n elements (n a multiple of 32) regrouped as Q4_0R / Q8_0R (same values). */
 void lmc_q4_0_regroup_row(const void *q4_0, void *q4_0r, int64_t n);
 void lmc_q8_0_regroup_row(const void *q8_0, void *q8_0r, int64_t n);
+
+/* Rows 16b..16b+15 of a bf16 matrix of `in` inputs (row r at rows + r·in) as run b of BF16P. */
+void lmc_bf16p_pack(const uint16_t *rows, int64_t in, uint16_t *run);
 
 /* The unchecked row kernels behind the functions above (n a multiple of the block). */
 void lmc_dequant_row_unchecked(lmc_dtype t, const void *src, const lmc_mlx_row *aux, float *dst, int64_t n);

@@ -115,7 +115,7 @@ static void test_sizes(void) {
         {LMC_DTYPE_Q6_K, "Q6_K", 256, 210}, {LMC_DTYPE_MLX2, "MLX2", 32, 8}, {LMC_DTYPE_MLX3, "MLX3", 32, 12},
         {LMC_DTYPE_MLX4, "MLX4", 32, 16}, {LMC_DTYPE_MLX5, "MLX5", 32, 20}, {LMC_DTYPE_MLX6, "MLX6", 32, 24},
         {LMC_DTYPE_MLX8, "MLX8", 32, 32}, {LMC_DTYPE_MXFP4, "MXFP4", 32, 17}, {LMC_DTYPE_MXFP4_MLX, "MXFP4_MLX", 32, 16},
-        {LMC_DTYPE_Q4_0R, "Q4_0R", 32, 18}, {LMC_DTYPE_Q8_0R, "Q8_0R", 32, 34},
+        {LMC_DTYPE_Q4_0R, "Q4_0R", 32, 18}, {LMC_DTYPE_Q8_0R, "Q8_0R", 32, 34}, {LMC_DTYPE_BF16P, "BF16P", 32, 64},
     };
     CHECK_EQ_INT(sizeof all / sizeof all[0], LMC_DTYPE_END - LMC_DTYPE_QFIRST);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -1114,6 +1114,92 @@ static void test_rebind(lmc_dtype from) {
     lmc_backend_free(ref);
 }
 
+/* BF16 matrices bound under bf16 compute as BF16P (cpu_rebind.c; 16-row runs, core/quant.h): the layout
+ * from lmc_bf16p_pack against its definition, rows gathered back bit for bit (lmc_tensor_row_to_f32 and
+ * the backend's get_rows); products of 1..70 tokens (runs of 4, 3, 2, 1 in a tile; inputs in chunks of
+ * 2048 and 544; 1 and 2 threads) within f32 rounding of Σ w·bf16(x) in double, then, the compute
+ * switched back to f32 with the weight still packed, of Σ w·x; unbinding restores the descriptor; a
+ * matrix of a row count that is no multiple of 16 stays BF16. Skipped without AVX-512 BF16 or with AMX. */
+static void test_rebind_bf16(void) {
+    if (!lmc_backend_cpu_set_bf16_compute(1) || lmc_cpu_amx_ok()) {
+        lmc_backend_cpu_set_bf16_compute(0);
+        printf("  skipped: no AVX-512 BF16 products on this CPU, or AMX tiles take bf16 products\n");
+        return;
+    }
+    const int64_t in = 2592, out = 112, toks[] = {1, 2, 3, 6, 7, 12, 13, 70};
+    qweight q = make_weight(LMC_DTYPE_BF16, in, out, 0);
+    uint16_t *run = malloc((size_t)in * 16 * 2);
+    lmc_bf16p_pack((const uint16_t *)q.data + (size_t)in * 32, in, run); /* rows 32..47 */
+    int badp = 0;
+    for (int64_t j = 0; j < in / 2; j++)
+        for (int r = 0; r < 16; r++)
+            for (int e = 0; e < 2; e++) badp += run[j * 32 + 2 * r + e] != ((const uint16_t *)q.data)[(32 + r) * in + 2 * j + e];
+    CHECK_MSG(badp == 0, "BF16P run: %d values off their place", badp);
+    free(run);
+    lmc_tensor odd = lmc_tensor_make(LMC_DTYPE_BF16, in, 53, 1, 1);
+    CHECK(!lmc_cpu_rebind_wants(&odd));
+    float *x = malloc(in * 70 * 4), *y = malloc(out * 70 * 4), *wrow = malloc(in * 4), *got = malloc(in * 4);
+    for (int64_t i = 0; i < in * 70; i++) x[i] = gauss() * powf(10.0f, (float)(int)(rnd() % 7) - 3.0f);
+    for (int threads = 1; threads <= 2; threads++) {
+        LMC_ASSERT(lmc_backend_cpu_set_bf16_compute(1) == 1);
+        lmc_backend *be;
+        LMC_ASSERT(lmc_backend_cpu_init(&be, threads, 0) == LMC_OK);
+        lmc_tensor w = lmc_tensor_make(LMC_DTYPE_BF16, in, out, 1, 1);
+        LMC_ASSERT(be->i->bind_weight(be, &w, q.data) == LMC_OK);
+        CHECK(w.type == LMC_DTYPE_BF16P && w.data != q.data);
+        int badr = 0;
+        for (int64_t o = 0; o < out; o++) {
+            lmc_tensor_row_to_f32(&q.w, o, wrow);
+            lmc_tensor_row_to_f32(&w, o, got);
+            for (int64_t i = 0; i < in; i++) badr += got[i] != wrow[i];
+        }
+        int32_t ids[3] = {111, 0, 37};
+        lmc_tensor it = lmc_tensor_make(LMC_DTYPE_I32, 3, 1, 1, 1), yt = lmc_tensor_make(LMC_DTYPE_F32, in, 3, 1, 1);
+        LMC_ASSERT(be->i->alloc(be, &it) == LMC_OK && be->i->alloc(be, &yt) == LMC_OK);
+        be->i->set(be, &it, ids, 0, sizeof ids);
+        be->i->get_rows(be, &yt, &w, &it, 1.0f);
+        for (int r = 0; r < 3; r++) {
+            be->i->get(be, got, &yt, (size_t)r * in * 4, (size_t)in * 4);
+            lmc_tensor_row_to_f32(&q.w, ids[r], wrow);
+            for (int64_t i = 0; i < in; i++) badr += got[i] != wrow[i];
+        }
+        be->i->release(be, &it);
+        be->i->release(be, &yt);
+        CHECK_MSG(badr == 0, "BF16P rows gathered: %d values differ", badr);
+        for (int pass = 0; pass < 2; pass++) { /* bf16 compute, then f32 on the packed weight */
+            if (pass) LMC_ASSERT(lmc_backend_cpu_set_bf16_compute(0) == 0);
+            double worst = 0, gap = 0;
+            for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+                run_matmul(be, &w, x, toks[k], y);
+                for (int64_t t = 0; t < toks[k]; t++)
+                    for (int64_t o = 0; o < out; o++) {
+                        lmc_tensor_row_to_f32(&q.w, o, wrow);
+                        double rounded = 0, exact = 0, mag = 0;
+                        for (int64_t i = 0; i < in; i++) {
+                            const float xi = x[t * in + i];
+                            rounded += (double)wrow[i] * lmc_bf16_to_f32(lmc_f32_to_bf16(xi));
+                            exact += (double)wrow[i] * xi;
+                            mag += fabs((double)wrow[i] * xi);
+                        }
+                        const double want = pass ? exact : rounded, other = pass ? rounded : exact;
+                        const double e = fabs(y[t * out + o] - want) / (mag > 0 ? mag : 1);
+                        worst = e == e ? fmax(worst, e) : INFINITY;
+                        gap = fmax(gap, fabs(other - want) / (mag > 0 ? mag : 1));
+                    }
+            }
+            CHECK_MSG(worst <= 2e-6, "BF16P, %d threads, %s compute: relative error %.3g", threads, pass ? "f32" : "bf16", worst);
+            CHECK_MSG(gap >= 1e-4, "the two references only %.3g apart", gap);
+            printf("  BF16P, %d thread(s), %s compute: relative error %.2e (%.2e from the other reference)\n", threads,
+                   pass ? "f32" : "bf16", worst, gap);
+        }
+        be->i->unbind_weight(be, &w);
+        CHECK(w.type == LMC_DTYPE_BF16 && !w.data && w.nb[1] == (size_t)in * 2);
+        lmc_backend_free(be);
+    }
+    free(x); free(y); free(wrow); free(got);
+    free_weight(&q);
+}
+
 static void test_rebind_q4(void) { test_rebind(LMC_DTYPE_Q4_0); }
 static void test_rebind_q8(void) { test_rebind(LMC_DTYPE_Q8_0); }
 
@@ -1171,5 +1257,6 @@ int main(void) {
     RUN(test_rebind_q4);
     RUN(test_rebind_q8);
     RUN(test_rebind_copy_small);
+    RUN(test_rebind_bf16);
     return TEST_END();
 }

@@ -99,6 +99,7 @@ void lmc_cpu_act_prepare(const lmc_tensor *w, const float *x, int64_t n_tok, voi
 }
 
 int64_t lmc_cpu_matmul_grain(const lmc_tensor *w, int64_t n_tok) {
+    if (w->type == LMC_DTYPE_BF16P) return 64; /* runs of 16 rows, tiles of 4 runs (cpu_ftile.c) */
     if (n_tok < LMC_CPU_GEMM_MIN_TOKENS) return 4;
     if (lmc_cpu_amx_int8_wants(w, n_tok) || lmc_cpu_amx_wants(w, n_tok) || lmc_cpu_simd_gemm_has(w)) return 16;
     return LMC_CPU_GEMM_BLOCK;
@@ -108,6 +109,10 @@ void lmc_cpu_matmul_rows(float *y, const lmc_tensor *w, const float *x, const vo
                          int64_t o1, float *tmp) {
     const int64_t in = w->ne[0], out = w->ne[1];
     int64_t o = o0;
+    if (xp && w->type == LMC_DTYPE_BF16P) { /* every batch size (cpu_ftile.c) */
+        lmc_cpu_bf16p_rows(y, w, xp, lmc_cpu_simd_act_bytes(w, 1), n_tok, o0, o1, lmc_cpu_simd_bf16_act());
+        return;
+    }
     if (xp && lmc_cpu_amx_int8_wants(w, n_tok)) { /* tmp holds LMC_CPU_GEMM_BLOCK·in floats: always enough */
         lmc_cpu_amx_int8_act_finish(w, n_tok, (void *)(uintptr_t)xp); /* this thread's share of the quantizing */
         o = lmc_cpu_amx_int8_rows(y, w, xp, n_tok, o, o1, tmp, (size_t)LMC_CPU_GEMM_BLOCK * (size_t)in);

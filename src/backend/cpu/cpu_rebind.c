@@ -10,11 +10,19 @@
  * the copy lives in memory the backend allocates, and the bound bytes' pages are handed back once
  * read (lmc_file_release: dropped from a file mapping, offered for reclaim elsewhere).
  *
+ * BF16 matrices as BF16P under bf16 compute (lmc_cpu_simd_bf16_act at bind time, no AMX): rows packed
+ * by 16 (core/quant.h) for cpu_ftile.c's tiles, which keep 16 rows' sums a vector and reduce nothing
+ * (bench_matmul, one core, 64 tokens, 2048 × 8192: 317–338 → 383–420 GFLOP/s in a prototype of the
+ * tile; docs/BENCHMARKS.md). A weight packed stays correct if the compute is switched back to f32
+ * later (exact tiles on the same layout).
+ *
  * Vectors of a float type in a file mapping (norms, biases) are copied: see copy_small.
  *
  * Bound twice (the same host bytes and shape: a tied embedding and head), a weight shares one copy.
  */
 #include "cpu_rebind.h"
+
+#include "cpu_kernels.h"
 
 #include "core/quant.h"
 #include "core/threadpool.h"
@@ -26,20 +34,21 @@
 
 struct lmc_cpu_rebound {
     const void *host;
-    lmc_dtype from; /* Q4_0 or Q8_0 (regrouped), or a float type (a vector copied) */
+    lmc_dtype from; /* Q4_0, Q8_0 or BF16 (rewritten), or a float type (a vector copied) */
+    lmc_dtype to;   /* the type it is held as */
     int64_t ne0, ne1;
     int refs;
     uint8_t *rows; /* the regrouped rows, or the copy */
 };
 
-/* the type a weight of type `from` is held as: regrouped, or (a small tensor copied) itself */
+/* the type a weight t that lmc_cpu_rebind_wants is rewritten as */
 static lmc_dtype regrouped(lmc_dtype from) {
-    return from == LMC_DTYPE_Q4_0 ? LMC_DTYPE_Q4_0R : from == LMC_DTYPE_Q8_0 ? LMC_DTYPE_Q8_0R : from;
+    return from == LMC_DTYPE_Q4_0 ? LMC_DTYPE_Q4_0R : from == LMC_DTYPE_Q8_0 ? LMC_DTYPE_Q8_0R : LMC_DTYPE_BF16P;
 }
 
 /* t as the weight r holds */
 static void point_at(lmc_tensor *t, lmc_cpu_rebound *r) {
-    lmc_tensor m = lmc_tensor_make(regrouped(r->from), r->ne0, r->ne1, 1, 1);
+    lmc_tensor m = lmc_tensor_make(r->to, r->ne0, r->ne1, 1, 1);
     m.data = r->rows;
     *t = m;
 }
@@ -50,7 +59,13 @@ int lmc_cpu_rebind_wants(const lmc_tensor *t) {
         const char *e = getenv("LMC_CPU_REGROUP");
         on = !(e && !strcmp(e, "0"));
     }
-    return on && (t->type == LMC_DTYPE_Q4_0 || t->type == LMC_DTYPE_Q8_0) && t->ne[2] == 1 && t->ne[3] == 1 &&
+    static int pack = -1; /* LMC_CPU_BF16_PACK=0: BF16 stays as it is */
+    if (pack < 0) {
+        const char *e = getenv("LMC_CPU_BF16_PACK");
+        pack = !(e && !strcmp(e, "0"));
+    }
+    const int bf16p = t->type == LMC_DTYPE_BF16 && pack && lmc_cpu_simd_bf16_act() && !lmc_cpu_amx_ok() && t->ne[1] % 16 == 0;
+    return on && (t->type == LMC_DTYPE_Q4_0 || t->type == LMC_DTYPE_Q8_0 || bf16p) && t->ne[2] == 1 && t->ne[3] == 1 &&
            t->ne[0] > 0 && t->ne[0] % 32 == 0 && t->ne[1] > 0 && !t->aux &&
            t->nb[1] == lmc_dtype_row_bytes(t->type, t->ne[0]); /* rows side by side (not a strided view) */
 }
@@ -71,7 +86,7 @@ static lmc_cpu_rebound *new_rebound(const lmc_tensor *t, const void *host, size_
         return NULL;
     }
     r->host = host;
-    r->from = t->type;
+    r->from = r->to = t->type;
     r->ne0 = t->ne[0];
     r->ne1 = t->ne[1];
     r->refs = 1;
@@ -110,6 +125,15 @@ typedef struct {
 static void regroup_worker(void *arg, int ith, int nth) {
     const regroup_job *j = arg;
     long o0, o1;
+    if (j->r->from == LMC_DTYPE_BF16) { /* runs of 16 rows (o0, o1 multiples of 16) */
+        lmc_split((long)(j->o1 - j->o0) / 16, ith, nth, &o0, &o1);
+        for (long b = o0; b < o1; b++) {
+            const int64_t o = j->o0 + 16 * (int64_t)b;
+            lmc_bf16p_pack((const uint16_t *)j->host + (size_t)o * (size_t)j->r->ne0, j->r->ne0,
+                           (uint16_t *)(void *)(j->r->rows + (size_t)o * j->rb));
+        }
+        return;
+    }
     lmc_split((long)(j->o1 - j->o0), ith, nth, &o0, &o1);
     for (long o = j->o0 + o0; o < j->o0 + o1; o++) {
         const uint8_t *src = (const uint8_t *)j->host + (size_t)o * j->rb;
@@ -135,14 +159,16 @@ lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host,
         set->cap = cap;
     }
     const size_t rb = lmc_dtype_row_bytes(t->type, t->ne[0]), bytes = rb * (size_t)t->ne[1];
-    if (regrouped(t->type) == t->type) return copy_small(set, t, host, bytes);
+    if (!lmc_cpu_rebind_wants(t)) return copy_small(set, t, host, bytes);
     lmc_cpu_rebound *r = new_rebound(t, host, bytes);
     if (!r)
         return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes for a %s weight as %s", bytes, lmc_dtype_name(t->type),
                         lmc_dtype_name(regrouped(t->type)));
-    /* in slices of about 8 MB, each slice's source pages handed back before the next: the peak
-     * resident memory grows by a slice, not by the weight (a 148 MB embedding of Llama-3.2-1B shape) */
-    const int64_t step = (int64_t)((8u << 20) / rb) + 1;
+    r->to = regrouped(t->type);
+    /* in slices of about 8 MB (whole runs of BF16P), each slice's source pages handed back before the
+     * next: the peak resident memory grows by a slice, not by the weight (a 148 MB embedding of
+     * Llama-3.2-1B shape) */
+    const int64_t step = ((int64_t)((8u << 20) / rb) / 16 + 1) * 16;
     for (int64_t o0 = 0; o0 < r->ne1; o0 += step) {
         regroup_job j = {r, host, rb, o0, o0 + step < r->ne1 ? o0 + step : r->ne1};
         lmc_pool_run(pool, regroup_worker, &j);
@@ -156,7 +182,7 @@ lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host,
 int lmc_cpu_unrebind(lmc_cpu_rebinds *set, lmc_tensor *t) {
     for (int i = 0; i < set->n; i++) {
         lmc_cpu_rebound *r = set->v[i];
-        if (r->rows != t->data || t->type != regrouped(r->from)) continue;
+        if (r->rows != t->data || t->type != r->to) continue;
         *t = lmc_tensor_make(r->from, r->ne0, r->ne1, 1, 1); /* the descriptor as it was bound */
         if (--r->refs == 0) {
             free(r->rows);

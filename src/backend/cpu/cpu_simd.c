@@ -138,7 +138,8 @@ typedef enum { ACT_NONE, ACT_F32_PERM, ACT_F32, ACT_BF16, ACT_Q8, ACT_QR } act_k
 
 static act_kind kind_of(const lmc_tensor *w) {
     switch (w->type) {
-    case LMC_DTYPE_BF16: return simd_level != LMC_SIMD_AVX512 ? ACT_F32_PERM : bf16_act ? ACT_BF16 : ACT_F32; /* AVX2: pairs */
+    case LMC_DTYPE_BF16: case LMC_DTYPE_BF16P: /* BF16P: AVX-512 only (cpu_rebind.c); AVX2: pairs */
+        return simd_level != LMC_SIMD_AVX512 ? ACT_F32_PERM : bf16_act ? ACT_BF16 : ACT_F32;
     case LMC_DTYPE_F16: return ACT_F32;
     case LMC_DTYPE_Q8_0: case LMC_DTYPE_Q4_0: return ACT_Q8;
     case LMC_DTYPE_MLX4: return simd_level == LMC_SIMD_AVX512 ? ACT_Q8 : ACT_F32_PERM; /* VNNI kernel: Q8 */
@@ -214,7 +215,7 @@ int lmc_cpu_simd_gemm_has(const lmc_tensor *w) {
     static int on = -1;
     if (on < 0) on = !(getenv("LMC_CPU_SIMD_GEMM") && !strcmp(getenv("LMC_CPU_SIMD_GEMM"), "0"));
     /* MXFP4 measured no faster token by token than dequantized into sgemm: it keeps the exact path */
-    const int floats = w->type == LMC_DTYPE_BF16 || w->type == LMC_DTYPE_F16; /* cpu_ftile.c */
+    const int floats = w->type == LMC_DTYPE_BF16 || w->type == LMC_DTYPE_BF16P || w->type == LMC_DTYPE_F16; /* cpu_ftile.c */
     return on && lmc_cpu_simd_has(w) && simd_level == LMC_SIMD_AVX512 && (kind_of(w) == ACT_Q8 || kind_of(w) == ACT_QR || floats) &&
            w->type != LMC_DTYPE_MXFP4 && w->type != LMC_DTYPE_MXFP4_MLX;
 }
