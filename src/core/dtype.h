@@ -62,8 +62,8 @@ typedef enum lmc_dtype {
      * rows are dequantized whole, never block by block. */
     LMC_DTYPE_Q4_0R,
     LMC_DTYPE_Q8_0R,
-    /* BF16 weights packed by 16 rows: the CPU backend's own layout under bf16 compute (never in
-     * a file; core/quant.h). A row is not contiguous: lmc_tensor_row_to_f32 gathers it. */
+    /* BF16 weights packed by 16 rows: the CPU backend's own layout of BF16 matrices (never in a
+     * file; core/quant.h). A row is not contiguous: lmc_tensor_row_to_f32 gathers it. */
     LMC_DTYPE_BF16P,
     LMC_DTYPE_END
 } lmc_dtype;

@@ -80,6 +80,94 @@ void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, siz
     LMC_CPU_TILE_SWITCH(tile, f16, T, r, xp, tb, in, out)
 }
 
+/* BF16P (core/quant.h) tiles: RB runs of 16 rows × T tokens, one accumulator a (run, token) holding
+ * the sums of 16 rows, so nothing is reduced across lanes and y takes whole vectors. Exact (f32
+ * activations): each piece (16 rows × 2 inputs) widened into its even and odd inputs, two FMAs a
+ * token; bf16 compute: pk_tile_dp below. rs: elements from one run to the next; np: pieces (input
+ * pairs); add: y += instead of y =. */
+static inline __attribute__((always_inline)) void pk_store(int RB, int T, __m512 (*acc)[6], float *y, size_t out,
+                                                           int add) {
+    _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) {
+        float *yo = y + (size_t)t * out + 16 * r;
+        _mm512_storeu_ps(yo, add ? _mm512_add_ps(_mm512_loadu_ps(yo), acc[r][t]) : acc[r][t]);
+    }
+}
+
+static inline __attribute__((always_inline)) void pk_tile_f32(int RB, int T, const uint16_t *run, size_t rs,
+                                                              const char *x, size_t tb, int64_t np, float *y,
+                                                              size_t out, int add) {
+    const __m512i odd = _mm512_set1_epi32((int)0xffff0000u);
+    __m512 acc[4][6];
+    _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
+        acc[r][t] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < np; j++) {
+        __m512 lo[4], hi[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) {
+            const __m512i w = _mm512_load_si512(run + r * rs + 32 * j);
+            lo[r] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+            hi[r] = _mm512_castsi512_ps(_mm512_and_si512(w, odd));
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {
+            const float *xt = (const float *)(const void *)(x + tb * (size_t)t) + 2 * j;
+            const __m512 x0 = _mm512_set1_ps(xt[0]), x1 = _mm512_set1_ps(xt[1]);
+            _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++)
+                acc[r][t] = _mm512_fmadd_ps(hi[r], x1, _mm512_fmadd_ps(lo[r], x0, acc[r][t]));
+        }
+    }
+    pk_store(RB, T, acc, y, out, add);
+}
+
+#define PK_T(TS, f, T, ...)                                               \
+    switch (T) {                                                          \
+    case 1: f(1, __VA_ARGS__); break;                                     \
+    case 2: f(2, __VA_ARGS__); break;                                     \
+    case 3: f(3, __VA_ARGS__); break;                                     \
+    case 4: f(4, __VA_ARGS__); break;                                     \
+    case 5: f(TS > 4 ? 5 : 4, __VA_ARGS__); break;                        \
+    default: f(TS > 4 ? 6 : 4, __VA_ARGS__); break;                       \
+    }
+#define PK_F1(T, ...) pk_tile_f32(1, T, __VA_ARGS__)
+#define PK_F2(T, ...) pk_tile_f32(2, T, __VA_ARGS__)
+#define PK_F3(T, ...) pk_tile_f32(3, T, __VA_ARGS__)
+#define PK_F4(T, ...) pk_tile_f32(4, T, __VA_ARGS__)
+
+/* bf16 compute's tiles (AVX512-BF16, below) */
+static void pk_dp(int rb, int T, const uint16_t *run, size_t rs, const char *x, size_t tb, int64_t np, float *y, size_t out,
+           int add);
+
+void lmc_cpu_bf16p_rows(float *y, const lmc_tensor *w, const void *xp, size_t tb, int64_t n_tok, int64_t o0, int64_t o1,
+                        int dp) {
+    const int64_t in = w->ne[0];
+    const size_t out = (size_t)w->ne[1], rs = 16 * (size_t)in, xe = dp ? 2 : 4;
+    const int ts = dp ? 6 : 4; /* tokens a pass */
+    /* prefill: chunks of kc inputs, every run over a chunk before the next (the chunk's activations stay
+     * in L2); decode streams each run whole */
+    const int64_t kc = n_tok > 2 ? lmc_cpu_ftile_kc() : in;
+    for (int64_t k0 = 0; k0 < in; k0 += kc) {
+        const int64_t np = (in - k0 < kc ? in - k0 : kc) / 2;
+        for (int64_t o = o0; o < o1; o += 64) { /* tiles of 4 runs */
+            const int rb = (int)((o1 - o) / 16 < 4 ? (o1 - o) / 16 : 4);
+            const uint16_t *run = (const uint16_t *)w->data + (size_t)(o / 16) * rs + 16 * (size_t)k0;
+            for (int64_t t0 = 0; t0 < n_tok; t0 += ts) {
+                const int T = (int)(n_tok - t0 < ts ? n_tok - t0 : ts);
+                const char *x = (const char *)xp + tb * (size_t)t0 + xe * (size_t)k0;
+                float *yt = y + (size_t)t0 * out + (size_t)o;
+                if (dp) {
+                    pk_dp(rb, T, run, rs, x, tb, np, yt, out, k0 > 0);
+                } else if (rb == 4) {
+                    PK_T(4, PK_F4, T, run, rs, x, tb, np, yt, out, k0 > 0)
+                } else if (rb == 3) {
+                    PK_T(4, PK_F3, T, run, rs, x, tb, np, yt, out, k0 > 0)
+                } else if (rb == 2) {
+                    PK_T(4, PK_F2, T, run, rs, x, tb, np, yt, out, k0 > 0)
+                } else {
+                    PK_T(4, PK_F1, T, run, rs, x, tb, np, yt, out, k0 > 0)
+                }
+            }
+        }
+    }
+}
+
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512bf16")
@@ -112,11 +200,8 @@ static inline __attribute__((always_inline)) void tile_dp(int T, const char *con
     if (T > 4) hsum16(acc + 16, out + 4);
 }
 
-/* BF16P (core/quant.h) tiles: RB runs of 16 rows × T tokens, one accumulator a (run, token) holding
- * the sums of 16 rows, so nothing is reduced across lanes and y takes whole vectors. bf16 compute: a
- * piece (16 rows × 2 inputs) meets each token's activation pair broadcast, vdpbf16ps. Exact (f32
- * activations): a piece widened into its even and odd inputs, two FMAs a token. rs: elements from one
- * run to the next; np: pieces (input pairs); add: y += instead of y =. */
+/* BF16P under bf16 compute: RB runs of 16 rows × T tokens, one accumulator a (run, token) holding 16
+ * rows' sums; each piece (16 rows × 2 inputs) meets each token's activation pair broadcast. */
 static inline __attribute__((always_inline)) void pk_tile_dp(int RB, int T, const uint16_t *run, size_t rs,
                                                              const char *x, size_t tb, int64_t np, float *y,
                                                              size_t out, int add) {
@@ -133,75 +218,24 @@ static inline __attribute__((always_inline)) void pk_tile_dp(int RB, int T, cons
             _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], w[r], xb);
         }
     }
-    _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) {
-        float *yo = y + (size_t)t * out + 16 * r;
-        _mm512_storeu_ps(yo, add ? _mm512_add_ps(_mm512_loadu_ps(yo), acc[r][t]) : acc[r][t]);
-    }
+    pk_store(RB, T, acc, y, out, add);
 }
 
-static inline __attribute__((always_inline)) void pk_tile_f32(int T, const uint16_t *run, const char *x, size_t tb,
-                                                              int64_t np, float *y, size_t out, int add) {
-    const __m512i odd = _mm512_set1_epi32((int)0xffff0000u);
-    __m512 acc[6];
-    _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < np; j++) {
-        const __m512i w = _mm512_load_si512(run + 32 * j);
-        const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), hi = _mm512_castsi512_ps(_mm512_and_si512(w, odd));
-        _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) {
-            const float *xt = (const float *)(const void *)(x + tb * (size_t)t) + 2 * j;
-            acc[t] = _mm512_fmadd_ps(hi, _mm512_set1_ps(xt[1]), _mm512_fmadd_ps(lo, _mm512_set1_ps(xt[0]), acc[t]));
-        }
-    }
-    _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) {
-        float *yo = y + (size_t)t * out;
-        _mm512_storeu_ps(yo, add ? _mm512_add_ps(_mm512_loadu_ps(yo), acc[t]) : acc[t]);
-    }
-}
-
-#define PK_T(f, T, ...)                                                   \
-    switch (T) {                                                          \
-    case 1: f(1, __VA_ARGS__); break;                                     \
-    case 2: f(2, __VA_ARGS__); break;                                     \
-    case 3: f(3, __VA_ARGS__); break;                                     \
-    case 4: f(4, __VA_ARGS__); break;                                     \
-    case 5: f(5, __VA_ARGS__); break;                                     \
-    default: f(6, __VA_ARGS__); break;                                    \
-    }
 #define PK_DP1(T, ...) pk_tile_dp(1, T, __VA_ARGS__)
 #define PK_DP2(T, ...) pk_tile_dp(2, T, __VA_ARGS__)
 #define PK_DP3(T, ...) pk_tile_dp(3, T, __VA_ARGS__)
 #define PK_DP4(T, ...) pk_tile_dp(4, T, __VA_ARGS__)
 
-void lmc_cpu_bf16p_rows(float *y, const lmc_tensor *w, const void *xp, size_t tb, int64_t n_tok, int64_t o0, int64_t o1,
-                        int dp) {
-    const int64_t in = w->ne[0];
-    const size_t out = (size_t)w->ne[1], rs = 16 * (size_t)in, xe = dp ? 2 : 4;
-    /* prefill: chunks of kc inputs, every run over a chunk before the next (the chunk's activations stay
-     * in L2); decode streams each run whole */
-    const int64_t kc = n_tok > 2 ? lmc_cpu_ftile_kc() : in;
-    const int64_t step = dp ? 64 : 16; /* rows a tile */
-    for (int64_t k0 = 0; k0 < in; k0 += kc) {
-        const int64_t np = (in - k0 < kc ? in - k0 : kc) / 2;
-        for (int64_t o = o0; o < o1; o += step) {
-            const int rb = (int)((o1 - o) / 16 < step / 16 ? (o1 - o) / 16 : step / 16);
-            const uint16_t *run = (const uint16_t *)w->data + (size_t)(o / 16) * rs + 16 * (size_t)k0;
-            for (int64_t t0 = 0; t0 < n_tok; t0 += 6) {
-                const int T = (int)(n_tok - t0 < 6 ? n_tok - t0 : 6);
-                const char *x = (const char *)xp + tb * (size_t)t0 + xe * (size_t)k0;
-                float *yt = y + (size_t)t0 * out + (size_t)o;
-                if (!dp) {
-                    PK_T(pk_tile_f32, T, run, x, tb, np, yt, out, k0 > 0)
-                } else if (rb == 4) {
-                    PK_T(PK_DP4, T, run, rs, x, tb, np, yt, out, k0 > 0)
-                } else if (rb == 3) {
-                    PK_T(PK_DP3, T, run, rs, x, tb, np, yt, out, k0 > 0)
-                } else if (rb == 2) {
-                    PK_T(PK_DP2, T, run, rs, x, tb, np, yt, out, k0 > 0)
-                } else {
-                    PK_T(PK_DP1, T, run, rs, x, tb, np, yt, out, k0 > 0)
-                }
-            }
-        }
+static __attribute__((noinline)) void pk_dp(int rb, int T, const uint16_t *run, size_t rs, const char *x, size_t tb, int64_t np,
+                                     float *y, size_t out, int add) {
+    if (rb == 4) {
+        PK_T(6, PK_DP4, T, run, rs, x, tb, np, y, out, add)
+    } else if (rb == 3) {
+        PK_T(6, PK_DP3, T, run, rs, x, tb, np, y, out, add)
+    } else if (rb == 2) {
+        PK_T(6, PK_DP2, T, run, rs, x, tb, np, y, out, add)
+    } else {
+        PK_T(6, PK_DP1, T, run, rs, x, tb, np, y, out, add)
     }
 }
 

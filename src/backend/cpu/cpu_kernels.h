@@ -120,7 +120,7 @@ void lmc_cpu_bf16_round(const float *x, int64_t in, uint16_t *h);
 /* Inputs per chunk of lmc_cpu_simd_gemm's BF16 / F16 tiles: 2048 (LMC_CPU_KC in the environment, a
  * multiple of 32, for measurements). */
 int64_t lmc_cpu_ftile_kc(void);
-/* BF16P weights (core/quant.h; the CPU backend packs BF16 matrices so under bf16 compute, cpu_rebind.c):
+/* BF16P weights (core/quant.h; the CPU backend packs BF16 matrices so, cpu_rebind.c):
  * y[t, o] = Σ_i w[o, i] x[t, i] for o in [o0, o1) (multiples of 16) and n_tok tokens of prepared
  * activations xp (tb bytes a token): bf16 (dp = 1, vdpbf16ps) or f32 (dp = 0, exact products). */
 void lmc_cpu_bf16p_rows(float *y, const lmc_tensor *w, const void *xp, size_t tb, int64_t n_tok, int64_t o0, int64_t o1,

@@ -10,11 +10,9 @@
  * the copy lives in memory the backend allocates, and the bound bytes' pages are handed back once
  * read (lmc_file_release: dropped from a file mapping, offered for reclaim elsewhere).
  *
- * BF16 matrices as BF16P under bf16 compute (lmc_cpu_simd_bf16_act at bind time, no AMX): rows packed
- * by 16 (core/quant.h) for cpu_ftile.c's tiles, which keep 16 rows' sums a vector and reduce nothing
- * (bench_matmul, one core, 64 tokens, 2048 × 8192: 317–338 → 383–420 GFLOP/s in a prototype of the
- * tile; docs/BENCHMARKS.md). A weight packed stays correct if the compute is switched back to f32
- * later (exact tiles on the same layout).
+ * BF16 matrices as BF16P (where no AMX tiles take bf16 products): rows packed by 16 (core/quant.h) for
+ * cpu_ftile.c's tiles, which keep 16 rows' sums a vector and reduce nothing, exact f32 products and
+ * bf16 compute alike (docs/BENCHMARKS.md, session 27).
  *
  * Vectors of a float type in a file mapping (norms, biases) are copied: see copy_small.
  *
@@ -64,7 +62,7 @@ int lmc_cpu_rebind_wants(const lmc_tensor *t) {
         const char *e = getenv("LMC_CPU_BF16_PACK");
         pack = !(e && !strcmp(e, "0"));
     }
-    const int bf16p = t->type == LMC_DTYPE_BF16 && pack && lmc_cpu_simd_bf16_act() && !lmc_cpu_amx_ok() && t->ne[1] % 16 == 0;
+    const int bf16p = t->type == LMC_DTYPE_BF16 && pack && !lmc_cpu_amx_ok() && t->ne[1] % 16 == 0;
     return on && (t->type == LMC_DTYPE_Q4_0 || t->type == LMC_DTYPE_Q8_0 || bf16p) && t->ne[2] == 1 && t->ne[3] == 1 &&
            t->ne[0] > 0 && t->ne[0] % 32 == 0 && t->ne[1] > 0 && !t->aux &&
            t->nb[1] == lmc_dtype_row_bytes(t->type, t->ne[0]); /* rows side by side (not a strided view) */
