@@ -651,6 +651,16 @@ static void test_attention(void) {
     free(bs);
 }
 
+/* Batched decode as bench_cuda's 32 sequences: short ranges in a long cache (a batch's splits bounded,
+ * cuda_attn.cu dec_splits: one split each here), and 8 sequences of long ranges (several splits merged). */
+static void test_attention_batch(void) {
+    int32_t bp[32], bs[32];
+    for (int i = 0; i < 32; i++) { bp[i] = 16 + (i * 7) % 64; bs[i] = i; }
+    attn_case(128, 32, 8, 2128, 32, 0, 0, 32, bp, bs);
+    for (int i = 0; i < 8; i++) { bp[i] = 2127 - 300 * i; bs[i] = i; }
+    attn_case(128, 32, 8, 2128, 8, 0, 0, 8, bp, bs);
+}
+
 /* The decode kernel's two forms on the same cases: the cluster form (head_dim ≤ 128, the default:
  * splits merged through the cluster's shared memory, pieces of a long range through partials) and
  * the split form with its counters (LMC_CUDA_DEC_CLUSTER=0); caches of 1..8 splits a cluster, one to
@@ -1408,6 +1418,7 @@ int main(void) {
     RUN(test_matmul_int8_gemv); /* after them for the same reason */
     RUN(test_attention_cluster); /* after every test that draws random inputs, for the same reason */
     RUN(test_matmul_fused_rope); /* after them for the same reason */
+    RUN(test_attention_batch); /* after them for the same reason */
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

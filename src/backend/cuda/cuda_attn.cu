@@ -1138,17 +1138,36 @@ static int dec_half(void) {
     return v;
 }
 
+/* LMC_CUDA_DEC_BATCH_SPLITS=n: the most splits a (token, KV head) of a batch of DEC_BATCH tokens or
+ * more is launched with (default 16; 0: no bound, splits for the whole cache as for one token). A
+ * batch keeps the device busy with its tokens, and the launch's splits are sized for the cache, not
+ * the ranges: 32 tokens over a 2128-slot cache launched 34 splits a (token, KV head), 8704 blocks of
+ * which ~512 had positions, and every range longer than 32 positions was merged. */
+#define DEC_BATCH 8
+static int dec_batch_splits(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("LMC_CUDA_DEC_BATCH_SPLITS");
+        v = e ? atoi(e) : 16;
+        if (v < 0 || v > DEC_MAX_SPLIT) v = 16;
+    }
+    return v;
+}
+
 /* Splits of the decode kernel: 64 positions (a multiple of DEC_T) each, at most 256 splits
  * (longer splits past 16k positions), partials within 256 MB; *half (dec_len_chunk): a range of
- * at most one split length is cut in two halves (when they are whole steps), so at least 2 splits. */
+ * at most one split length is cut in two halves (when they are whole steps), so at least 2 splits.
+ * Batches of DEC_BATCH tokens or more: at most dec_batch_splits() splits (longer ones), no halves. */
 static int dec_splits(const lmc_cuda_attn *a, int *chunk, int *half) {
     const int64_t per = a->n * a->n_head * (int64_t)(a->head_dim + 2) * 4;
     int64_t c = dec_chunk();
+    const int bs = a->n >= DEC_BATCH ? dec_batch_splits() : 0;
+    if (bs > 0 && (a->n_ctx + c - 1) / c > bs) c = ((a->n_ctx + bs - 1) / bs + c - 1) / c * c;
     for (;;) {
         int64_t s = (a->n_ctx + c - 1) / c;
         if (s <= 1 || (s <= DEC_MAX_SPLIT && s * per <= ((int64_t)256 << 20))) {
             *chunk = (int)c;
-            *half = dec_half() && c % (2 * DEC_T) == 0 && 2 * per <= ((int64_t)256 << 20);
+            *half = !bs && dec_half() && c % (2 * DEC_T) == 0 && 2 * per <= ((int64_t)256 << 20);
             if (*half && s < 2) s = 2;
             return s < 1 ? 1 : (int)s;
         }
