@@ -816,6 +816,29 @@ static void test_matmul_amx_prefill(void) {
     lmc_backend_free(fast);
 }
 
+/* y [n_tok, out] of a bf16 weight w [in, out] (rows read back as f32 into wrow) against Σ w·x (exact) or
+ * Σ w·bf16(x) in double: *worst, the largest error relative to Σ|w·x| of a row, against the reference of
+ * the compute (exact: f32), *gap the distance to the other reference (so a test can tell them apart). */
+static void bf16_check_rows(const lmc_tensor *w, const float *x, const float *y, int64_t n_tok, int exact_ref,
+                            float *wrow, double *worst, double *gap) {
+    const int64_t in = w->ne[0], out = w->ne[1];
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t o = 0; o < out; o++) {
+            lmc_tensor_row_to_f32(w, o, wrow);
+            double rounded = 0, exact = 0, mag = 0;
+            for (int64_t i = 0; i < in; i++) {
+                const float xi = x[t * in + i];
+                rounded += (double)wrow[i] * lmc_bf16_to_f32(lmc_f32_to_bf16(xi));
+                exact += (double)wrow[i] * xi;
+                mag += fabs((double)wrow[i] * xi);
+            }
+            const double want = exact_ref ? exact : rounded, other = exact_ref ? rounded : exact;
+            const double e = fabs(y[t * out + o] - want) / (mag > 0 ? mag : 1);
+            *worst = e == e ? fmax(*worst, e) : INFINITY;
+            *gap = fmax(*gap, fabs(other - want) / (mag > 0 ? mag : 1));
+        }
+}
+
 /* bf16 compute (--compute bf16): BF16 weights against the activations rounded to bf16, decode (1-3
  * tokens: lmc_cpu_bf16dot_rows4, rows of 81 steps of 32, an odd one left after the pairs) and
  * prefill (8-70: the vdpbf16ps tiles of 6 down to 1 tokens, rows in two chunks), 1 and 2 threads:
@@ -856,21 +879,7 @@ static void test_matmul_bf16_compute(void) {
         for (int b = 0; b < 2; b++)
             for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
                 run_matmul(fast[b], &q.w, x, toks[k], y);
-                for (int64_t t = 0; t < toks[k]; t++)
-                    for (int64_t o = 0; o < out; o++) {
-                        lmc_tensor_row_to_f32(&q.w, o, wrow);
-                        double rounded = 0, exact = 0, mag = 0;
-                        for (int64_t i = 0; i < in; i++) {
-                            const float xi = x[t * in + i];
-                            rounded += (double)wrow[i] * lmc_bf16_to_f32(lmc_f32_to_bf16(xi));
-                            exact += (double)wrow[i] * xi;
-                            mag += fabs((double)wrow[i] * xi);
-                        }
-                        const double got = y[t * out + o], want = pass ? exact : rounded, other = pass ? rounded : exact;
-                        const double e = fabs(got - want) / (mag > 0 ? mag : 1);
-                        worst = e == e ? fmax(worst, e) : INFINITY;
-                        gap = fmax(gap, fabs(other - want) / (mag > 0 ? mag : 1));
-                    }
+                bf16_check_rows(&q.w, x, y, toks[k], pass, wrow, &worst, &gap);
             }
         CHECK_MSG(worst <= 2e-6, "bf16 weights, %s: relative error %.3g", pass ? "f32 compute" : "bf16 compute", worst);
         CHECK_MSG(gap >= 1e-4, "the two references only %.3g apart: the test cannot tell them", gap);
@@ -1174,21 +1183,7 @@ static void test_rebind_bf16(void) {
             double worst = 0, gap = 0;
             for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
                 run_matmul(be, &w, x, toks[k], y);
-                for (int64_t t = 0; t < toks[k]; t++)
-                    for (int64_t o = 0; o < out; o++) {
-                        lmc_tensor_row_to_f32(&q.w, o, wrow);
-                        double rounded = 0, exact = 0, mag = 0;
-                        for (int64_t i = 0; i < in; i++) {
-                            const float xi = x[t * in + i];
-                            rounded += (double)wrow[i] * lmc_bf16_to_f32(lmc_f32_to_bf16(xi));
-                            exact += (double)wrow[i] * xi;
-                            mag += fabs((double)wrow[i] * xi);
-                        }
-                        const double want = pass ? exact : rounded, other = pass ? rounded : exact;
-                        const double e = fabs(y[t * out + o] - want) / (mag > 0 ? mag : 1);
-                        worst = e == e ? fmax(worst, e) : INFINITY;
-                        gap = fmax(gap, fabs(other - want) / (mag > 0 ? mag : 1));
-                    }
+                bf16_check_rows(&q.w, x, y, toks[k], pass, wrow, &worst, &gap);
             }
             CHECK_MSG(worst <= 2e-6, "BF16P, %d threads, %s compute: relative error %.3g", threads, pass ? "f32" : "bf16", worst);
             CHECK_MSG(gap >= 1e-4, "the two references only %.3g apart", gap);
