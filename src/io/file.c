@@ -23,10 +23,7 @@ void lmc_file_set_lock(int on) { atomic_store(&lock_mode_, on ? 1 : 0); }
 int lmc_file_lock_mode(void) { return atomic_load(&lock_mode_); }
 
 /* map (size bytes of path) locked in memory, or unmapped and an error naming the limit */
-static lmc_status lock_or_fail(void *map, size_t size, const char *path) {
-    if (!atomic_load(&lock_mode_) || mlock(map, size) == 0) return LMC_OK;
-    const int e = errno;
-    lmc_file_unmap(map, size);
+static lmc_status lock_fail(int e, size_t size, const char *path) {
     struct rlimit rl;
     char lim[64] = "unknown";
     if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
@@ -35,6 +32,18 @@ static lmc_status lock_or_fail(void *map, size_t size, const char *path) {
     }
     return lmc_fail(LMC_ERR_NOMEM, "--mlock: cannot lock the %zu bytes of %s in memory: %s (locked-memory limit, ulimit -l: %s)",
                     size, path, strerror(e), lim);
+}
+
+static lmc_status lock_or_fail(void *map, size_t size, const char *path) {
+    if (!atomic_load(&lock_mode_) || mlock(map, size) == 0) return LMC_OK;
+    const int e = errno;
+    lmc_file_unmap(map, size);
+    return lock_fail(e, size, path);
+}
+
+lmc_status lmc_file_lock_memory(const void *p, size_t size, const char *what) {
+    if (!atomic_load(&lock_mode_) || !size || mlock(p, size) == 0) return LMC_OK;
+    return lock_fail(errno, size, what);
 }
 
 int lmc_file_copy_mode(void) {

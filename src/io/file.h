@@ -40,6 +40,9 @@ int lmc_file_copy_mode(void);
  * proactive reclaim; lmc_file_release unlocks what it releases. A limit on locked memory too small
  * (RLIMIT_MEMLOCK, ulimit -l) makes lmc_file_map fail with LMC_ERR_NOMEM. */
 void lmc_file_set_lock(int on);
+/* In lock mode, lock [p, p + size) too (memory holding weights read from a file: a rewritten copy);
+ * the error names --mlock and the limit, as lmc_file_map's. LMC_OK otherwise. */
+lmc_status lmc_file_lock_memory(const void *p, size_t size, const char *what);
 int lmc_file_lock_mode(void);
 
 #endif

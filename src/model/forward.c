@@ -41,7 +41,8 @@ lmc_status lmc_forward_state_init(lmc_forward_state *fs, const lmc_model *m, int
         const lmc_layer *L = &m->layers[il];
         const lmc_tensor *w[] = {&L->w_gate, &L->w_up, &L->w_down};
         for (int i = 0; i < 3 && !L->moe; i++)
-            if (w[i]->data && !lmc_dtype_is_float(w[i]->type)) float_mlp = 0;
+            if (w[i]->data && !lmc_dtype_is_float(w[i]->type) && w[i]->type != LMC_DTYPE_BF16P) /* BF16P: the CPU's BF16 */
+                float_mlp = 0;
     }
     fs->mlp_chunk = float_mlp && B > LMC_MLP_CHUNK ? LMC_MLP_CHUNK : (int)B;
     struct { lmc_tensor *t; lmc_dtype type; int64_t ne0, ne1; } plan[] = {

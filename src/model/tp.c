@@ -228,11 +228,36 @@ static lmc_status bind_host(shard *s, lmc_tensor *dst) {
     return LMC_OK;
 }
 
+/* Rows [r0, r0 + nr) and columns [c0, c0 + nc) of a BF16P weight (the cpu backend's packing of a BF16
+ * matrix of the full model, core/quant.h) as a contiguous BF16 copy the shard owns: the layout has no
+ * row or column views. The values are BF16's, so the round trip through f32 is exact. */
+static lmc_status bf16p_slice(shard *s, const lmc_tensor *w, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
+                              lmc_tensor *out) {
+    uint16_t *buf = malloc((size_t)nr * (size_t)nc * 2 + 1);
+    float *row = malloc((size_t)w->ne[0] * sizeof *row);
+    lmc_status st = buf && row ? grow(&s->packs, &s->cap_packs, s->n_packs) : lmc_fail(LMC_ERR_NOMEM, "a BF16 slice");
+    if (st < 0) {
+        free(buf);
+        free(row);
+        return st;
+    }
+    s->packs[s->n_packs++] = buf;
+    for (int64_t r = 0; r < nr; r++) {
+        lmc_tensor_row_to_f32(w, r0 + r, row);
+        for (int64_t c = 0; c < nc; c++) buf[(size_t)r * (size_t)nc + (size_t)c] = lmc_f32_to_bf16(row[c0 + c]);
+    }
+    free(row);
+    *out = lmc_tensor_make(LMC_DTYPE_BF16, nc, nr, 1, 1);
+    out->data = buf;
+    return LMC_OK;
+}
+
 /* Make dst the rank's copy of host view v (its data NULL: absent). */
 static lmc_status place(shard *s, lmc_tensor *dst, const lmc_tensor *v) {
     memset(dst, 0, sizeof *dst);
     if (!v->data) return LMC_OK;
     lmc_tensor t = *v;
+    if (t.type == LMC_DTYPE_BF16P && !s->in_place) LMC_TRY(bf16p_slice(s, v, 0, v->ne[1], 0, v->ne[0], &t)); /* devices */
     if (lmc_dtype_is_mlx(v->type)) {
         /* the side data goes first: the view's aux gets the rank's copies */
         const lmc_quant_mlx *q = v->aux;
@@ -257,6 +282,10 @@ static lmc_status rows_of(shard *s, lmc_tensor *dst, const lmc_tensor *w, int64_
     memset(dst, 0, sizeof *dst);
     if (!w->data) return LMC_OK;
     lmc_tensor v;
+    if (w->type == LMC_DTYPE_BF16P) {
+        LMC_TRY(bf16p_slice(s, w, r0, n, 0, w->ne[0], &v));
+        return place(s, dst, &v);
+    }
     lmc_quant_mlx *a = lmc_dtype_is_mlx(w->type) ? new_aux(s) : NULL;
     if (lmc_dtype_is_mlx(w->type) && !a) return lmc_fail(LMC_ERR_NOMEM, "too many quantized tensor-parallel views");
     LMC_TRY(lmc_tp_view_rows(w, r0, n, &v, a));
@@ -267,6 +296,10 @@ static lmc_status cols_of(shard *s, lmc_tensor *dst, const lmc_tensor *w, int64_
     memset(dst, 0, sizeof *dst);
     if (!w->data) return LMC_OK;
     lmc_tensor v;
+    if (w->type == LMC_DTYPE_BF16P) {
+        LMC_TRY(bf16p_slice(s, w, 0, w->ne[1], c0, n, &v));
+        return place(s, dst, &v);
+    }
     lmc_quant_mlx *a = lmc_dtype_is_mlx(w->type) ? new_aux(s) : NULL;
     if (lmc_dtype_is_mlx(w->type) && !a) return lmc_fail(LMC_ERR_NOMEM, "too many quantized tensor-parallel views");
     LMC_TRY(lmc_tp_view_cols(w, c0, n, &v, a));

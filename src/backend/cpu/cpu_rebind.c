@@ -62,7 +62,9 @@ int lmc_cpu_rebind_wants(const lmc_tensor *t) {
         const char *e = getenv("LMC_CPU_BF16_PACK");
         pack = !(e && !strcmp(e, "0"));
     }
-    const int bf16p = t->type == LMC_DTYPE_BF16 && pack && !lmc_cpu_amx_ok() && t->ne[1] % 16 == 0;
+    /* inputs ≥ 512: matrices the forward multiplies or gathers rows of (get_rows), never the 2-D norm
+     * weights some models have ([head_dim, heads], read as a flat vector) */
+    const int bf16p = t->type == LMC_DTYPE_BF16 && pack && !lmc_cpu_amx_ok() && t->ne[1] % 16 == 0 && t->ne[0] >= 512;
     return on && (t->type == LMC_DTYPE_Q4_0 || t->type == LMC_DTYPE_Q8_0 || bf16p) && t->ne[2] == 1 && t->ne[3] == 1 &&
            t->ne[0] > 0 && t->ne[0] % 32 == 0 && t->ne[1] > 0 && !t->aux &&
            t->nb[1] == lmc_dtype_row_bytes(t->type, t->ne[0]); /* rows side by side (not a strided view) */
@@ -75,20 +77,28 @@ int lmc_cpu_rebind_copy_wants(const lmc_tensor *t, const void *host) {
            n <= LMC_CPU_COPY_MAX && lmc_file_is_mapped(host, n);
 }
 
-/* A record for t's bytes at host: `bytes` of memory of its own, one reference; NULL when out of memory. */
-static lmc_cpu_rebound *new_rebound(const lmc_tensor *t, const void *host, size_t bytes) {
+/* A record for t's bytes at host: `bytes` of memory of its own (locked under --mlock), one reference. */
+static lmc_status new_rebound(const lmc_tensor *t, const void *host, size_t bytes, lmc_cpu_rebound **out) {
     lmc_cpu_rebound *r = calloc(1, sizeof *r);
     if (r) r->rows = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!r || !r->rows) {
         free(r);
-        return NULL;
+        return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes for a %s weight rewritten at load", bytes,
+                        lmc_dtype_name(t->type));
+    }
+    const lmc_status st = lmc_file_lock_memory(r->rows, bytes, "a weight rewritten at load");
+    if (st < 0) {
+        free(r->rows);
+        free(r);
+        return st;
     }
     r->host = host;
     r->from = r->to = t->type;
     r->ne0 = t->ne[0];
     r->ne1 = t->ne[1];
     r->refs = 1;
-    return r;
+    *out = r;
+    return LMC_OK;
 }
 
 /* A small tensor copied out of the file mapping, and the pages around it dropped: the forward reads
@@ -97,8 +107,8 @@ static lmc_cpu_rebound *new_rebound(const lmc_tensor *t, const void *host, size_
  * file resident that way (a peak RSS of 1.13 × the file). A neighbour bound in place (a bf16 matrix)
  * that loses pages this way faults them in again at its first use. */
 static lmc_status copy_small(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host, size_t bytes) {
-    lmc_cpu_rebound *r = new_rebound(t, host, bytes);
-    if (!r) return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes for a copy of a %s tensor", bytes, lmc_dtype_name(t->type));
+    lmc_cpu_rebound *r;
+    LMC_TRY(new_rebound(t, host, bytes, &r));
     memcpy(r->rows, host, bytes);
     const size_t around = 4u << 20, before = (uintptr_t)host > around ? around : 0, span = before + bytes + around;
     const uint8_t *a = (const uint8_t *)host - before;
@@ -158,10 +168,8 @@ lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host,
     }
     const size_t rb = lmc_dtype_row_bytes(t->type, t->ne[0]), bytes = rb * (size_t)t->ne[1];
     if (!lmc_cpu_rebind_wants(t)) return copy_small(set, t, host, bytes);
-    lmc_cpu_rebound *r = new_rebound(t, host, bytes);
-    if (!r)
-        return lmc_fail(LMC_ERR_NOMEM, "cannot allocate %zu bytes for a %s weight as %s", bytes, lmc_dtype_name(t->type),
-                        lmc_dtype_name(regrouped(t->type)));
+    lmc_cpu_rebound *r;
+    LMC_TRY(new_rebound(t, host, bytes, &r));
     r->to = regrouped(t->type);
     /* in slices of about 8 MB (whole runs of BF16P), each slice's source pages handed back before the
      * next: the peak resident memory grows by a slice, not by the weight (a 148 MB embedding of

@@ -15,7 +15,7 @@ typedef struct lmc_cpu_rebinds {
 } lmc_cpu_rebinds;
 
 /* 1 when bind_weight would rewrite t (a 2-D Q4_0 or Q8_0 weight, rows side by side; a BF16 one of a
- * multiple of 16 rows where no AMX tiles take it; LMC_CPU_REGROUP=0: never, LMC_CPU_BF16_PACK=0:
+ * multiple of 16 rows and ≥ 512 inputs where no AMX tiles take it; LMC_CPU_REGROUP=0: never, LMC_CPU_BF16_PACK=0:
  * no BF16). */
 int lmc_cpu_rebind_wants(const lmc_tensor *t);
 /* 1 when bind_weight copies t instead (a vector of a float type, at most LMC_CPU_COPY_MAX bytes, in a
