@@ -173,7 +173,10 @@ int cli_load_model(const cli_model_opts *o, cli_model *cm) {
     lmc_weights_close(wts);
     lmc_config_free(&cfg);
     if (pst < 0) return cli_error(NULL);
-    lmc_backend_params bp = {.name = o->backend ? o->backend : "cpu", .n_threads = o->n_threads, .compute = o->compute};
+    /* bf16 weights are computed as their checkpoint's precision implies (activations rounded to bf16, as
+     * PyTorch, llama.cpp and mlx compute them) unless --compute f32 asks for the exact F1 products */
+    lmc_backend_params bp = {.name = o->backend ? o->backend : "cpu", .n_threads = o->n_threads,
+                             .compute = o->compute ? o->compute : "bf16"};
     if (o->compute && !strcmp(o->compute, "bf16") && !strcmp(bp.name, "cpu") && !lmc_backend_cpu_set_bf16_compute(1))
         fprintf(stderr, "lmc: --compute bf16: this CPU has no AVX-512 BF16 products; bf16 weights keep f32 ones\n");
     if (o->tp > 1) {

@@ -20,7 +20,7 @@ typedef struct cli_model_opts {
     const char *model;     /* -m MODEL */
     const char *backend;   /* --backend cpu|cuda */
     int n_threads;         /* --threads N */
-    const char *compute;   /* --compute f32|bf16 */
+    const char *compute;   /* --compute f32|bf16 (NULL: bf16) */
     int n_ctx;             /* --ctx N */
     int n_batch;           /* --batch N */
     int tp;                /* --tp N: tensor parallel over N ranks (0/1: one backend) */

@@ -2,8 +2,9 @@
 # bf16_compute.sh — --compute bf16 (F2): parity fixtures converted to bf16 GGUF, their prompt logits
 # with the activations rounded to bf16 within 2e-2 of max |logit| of the exact f32 products on the
 # same weights, the same argmax wherever the f32 top-2 gap is clear (≥ 0.05 · max), and not
-# identical to them (the rounding took place). Without AVX-512 BF16 lmc says so and keeps f32
-# products: then the logits must be identical. An unknown precision is refused.
+# identical to them (the rounding took place); no --compute gives the bf16 logits bit for bit. Without
+# AVX-512 BF16 lmc says so and keeps f32 products: then the logits must be identical. An unknown
+# precision is refused.
 set -u
 source "$(dirname "$0")/common.bash"
 T=$(mktemp -d)
@@ -16,7 +17,11 @@ for c in llama qwen2_untied qwen3 gemma2 phi3; do
     "$LMC" convert "$FX" "$T/m.gguf" --type bf16 2>"$T/err" || { bad "$c: convert: $(cat "$T/err")"; continue; }
     "$LMC" logits -m "$T/m.gguf" --ids "$prompt" --out "$T/f.f32" --compute f32 2>"$T/err" || { bad "$c f32: $(cat "$T/err")"; continue; }
     "$LMC" logits -m "$T/m.gguf" --ids "$prompt" --out "$T/b.f32" --compute bf16 2>"$T/err" || { bad "$c bf16: $(cat "$T/err")"; continue; }
-    if grep -q "no AVX-512 BF16" "$T/err"; then
+    nob=$(grep -c "no AVX-512 BF16" "$T/err")
+    # the default for bf16 weights is bf16 compute: the same logits bit for bit
+    "$LMC" logits -m "$T/m.gguf" --ids "$prompt" --out "$T/d.f32" 2>"$T/err" || { bad "$c default: $(cat "$T/err")"; continue; }
+    cmp -s "$T/b.f32" "$T/d.f32" && ok || bad "$c: the default compute is not --compute bf16"
+    if [ "$nob" != 0 ]; then
         cmp -s "$T/f.f32" "$T/b.f32" && ok || bad "$c: without bf16 products the logits changed"
         continue
     fi

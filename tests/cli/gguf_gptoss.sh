@@ -4,7 +4,8 @@
 # biases [I, E], attn_sinks, post_attention_norm, router ffn_gate_inp with bias) and run from the file
 # (the model's separate gate/up form, glu_clamp_split):
 #   bf16 (the fixture's own type), f32 and f16 copies: the GGUF gives the same logits as the safetensors
-#   checkpoint it came from (≤ 1e-6 of the largest logit), the reference's greedy ids and F1 logits;
+#   checkpoint it came from (≤ 1e-6 of the largest logit), the reference's greedy ids and F1 logits
+#   (--compute f32: the exact products F1 is defined on);
 #   q8_0 / q4_0 / mxfp4: logits within the bounds measured and written in docs/MODELS.md;
 #   configs llama.cpp's layout cannot express are refused by name.
 set -u
@@ -46,13 +47,13 @@ for v in bf16 f32 f16; do
     grep -qE "experts\.3\.up_proj\.weight +${v^^} +\[32, 64\]" "$T/ins" && ok || bad "$v: expert 3's up_proj missing or not ${v^^} [32, 64]"
     grep -qE "experts\.gate_proj\.bias +F32 +\[4, 32\]" "$T/ins" && ok || bad "$v: stacked gate bias missing or not F32 [4, 32]"
     grep -qE "self_attn\.sinks +F32 +\[4\]" "$T/ins" && ok || bad "$v: sinks missing or not F32"
-    "$LMC" logits -m "$src" --ids "$prompt" --out "$T/a.f32" 2>/dev/null &&
-        "$LMC" logits -m "$T/$v.gguf" --ids "$prompt" --out "$T/b.f32" 2>"$T/err" || { bad "$v: logits: $(cat "$T/err")"; continue; }
+    "$LMC" logits -m "$src" --ids "$prompt" --out "$T/a.f32" --compute f32 2>/dev/null &&
+        "$LMC" logits -m "$T/$v.gguf" --ids "$prompt" --out "$T/b.f32" --compute f32 2>"$T/err" || { bad "$v: logits: $(cat "$T/err")"; continue; }
     d=$(maxrel "$T/b.f32" "$T/a.f32")
     echo "gpt_oss $v: GGUF vs safetensors logits $d" >&2
     at_most "$d" 1e-6 && ok || bad "$v: GGUF vs safetensors logits differ by $d"
     [ "$v" = f16 ] && continue
-    got=$("$LMC" generate -m "$T/$v.gguf" --ids "$prompt" -n "$n" --greedy --ignore-eos --print-ids \
+    got=$("$LMC" generate -m "$T/$v.gguf" --ids "$prompt" -n "$n" --greedy --ignore-eos --print-ids --compute f32 \
           --logits-out "$T/s.f32" 2>"$T/err") || { bad "$v: generate: $(cat "$T/err")"; continue; }
     [ "$got" = "$greedy" ] && ok || bad "$v: greedy ids from GGUF '$got' != '$greedy'"
     node tests/cli/cmp_logits.mjs "$FX" "$T/b.f32" "$T/s.f32" "$n" 2>"$T/err" && ok || bad "$v: $(cat "$T/err")"

@@ -2,7 +2,8 @@
 # gguf_parity.sh — the F1 fixtures written as GGUF by `lmc convert` (llama.cpp's
 # layout: q/k rows permuted for llama, gemma norms + 1, blk.* names) and run
 # from the .gguf file give the reference logits and greedy ids; the demo model's
-# GGUF carries its tokenizer and writes the same text.
+# GGUF carries its tokenizer and writes the same text. F1 is the exact products: --compute f32 (the
+# default computes bf16 weights on bf16-rounded activations, F2: bf16_compute.sh).
 set -u
 source "$(dirname "$0")/common.bash"
 T=$(mktemp -d)
@@ -14,8 +15,8 @@ for c in llama llama_bf16 llama_rope_llama3 llama_tied_linear mistral qwen2 qwen
     prompt=$(node -e 'console.log(require(process.argv[1]).prompt_ids.join(","))' "$PWD/$FX/ref.json")
     greedy=$(node -e 'console.log(require(process.argv[1]).greedy_ids.join(" "))' "$PWD/$FX/ref.json")
     n=$(echo "$greedy" | wc -w)
-    "$LMC" logits -m "$T/$c.gguf" --ids "$prompt" --out "$T/p.f32" 2>"$T/err" || { bad "$c: logits: $(cat "$T/err")"; continue; }
-    got=$("$LMC" generate -m "$T/$c.gguf" --ids "$prompt" -n "$n" --greedy --ignore-eos --print-ids \
+    "$LMC" logits -m "$T/$c.gguf" --ids "$prompt" --out "$T/p.f32" --compute f32 2>"$T/err" || { bad "$c: logits: $(cat "$T/err")"; continue; }
+    got=$("$LMC" generate -m "$T/$c.gguf" --ids "$prompt" -n "$n" --greedy --ignore-eos --print-ids --compute f32 \
           --logits-out "$T/s.f32" 2>"$T/err") || { bad "$c: generate: $(cat "$T/err")"; continue; }
     [ "$got" = "$greedy" ] && ok || bad "$c: greedy ids from GGUF '$got' != '$greedy'"
     node tests/cli/cmp_logits.mjs "$FX" "$T/p.f32" "$T/s.f32" "$n" 2>"$T/err" && ok || bad "$c: $(cat "$T/err")"

@@ -65,12 +65,18 @@ if [ -n "${P1:-}" ] && [ -n "${P2:-}" ] && [ -n "${P3:-}" ]; then
     dr=$(printf '%s\n' "$m" | sed -n 's/^lmc_spec_drafted_tokens_total \([0-9]*\).*/\1/p')
     [ -n "$acc" ] && [ -n "$dr" ] && [ "$dr" -gt 0 ] && [ "$acc" -gt 0 ] && [ "$acc" -le "$dr" ] && ok ||
         bad "metrics: drafted '$dr' accepted '$acc'"
-    # tensor parallel over 2 CPU ranks, plain and speculating: the same texts, alone and two at once
-    start "$E.tp" --max-seqs 2 --tp 2 && P4=$PORT || bad "tp 2 server did not start: $(cat "$E.tp")"
-    start "$E.tps" --max-seqs 2 --tp 2 --spec ngram --draft-n 4 && P5=$PORT || bad "tp 2 spec server did not start: $(cat "$E.tps")"
-    if [ -n "${P4:-}" ] && [ -n "${P5:-}" ]; then
+    # tensor parallel over 2 CPU ranks, plain and speculating: the same texts, alone and two at once, as
+    # one rank's. The ranks' partial sums of o_proj and down_proj add up in another order than one
+    # rank's sums, so these servers compute exactly (--compute f32): with the activations rounded to
+    # bf16 (the default) a last-bit difference can round an activation the other way
+    start "$E.f32" --max-seqs 2 --compute f32 && P6=$PORT || bad "f32 server did not start: $(cat "$E.f32")"
+    start "$E.tp" --max-seqs 2 --tp 2 --compute f32 && P4=$PORT || bad "tp 2 server did not start: $(cat "$E.tp")"
+    start "$E.tps" --max-seqs 2 --tp 2 --spec ngram --draft-n 4 --compute f32 && P5=$PORT ||
+        bad "tp 2 spec server did not start: $(cat "$E.tps")"
+    if [ -n "${P4:-}" ] && [ -n "${P5:-}" ] && [ -n "${P6:-}" ]; then
+        a1=$(text "$P6" "$R1"); a2=$(text "$P6" "$R2")
         for R in "$R1" "$R2" "$R3"; do
-            a=$(text "$P1" "$R"); d=$(text "$P4" "$R"); e=$(text "$P5" "$R")
+            a=$(text "$P6" "$R"); d=$(text "$P4" "$R"); e=$(text "$P5" "$R")
             [ -n "$a" ] && [ "$a" = "$d" ] && ok || bad "tp 2 server differs for $R: '$a' vs '$d'"
             [ "$a" = "$e" ] && ok || bad "tp 2 speculating server differs for $R: '$a' vs '$e'"
         done

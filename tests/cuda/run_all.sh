@@ -70,11 +70,12 @@ if want cli && [ -x "$LMC" ]; then
     {
         ok=0; bad=0
         # cmp_backends NAME MODEL [IDREF]: greedy ids of --backend cuda against --backend IDREF (default
-        # cpu) and prefill logits against --backend cpu, then sampled ids with recordings on and off
+        # cpu) and prefill logits against --backend cpu, then sampled ids with recordings on and off; the
+        # CPU as F2 defines its reference: the exact products (--compute f32)
         # cmp_logits MODEL: rel = max|cuda - cpu| / max|cpu| over the prefill logits of 10 ids; lok =
         # ok when that is within F2 (2e-2)
         cmp_logits() {
-            "$LMC" logits -m "$1" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lc.bin --backend cpu >/dev/null 2>&1
+            "$LMC" logits -m "$1" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lc.bin --backend cpu --compute f32 >/dev/null 2>&1
             "$LMC" logits -m "$1" --ids 1,2,3,4,5,6,7,8,9,10 --out /tmp/lg.bin --backend cuda >/dev/null 2>&1
             rel=$(env -u LD_LIBRARY_PATH python3 -c "
 import numpy as np
@@ -84,7 +85,7 @@ print('%.3g' % (abs(a-b).max()/abs(a).max()) if a.size==b.size and a.size else '
         }
         cmp_backends() {
             local fx=$1 d=$2 idref=${3:-cpu}
-            a=$("$LMC" generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend "$idref" 2>&1 | tail -n 1)
+            a=$("$LMC" generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend "$idref" --compute f32 2>&1 | tail -n 1)
             b=$("$LMC" generate -m "$d" --ids 1,2,3,4,5 -n 12 --greedy --print-ids --backend cuda 2>&1 | tail -n 1)
             cmp_logits "$d"
             # pass: the same greedy ids and every prefill logit within F2 (2e-2 of max|cpu logit|)

@@ -526,14 +526,16 @@ async function main() {
     check("tools template: tools, assistant tool_calls and tool results rendered as @huggingface/jinja does",
           tr.usage.prompt_tokens === tokenCount(ref), `${tr.usage.prompt_tokens} vs ${tokenCount(ref)}`);
     check("tools template: a text reply stays content", typeof tr.choices[0].message.content === "string" && !tr.choices[0].message.tool_calls);
-    const plainQ = { model: "x", messages: ask("Who made the heaven and the earth?"), tools: [verseTool], max_tokens: 16, temperature: 0 };
+    // 64 tokens: long enough that a reply which streams arrives in several pieces however the
+    // generation and the connection's thread share the cores (text that streams is sent as it comes)
+    const plainQ = { model: "x", messages: ask("Who made the heaven and the earth?"), tools: [verseTool], max_tokens: 64, temperature: 0 };
     const tplain = await oc.chat.completions.create(plainQ);
     const tstream = await collectChatStream(oc, plainQ);
     check("tools template, streamed: text without a call streams as content, as non-streamed",
           tstream.text === tplain.choices[0].message.content && tstream.chunks > 4 && tstream.finish === tplain.choices[0].finish_reason,
           `${tstream.chunks} ${JSON.stringify(tstream.text)} vs ${JSON.stringify(tplain.choices[0].message.content)}`);
     const ac3 = new Anthropic({ baseURL: C.url, apiKey: "none", maxRetries: 0 });
-    const aq = { model: "x", max_tokens: 16, temperature: 0, messages: ask("Who made the heaven and the earth?"), tools: [aTool] };
+    const aq = { model: "x", max_tokens: 64, temperature: 0, messages: ask("Who made the heaven and the earth?"), tools: [aTool] };
     const aplain = await ac3.messages.create(aq);
     let adeltas = 0;
     const astream = ac3.messages.stream(aq).on("text", () => adeltas++);

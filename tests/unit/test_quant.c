@@ -839,6 +839,23 @@ static void bf16_check_rows(const lmc_tensor *w, const float *x, const float *y,
         }
 }
 
+/* Tokens 0, n/2 and n - 1 of a batch of n, each run alone: the bits of y (a token's products must
+ * not depend on the batch it came in, or the server's answers would change with its load); the
+ * number of results that differ. */
+static int64_t batch_differs(lmc_backend *be, const lmc_tensor *w, const float *x, int64_t n, const float *y) {
+    const int64_t in = w->ne[0], out = w->ne[1];
+    float *y1 = malloc((size_t)out * 4);
+    int64_t bad = 0;
+    const int64_t ts[3] = {0, n / 2, n - 1};
+    for (int i = 0; i < 3; i++) {
+        if (i && ts[i] == ts[i - 1]) continue;
+        run_matmul(be, w, x + ts[i] * in, 1, y1);
+        for (int64_t o = 0; o < out; o++) bad += memcmp(&y1[o], &y[ts[i] * out + o], 4) != 0;
+    }
+    free(y1);
+    return bad;
+}
+
 /* bf16 compute (--compute bf16): BF16 weights against the activations rounded to bf16, decode (1-3
  * tokens: lmc_cpu_bf16dot_rows4, rows of 81 steps of 32, an odd one left after the pairs) and
  * prefill (8-70: the vdpbf16ps tiles of 6 down to 1 tokens, rows in two chunks), 1 and 2 threads:
@@ -876,12 +893,16 @@ static void test_matmul_bf16_compute(void) {
     for (int pass = 0; pass < 2; pass++) { /* bf16 compute, then off again */
         if (pass) LMC_ASSERT(lmc_backend_cpu_set_bf16_compute(0) == 0);
         double worst = 0, gap = 0; /* against the reference of the pass / the other reference from it */
+        int64_t moved = 0;
         for (int b = 0; b < 2; b++)
             for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
                 run_matmul(fast[b], &q.w, x, toks[k], y);
                 bf16_check_rows(&q.w, x, y, toks[k], pass, wrow, &worst, &gap);
+                moved += batch_differs(fast[b], &q.w, x, toks[k], y);
             }
         CHECK_MSG(worst <= 2e-6, "bf16 weights, %s: relative error %.3g", pass ? "f32 compute" : "bf16 compute", worst);
+        CHECK_MSG(moved == 0, "bf16 weights, %s compute: %lld results changed with the batch", pass ? "f32" : "bf16",
+                  (long long)moved);
         CHECK_MSG(gap >= 1e-4, "the two references only %.3g apart: the test cannot tell them", gap);
         printf("  bf16 weights, %s compute: relative error %.2e against Σ w·%s (%.2e from the other)\n",
                pass ? "f32" : "bf16", worst, pass ? "x" : "bf16(x)", gap);
@@ -890,6 +911,39 @@ static void test_matmul_bf16_compute(void) {
     free(x); free(y); free(wrow);
     lmc_backend_free(fast[0]);
     lmc_backend_free(fast[1]);
+}
+
+/* BF16 and F16 weights, exact products (AVX-512 tier): a token's results are the same bits alone
+ * (the decode kernel) and in batches of 3 to 70 (the tiles, inputs in chunks of 2048 and 544), 1 and 2
+ * threads. bf16 compute and BF16P: test_matmul_bf16_compute, test_rebind_bf16. */
+static void test_matmul_batch_invariant(void) {
+    if (!lmc_cpu_simd_avx512()) {
+        printf("  skipped: no AVX-512 tier\n");
+        return;
+    }
+    const int was = lmc_backend_cpu_set_bf16_compute(0);
+    const int64_t in = 2592, out = 53, toks[] = {3, 8, 13, 70};
+    float *x = malloc(in * 70 * 4), *y = malloc(out * 70 * 4);
+    for (int64_t i = 0; i < in * 70; i++) x[i] = gauss();
+    const lmc_dtype types[] = {LMC_DTYPE_BF16, LMC_DTYPE_F16};
+    for (int ti = 0; ti < 2; ti++) {
+        qweight q = make_weight(types[ti], in, out, 0);
+        for (int threads = 1; threads <= 2; threads++) {
+            lmc_backend *be;
+            LMC_ASSERT(lmc_backend_cpu_init(&be, threads, 0) == LMC_OK);
+            int64_t moved = 0;
+            for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+                run_matmul(be, &q.w, x, toks[k], y);
+                moved += batch_differs(be, &q.w, x, toks[k], y);
+            }
+            CHECK_MSG(moved == 0, "%s, %d threads: %lld results changed with the batch", lmc_dtype_name(types[ti]),
+                      threads, (long long)moved);
+            lmc_backend_free(be);
+        }
+        free_weight(&q);
+    }
+    free(x); free(y);
+    lmc_backend_cpu_set_bf16_compute(was);
 }
 
 /* matmul_n (q, k, v or gate, up of one x in one op) gives every row the bits of separate matmul
@@ -1181,10 +1235,14 @@ static void test_rebind_bf16(void) {
         for (int pass = !bf16; pass < 2; pass++) { /* bf16 compute, then f32 on the same packed weight */
             lmc_backend_cpu_set_bf16_compute(!pass);
             double worst = 0, gap = 0;
+            int64_t moved = 0;
             for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
                 run_matmul(be, &w, x, toks[k], y);
                 bf16_check_rows(&q.w, x, y, toks[k], pass, wrow, &worst, &gap);
+                moved += batch_differs(be, &w, x, toks[k], y);
             }
+            CHECK_MSG(moved == 0, "BF16P, %s compute: %lld results changed with the batch", pass ? "f32" : "bf16",
+                      (long long)moved);
             CHECK_MSG(worst <= 2e-6, "BF16P, %d threads, %s compute: relative error %.3g", threads, pass ? "f32" : "bf16", worst);
             CHECK_MSG(gap >= 1e-4, "the two references only %.3g apart", gap);
             printf("  BF16P, %d thread(s), %s compute: relative error %.2e (%.2e from the other reference)\n", threads,
@@ -1249,6 +1307,7 @@ int main(void) {
     RUN(test_matmul_qk_q8act);
     RUN(test_matmul_amx_prefill);
     RUN(test_matmul_bf16_compute);
+    RUN(test_matmul_batch_invariant);
     RUN(test_matmul_n);
     RUN(test_get_rows_quant);
     RUN(test_regroup_layout);

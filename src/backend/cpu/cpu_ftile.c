@@ -80,17 +80,47 @@ void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, siz
     LMC_CPU_TILE_SWITCH(tile, f16, T, r, xp, tb, in, out)
 }
 
+/* A chunk's sums of 4 rows (acc[0..3]) added into out as lmc_cpu_simd_gemm adds a tile's into y: the
+ * same hsum16 tree as a tile's first token, out = the first chunk's sums, then out + each next one's */
+static inline __attribute__((always_inline)) void rows4_chunk_out(__m512 acc[16], int first, float out[4]) {
+    float s[4][4];
+    hsum16(acc, s);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = first ? s[0][k] : out[k] + s[0][k];
+}
+
+void lmc_cpu_ftile_rows4(lmc_dtype t, const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
+    const int f16 = t == LMC_DTYPE_F16;
+    const int64_t kc = lmc_cpu_ftile_kc();
+    for (int64_t k0 = 0; k0 < in; k0 += kc) {
+        const int64_t end = in - k0 < kc ? in : k0 + kc;
+        __m512 acc[16];
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t i = k0; i < end; i += 16) { /* one chain a row, 16 inputs a step, as tile's */
+            const __m512 x = _mm512_loadu_ps(xp + i);
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                if (!(i & 31)) _mm_prefetch(r[k] + 2 * i + pf, _MM_HINT_T0);
+                acc[k] = _mm512_fmadd_ps(widen(f16, r[k] + 2 * i), x, acc[k]);
+            }
+        }
+        rows4_chunk_out(acc, k0 == 0, out);
+    }
+}
+
 /* BF16P (core/quant.h) tiles: RB runs of 16 rows × T tokens, one accumulator a (run, token) holding
  * the sums of 16 rows, so nothing is reduced across lanes and y takes whole vectors. Exact (f32
  * activations): each piece (16 rows × 2 inputs) widened into its even and odd inputs, two FMAs a
  * token; bf16 compute: pk_tile_dp below. rs: elements from one run to the next; np: pieces (input
- * pairs); add: y += instead of y =. */
-static inline __attribute__((always_inline)) void pk_store(int RB, int T, __m512 (*acc)[6], float *y, size_t out,
-                                                           int add) {
-    _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) {
-        float *yo = y + (size_t)t * out + 16 * r;
-        _mm512_storeu_ps(yo, add ? _mm512_add_ps(_mm512_loadu_ps(yo), acc[r][t]) : acc[r][t]);
-    }
+ * pairs); add: the sums go on from y's (a chunk after the first), so a result is one chain over all
+ * inputs whatever the chunks and the batch: a token's bits do not depend on the tokens beside it. */
+static inline __attribute__((always_inline)) void pk_load(int RB, int T, __m512 (*acc)[6], const float *y, size_t out,
+                                                          int add) {
+    _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++)
+        acc[r][t] = add ? _mm512_loadu_ps(y + (size_t)t * out + 16 * r) : _mm512_setzero_ps();
+}
+
+static inline __attribute__((always_inline)) void pk_store(int RB, int T, __m512 (*acc)[6], float *y, size_t out) {
+    _Pragma("GCC unroll 6") for (int t = 0; t < T; t++) _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++)
+        _mm512_storeu_ps(y + (size_t)t * out + 16 * r, acc[r][t]);
 }
 
 static inline __attribute__((always_inline)) void pk_tile_f32(int RB, int T, const uint16_t *run, size_t rs,
@@ -98,8 +128,7 @@ static inline __attribute__((always_inline)) void pk_tile_f32(int RB, int T, con
                                                               size_t out, int add) {
     const __m512i odd = _mm512_set1_epi32((int)0xffff0000u);
     __m512 acc[4][6];
-    _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)
-        acc[r][t] = _mm512_setzero_ps();
+    pk_load(RB, T, acc, y, out, add);
     for (int64_t j = 0; j < np; j++) {
         __m512 lo[4], hi[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) {
@@ -114,7 +143,7 @@ static inline __attribute__((always_inline)) void pk_tile_f32(int RB, int T, con
                 acc[r][t] = _mm512_fmadd_ps(hi[r], x1, _mm512_fmadd_ps(lo[r], x0, acc[r][t]));
         }
     }
-    pk_store(RB, T, acc, y, out, add);
+    pk_store(RB, T, acc, y, out);
 }
 
 #define PK_T(TS, f, T, ...)                                               \
@@ -206,8 +235,7 @@ static inline __attribute__((always_inline)) void pk_tile_dp(int RB, int T, cons
                                                              const char *x, size_t tb, int64_t np, float *y,
                                                              size_t out, int add) {
     __m512 acc[4][6];
-    _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) _Pragma("GCC unroll 6") for (int t = 0; t < T; t++)
-        acc[r][t] = _mm512_setzero_ps();
+    pk_load(RB, T, acc, (const float *)y, out, add);
     for (int64_t j = 0; j < np; j++) {
         __m512bh w[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) w[r] = (__m512bh)_mm512_load_si512(run + r * rs + 32 * j);
@@ -218,7 +246,7 @@ static inline __attribute__((always_inline)) void pk_tile_dp(int RB, int T, cons
             _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], w[r], xb);
         }
     }
-    pk_store(RB, T, acc, y, out, add);
+    pk_store(RB, T, acc, y, out);
 }
 
 #define PK_DP1(T, ...) pk_tile_dp(1, T, __VA_ARGS__)
@@ -264,29 +292,20 @@ void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb
 }
 
 void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {
-    __m512 acc[16];
-    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 64 <= in; i += 64) { /* two chains a row */
-        const __m512bh x0 = load_bh(xp + 2 * i), x1 = load_bh(xp + 2 * i + 64);
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            _mm_prefetch(r[k] + 2 * i + pf, _MM_HINT_T0);
-            _mm_prefetch(r[k] + 2 * i + pf + 64, _MM_HINT_T0);
-            acc[k] = _mm512_dpbf16_ps(acc[k], load_bh2(r[k] + 2 * i), x0);
-            acc[4 + k] = _mm512_dpbf16_ps(acc[4 + k], load_bh2(r[k] + 2 * i + 64), x1);
+    const int64_t kc = lmc_cpu_ftile_kc();
+    for (int64_t k0 = 0; k0 < in; k0 += kc) {
+        const int64_t end = in - k0 < kc ? in : k0 + kc;
+        __m512 acc[16];
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+        for (int64_t i = k0; i < end; i += 32) { /* one chain a row, as tile_dp's; in is a multiple of 32 */
+            const __m512bh x = load_bh(xp + 2 * i);
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                _mm_prefetch(r[k] + 2 * i + pf, _MM_HINT_T0);
+                acc[k] = _mm512_dpbf16_ps(acc[k], load_bh2(r[k] + 2 * i), x);
+            }
         }
+        rows4_chunk_out(acc, k0 == 0, out);
     }
-    if (i < in) { /* in is a multiple of 32 */
-        const __m512bh x0 = load_bh(xp + 2 * i);
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            _mm_prefetch(r[k] + 2 * i + pf, _MM_HINT_T0);
-            acc[k] = _mm512_dpbf16_ps(acc[k], load_bh2(r[k] + 2 * i), x0);
-        }
-    }
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) acc[k] = _mm512_add_ps(acc[k], acc[4 + k]);
-    float s[4][4];
-    hsum16(acc, s); /* rows in s[0] */
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = s[0][k];
 }
 
 #pragma GCC pop_options
@@ -306,6 +325,10 @@ void lmc_cpu_bf16_round(const float *x, int64_t in, uint16_t *h) { LMC_ASSERT(!"
 void lmc_cpu_bf16p_rows(float *y, const lmc_tensor *w, const void *xp, size_t tb, int64_t n_tok, int64_t o0, int64_t o1,
                         int dp) {
     LMC_ASSERT(!"no BF16P products in this build");
+}
+
+void lmc_cpu_ftile_rows4(lmc_dtype t, const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
+    LMC_ASSERT(!"no BF16 / F16 decode kernels in this build");
 }
 
 void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]) {

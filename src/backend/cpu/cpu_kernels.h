@@ -110,9 +110,14 @@ void lmc_cpu_simd_gemm(float *y, const lmc_tensor *w, const void *xp, int64_t n_
 /* ---- BF16 / F16 prefill tiles on f32 activations (cpu_ftile.c; AVX-512) ---- */
 /* out[t][k] = row r[k] · token t (f32 at xp + t·tb), k < 4, t < T ≤ 4. */
 void lmc_cpu_ftile(lmc_dtype t, int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
+/* The decode kernel: out[k] = row r[k] · one token (f32 at xp), prefetching pf bytes ahead in each row
+ * (as cpu_simd.c's kernels), with the bits lmc_cpu_simd_gemm's tiles give that token in any batch
+ * (the same chains and chunks of lmc_cpu_ftile_kc() inputs): a token's products do not depend on the
+ * tokens batched with it. */
+void lmc_cpu_ftile_rows4(lmc_dtype t, const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]);
 /* The same products on activations rounded to bf16 (2 bytes an element), BF16 weights (AVX512-BF16),
  * T ≤ 6 tokens (out[8][4]: rows 6, 7 are scratch), and the decode kernel's 4 rows against one token
- * (prefetching pf bytes ahead in each row, as cpu_simd.c's kernels). */
+ * (prefetching, and the tiles' bits, as lmc_cpu_ftile_rows4). */
 void lmc_cpu_bf16dot_tile(int T, const char *const *r, const char *xp, size_t tb, int64_t in, float (*out)[4]);
 void lmc_cpu_bf16dot_rows4(const char *const r[4], const char *xp, int64_t in, size_t pf, float out[4]);
 /* h[i] = lmc_f32_to_bf16(x[i]) bit for bit (to nearest even, NaNs quieted), 16 at a time; in % 16 == 0. */

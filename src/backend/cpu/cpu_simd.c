@@ -320,38 +320,6 @@ static inline float hsum256(__m256 v) {
 }
 static inline float f16_at(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 
-static void rows4_bf16(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
-    __m512 a[4], b[4];
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { a[k] = _mm512_setzero_ps(); b[k] = _mm512_setzero_ps(); }
-    for (int64_t i = 0; i < in; i += 32) {
-        const __m512 x0 = _mm512_loadu_ps(xp + i), x1 = _mm512_loadu_ps(xp + i + 16);
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            _mm_prefetch(r[k] + 2 * i + pf, _MM_HINT_T0);
-            const __m256i h0 = _mm256_loadu_si256((const void *)(r[k] + 2 * i));
-            const __m256i h1 = _mm256_loadu_si256((const void *)(r[k] + 2 * i + 32));
-            a[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h0), 16)), x0, a[k]);
-            b[k] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h1), 16)), x1, b[k]);
-        }
-    }
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) a[k] = _mm512_add_ps(a[k], b[k]);
-    hsum4x512(a, out);
-}
-
-static void rows4_f16(const char *const r[4], const float *xp, int64_t in, size_t pf, float out[4]) {
-    __m512 a[4], b[4];
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) { a[k] = _mm512_setzero_ps(); b[k] = _mm512_setzero_ps(); }
-    for (int64_t i = 0; i < in; i += 32) {
-        const __m512 x0 = _mm512_loadu_ps(xp + i), x1 = _mm512_loadu_ps(xp + i + 16);
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const __m256i h0 = _mm256_loadu_si256((const void *)(r[k] + 2 * i));
-            const __m256i h1 = _mm256_loadu_si256((const void *)(r[k] + 2 * i + 32));
-            a[k] = _mm512_fmadd_ps(_mm512_cvtph_ps(h0), x0, a[k]);
-            b[k] = _mm512_fmadd_ps(_mm512_cvtph_ps(h1), x1, b[k]);
-        }
-    }
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) out[k] = hsum512(_mm512_add_ps(a[k], b[k]));
-}
-
 /* One block of 32 activations quantized as Q8_0 (the scalar preparation's values, bit for bit:
  * roundf's ties away from zero): the codes into q, the scale returned, Σq into *sum. */
 static float q8_round_block(const float *x, int8_t q[32], int *sum) {
@@ -1463,9 +1431,9 @@ void lmc_cpu_simd_matvec(float *y, const lmc_tensor *w, const void *xp, int64_t 
             switch (w->type) {
             case LMC_DTYPE_BF16:
                 if (bf16_act) lmc_cpu_bf16dot_rows4(r, xt, in, pf, s);
-                else rows4_bf16(r, (const float *)(const void *)xt, in, pf, s);
+                else lmc_cpu_ftile_rows4(w->type, r, (const float *)(const void *)xt, in, pf, s);
                 break;
-            case LMC_DTYPE_F16: rows4_f16(r, (const float *)(const void *)xt, in, pf, s); break;
+            case LMC_DTYPE_F16: lmc_cpu_ftile_rows4(w->type, r, (const float *)(const void *)xt, in, pf, s); break;
             case LMC_DTYPE_Q8_0: rows4_q8_0(r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_0: rows4_q4_0(r, xt, in, pf, s); break;
             case LMC_DTYPE_Q4_0R: case LMC_DTYPE_Q8_0R: lmc_cpu_qr_rows4(w->type, r, xt, in, pf, s); break;
