@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,36 @@
 static atomic_int copy_mode_ = -1; /* -1: not decided yet (LMC_NO_MMAP decides) */
 
 void lmc_file_set_copy(int on) { atomic_store(&copy_mode_, on ? 1 : 0); }
+
+/* The live --no-mmap copies: lmc_file_release gives back pages inside one (the process's own memory,
+ * which nothing reads once a weight's rewritten copy is made), and only there. */
+enum { COPIES_MAX = 512 };
+static struct {
+    const void *base;
+    size_t len;
+} copies_[COPIES_MAX];
+static pthread_mutex_t copies_mu_ = PTHREAD_MUTEX_INITIALIZER;
+
+static void copies_note(const void *base, size_t len) { /* len 0: forget base */
+    pthread_mutex_lock(&copies_mu_);
+    for (int i = 0; i < COPIES_MAX; i++)
+        if (len ? !copies_[i].base : copies_[i].base == base) {
+            copies_[i].base = len ? base : NULL;
+            copies_[i].len = len;
+            break;
+        }
+    pthread_mutex_unlock(&copies_mu_);
+}
+
+static int in_copy(const void *p, size_t n) {
+    int in = 0;
+    pthread_mutex_lock(&copies_mu_);
+    for (int i = 0; i < COPIES_MAX && !in; i++)
+        in = copies_[i].base && (uintptr_t)p >= (uintptr_t)copies_[i].base &&
+             (uintptr_t)p + n <= (uintptr_t)copies_[i].base + copies_[i].len;
+    pthread_mutex_unlock(&copies_mu_);
+    return in;
+}
 
 static atomic_int lock_mode_; /* 1: lmc_file_map locks what it maps (--mlock) */
 void lmc_file_set_lock(int on) { atomic_store(&lock_mode_, on ? 1 : 0); }
@@ -77,6 +108,7 @@ static lmc_status map_copy(int fd, size_t size, const char *path, void **out) {
     (void)mprotect(p, size, PROT_READ);
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); /* the copy is what stays resident */
     LMC_TRY(lock_or_fail(p, size, path));
+    copies_note(p, size); /* a full table: its pages are only offered for reclaim */
     *out = p;
     return LMC_OK;
 }
@@ -107,6 +139,13 @@ void lmc_file_release(const void *p, size_t n) {
         (void)madvise((void *)a, e - a, MADV_DONTNEED);
         return;
     }
+    if (in_copy(p, n)) {
+        /* the memory goes back, the addresses stay the copy's (unmapped, a later mapping could land
+         * there and go with the copy's munmap); a stray read now faults instead of finding zeros */
+        (void)madvise((void *)a, e - a, MADV_DONTNEED);
+        (void)mprotect((void *)a, e - a, PROT_NONE);
+        return;
+    }
 #ifdef MADV_PAGEOUT
     (void)madvise((void *)a, e - a, MADV_PAGEOUT);
 #endif
@@ -115,6 +154,7 @@ void lmc_file_release(const void *p, size_t n) {
 void lmc_file_unmap(void *map, size_t size) {
     if (!map) return;
     lmc_mapguard_unregister(map); /* a no-op for a copy */
+    copies_note(map, 0);              /* a no-op for a mapping */
     munmap(map, size);
 }
 

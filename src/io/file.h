@@ -25,7 +25,8 @@ void lmc_file_unmap(void *map, size_t size);
 /* Bytes [p, p + n) that this process will not read again (whole pages inside the range): inside one
  * file mapping of lmc_file_map (registered with mapguard: read-only, private, never written) they are
  * dropped from the process (MADV_DONTNEED; a later read faults them in again from the file, which
- * stays in the page cache); elsewhere (a --no-mmap copy, a caller's buffer) only offered for reclaim
+ * stays in the page cache); inside one --no-mmap copy of lmc_file_map they are given back and made
+ * inaccessible (MADV_DONTNEED, PROT_NONE: a later read faults); elsewhere (a caller's buffer) only offered for reclaim
  * (MADV_PAGEOUT, which keeps the data). A hint: failure changes nothing. */
 void lmc_file_release(const void *p, size_t n);
 /* 1 when [p, p + n) lies inside one file mapping of lmc_file_map (mapguard's registry). */
