@@ -180,6 +180,7 @@ lmc_status lmc_cpu_rebind(lmc_cpu_rebinds *set, lmc_tensor *t, const void *host,
         lmc_pool_run(pool, regroup_worker, &j);
         lmc_file_release((const uint8_t *)host + (size_t)o0 * rb, (size_t)(j.o1 - o0) * rb);
     }
+    lmc_file_release(host, bytes); /* the pages across slice boundaries too, and one range instead of many */
     set->v[set->n++] = r;
     point_at(t, r);
     return LMC_OK;
