@@ -4,8 +4,9 @@
  * 4 rows × up to 4 tokens: each 16 weights of a row are widened to f32 once (BF16: vpmovzxwd and a
  * shift; F16: vcvtph2ps) and meet the tokens' activations in 16 f32 accumulators, so a weight vector
  * feeds 4 FMAs and an activation vector, loaded once, 4 (steps of 32 weights left no register for
- * the activations: each FMA loaded its own, and the loads bounded the tile). The products are those of the decode kernels (exact
- * bf16 / f16 → f32 values times f32 activations, f32 sums), in another order. Before these tiles the
+ * the activations: each FMA loaded its own, and the loads bounded the tile). The decode kernels (lmc_cpu_ftile_rows4,
+ * lmc_cpu_bf16dot_rows4) run a tile's chains, chunks and reductions for one token, so a token's
+ * results are the same bits in any batch (the server's answers do not change with its load). Before these tiles the
  * rows were widened into f32 blocks for sgemm (on the AMD EPYC VM a 64-token Qwen2.5-0.5B-shape
  * bf16 prefill took 2 threads 168 tok/s; docs/BENCHMARKS.md).
  *
