@@ -82,6 +82,10 @@ typedef struct lmc_session lmc_session;
 typedef struct lmc_engine_params {
     const char *backend;  /* "cpu" (default) or "cuda" */
     int n_threads;        /* cpu threads; 0 = one per core */
+    const char *compute;  /* cpu, process-wide: products with bf16 weights on activations rounded to bf16
+                           * ("bf16", the default: as PyTorch, llama.cpp and mlx compute a bf16
+                           * checkpoint; where the CPU has AVX-512 BF16) or exact in f32 ("f32");
+                           * NULL leaves the process's setting */
 } lmc_engine_params;
 
 lmc_engine_params lmc_engine_default_params(void);

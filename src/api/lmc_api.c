@@ -24,7 +24,7 @@ struct lmc_session {
 };
 
 lmc_engine_params lmc_engine_default_params(void) {
-    lmc_engine_params p = {.backend = "cpu", .n_threads = 0};
+    lmc_engine_params p = {.backend = "cpu", .n_threads = 0, .compute = "bf16"};
     return p;
 }
 
@@ -45,7 +45,7 @@ lmc_status lmc_engine_open(const char *model, const lmc_engine_params *pp, lmc_e
         return lmc_fail(LMC_ERR_UNSUPPORTED, "%s: a single file that is not GGUF", mp.path);
     lmc_engine *e = calloc(1, sizeof *e);
     if (!e) return lmc_fail(LMC_ERR_NOMEM, "engine");
-    lmc_backend_params bp = {.name = p.backend, .n_threads = p.n_threads};
+    lmc_backend_params bp = {.name = p.backend, .n_threads = p.n_threads, .compute = p.compute};
     lmc_status st = lmc_backend_init(&e->be, &bp);
     if (st >= 0) st = lmc_model_load(mp.path, e->be, &e->model);
     if (st >= 0) {

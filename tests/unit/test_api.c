@@ -84,6 +84,16 @@ static void test_errors(void) {
     int n = 0;
     CHECK(lmc_tokenize(eng, "x", 1, 1, &ids, &n) == LMC_ERR_NOT_FOUND);
     lmc_engine_close(eng);
+    /* an unknown compute precision is refused by name */
+    lmc_engine_params ep = lmc_engine_default_params();
+    CHECK(ep.compute && !strcmp(ep.compute, "bf16"));
+    ep.compute = "f16";
+    eng = NULL;
+    CHECK(lmc_engine_open("tests/fixtures/llama", &ep, &eng) == LMC_ERR_ARG && eng == NULL);
+    CHECK_MSG(strstr(lmc_last_error(), "'f16'") != NULL, "%s", lmc_last_error());
+    ep.compute = "f32";
+    CHECK(lmc_engine_open("tests/fixtures/llama", &ep, &eng) == LMC_OK);
+    lmc_engine_close(eng);
 }
 
 int main(void) {
