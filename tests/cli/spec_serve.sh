@@ -9,9 +9,13 @@ E=$(mktemp)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -f "$E" "$E".*; }
 trap cleanup EXIT
+# Same texts alone and batched need a token's products not to depend on its batch: true of every CPU
+# kernel but AMX's tiles (bf16 weights' prefill); with bf16 rounding (the default) a last-bit
+# difference can round an activation the other way, so on AMX machines every server computes exactly.
+amx=(); grep -qw amx_bf16 /proc/cpuinfo 2>/dev/null && amx=(--compute f32)
 start() { # logfile args... → sets PORT
     local log=$1; shift
-    "$LMC" serve --port 0 -t 1 "$@" 2>"$log" &
+    "$LMC" serve --port 0 -t 1 "${amx[@]}" "$@" 2>"$log" &
     pids+=($!)
     PID=$!
     PORT=
