@@ -15,7 +15,8 @@ import { readFileSync, writeFileSync, mkdtempSync, symlinkSync, rmSync } from "n
 import { tmpdir } from "node:os";
 import net from "node:net";
 import { join } from "node:path";
-import { check, finish, startServer, metrics, tokenCount, cliGenerate, cliLogits, logSoftmax, demo, sleep, withTimeout } from "./server/harness.mjs";
+import { check, finish, startServer, metrics, tokenCount, cliGenerate, cliLogits, logSoftmax, demo, sleep, withTimeout,
+         batchExact } from "./server/harness.mjs";
 import { malformedCases } from "./server/malformed.mjs";
 
 let OpenAI, Anthropic, Template;
@@ -55,7 +56,7 @@ async function collectChatStream(client, body, opts) {
 }
 
 async function main() {
-  const A = await startServer(["--max-seqs", "16", "--max-body", "65536"]);
+  const A = await startServer(["--max-seqs", "16", "--max-body", "65536", ...batchExact]);
   const openai = new OpenAI({ baseURL: A.url + "/v1", apiKey: "none", maxRetries: 0, timeout: 60000 });
   const anthropic = new Anthropic({ baseURL: A.url, apiKey: "none", maxRetries: 0, timeout: 60000 });
 

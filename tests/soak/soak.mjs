@@ -19,7 +19,7 @@ import net from "node:net";
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { check, finish, startServer, metrics, sleep, withTimeout, root, build } from "../oracle/server/harness.mjs";
+import { check, finish, startServer, metrics, sleep, withTimeout, root, build, batchExact } from "../oracle/server/harness.mjs";
 import { malformedCases } from "../oracle/server/malformed.mjs";
 
 const MAX_BODY = 65536;
@@ -211,13 +211,9 @@ export async function regressions() {
 
 export async function runSoak({ duration = 45, clients = 32, seed = 1 } = {}) {
   await regressions();
-  // Same answers under load need a token's products not to depend on its batch: true of every CPU
-  // kernel but AMX's tiles, which take the bf16 weights' prefill products (sums in another order than
-  // the decode kernels'); with the activations rounded to bf16 (the default) a last-bit difference
-  // can round an activation the other way, so on AMX machines this server computes exactly
-  const amx = (() => { try { return / amx_bf16( |$)/m.test(readFileSync("/proc/cpuinfo", "utf8")); } catch { return false; } })();
+  // same answers under load: exact products on AMX machines (harness.mjs, batchExact)
   const S = await startServer(["--max-seqs", "4", "--max-queue", "24", "--max-body", String(MAX_BODY), "--timeout", "3",
-                               ...(amx ? ["--compute", "f32"] : [])]);
+                               ...batchExact]);
   const port = S.port, pid = S.proc.pid;
   const stats = {};   // kind → {n, ok, busy, bad, lat: [], ttft: [], fails: []}
   const stat = (k) => (stats[k] ??= { n: 0, ok: 0, busy: 0, bad: 0, timedOut: 0, lat: [], ttft: [], fails: [] });

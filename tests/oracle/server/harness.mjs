@@ -15,6 +15,14 @@ export const root = join(here, "..", "..", "..");
 export const build = process.env.BUILD || "build";
 export const lmc = resolve(root, build, "lmc");
 export const demo = join(root, "models", "demo");
+// Server options (and the CLI runs compared with such a server) for checks that a greedy answer is the
+// same alone and batched: a token's products do
+// not depend on its batch in every CPU kernel but AMX's tiles (bf16 weights' prefill and batches of 8+),
+// and with bf16 rounding (the default) a last-bit difference can round an activation the other way, so
+// on AMX machines such servers compute exactly.
+export const batchExact = (() => {
+  try { return / amx_bf16( |$)/m.test(readFileSync("/proc/cpuinfo", "utf8")) ? ["--compute", "f32"] : []; } catch { return []; }
+})();
 const verbose = !!process.env.LMC_SERVER_VERBOSE;
 
 let passed = 0, failed = 0;
@@ -94,7 +102,7 @@ export function tokenCount(text) {
 }
 
 export function cliGenerate(prompt, n) {
-  const r = spawnSync(lmc, ["generate", "-m", demo, "-p", prompt, "-n", String(n), "--greedy"],
+  const r = spawnSync(lmc, ["generate", "-m", demo, "-p", prompt, "-n", String(n), "--greedy", ...batchExact],
                       { encoding: "utf8", timeout: 30000 });
   if (r.status !== 0) throw new Error("lmc generate failed: " + r.stderr);
   return r.stdout.replace(/\n$/, "");
@@ -104,7 +112,8 @@ export function cliGenerate(prompt, n) {
 // as rows of a Float32Array [n, vocab].
 export function cliLogits(prompt, n, vocab) {
   const file = join(tmpdir(), `lmc-server-logits-${process.pid}.bin`);
-  const r = spawnSync(lmc, ["generate", "-m", demo, "-p", prompt, "-n", String(n), "--greedy", "--logits-out", file],
+  const r = spawnSync(lmc, ["generate", "-m", demo, "-p", prompt, "-n", String(n), "--greedy", "--logits-out", file,
+                            ...batchExact],
                       { encoding: "utf8", timeout: 30000 });
   if (r.status !== 0) throw new Error("lmc generate --logits-out failed: " + r.stderr);
   const buf = readFileSync(file);
