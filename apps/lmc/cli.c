@@ -177,8 +177,7 @@ int cli_load_model(const cli_model_opts *o, cli_model *cm) {
      * PyTorch, llama.cpp and mlx compute them) unless --compute f32 asks for the exact F1 products */
     lmc_backend_params bp = {.name = o->backend ? o->backend : "cpu", .n_threads = o->n_threads,
                              .compute = o->compute ? o->compute : "bf16"};
-    if (o->compute && !strcmp(o->compute, "bf16") && !strcmp(bp.name, "cpu") && !lmc_backend_cpu_set_bf16_compute(1))
-        fprintf(stderr, "lmc: --compute bf16: this CPU has no AVX-512 BF16 products; bf16 weights keep f32 ones\n");
+    const int asked_bf16 = o->compute && !strcmp(o->compute, "bf16") && !strcmp(bp.name, "cpu");
     if (o->tp > 1) {
         /* tensor parallel: the checkpoint stays in host memory; each rank gets its own backend */
         cm->tp = o->tp;
@@ -188,6 +187,8 @@ int cli_load_model(const cli_model_opts *o, cli_model *cm) {
         bp.n_threads = 1;
     }
     if (lmc_backend_init(&cm->be, &bp) < 0) return cli_error("backend");
+    if (asked_bf16 && !lmc_backend_cpu_bf16_compute())
+        fprintf(stderr, "lmc: --compute bf16: this CPU has no AVX-512 BF16 products; bf16 weights keep f32 ones\n");
     if (lmc_model_load(cm->dir, cm->be, &cm->model) < 0) {
         lmc_backend_free(cm->be);
         cm->be = NULL;

@@ -58,8 +58,10 @@ int cmd_bench(int argc, char **argv) {
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("model: %s (%s, %.1f M parameters, %.1f MB of weights)\n", cm.dir, cm.model->profile.id,
-           cm.model->n_params / 1e6, cm.model->weight_bytes / 1e6);
+    const int cpu = !strcmp(cm.tp > 1 ? cm.tp_backend : cm.be->i->name, "cpu");
+    printf("model: %s (%s, %.1f M parameters, %.1f MB of weights%s)\n", cm.dir, cm.model->profile.id,
+           cm.model->n_params / 1e6, cm.model->weight_bytes / 1e6,
+           !cpu ? "" : lmc_backend_cpu_bf16_compute() ? "; bf16 weights: bf16 compute" : "; bf16 weights: exact f32");
     printf("| backend | threads | prompt | prefill tok/s | gen | decode tok/s | first token ms | peak RSS MB |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     char backend[64];

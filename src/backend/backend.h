@@ -291,5 +291,7 @@ void lmc_backend_free(lmc_backend *be);
 lmc_status lmc_backend_cpu_init(lmc_backend **out, int n_threads, int reference);
 /* The CPU's bf16 compute (lmc_backend_params.compute) on (1) or off; returns the state it took. */
 int lmc_backend_cpu_set_bf16_compute(int on);
+/* 1 while the CPU computes bf16 weights' products on bf16-rounded activations. */
+int lmc_backend_cpu_bf16_compute(void);
 
 #endif

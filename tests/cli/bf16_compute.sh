@@ -40,4 +40,10 @@ console.log((f.length===b.length&&f.length?e/m:NaN).toExponential(2),same+"/"+cl
     node -e "process.exit(+process.argv[1] > 0 ? 0 : 1)" "$rel" && ok || bad "$c: bf16 compute gave the f32 logits bit for bit"
     [ "${agree%/*}" = "${agree#*/}" ] && ok || bad "$c: argmax differs on clear rows ($agree)"
 done
+# lmc bench says which products bf16 weights got
+"$LMC" bench -m tests/fixtures/llama -p 4 -n 2 -r 1 --threads 1 --compute f32 2>/dev/null | grep -q "bf16 weights: exact f32" &&
+    ok || bad "bench --compute f32 does not say exact f32"
+want="bf16 compute"; [ "${nob:-0}" != 0 ] && want="exact f32"
+"$LMC" bench -m tests/fixtures/llama -p 4 -n 2 -r 1 --threads 1 2>/dev/null | grep -q "bf16 weights: $want" &&
+    ok || bad "bench by default does not say $want"
 finish

@@ -1011,6 +1011,7 @@ static const lmc_backend_i cpu_iface = {
 };
 
 int lmc_backend_cpu_set_bf16_compute(int on) { return lmc_cpu_simd_set_bf16_act(on); }
+int lmc_backend_cpu_bf16_compute(void) { return lmc_cpu_simd_bf16_act(); }
 
 lmc_status lmc_backend_cpu_init(lmc_backend **out, int n_threads, int reference) {
     /* the pool splits rows over threads itself: each sgemm call runs on one */
