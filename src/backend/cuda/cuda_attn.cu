@@ -1113,17 +1113,20 @@ static int dec_chunk(void) {
     return v;
 }
 
+/* A count of splits from the environment variable name, dflt when unset or outside [0, DEC_MAX_SPLIT]. */
+static int env_splits(const char *name, int dflt) {
+    const char *e = getenv(name);
+    const int v = e ? atoi(e) : dflt;
+    return v < 0 || v > DEC_MAX_SPLIT ? dflt : v;
+}
+
 /* LMC_CUDA_DEC_SPLITS=n: the most splits a token's range is cut into before its splits grow past
  * the launch's length (dec_len_chunk; default 32, 0: never — every range in splits of the launch's
  * length, as before). Measured (H200, 32/8 heads, head_dim 128, 8192 positions, bench_cuda
  * --kernels): 0 → 63.1 µs, 64 → 47.7, 32 → 41.4, 16 → 60.1; 64 and 1024 positions unchanged. */
 static int dec_target(void) {
     static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("LMC_CUDA_DEC_SPLITS");
-        v = e ? atoi(e) : 32;
-        if (v < 0 || v > DEC_MAX_SPLIT) v = 32;
-    }
+    if (v < 0) v = env_splits("LMC_CUDA_DEC_SPLITS", 32);
     return v;
 }
 
@@ -1146,11 +1149,7 @@ static int dec_half(void) {
 #define DEC_BATCH 8
 static int dec_batch_splits(void) {
     static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("LMC_CUDA_DEC_BATCH_SPLITS");
-        v = e ? atoi(e) : 16;
-        if (v < 0 || v > DEC_MAX_SPLIT) v = 16;
-    }
+    if (v < 0) v = env_splits("LMC_CUDA_DEC_BATCH_SPLITS", 16);
     return v;
 }
 
