@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../tests/unit/proc_status.h"
 #include "../tests/unit/tiny_model.h"
 #include "core/quant.h"
 #include "core/threadpool.h"
@@ -107,18 +108,6 @@ static double convert_model(lmc_model *m, lmc_dtype to) {
     return (double)(m->weight_bytes - old + add);
 }
 
-/* kB of a "Key:   N kB" line of /proc/self/status (0 when absent). */
-static double status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double v = 0;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') v = atof(line + n + 1);
-    if (f) fclose(f);
-    return v;
-}
-
 static int run_one(const char *dir, const char *type, int n_threads, int n_prompt, int n_gen, int reps, double bw) {
     lmc_backend *be;
     lmc_model *m;
@@ -165,7 +154,7 @@ static int run_one(const char *dir, const char *type, int n_threads, int n_promp
     double rss = ru.ru_maxrss / 1024.0;
     double roof = bw / (bytes_tok / 1e9);
     /* converted types: their weights are anonymous memory, the bf16 file stays mapped (file pages) */
-    double anon = status_kb("RssAnon") / 1024.0;
+    double anon = fmax(0, (double)proc_status_kb("RssAnon")) / 1024.0; /* 0 when absent */
     printf("| %s | %d | %d | %.1f | %d | %.2f | %.0f | %.1f | %.2f | %.0f%% | %.0f | %.0f | %.0f (%.2fx) |\n", type,
            n_threads, n_prompt, pp, n_gen, tg, bytes_tok / 1048576.0, bw, roof, 100.0 * tg / roof, rss, anon,
            (bytes_tok + kv) / 1048576.0, rss / ((bytes_tok + kv) / 1048576.0));

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proc_status.h"
 #include "test.h"
 #include "tiny_model.h"
 
@@ -170,18 +171,6 @@ static void test_mlp_passes(void) {
     lmc_backend_free(be);
 }
 
-/* kB of a "Key:   N kB" line of /proc/self/status (-1 when absent) */
-static long status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    const size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') v = atol(line + n + 1);
-    if (f) fclose(f);
-    return v;
-}
-
 /* A --no-mmap copy holds each weight once: the pages of the weights the CPU backend rewrites at load
  * (BF16 packed, Q4_0 / Q8_0 regrouped) are given back as they are rewritten, so loading a 44 MB bf16
  * checkpoint in copy mode adds to the anonymous memory what the mapped load does plus the copy's
@@ -193,7 +182,7 @@ static void test_copy_memory(void) {
     o.inter = 2048;
     const char *dir = make_dir("copy_memory", &o);
     CHECK(dir != NULL);
-    if (!dir || status_kb("RssAnon") < 0) return;
+    if (!dir || proc_status_kb("RssAnon") < 0) return;
     char path[600];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     struct stat sb;
@@ -207,10 +196,10 @@ static void test_copy_memory(void) {
         lmc_backend *be;
         CHECK(lmc_backend_cpu_init(&be, 2, 0) == 0);
         malloc_trim(0); /* the first load's freed memory back to the system, not reused by the second */
-        const long before = status_kb("RssAnon");
+        const long before = proc_status_kb("RssAnon");
         lmc_model *m = NULL;
         CHECK(lmc_model_load(dir, be, &m) == 0);
-        delta[copy] = status_kb("RssAnon") - before;
+        delta[copy] = proc_status_kb("RssAnon") - before;
         if (m) {
             long r = 0;
             for (int l = 0; l < m->cfg.n_layers; l++) {
