@@ -37,6 +37,10 @@ CUDA_HOME  ?= /usr/local/cuda
 NVCC       ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH  ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=compute_90
 NVCCFLAGS  ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fPIC -lineinfo
+ifeq ($(CUDA_TRACE),1) # a measurement build: the decode step's timeline (src/backend/cuda/cuda_trace.cuh)
+NVCCFLAGS  += -DLMC_CUDA_TRACE
+CPPFLAGS   += -DLMC_CUDA_TRACE
+endif
 CUDA_CU    := $(sort $(wildcard src/backend/cuda/*.cu))
 CUDA_C     := $(sort $(wildcard src/backend/cuda/*.c))
 LIB_OBJ    += $(CUDA_CU:%.cu=$(BUILD)/obj/%.o) $(CUDA_C:%.c=$(BUILD)/obj/%.o)

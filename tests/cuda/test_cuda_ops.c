@@ -651,6 +651,20 @@ static void test_attention(void) {
     free(bs);
 }
 
+/* The decode kernels are instantiated by query heads a KV head (cuda_attn.cu: 4, 8, 16): groups of 8 and 7
+ * (k_attn_dec_cl<8>; the split form k_attn_dec<1, 8>), 8 at head_dim 256 (k_attn_dec<2, 16>), one token of
+ * three sequences, positions past the 40-slot ring. */
+static void test_attention_groups(void) {
+    int32_t dp[3] = {5, 39, 77}, ds[3] = {0, 1, 2};
+    for (int form = 0; form < 2; form++) {
+        setenv("LMC_CUDA_DEC_CLUSTER", form ? "0" : "1", 1);
+        attn_case(64, 16, 2, 40, 3, 0, 0, 3, dp, ds);
+        attn_case(128, 14, 2, 40, 3, 0, 0, 3, dp, ds);
+        attn_case(256, 16, 2, 40, 3, 0, 0, 3, dp, ds);
+    }
+    unsetenv("LMC_CUDA_DEC_CLUSTER");
+}
+
 /* Batched decode as bench_cuda's 32 sequences: short ranges in a long cache (a batch's splits bounded,
  * cuda_attn.cu dec_splits: one split each here), and 8 sequences of long ranges (several splits merged). */
 static void test_attention_batch(void) {
@@ -1419,6 +1433,7 @@ int main(void) {
     RUN(test_attention_cluster); /* after every test that draws random inputs, for the same reason */
     RUN(test_matmul_fused_rope); /* after them for the same reason */
     RUN(test_attention_batch); /* after them for the same reason */
+    RUN(test_attention_groups); /* after them for the same reason */
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();

@@ -40,6 +40,7 @@
  */
 #include "cuda_common.cuh"
 #include "cuda_gemv.cuh" /* qv_device */
+#include "cuda_trace.cuh"
 
 #include <cooperative_groups.h>
 #include <limits.h>
@@ -64,6 +65,14 @@ static __device__ __forceinline__ int64_t ring_slot(int64_t base, int j, int64_t
     int64_t s = base + j;
     if (s >= n_ctx) s = n_ctx >= span ? s - n_ctx : s % n_ctx;
     return s;
+}
+
+/* ring_slot for a position within n_ctx - 1 of the step's first (base its slot): one subtraction. A
+ * decode step only dereferences the slots of positions in its range, which spans at most n_ctx
+ * positions, so no modulo is compiled into its unrolled loads. */
+static __device__ __forceinline__ int64_t ring_near(int64_t base, int j, int64_t n_ctx) {
+    const int64_t s = base + j;
+    return s >= n_ctx ? s - n_ctx : s;
 }
 
 /* ------------------------------------------------------------ tensor-core prefill */
@@ -658,24 +667,26 @@ static __device__ __forceinline__ void dec_merge_cluster(const lmc_cuda_attn &a,
  * distributed shared memory (dec_merge_cluster). A range of one piece gets its output there; else
  * each piece leaves a partial and the last piece to finish (lmc_cuda_attn.done) merges them
  * (dec_merge). */
-template <int NC, bool CL>
+template <int NC, bool CL, int G>
 static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_split, int chunk, int target, float *part,
                                                 int half, const lmc_cuda_l2set &pf) {
     constexpr int HP = 128 * NC;
-    __shared__ __align__(16) float sq[DEC_GROUP * HP];
-    __shared__ float sp_[DEC_GROUP][DEC_T + 1];
-    __shared__ float s_m[DEC_GROUP], s_l[DEC_GROUP], s_c[DEC_GROUP];
+    __shared__ __align__(16) float sq[G * HP];
+    __shared__ float sp_[G][DEC_T + 1];
+    __shared__ float s_m[G], s_l[G], s_c[G];
     const int g = CL ? blockIdx.y : blockIdx.x, sp = CL ? blockIdx.x : blockIdx.z, tid = threadIdx.x, warp = tid >> 5,
               lane = tid & 31, lq = lane & 3;
     const int64_t t = CL ? blockIdx.z / chunk : blockIdx.y;
     const int zi = CL ? (int)(blockIdx.z % chunk) : 0; /* CL: the piece */
     const int group = a.n_head / a.n_kv_head, hd = a.head_dim;
+    TRACE_T(tr0);
     if (CL ? g >= a.n_kv_head : sp >= n_split) { /* a spare block (CL: a spare cluster): its share of the next ops' weights into L2 */
         const unsigned spare = CL ? blockIdx.y - a.n_kv_head : blockIdx.z - n_split;
         const unsigned outer = CL ? gridDim.y - a.n_kv_head : gridDim.z - n_split;
         const unsigned mid = CL ? gridDim.z : gridDim.y, in = CL ? blockIdx.z : blockIdx.y;
         const int64_t b = ((int64_t)spare * mid + in) * gridDim.x + blockIdx.x;
         l2_prefetch(pf, b * 128 + tid, (int64_t)outer * mid * gridDim.x * 128);
+        if (tid == 0) TRACE_PUT(a.k, 2, tr0, tr0, tr0, tr0, tr0);
         return;
     }
     pdl_next();
@@ -701,6 +712,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
         if (sp > 0 && sp >= ns) return; /* beyond this token's range */
     }
     pdl_wait();
+    TRACE_T(tr1);
     const int64_t lo = pb + zi * zck + (int64_t)sp * ck, hi = lo + ck - 1 < pe ? lo + ck - 1 : pe;
     const int64_t kv_row = (int64_t)hd * a.n_kv_head;
     const float *kb = a.k + (len ? sqn : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
@@ -711,7 +723,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
     auto load = [&](int64_t k0, float4 (&kr)[HP / 16], float (&vr)[DEC_T][NC]) {
         const int64_t base = k0 % a.n_ctx;
         const bool okw = k0 + jw <= hi;
-        const float *kp = kb + ring_slot(base, jw, a.n_ctx, DEC_T) * kv_row;
+        const float *kp = kb + ring_near(base, jw, a.n_ctx) * kv_row;
 #pragma unroll
         for (int c = 0; c < HP / 16; c++) {
             const int d = (c * 4 + lq) * 4;
@@ -720,7 +732,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
 #pragma unroll
         for (int j = 0; j < DEC_T; j++) {
             const bool ok = k0 + j <= hi;
-            const float *vp = vb + ring_slot(base, j, a.n_ctx, DEC_T) * kv_row;
+            const float *vp = vb + ring_near(base, j, a.n_ctx) * kv_row;
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 const int d = tid + 128 * c;
@@ -738,12 +750,13 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
         if (d < hd) v = *(const float4 *)(a.q + (t * a.n_head + g * group + hh) * hd + d);
         *(float4 *)(sq + hh * HP + d) = v;
     }
-    if (tid < DEC_GROUP) { s_m[tid] = -INFINITY; s_l[tid] = 0.0f; }
+    if (tid < G) { s_m[tid] = -INFINITY; s_l[tid] = 0.0f; }
     __syncthreads();
+    TRACE_T(tr2);
 
-    float acc[DEC_GROUP][NC];
+    float acc[G][NC];
 #pragma unroll
-    for (int i = 0; i < DEC_GROUP; i++)
+    for (int i = 0; i < G; i++)
 #pragma unroll
         for (int c = 0; c < NC; c++) acc[i][c] = 0.0f;
 
@@ -751,7 +764,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
     auto step = [&](int64_t k0, const float4 (&kr)[HP / 16], const float (&vr)[DEC_T][NC]) {
         const bool okw = k0 + jw <= hi;
 #pragma unroll
-        for (int i = 0; i < DEC_GROUP; i++) {
+        for (int i = 0; i < G; i++) {
             if (i >= group) break;
             float d = 0.0f;
 #pragma unroll
@@ -784,7 +797,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
         }
         __syncthreads();
 #pragma unroll
-        for (int i = 0; i < DEC_GROUP; i++) {
+        for (int i = 0; i < G; i++) {
             if (i >= group) break;
             const float c = s_c[i];
 #pragma unroll
@@ -805,17 +818,20 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
 
     if constexpr (CL) {
 #pragma unroll
-        for (int i = 0; i < DEC_GROUP; i++) {
+        for (int i = 0; i < G; i++) {
             if (i >= group) break;
 #pragma unroll
             for (int c = 0; c < NC; c++)
                 if (tid + 128 * c < hd) sq[i * HP + tid + 128 * c] = acc[i][c];
         }
+        TRACE_T(tr3);
         dec_merge_cluster<NC>(a, sq, s_m, s_l, n_split, t, g, ns > 1 ? part : NULL, zi, chunk);
+        TRACE_T(tr4);
         if (ns > 1 && sp == 0) dec_count_merge<NC>(a, part, chunk, ns, t, g); /* a piece counts by its first split */
+        if (tid == 0) TRACE_PUT(a.k, 1, tr0, tr1, tr2, tr3, tr4);
     } else {
 #pragma unroll
-        for (int i = 0; i < DEC_GROUP; i++) {
+        for (int i = 0; i < G; i++) {
             if (i >= group) break;
             const int h = g * group + i;
             /* ns ≤ 1: the whole range was this split's, final output; else its partial */
@@ -829,18 +845,19 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
     }
 }
 
-template <int NC>
+template <int NC, int G>
 __global__ void __launch_bounds__(128) k_attn_dec(lmc_cuda_attn a, int n_split, int chunk, int target, float *part,
                                                   int half, lmc_cuda_l2set pf) {
-    attn_dec<NC, false>(a, n_split, chunk, target, part, half, pf);
+    attn_dec<NC, false, G>(a, n_split, chunk, target, part, half, pf);
 }
 
 /* The cluster form (head_dim ≤ 128): clusters of n_split blocks, z pieces a token at most, part
  * their partials; min. one block a multiprocessor in the bound (without it ptxas kept 128 registers
  * a thread and the merge spilled) */
+template <int G>
 __global__ void __launch_bounds__(128, 1) k_attn_dec_cl(lmc_cuda_attn a, int n_split, int z, float *part,
                                                        lmc_cuda_l2set pf) {
-    attn_dec<1, true>(a, n_split, z, 0, part, 0, pf);
+    attn_dec<1, true, G>(a, n_split, z, 0, part, 0, pf);
 }
 
 /* ------------------------------------------------------------ generic (any head_dim ≤ 512), f32 */
@@ -1174,6 +1191,8 @@ static int dec_splits(const lmc_cuda_attn *a, int *chunk, int *half) {
     }
 }
 
+LMC_TRACE_TU(lmc_cuda_trace_attn)
+
 extern "C" size_t lmc_cuda_attn_scratch(const lmc_cuda_attn *a) {
     int s = 1;
     switch (attn_path(a)) {
@@ -1247,7 +1266,7 @@ static int64_t dec_cluster_room(void) {
     size_t smb;
     if (!qv_device(&dev, &sms, &smb)) return 0;
     if (dev >= 0 && dev < 16 && cache[dev]) return cache[dev];
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_attn_dec_cl, 128, 0) != cudaSuccess) per = 1;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k_attn_dec_cl<DEC_GROUP>, 128, 0) != cudaSuccess) per = 1;
     const int64_t v = (int64_t)(per > 0 ? per : 1) * sms;
     if (dev >= 0 && dev < 16) cache[dev] = v;
     return v;
@@ -1300,7 +1319,12 @@ static int launch_dec_cluster(cudaStream_t st, const lmc_cuda_attn *a, float *sc
     cfg.stream = st;
     cfg.attrs = at;
     cfg.numAttrs = lmc_cuda_pdl() ? 2 : 1;
-    if (cudaLaunchKernelEx(&cfg, k_attn_dec_cl, *a, (int)cs, (int)z, scratch, rows ? *pf : none) == cudaSuccess) return 0;
+    const lmc_cuda_l2set &p = rows ? *pf : none;
+    const int group = a->n_head / a->n_kv_head;
+    cudaError_t e = group <= 4   ? cudaLaunchKernelEx(&cfg, k_attn_dec_cl<4>, *a, (int)cs, (int)z, scratch, p)
+                    : group <= 8 ? cudaLaunchKernelEx(&cfg, k_attn_dec_cl<8>, *a, (int)cs, (int)z, scratch, p)
+                                 : cudaLaunchKernelEx(&cfg, k_attn_dec_cl<DEC_GROUP>, *a, (int)cs, (int)z, scratch, p);
+    if (e == cudaSuccess) return 0;
     cudaGetLastError(); /* a cluster the device refuses: the caller takes the split form */
     return -1;
 }
@@ -1345,8 +1369,13 @@ extern "C" void lmc_cuda_attention(cudaStream_t st, const lmc_cuda_attn *a, floa
         lmc_cuda_attn b = *a;
         if (b.n * b.n_kv_head > LMC_CUDA_ATTN_DONE) b.done = NULL;
         const int tg = dec_target();
-        if (b.head_dim <= 128) lmc_launch(k_attn_dec<1>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half, pz ? *pf : none);
-        else lmc_launch(k_attn_dec<2>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half, pz ? *pf : none);
+        const lmc_cuda_l2set &p = pz ? *pf : none;
+        const int group = b.n_head / b.n_kv_head;
+        if (b.head_dim <= 128 && group <= 4) lmc_launch(k_attn_dec<1, 4>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half, p);
+        else if (b.head_dim <= 128 && group <= 8) lmc_launch(k_attn_dec<1, 8>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half, p);
+        else if (b.head_dim <= 128) lmc_launch(k_attn_dec<1, DEC_GROUP>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half, p);
+        else if (group <= 4) lmc_launch(k_attn_dec<2, 4>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half, p);
+        else lmc_launch(k_attn_dec<2, DEC_GROUP>, grid, dim3(128), 0, st, b, s, chunk, tg, scratch, half, p);
         if (s > 1 && !b.done)
             lmc_launch(k_attn_dec_combine, dim3((unsigned)a->n_head, (unsigned)a->n), dim3(128), 0, st, b, s, chunk, tg,
                        (const float *)scratch, half);

@@ -127,9 +127,30 @@ static void block_free(cuda_arena *a, void *p, size_t n) {
     else cudaFree(p);
 }
 
+#ifdef LMC_CUDA_TRACE
+/* A measurement build (make CUDA_TRACE=1): every backend records its instrumented kernels' blocks and
+ * appends them to $LMC_CUDA_TRACE_FILE when freed (cuda_trace.cuh, tools/trace_step.py). */
+static void (*const trace_tus[])(int, unsigned, FILE *) = {lmc_cuda_trace_qv_q8_0, lmc_cuda_trace_qv_q4_0,
+                                                            lmc_cuda_trace_attn};
+static void trace_attach(void) {
+    for (size_t i = 0; i < sizeof trace_tus / sizeof trace_tus[0]; i++) trace_tus[i](0, 1u << 20, NULL);
+}
+static void trace_dump(void) {
+    const char *path = getenv("LMC_CUDA_TRACE_FILE");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (f) fprintf(f, "# backend\n");
+    for (size_t i = 0; i < sizeof trace_tus / sizeof trace_tus[0]; i++)
+        if (f) trace_tus[i](1, 0, f);
+    if (f) fclose(f);
+}
+#endif
+
 static void cuda_free(lmc_backend *be) {
     cuda_ctx *c = CTX(be);
     cudaStreamSynchronize(c->stream);
+#ifdef LMC_CUDA_TRACE
+    trace_dump();
+#endif
     for (int i = 0; i < c->n_binds; i++) block_free(&c->arena, c->binds[i].dev, c->binds[i].dev_bytes);
     free(c->binds);
     lmc_cuda_arena_release(&c->arena);
@@ -954,6 +975,9 @@ lmc_status lmc_backend_cuda_init(lmc_backend **out, int device) {
             c->attn_done = NULL;
         }
     }
+#ifdef LMC_CUDA_TRACE
+    trace_attach();
+#endif
     const char *g = getenv("LMC_CUDA_GRAPHS");
     c->graphs_off = g && strcmp(g, "0") == 0;
     be->i = &cuda_iface;

@@ -168,9 +168,15 @@ static void gemv_shape(int64_t G, int sms, int wmax, int even, int64_t *gpw, int
 }
 
 /* This warp's row groups [*g0, *g1) of G: gpw each in grid order (the last warps fewer or none); even:
- * gpw for the first G - nw·(gpw - 1) warps of the grid's nw, gpw - 1 for the others. */
+ * gpw for the first G - nw·(gpw - 1) warps of the grid's nw, gpw - 1 for the others, the warps counted
+ * warp slot by warp slot across the blocks (warp s of block b is warp s·blocks + b), so that every
+ * multiprocessor holds as many of the longer ranges as any other: in block order the first blocks held
+ * all of them and ran last, alone, as the kernel's tail (gate/up of the Llama-8B shape: 4 groups a warp
+ * in 52 of 132 blocks, 3 in the others). */
 static __device__ __forceinline__ void gemv_groups(int64_t G, int gpw, int even, int64_t *g0, int64_t *g1) {
-    const int64_t wpb = blockDim.x >> 5, nw = (int64_t)gridDim.x * wpb, w = (int64_t)blockIdx.x * wpb + (threadIdx.x >> 5);
+    const int64_t wpb = blockDim.x >> 5, nw = (int64_t)gridDim.x * wpb;
+    const int64_t w = even ? (int64_t)(threadIdx.x >> 5) * gridDim.x + blockIdx.x
+                           : (int64_t)blockIdx.x * wpb + (threadIdx.x >> 5);
     int64_t g = w * gpw, n = gpw;
     if (even) {
         const int64_t a = G - nw * (gpw - 1);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cuda_gemv.cuh"
+#include "cuda_trace.cuh"
 
 /* The GGUF K-quants k_gemv_q takes in their checkpoint layout (256-element super-blocks). */
 static __host__ __device__ constexpr bool qv_kq(int t) {
@@ -349,6 +350,7 @@ template <int TYPE, int NT, int RW, int LOADS, bool GLU, bool ROPE = false>
 __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float *x, int gpw, gemv_fz fz) {
     static_assert(!ROPE || (NT == 1 && !GLU && RW % 2 == 0), "rope in the epilogue: one token, rotation pairs");
     constexpr int U = LOADS / RW, STEP = 32 * U;
+    TRACE_T(tr0);
     extern __shared__ __align__(16) unsigned char qv_sm[];
     const int K = (int)m.w[0].ne0; /* K·NT fits shared memory: int offsets */
     const int nch = TYPE == LMC_DTYPE_Q8_0 ? K / 16 : K / 32; /* 16-byte code chunks (K-quants: pieces) per row */
@@ -381,8 +383,10 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     int mi = g < g_end ? mat(g) : 0;
     if (g < g_end) load(g - (mi ? m.gend[mi - 1] : 0), mi, base + lane, 0, U);
     /* the first batch of weights is in flight: now wait for the previous kernel (lmc_launch) */
+    TRACE_T(tr1);
     pdl_next();
     pdl_wait();
+    TRACE_T(tr2);
     float *ssw = (float *)(qv_sm + (size_t)NT * ((size_t)K + (size_t)(K / 32) * 8));
     /* the sums of row group gg of matrix i */
     auto store = [&](float (&acc)[RW][NT], int64_t gg, int i) {
@@ -391,6 +395,8 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     };
     qv_quantize<TYPE, LOADS >= 16 ? 2 : 4, NT>((int8_t *)qv_sm, (float2 *)(qv_sm + (size_t)NT * K), ssw, x, K, fz);
     __syncthreads();
+    TRACE_T(tr3);
+    TRACE_VAR(tr4);
     float acc[RW][NT];
 #pragma unroll
     for (int r = 0; r < RW; r++)
@@ -399,6 +405,7 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
     if constexpr (qv_parts<TYPE>() <= 1) {
         while (g < g_end) {
             dot(acc, 0, U);
+            TRACE_ONCE(tr4);
             base += STEP;
             if (base >= nch) { /* the row group is done */
                 store(acc, g - (mi ? m.gend[mi - 1] : 0), mi);
@@ -424,6 +431,7 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
 #pragma unroll
             for (int p = 0; p < P; p++) {
                 dot(acc, p * U / P, (p + 1) * U / P);
+                TRACE_ONCE(tr4);
                 if (gn < g_end) load(gl, mn, bn + lane, p * U / P, (p + 1) * U / P);
             }
             if (bn == 0) store(acc, g - (mi ? m.gend[mi - 1] : 0), mi);
@@ -432,6 +440,7 @@ __global__ void __launch_bounds__(QV_MAX_THREADS) k_gemv_q(qv_mat m, const float
             mi = mn;
         }
     }
+    TRACE_BLOCK(m.w[0].data, TYPE * 100 + NT * 10 + (GLU ? 2 : ROPE ? 3 : 1), tr0, tr1, tr2, tr3, tr4);
 }
 
 /* LMC_CUDA_GEMV_EVEN=0: k_gemv_q's grid as small as one gpw for every warp allows (gemv_shape; A/B). */

@@ -199,6 +199,15 @@ size_t lmc_cuda_attn_scratch(const lmc_cuda_attn *a);
  * code is sensitive to: 35% slower decode attention with it inside). */
 void lmc_cuda_attention(cudaStream_t s, const lmc_cuda_attn *a, float *scratch, const lmc_cuda_l2set *pf);
 
+#ifdef LMC_CUDA_TRACE
+/* The step timeline of a measurement build (cuda_trace.cuh): op 0 attaches a buffer of cap records
+ * to the kernels of one translation unit, op 1 appends its records to f as text and frees it. */
+#include <stdio.h>
+void lmc_cuda_trace_qv_q8_0(int op, unsigned cap, FILE *f);
+void lmc_cuda_trace_qv_q4_0(int op, unsigned cap, FILE *f);
+void lmc_cuda_trace_attn(int op, unsigned cap, FILE *f);
+#endif
+
 /* ---- sampling reductions (cuda_sample.cu): x f32 [V, n] device rows; ws device workspace ---- */
 /* Bytes of workspace each needs for n rows of V (k candidates). */
 size_t lmc_cuda_argmax_ws(int64_t V, int64_t n);
