@@ -233,6 +233,13 @@ static void test_matmul_int8_gemv(void) {
     lmc_cuda_mmq_min_set(0);
 }
 
+/* One and two tokens whose activations take k_gemv_q's prologue (qv_quantize) more than one pass: down_proj's
+ * K of 14336 with few rows (small blocks) and with full blocks, and K of 11008 at two tokens. */
+static void test_matmul_int8_passes(void) {
+    static const int64_t shapes[][3] = {{14336, 40, 1}, {14336, 4100, 1}, {11008, 96, 2}};
+    int8_shapes(shapes, sizeof shapes / sizeof shapes[0]);
+}
+
 /* max|a - b| ≤ tol · max|b| over two f32 tensors of the GPU backend. */
 static void compare_gpu(const lmc_tensor *a, const lmc_tensor *b, double tol, const char *what) {
     CHECK_MSG(gpu->i->sync(gpu) == 0, "%s: %s", what, lmc_last_error());
@@ -1434,6 +1441,7 @@ int main(void) {
     RUN(test_matmul_fused_rope); /* after them for the same reason */
     RUN(test_attention_batch); /* after them for the same reason */
     RUN(test_attention_groups); /* after them for the same reason */
+    RUN(test_matmul_int8_passes); /* after them for the same reason */
     lmc_backend_free(ref);
     lmc_backend_free(gpu);
     return TEST_END();
