@@ -139,8 +139,7 @@ static void trace_dump(void) {
     const char *path = getenv("LMC_CUDA_TRACE_FILE");
     FILE *f = path ? fopen(path, "a") : NULL;
     if (f) fprintf(f, "# backend\n");
-    for (size_t i = 0; i < sizeof trace_tus / sizeof trace_tus[0]; i++)
-        if (f) trace_tus[i](1, 0, f);
+    for (size_t i = 0; i < sizeof trace_tus / sizeof trace_tus[0]; i++) trace_tus[i](1, 0, f);
     if (f) fclose(f);
 }
 #endif

@@ -49,7 +49,8 @@ static __device__ __forceinline__ void trace_put(const void *id, unsigned kind, 
     b[i].kind = kind;
 }
 
-/* op 0: attach a buffer of cap records; op 1: append the records to f and free the buffer */
+/* op 0: attach a buffer of cap records; op 1: append the records to f (NULL: none) and free the buffer.
+ * One backend at a time: a second one's attach would take the symbol over. */
 #define LMC_TRACE_TU(fn)                                                                                        \
     extern "C" void fn(int op, unsigned cap, FILE *f) {                                                         \
         if (op == 0) {                                                                                          \
@@ -70,7 +71,7 @@ static __device__ __forceinline__ void trace_put(const void *id, unsigned kind, 
         if (!b || !c) return;                                                                                   \
         const unsigned m = n < c ? n : c;                                                                       \
         lmc_trace_rec *h = (lmc_trace_rec *)malloc((size_t)m * sizeof *h);                                      \
-        if (h && cudaMemcpy(h, b, (size_t)m * sizeof *h, cudaMemcpyDeviceToHost) == cudaSuccess)                \
+        if (f && h && cudaMemcpy(h, b, (size_t)m * sizeof *h, cudaMemcpyDeviceToHost) == cudaSuccess)           \
             for (unsigned i = 0; i < m; i++)                                                                    \
                 fprintf(f, "%u %p %u %llu %llu %llu %llu %llu %llu\n", h[i].kind, h[i].id, h[i].blk, h[i].t[0],    \
                         h[i].t[1], h[i].t[2], h[i].t[3], h[i].t[4], h[i].t[5]);                                 \
