@@ -81,17 +81,16 @@ def main():
         return 1
     ls = [l for l in launches(secs[sec]) if l['kind'] != 2]
     ls = [l for l in ls if l['kind'] == 1 or l['kind'] // 10 % 10 == 1]  # one token
-    # a step's first layer starts with the q/k/v launch whose id is the first q/k/v id of all
     qkv = [l for l in ls if l['kind'] % 10 == 3]
     if not qkv:
         print('no q/k/v launches (one token) in the trace')
         return 1
-    first_id = None
     ids = []
     for l in qkv:
         if l['id'] not in ids:
             ids.append(l['id'])
-    # the layer-0 id: the q/k/v id that follows the largest gap between q/k/v launches
+    # a step starts with layer 0's q/k/v: the q/k/v launch after the largest gap between q/k/v launches
+    # (the LM head, sampling and the embedding lie in it)
     gaps = [(qkv[i]['start'] - qkv[i - 1]['e_max'], qkv[i]['id']) for i in range(1, len(qkv))]
     first_id = max(gaps)[1] if gaps else qkv[0]['id']
     starts = [i for i, l in enumerate(ls) if l['kind'] % 10 == 3 and l['id'] == first_id]
