@@ -121,7 +121,9 @@ static __device__ __forceinline__ void kqv_decode(const kqv_raw<TYPE> &r, const 
         const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            uint32_t l = q[k] & 0x0F0F0F0Fu, h = (q[k] >> 4) & 0x0F0F0F0Fu;
+            /* Q4_K: the high nibbles left in place (16·n), summed by kqv_dot's unsigned dp4a and scaled
+             * by a1 / 16 (exact: the same products; decode +1.3 % on the H200, session 31) */
+            uint32_t l = q[k] & 0x0F0F0F0Fu, h = TYPE == LMC_DTYPE_Q4_K ? q[k] & 0xF0F0F0F0u : (q[k] >> 4) & 0x0F0F0F0Fu;
             if constexpr (TYPE == LMC_DTYPE_Q5_K) {
                 const uint32_t qh[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
                 l |= ((qh[k] >> (2 * cc)) & 0x01010101u) << 4;
@@ -131,7 +133,7 @@ static __device__ __forceinline__ void kqv_decode(const kqv_raw<TYPE> &r, const 
             hi[k] = (int)h;
         }
         a0 = d * (float)sc[0];
-        a1 = d * (float)sc[1];
+        a1 = d * (float)sc[1] * (TYPE == LMC_DTYPE_Q4_K ? 0.0625f : 1.0f);
         const float own = (c & 1) ? 0.0f : dm;
         m0 = own * (float)mn[0];
         m1 = own * (float)mn[1];
@@ -191,10 +193,18 @@ static __device__ __forceinline__ void kqv_dot(float (&acc)[RW][NT], const kqv_b
                 sl = __dp4a(lo[r][1], xa.y, sl);
                 sl = __dp4a(lo[r][2], xa.z, sl);
                 sl = __dp4a(lo[r][3], xa.w, sl);
-                int sh = __dp4a(hi[r][0], xb.x, 0);
-                sh = __dp4a(hi[r][1], xb.y, sh);
-                sh = __dp4a(hi[r][2], xb.z, sh);
-                sh = __dp4a(hi[r][3], xb.w, sh);
+                int sh;
+                if constexpr (TYPE == LMC_DTYPE_Q4_K) {
+                    sh = dp4a_us((uint32_t)hi[r][0], xb.x, 0);
+                    sh = dp4a_us((uint32_t)hi[r][1], xb.y, sh);
+                    sh = dp4a_us((uint32_t)hi[r][2], xb.z, sh);
+                    sh = dp4a_us((uint32_t)hi[r][3], xb.w, sh);
+                } else {
+                    sh = __dp4a(hi[r][0], xb.x, 0);
+                    sh = __dp4a(hi[r][1], xb.y, sh);
+                    sh = __dp4a(hi[r][2], xb.z, sh);
+                    sh = __dp4a(hi[r][3], xb.w, sh);
+                }
                 float v = fmaf(a0[r] * ml.x, (float)sl, (a1[r] * mh.x) * (float)sh);
                 if (TYPE != LMC_DTYPE_Q6_K) v -= fmaf(m0[r], ml.y, m1[r] * mh.y);
                 acc[r][t] += v;
