@@ -251,7 +251,7 @@ static __device__ __forceinline__ void qv_dot(float (&acc)[RW][NT], const qv_bat
         } else {
             /* byte k of a block: element k in the low nibble, element k + 16 in the high one; lo the low
              * nibbles, hi the high ones left in place (16·n), so Σ = Σ lo·xa + (Σ hi·xb) / 16 exactly: two
-             * masks a word, two independent chains of four dp4a (Llama-8B Q4_0 decode +2.4 % on the H200
+             * masks a word, two independent chains of four dp4a (Llama-8B Q4_0 decode +1.6–2.5 % on the H200
              * against one mask-shift-mask and one chain of eight, docs/BENCHMARKS.md session 31) */
             uint32_t lo[RW][4], hi[RW][4];
 #pragma unroll
