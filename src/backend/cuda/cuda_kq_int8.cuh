@@ -80,9 +80,10 @@ static __device__ __forceinline__ void kqv_load(kqv_batch<TYPE, RW, U> &b, const
     }
 }
 
-/* A piece's codes as int8 (lo: the 16 low-plane elements, hi: the 16 high-plane ones), the scales
- * of the two halves (weight scale per code) and their mins (Q4_K/Q5_K: the piece with h = 0
- * carries the mins of both 32-element sub-blocks, the h = 1 piece none). */
+/* A piece's codes as int8 (lo: the 16 low-plane elements, hi: the 16 high-plane ones; Q4_K's hi as
+ * 16·code, unsigned bytes), the scales of the two halves (weight scale per hi / lo value: Q4_K's a1 is
+ * d·sc / 16) and their mins (Q4_K/Q5_K: the piece with h = 0 carries the mins of both 32-element
+ * sub-blocks, the h = 1 piece none). */
 template <int TYPE>
 static __device__ __forceinline__ void kqv_decode(const kqv_raw<TYPE> &r, const uint4 &hd, int c, int (&lo)[4],
                                                   int (&hi)[4], float &a0, float &a1, float &m0, float &m1) {
