@@ -5,7 +5,9 @@ A build with `make CUDA=1 CUDA_TRACE=1` records one line per block of its instru
 (src/backend/cuda/cuda_trace.cuh): kind, id (the launch's first weight or K cache), block, and six
 %globaltimer readings: start, four points (k_gemv_q: first loads issued, wait returned, activations
 quantized, first batch used; attention: wait returned, q staged, steps done, cluster merge done),
-end. This groups the blocks into launches (same kind and id, starts within 20 µs), cuts the launches
+end (a point a block did not pass reads 0 and is left out of the medians; a build with
+-DLMC_CUDA_TRACE_ATT_STEP in NVCCFLAGS records attention's first step's scores and softmax done as
+its first two points). This groups the blocks into launches (same kind and id, starts within 20 µs), cuts the launches
 into steps at the kernel that starts each step's first layer, and prints, as medians over the steps
 and the layers, each launch's times from the previous launch's last block end: its first block's
 start, the median block's four points, the last block's third and fourth, its median and last
@@ -48,7 +50,8 @@ def launches(recs):
         out.append((key, cur))
     res = []
     for (kind, ident), rs in out:
-        t = [[r[3 + k] for r in rs] for k in range(6)]
+        # a point a block never passed is 0 (TRACE_ONCE in a loop the block skipped): left out
+        t = [[r[3 + k] for r in rs if r[3 + k]] or [rs[0][3]] for k in range(6)]
         res.append(dict(kind=kind, id=ident, n=len(rs), start=min(t[0]), p1=median(t[1]), p2=median(t[2]),
                         p3=median(t[3]), p4=median(t[4]), p3x=max(t[3]), p4x=max(t[4]), e_med=median(t[5]),
                         e_max=max(t[5])))

@@ -671,7 +671,12 @@ template <int NC, bool CL, int G>
 static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_split, int chunk, int target, float *part,
                                                 int half, const lmc_cuda_l2set &pf) {
     constexpr int HP = 128 * NC;
+    /* head_dim ≤ 128: a step's V rows copied into shared memory by cp.async (waited for after the
+     * scores), so that P·V is a loop instead of 32 positions unrolled over registers
+     * (k_attn_dec_cl<4> 105 → 90 KB of code; Llama-8B Q4_0 decode +1.4 %, docs/CUDA.md) */
+    constexpr bool VS = NC == 1;
     __shared__ __align__(16) float sq[G * HP];
+    __shared__ __align__(16) float sv[VS ? DEC_T * HP : 4];
     __shared__ float sp_[G][DEC_T + 1];
     __shared__ float s_m[G], s_l[G], s_c[G];
     const int g = CL ? blockIdx.y : blockIdx.x, sp = CL ? blockIdx.x : blockIdx.z, tid = threadIdx.x, warp = tid >> 5,
@@ -712,7 +717,12 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
         if (sp > 0 && sp >= ns) return; /* beyond this token's range */
     }
     pdl_wait();
+#ifdef LMC_CUDA_TRACE_ATT_STEP /* measurement: p1 / p2 the first step's scores / softmax done */
+    TRACE_VAR(tr1);
+    TRACE_VAR(tr2);
+#else
     TRACE_T(tr1);
+#endif
     const int64_t lo = pb + zi * zck + (int64_t)sp * ck, hi = lo + ck - 1 < pe ? lo + ck - 1 : pe;
     const int64_t kv_row = (int64_t)hd * a.n_kv_head;
     const float *kb = a.k + (len ? sqn : 0) * a.n_ctx * kv_row + (int64_t)g * hd;
@@ -729,14 +739,25 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
             const int d = (c * 4 + lq) * 4;
             kr[c] = okw && d < hd ? *(const float4 *)(kp + d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
+        if constexpr (VS) { /* float4 f of the tile: position f / 32, dimensions 4·(f % 32) .. */
 #pragma unroll
-        for (int j = 0; j < DEC_T; j++) {
-            const bool ok = k0 + j <= hi;
-            const float *vp = vb + ring_near(base, j, a.n_ctx) * kv_row;
+            for (int k = 0; k < DEC_T * HP / 4 / 128; k++) {
+                const int f = tid + 128 * k, j = f / (HP / 4), d = (f % (HP / 4)) * 4;
+                const bool ok = k0 + j <= hi && d < hd;
+                cp_async16(sv + j * HP + d, ok ? vb + ring_near(base, j, a.n_ctx) * kv_row + d : vb, ok ? 16 : 0);
+            }
+            cp_async_commit();
+            (void)vr;
+        } else {
 #pragma unroll
-            for (int c = 0; c < NC; c++) {
-                const int d = tid + 128 * c;
-                vr[j][c] = ok && d < hd ? vp[d] : 0.0f;
+            for (int j = 0; j < DEC_T; j++) {
+                const bool ok = k0 + j <= hi;
+                const float *vp = vb + ring_near(base, j, a.n_ctx) * kv_row;
+#pragma unroll
+                for (int c = 0; c < NC; c++) {
+                    const int d = tid + 128 * c;
+                    vr[j][c] = ok && d < hd ? vp[d] : 0.0f;
+                }
             }
         }
     };
@@ -752,7 +773,9 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
     }
     if (tid < G) { s_m[tid] = -INFINITY; s_l[tid] = 0.0f; }
     __syncthreads();
+#ifndef LMC_CUDA_TRACE_ATT_STEP
     TRACE_T(tr2);
+#endif
 
     float acc[G][NC];
 #pragma unroll
@@ -781,6 +804,9 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
             }
         }
         __syncthreads();
+#ifdef LMC_CUDA_TRACE_ATT_STEP
+        TRACE_ONCE(tr1);
+#endif
         for (int i = warp; i < group; i += 4) {
             const float x = sp_[i][lane], mo = s_m[i];
             const float mn = fmaxf(mo, warp_max(x));
@@ -795,17 +821,28 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
                 s_m[i] = mn;
             }
         }
+        if constexpr (VS) cp_async_wait<0>(); /* this thread's V copies; the barrier shows all of them */
         __syncthreads();
+#ifdef LMC_CUDA_TRACE_ATT_STEP
+        TRACE_ONCE(tr2);
+#endif
 #pragma unroll
         for (int i = 0; i < G; i++) {
             if (i >= group) break;
             const float c = s_c[i];
+            if constexpr (VS) {
+                float v = acc[i][0] * c;
+#pragma unroll 4
+                for (int j = 0; j < DEC_T; j++) v += sp_[i][j] * sv[j * HP + tid];
+                acc[i][0] = v;
+            } else {
 #pragma unroll
-            for (int cc = 0; cc < NC; cc++) {
-                float v = acc[i][cc] * c;
+                for (int cc = 0; cc < NC; cc++) {
+                    float v = acc[i][cc] * c;
 #pragma unroll
-                for (int j = 0; j < DEC_T; j++) v += sp_[i][j] * vr[j][cc];
-                acc[i][cc] = v;
+                    for (int j = 0; j < DEC_T; j++) v += sp_[i][j] * vr[j][cc];
+                    acc[i][cc] = v;
+                }
             }
         }
         __syncthreads();

@@ -85,6 +85,11 @@ static __device__ __forceinline__ float fz_act(int act, float x) {
     return x;
 }
 
+/* fz_act out of line for the int8 products: one copy of its five functions in a kernel instead of
+ * one a call site (they unroll it 2-16 times, on paths one-token Llama decode does not take): o's
+ * Q4_0 kernel 72 → 49 KB of code, Llama-8B Q4_0 decode +1.6 % (docs/CUDA.md) */
+static __device__ __noinline__ float fz_act_ool(int act, float x) { return fz_act(act, x); }
+
 /* N norm-weight values from element i (16-byte aligned for N ≥ 4: checked on the host), plus woff;
  * 1 where there is no weight. */
 template <int N>

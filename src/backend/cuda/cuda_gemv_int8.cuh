@@ -116,7 +116,7 @@ static __device__ __forceinline__ void qv_quantize(int8_t *xq, float2 *meta, flo
                     const float4 u0 = __ldg(up), u1 = __ldg(up + 1);
                     const float u[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
 #pragma unroll
-                    for (int j = 0; j < 8; j++) f[j] = fz_act(fz.act, f[j]) * u[j];
+                    for (int j = 0; j < 8; j++) f[j] = fz_act_ool(fz.act, f[j]) * u[j];
                 }
                 a = make_float4(f[0], f[1], f[2], f[3]);
                 b = make_float4(f[4], f[5], f[6], f[7]);
@@ -316,7 +316,7 @@ static __device__ __forceinline__ void qv_store(float (&acc)[RW][NT], float *y, 
                 const float vg = warp_sum(acc[2 * i][t]) * inv[t], vu = warp_sum(acc[2 * i + 1][t]) * inv[t];
                 acc[2 * i][t] = acc[2 * i + 1][t] = 0.0f;
                 const int64_t row = g * (RW / 2) + i;
-                if (lane == i * NT + t && row < out) y[(int64_t)t * out + row] = fz_act(fz.act, vg) * vu;
+                if (lane == i * NT + t && row < out) y[(int64_t)t * out + row] = fz_act_ool(fz.act, vg) * vu;
             }
     } else {
 #pragma unroll
