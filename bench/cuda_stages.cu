@@ -1,0 +1,437 @@
+/* cuda_stages.cu — a standalone measurement of how close a one-token decode step's chain of dependent
+ * stages can come to the HBM bandwidth, by the way the stages are launched, with no arithmetic: the
+ * design question left by issue 9's Q4_0 target (docs/BENCHMARKS.md, "CUDA batch-1 decode, session 32").
+ * Not part of the build; on a GPU machine:
+ *     nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o stages bench/cuda_stages.cu && ./stages [attn_ns] [spin_ns]
+ * A step is 32 layers of a Q4_0 Llama-3.1-8B's weight bytes: q/k/v 14.16 MB, attention (no weights:
+ * attn_ns of waiting between two dependencies, default 3000), o 9.44 MB, gate/up 66.06 MB, down 33.03 MB,
+ * every layer at its own addresses (3.9 GB, far past the L2). Each stage depends on the one before it:
+ * after its dependency it reads the previous stage's activations (16 KB; down 57 KB) from L2, waits
+ * spin_ns more (default 0: what quantizing them costs), then streams its bytes and writes its
+ * activations. Three ways to run the chain:
+ *   launch  one kernel a stage (132 blocks of 16 warps, 16 loads of 16 bytes a lane in flight), the
+ *           first batch asked for before griddepcontrol.wait, captured in one graph with programmatic
+ *           dependent launch: lmc's current decode (k_gemv_q) without its arithmetic;
+ *   reg     one persistent kernel (a block a multiprocessor), a grid-wide barrier between stages, each
+ *           warp's first batch of the next stage asked for before the barrier;
+ *   ring    one persistent kernel whose warps stream their shares through rings of shared memory slots
+ *           filled by bulk copies (mbarrier completion): a slot is refilled from the next stage's bytes
+ *           as soon as it is read, so the copies run on through the barriers and prologues as far
+ *           as the ring reaches.
+ * µs a layer and the share of the roofline (a layer's bytes at the device-to-device copy rate, as
+ * bench_cuda counts it): if ring comes near the roofline where launch does not, a persistent decode
+ * kernel is the way to the target; if not, the per-stage costs are elsewhere. */
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#define CK(x)                                                                                            \
+    do {                                                                                                 \
+        cudaError_t e_ = (x);                                                                            \
+        if (e_ != cudaSuccess) {                                                                         \
+            printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                           \
+            exit(1);                                                                                     \
+        }                                                                                                \
+    } while (0)
+
+enum { LAYERS = 32, PER_LAYER = 5, NST = LAYERS * PER_LAYER, ACT_FLOATS = 16384, L = 16, WARPS = 16 };
+
+/* Stage i: its bytes at off (16-byte multiple), the previous stage's activations it reads (bytes),
+ * and how long it waits (ns) before them: attention's time, taken as a second dependency. */
+struct stage {
+    size_t off, bytes;
+    int act, pre_ns;
+};
+
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
+    uint4 v;
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pol));
+    return v;
+}
+
+__device__ __forceinline__ unsigned long long now_ns(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+
+__device__ __forceinline__ void spin(int ns) {
+    if (ns <= 0) return;
+    const unsigned long long t0 = now_ns();
+    while (now_ns() - t0 < (unsigned long long)ns) {
+    }
+}
+
+/* Every block of the grid (all resident: a cooperative launch) has arrived at barrier number k. */
+__device__ __forceinline__ void grid_barrier(unsigned *ctr, unsigned k) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence(); /* the block's writes (seen through the CTA barrier) before its arrival */
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(ctr) : "memory");
+        unsigned v;
+        do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ctr) : "memory");
+        while (v < k * gridDim.x);
+    }
+    __syncthreads();
+}
+
+/* The dependency's end: the previous stage's activations (act bytes of buffer (i + 1) & 1, read past
+ * L1), then spin_ns. Returns something of them so the loads are kept. */
+__device__ __forceinline__ uint32_t prologue(const float *act, int i, int bytes, int spin_ns) {
+    const float4 *a = (const float4 *)(act + (size_t)((i + 1) & 1) * ACT_FLOATS);
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < bytes / 16; j += blockDim.x) {
+        const float4 v = __ldcg(a + j);
+        s += v.x + v.y + v.z + v.w;
+    }
+    spin(spin_ns);
+    __syncthreads();
+    return __float_as_uint(s);
+}
+
+/* This block's part of stage i's activations (buffer i & 1), after its bytes. */
+__device__ __forceinline__ void write_act(float *act, int i, uint32_t acc) {
+    float *a = act + (size_t)(i & 1) * ACT_FLOATS;
+    const int per = ACT_FLOATS / gridDim.x;
+    if ((int)threadIdx.x < per) a[blockIdx.x * per + threadIdx.x] = (float)(acc & 0xff);
+}
+
+/* ------------------------------------------------------------------ launch: a kernel a stage */
+
+__global__ void __launch_bounds__(WARPS * 32, 1) k_stage(const uint8_t *w, stage st, int i, float *act, int spin_ns,
+                                                         uint32_t *sink) {
+    const size_t nt = (size_t)gridDim.x * blockDim.x, tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint4 *p = (const uint4 *)(w + st.off);
+    const size_t n16 = st.bytes / 16;
+    uint4 v[L];
+    auto load = [&](size_t base) {
+#pragma unroll
+        for (int k = 0; k < L; k++) {
+            const size_t j = base + (size_t)k * nt + tid;
+            v[k] = j < n16 ? ld_stream(p + j) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    load(0);
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    uint32_t acc = 0;
+    if (st.pre_ns > 0) spin(st.pre_ns);
+    acc ^= prologue(act, i, st.act, spin_ns);
+    for (size_t base = 0;;) {
+#pragma unroll
+        for (int k = 0; k < L; k++) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+        base += nt * L;
+        if (base >= n16) break;
+        load(base);
+    }
+    write_act(act, i, acc);
+    if (acc == 0x9e3779b9u) sink[0] = acc;
+}
+
+/* ------------------------------------------------------------------ reg: persistent, registers */
+
+__global__ void __launch_bounds__(WARPS * 32, 1) k_reg_chain(const uint8_t *w, const stage *sts, int nst, float *act,
+                                                             unsigned *ctr, int spin_ns, uint32_t *sink) {
+    const size_t nt = (size_t)gridDim.x * blockDim.x, tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    uint4 v[L];
+    auto load = [&](int i, size_t base) {
+        const uint4 *p = (const uint4 *)(w + sts[i].off);
+        const size_t n16 = sts[i].bytes / 16;
+#pragma unroll
+        for (int k = 0; k < L; k++) {
+            const size_t j = base + (size_t)k * nt + tid;
+            v[k] = j < n16 ? ld_stream(p + j) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    uint32_t acc = 0;
+    unsigned bars = 0;
+    load(0, 0);
+    for (int i = 0; i < nst; i++) {
+        const stage st = sts[i];
+        if (i > 0) { /* v already holds this stage's first batch */
+            grid_barrier(ctr, ++bars);
+            if (st.pre_ns > 0) {
+                spin(st.pre_ns);
+                grid_barrier(ctr, ++bars);
+            }
+            acc ^= prologue(act, i, st.act, spin_ns);
+        }
+        const size_t n16 = st.bytes / 16;
+        for (size_t base = 0;;) {
+#pragma unroll
+            for (int k = 0; k < L; k++) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+            base += nt * L;
+            if (base < n16) {
+                load(i, base);
+                continue;
+            }
+            if (i + 1 < nst) load(i + 1, 0); /* the next stage's first batch, before the barrier */
+            break;
+        }
+        write_act(act, i, acc);
+    }
+    if (acc == 0x9e3779b9u) sink[0] = acc;
+}
+
+/* ------------------------------------------------------------------ ring: persistent, bulk copies */
+
+__device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* Warp gw of the grid streams the contiguous share [gw·per, (gw + 1)·per) of every stage (per: the
+ * stage's bytes over the grid's warps, down to 16) through its ring of ns slots of sb bytes. Lane 0
+ * issues the copies: a producer cursor (stage ps, item pit) walks all stages' items in order and
+ * refills each slot as soon as the warp has read it, across stage boundaries. */
+__global__ void __launch_bounds__(WARPS * 32, 1) k_ring_chain(const uint8_t *w, const stage *sts, int nst, float *act,
+                                                              unsigned *ctr, int spin_ns, int sb, int ns,
+                                                              uint32_t *sink) {
+    extern __shared__ __align__(128) uint8_t sm[];
+    const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    uint8_t *ring = sm + (size_t)warp * ns * sb;
+    uint64_t *bar = (uint64_t *)(sm + (size_t)nw * ns * sb) + warp * ns;
+    const size_t gw = (size_t)blockIdx.x * nw + warp, nwg = (size_t)gridDim.x * nw;
+    auto per_of = [&](int i) { return sts[i].bytes / nwg / 16 * 16; };
+    auto items_of = [&](int i) { return (int)((per_of(i) + sb - 1) / (size_t)sb); };
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    int ps = 0, pit = 0;   /* the producer's next item */
+    unsigned issued = 0; /* items issued so far: slot issued % ns */
+    auto issue_next = [&]() { /* lane 0: the next item of any stage into its slot, if there is one */
+        while (ps < nst && pit >= items_of(ps)) {
+            ps++;
+            pit = 0;
+        }
+        if (ps >= nst) return;
+        const size_t per = per_of(ps), o = (size_t)pit * sb;
+        const uint32_t n = (uint32_t)(per - o < (size_t)sb ? per - o : (size_t)sb);
+        const int k = (int)(issued % (unsigned)ns);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(bar + k)), "r"(n) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+                         sa(ring + (size_t)k * sb)),
+                     "l"(w + sts[ps].off + gw * per + o), "r"(n), "r"(sa(bar + k)), "l"(pol)
+                     : "memory");
+        issued++;
+        pit++;
+    };
+    if (lane == 0) {
+        for (int k = 0; k < ns; k++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sa(bar + k)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int k = 0; k < ns; k++) issue_next();
+    }
+    __syncwarp();
+    uint32_t acc = 0;
+    unsigned bars = 0, used = 0; /* items read so far */
+    for (int i = 0; i < nst; i++) {
+        const stage st = sts[i];
+        if (i > 0) {
+            grid_barrier(ctr, ++bars);
+            if (st.pre_ns > 0) {
+                spin(st.pre_ns);
+                grid_barrier(ctr, ++bars);
+            }
+            acc ^= prologue(act, i, st.act, spin_ns);
+        }
+        const int items = items_of(i);
+        const size_t per = per_of(i);
+        for (int it = 0; it < items; it++, used++) {
+            const int k = (int)(used % (unsigned)ns);
+            uint32_t done;
+            do {
+                asm volatile("{\n\t.reg .pred q;\n\tmbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+                             : "=r"(done)
+                             : "r"(sa(bar + k)), "r"((used / (unsigned)ns) & 1u)
+                             : "memory");
+            } while (!done);
+            const uint4 *s = (const uint4 *)(ring + (size_t)k * sb);
+            const size_t o = (size_t)it * sb;
+            const int n16 = (int)((per - o < (size_t)sb ? per - o : (size_t)sb) / 16);
+            for (int j = lane; j < n16; j += 32) {
+                const uint4 v = s[j];
+                acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            }
+            __syncwarp();
+            if (lane == 0) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                issue_next();
+            }
+            __syncwarp();
+        }
+        write_act(act, i, acc);
+    }
+    if (acc == 0x9e3779b9u) sink[0] = acc;
+}
+
+/* ------------------------------------------------------------------ host */
+
+static int sms;
+static uint8_t *wbuf;
+static float *act;
+static unsigned *ctr;
+static uint32_t *sink;
+static stage hst[NST]; /* attention as a stage of no bytes */
+static stage cst[NST]; /* the stages with bytes, attention's wait folded into the next one's pre_ns */
+static int nc;
+static stage *dst_;
+
+static double time_launch(int spin_ns, int reps) {
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)sms);
+    cfg.blockDim = dim3(WARPS * 32);
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < nc; i++) CK(cudaLaunchKernelEx(&cfg, k_stage, (const uint8_t *)wbuf, cst[i], i, act, spin_ns, sink));
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        cudaEvent_t a, b;
+        CK(cudaEventCreate(&a));
+        CK(cudaEventCreate(&b));
+        CK(cudaEventRecord(a, s));
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        CK(cudaEventDestroy(a));
+        CK(cudaEventDestroy(b));
+        if (ms * 1000.0 < best) best = ms * 1000.0;
+    }
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    CK(cudaStreamDestroy(s));
+    return best;
+}
+
+/* one cooperative launch of a persistent kernel over the whole chain, best of reps */
+template <typename F> static double time_coop(F launch, int reps) {
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        CK(cudaMemset(ctr, 0, sizeof(unsigned)));
+        cudaEvent_t a, b;
+        CK(cudaEventCreate(&a));
+        CK(cudaEventCreate(&b));
+        CK(cudaEventRecord(a));
+        launch();
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        CK(cudaEventDestroy(a));
+        CK(cudaEventDestroy(b));
+        if (ms * 1000.0 < best) best = ms * 1000.0;
+    }
+    return best;
+}
+
+/* the stages with bytes; attention (no bytes) folded into the next stage's pre_ns */
+static int compact(stage *out) {
+    int n = 0;
+    int pre = 0;
+    for (int i = 0; i < NST; i++) {
+        if (hst[i].bytes == 0) {
+            pre += hst[i].pre_ns;
+            continue;
+        }
+        out[n] = hst[i];
+        out[n].pre_ns += pre;
+        pre = 0;
+        n++;
+    }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    const int attn_ns = argc > 1 ? atoi(argv[1]) : 3000, spin_ns = argc > 2 ? atoi(argv[2]) : 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const size_t sz[PER_LAYER] = {14155776, 0, 9437184, 66060288, 33030144}; /* Q4_0 bytes: 4096·6144, -, 4096², 2·4096·14336, 14336·4096 at 4.5 bits */
+    const int actb[PER_LAYER] = {16384, 0, 16384, 16384, 57344};
+    size_t layer = 0;
+    for (int k = 0; k < PER_LAYER; k++) layer += sz[k];
+    CK(cudaMalloc(&wbuf, layer * LAYERS));
+    CK(cudaMemset(wbuf, 1, layer * LAYERS));
+    CK(cudaMalloc(&act, 2 * ACT_FLOATS * sizeof(float)));
+    CK(cudaMemset(act, 0, 2 * ACT_FLOATS * sizeof(float)));
+    CK(cudaMalloc(&ctr, sizeof(unsigned)));
+    CK(cudaMalloc(&sink, 4));
+    size_t off = 0;
+    for (int l = 0; l < LAYERS; l++)
+        for (int k = 0; k < PER_LAYER; k++) {
+            stage &st = hst[l * PER_LAYER + k];
+            st.off = off;
+            st.bytes = sz[k];
+            st.act = actb[k];
+            st.pre_ns = k == 1 ? attn_ns : 0;
+            off += sz[k];
+        }
+    nc = compact(cst);
+    CK(cudaMalloc(&dst_, sizeof cst));
+    CK(cudaMemcpy(dst_, cst, sizeof cst, cudaMemcpyHostToDevice));
+
+    uint8_t *d2;
+    CK(cudaMalloc(&d2, (size_t)1 << 30));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    CK(cudaMemcpy(d2, wbuf, (size_t)1 << 30, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(a));
+    for (int i = 0; i < 4; i++) CK(cudaMemcpy(d2, wbuf + ((size_t)i % 2 << 30), (size_t)1 << 30, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    const double copy = 4.0 * 2 * 1.073741824 / (ms / 1e3); /* GB/s, read + write, as bench_cuda */
+    const double ideal = layer / copy / 1e3;                 /* µs a layer */
+    printf("%d multiprocessors; copy %.0f GB/s; a layer %.2f MB, %.2f µs at that rate; attention %d ns, prologue spin %d ns\n\n",
+           sms, copy, layer / 1e6, ideal, attn_ns, spin_ns);
+    printf("| way | shape | µs a layer | of the roofline |\n|---|---|---|---|\n");
+    auto row = [&](const char *way, const char *shape, double us) {
+        printf("| %s | %s | %.2f | %.0f %% |\n", way, shape, us / LAYERS, 100.0 * ideal * LAYERS / us);
+    };
+    row("launch", "16 warps x 16 loads", time_launch(spin_ns, 5));
+
+    int coop = 0;
+    CK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, 0));
+    if (!coop) {
+        printf("no cooperative launch on this device: persistent ways skipped\n");
+        return 0;
+    }
+    cudaLaunchAttribute ca[1];
+    ca[0].id = cudaLaunchAttributeCooperative;
+    ca[0].val.cooperative = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)sms);
+    cfg.blockDim = dim3(WARPS * 32);
+    cfg.attrs = ca;
+    cfg.numAttrs = 1;
+    row("reg", "16 warps x 16 loads", time_coop([&] {
+            CK(cudaLaunchKernelEx(&cfg, k_reg_chain, (const uint8_t *)wbuf, (const stage *)dst_, nc, act, ctr, spin_ns, sink));
+        }, 5));
+    const int rings[][2] = {{4096, 3}, {8192, 1}, {4096, 2}, {2048, 6}, {2048, 4}, {1024, 8}};
+    for (auto &r : rings) {
+        const int sb = r[0], ns = r[1];
+        const size_t smem = (size_t)WARPS * ns * (sb + 8);
+        if (smem > 227 * 1024) continue;
+        CK(cudaFuncSetAttribute(k_ring_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cfg.dynamicSmemBytes = smem;
+        char shape[64];
+        snprintf(shape, sizeof shape, "16 warps x %d slots of %d KB", ns, sb / 1024);
+        row("ring", shape, time_coop([&] {
+                CK(cudaLaunchKernelEx(&cfg, k_ring_chain, (const uint8_t *)wbuf, (const stage *)dst_, nc, act, ctr, spin_ns,
+                                      sb, ns, sink));
+            }, 5));
+    }
+    return 0;
+}
