@@ -103,13 +103,16 @@ asan:
 
 # Without a GPU (CI): the CUDA backend, its tests, bench and the CLI are compiled and linked when
 # nvcc is installed, and the CUDA tests run (they print a SKIP line and RESULT 0 0 without a
-# device); without nvcc it says so. Its own build folder (objects with -DLMC_CUDA).
+# device); the standalone bench/cuda_*.cu programs are compiled; without nvcc it says so. Its own build folder (objects with -DLMC_CUDA).
 CUDA_CHECK_NVCC ?= /usr/local/cuda/bin/nvcc
 cuda-check:
 	@if [ -x "$(CUDA_CHECK_NVCC)" ]; then \
 	    $(MAKE) CUDA=1 NVCC=$(CUDA_CHECK_NVCC) BUILD=build-cuda-check build-cuda-check/lmc build-cuda-check/bench/bench_cuda \
 	        $(patsubst tests/cuda/%.c,build-cuda-check/tests/%,$(sort $(wildcard tests/cuda/test_*.c))) || exit 1; \
 	    for t in build-cuda-check/tests/test_cuda_*; do echo "== $$t"; $$t || exit 1; done; \
+	    for f in bench/cuda_*.cu; do echo "== $$f (standalone: compiled only)"; \
+	        $(CUDA_CHECK_NVCC) -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -c $$f \
+	            -o build-cuda-check/bench/$$(basename $$f .cu).o || exit 1; done; \
 	    echo "cuda-check: the CUDA backend compiled and linked; its tests ran (a GPU runs them for real)"; \
 	else echo "cuda-check: SKIP: no nvcc at $(CUDA_CHECK_NVCC): the CUDA backend was not compiled"; fi
 

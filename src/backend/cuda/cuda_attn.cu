@@ -672,7 +672,7 @@ static __device__ __forceinline__ void attn_dec(const lmc_cuda_attn &a, int n_sp
                                                 int half, const lmc_cuda_l2set &pf) {
     constexpr int HP = 128 * NC;
     /* head_dim ≤ 128: a step's V rows copied into shared memory by cp.async (waited for after the
-     * scores), so that P·V is a loop instead of 32 positions unrolled over registers
+     * softmax, before P·V), so that P·V is a loop instead of 32 positions unrolled over registers
      * (k_attn_dec_cl<4> 105 → 90 KB of code; Llama-8B Q4_0 decode +1.4 %, docs/CUDA.md) */
     constexpr bool VS = NC == 1;
     __shared__ __align__(16) float sq[G * HP];

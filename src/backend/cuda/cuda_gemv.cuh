@@ -86,8 +86,9 @@ static __device__ __forceinline__ float fz_act(int act, float x) {
 }
 
 /* fz_act out of line for the int8 products: one copy of its five functions in a kernel instead of
- * one a call site (they unroll it 2-16 times, on paths one-token Llama decode does not take): o's
- * Q4_0 kernel 72 → 49 KB of code, Llama-8B Q4_0 decode +1.6 % (docs/CUDA.md) */
+ * one a call site (they unroll it 2-16 times in the act(x)·x2 input, which one-token Llama decode
+ * does not take, and once or twice in the GLU epilogue): o's Q4_0 kernel 72 → 49 KB of code,
+ * Llama-8B Q4_0 decode +1.6 % (docs/CUDA.md) */
 static __device__ __noinline__ float fz_act_ool(int act, float x) { return fz_act(act, x); }
 
 /* N norm-weight values from element i (16-byte aligned for N ≥ 4: checked on the host), plus woff;
