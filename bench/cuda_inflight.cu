@@ -11,28 +11,7 @@
  *   T     every warp a ring of NS slots of SB bytes in shared memory, filled by lane 0's
  *         cp.async.bulk copies (mbarrier completion), read by the warp, refilled at once.
  * Each timed loop is one captured CUDA graph; GB/s counts the bytes read. */
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-
-#define CK(x)                                                                                            \
-    do {                                                                                                 \
-        cudaError_t e_ = (x);                                                                            \
-        if (e_ != cudaSuccess) {                                                                         \
-            printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                           \
-            exit(1);                                                                                     \
-        }                                                                                                \
-    } while (0)
-
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
-    uint4 v;
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p), "l"(pol));
-    return v;
-}
+#include "cuda_standalone.cuh"
 
 /* bytes [0, n16·16) of p: lane i of the grid takes 16-byte chunks base + k·nt + i, k < L, per round */
 template <int L, int MAXT>
@@ -51,8 +30,6 @@ __global__ void __launch_bounds__(MAXT, 1) k_reg(const uint4 *p, size_t n16, uin
     }
     if (acc == 0x9e3779b9u) sink[0] = acc;
 }
-
-__device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* bytes [0, nb) of p: warp w of the grid takes the contiguous share [w·per, (w + 1)·per) (per: nb over the
  * grid's warps, down to 16 bytes), slot by slot, the last one partly filled */
@@ -126,19 +103,11 @@ template <typename F> static double time_graph(F f, size_t bytes, int reps) {
     CK(cudaGraphInstantiate(&ge, g, 0));
     CK(cudaGraphLaunch(ge, s)); /* warm-up */
     CK(cudaStreamSynchronize(s));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
+    const double us = time_us(s, [&] { CK(cudaGraphLaunch(ge, s)); });
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(g));
     CK(cudaStreamDestroy(s));
-    return ms * 1000.0 / reps;
+    return us / reps;
 }
 
 template <int L, int W> static double run_reg(size_t bytes, int reps) {
@@ -177,19 +146,7 @@ int main(void) {
     CK(cudaMalloc(&buf, BUF));
     CK(cudaMalloc(&sink, 4));
     CK(cudaMemset(buf, 1, BUF));
-    uint8_t *dst;
-    CK(cudaMalloc(&dst, (size_t)1 << 30));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    CK(cudaMemcpy(dst, buf, (size_t)1 << 30, cudaMemcpyDeviceToDevice));
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < 4; i++) CK(cudaMemcpy(dst, buf + ((size_t)i % 2 << 30), (size_t)1 << 30, cudaMemcpyDeviceToDevice));
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    printf("%d multiprocessors; device-to-device copy %.0f GB/s (read + write)\n\n", sms, 4.0 * 2 * 1.073741824 / (ms / 1e3));
+    printf("%d multiprocessors; device-to-device copy %.0f GB/s (read + write)\n\n", sms, copy_gbs(buf));
     printf("| kind | shape | in flight a multiprocessor | 1 GB stream GB/s | 14 MB µs | 9 MB µs | 33 MB µs | 66 MB µs |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
     row_reg<4, 16>();

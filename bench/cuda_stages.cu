@@ -21,18 +21,7 @@
  * µs a layer and the share of the roofline (a layer's bytes at the device-to-device copy rate, as
  * bench_cuda counts it): if ring comes near the roofline where launch does not, a persistent decode
  * kernel is the way to the target; if not, the per-stage costs are elsewhere. */
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-
-#define CK(x)                                                                                            \
-    do {                                                                                                 \
-        cudaError_t e_ = (x);                                                                            \
-        if (e_ != cudaSuccess) {                                                                         \
-            printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                           \
-            exit(1);                                                                                     \
-        }                                                                                                \
-    } while (0)
+#include "cuda_standalone.cuh"
 
 enum { LAYERS = 32, PER_LAYER = 5, NST = LAYERS * PER_LAYER, ACT_FLOATS = 16384, L = 16, WARPS = 16 };
 
@@ -42,16 +31,6 @@ struct stage {
     size_t off, bytes;
     int act, pre_ns;
 };
-
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
-    uint4 v;
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p), "l"(pol));
-    return v;
-}
 
 __device__ __forceinline__ unsigned long long now_ns(void) {
     unsigned long long t;
@@ -179,8 +158,6 @@ __global__ void __launch_bounds__(WARPS * 32, 1) k_reg_chain(const uint8_t *w, c
 
 /* ------------------------------------------------------------------ ring: persistent, bulk copies */
 
-__device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
 /* Warp gw of the grid streams the contiguous share [gw·per, (gw + 1)·per) of every stage (per: the
  * stage's bytes over the grid's warps, down to 16) through its ring of ns slots of sb bytes. Lane 0
  * issues the copies: a producer cursor (stage ps, item pit) walks all stages' items in order and
@@ -276,18 +253,24 @@ static stage cst[NST]; /* the stages with bytes, attention's wait folded into th
 static int nc;
 static stage *dst_;
 
-static double time_launch(int spin_ns, int reps) {
-    cudaStream_t s;
-    CK(cudaStreamCreate(&s));
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+/* a block of WARPS warps a multiprocessor, with one launch attribute */
+static cudaLaunchConfig_t one_wave(cudaLaunchAttribute *at, cudaStream_t s) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)sms);
     cfg.blockDim = dim3(WARPS * 32);
     cfg.stream = s;
     cfg.attrs = at;
     cfg.numAttrs = 1;
+    return cfg;
+}
+
+static double time_launch(int spin_ns, int reps) {
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = one_wave(at, s);
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -296,18 +279,8 @@ static double time_launch(int spin_ns, int reps) {
     CK(cudaGraphInstantiate(&ge, g, 0));
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        cudaEvent_t a, b;
-        CK(cudaEventCreate(&a));
-        CK(cudaEventCreate(&b));
-        CK(cudaEventRecord(a, s));
-        CK(cudaGraphLaunch(ge, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        CK(cudaEventDestroy(a));
-        CK(cudaEventDestroy(b));
-        if (ms * 1000.0 < best) best = ms * 1000.0;
+        const double us = time_us(s, [&] { CK(cudaGraphLaunch(ge, s)); });
+        if (us < best) best = us;
     }
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(g));
@@ -320,18 +293,8 @@ template <typename F> static double time_coop(F launch, int reps) {
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         CK(cudaMemset(ctr, 0, sizeof(unsigned)));
-        cudaEvent_t a, b;
-        CK(cudaEventCreate(&a));
-        CK(cudaEventCreate(&b));
-        CK(cudaEventRecord(a));
-        launch();
-        CK(cudaEventRecord(b));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        CK(cudaEventDestroy(a));
-        CK(cudaEventDestroy(b));
-        if (ms * 1000.0 < best) best = ms * 1000.0;
+        const double us = time_us(0, launch);
+        if (us < best) best = us;
     }
     return best;
 }
@@ -380,20 +343,8 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&dst_, sizeof cst));
     CK(cudaMemcpy(dst_, cst, sizeof cst, cudaMemcpyHostToDevice));
 
-    uint8_t *d2;
-    CK(cudaMalloc(&d2, (size_t)1 << 30));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    CK(cudaMemcpy(d2, wbuf, (size_t)1 << 30, cudaMemcpyDeviceToDevice));
-    CK(cudaEventRecord(a));
-    for (int i = 0; i < 4; i++) CK(cudaMemcpy(d2, wbuf + ((size_t)i % 2 << 30), (size_t)1 << 30, cudaMemcpyDeviceToDevice));
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    const double copy = 4.0 * 2 * 1.073741824 / (ms / 1e3); /* GB/s, read + write, as bench_cuda */
-    const double ideal = layer / copy / 1e3;                 /* µs a layer */
+    const double copy = copy_gbs(wbuf); /* GB/s, read + write, as bench_cuda */
+    const double ideal = layer / copy / 1e3; /* µs a layer */
     printf("%d multiprocessors; copy %.0f GB/s; a layer %.2f MB, %.2f µs at that rate; attention %d ns, prologue spin %d ns\n\n",
            sms, copy, layer / 1e6, ideal, attn_ns, spin_ns);
     printf("| way | shape | µs a layer | of the roofline |\n|---|---|---|---|\n");
@@ -411,11 +362,7 @@ int main(int argc, char **argv) {
     cudaLaunchAttribute ca[1];
     ca[0].id = cudaLaunchAttributeCooperative;
     ca[0].val.cooperative = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)sms);
-    cfg.blockDim = dim3(WARPS * 32);
-    cfg.attrs = ca;
-    cfg.numAttrs = 1;
+    cudaLaunchConfig_t cfg = one_wave(ca, 0);
     row("reg", "16 warps x 16 loads", time_coop([&] {
             CK(cudaLaunchKernelEx(&cfg, k_reg_chain, (const uint8_t *)wbuf, (const stage *)dst_, nc, act, ctr, spin_ns, sink));
         }, 5));
