@@ -1,14 +1,16 @@
 /* cuda_stages.cu — a standalone measurement of how close a one-token decode step's chain of dependent
- * stages can come to the HBM bandwidth, by the way the stages are launched, with no arithmetic: the
- * design question left by issue 9's Q4_0 target (docs/BENCHMARKS.md, "CUDA batch-1 decode, session 32").
+ * stages can come to the HBM bandwidth, by the way the stages are launched, with a stand-in for the
+ * products' arithmetic: the design question left by issue 9's Q4_0 target (docs/BENCHMARKS.md, "CUDA batch-1 decode, session 32").
  * Not part of the build; on a GPU machine:
- *     nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o stages bench/cuda_stages.cu && ./stages [attn_ns] [spin_ns]
+ *     nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o stages bench/cuda_stages.cu && ./stages [attn_ns] [spin_ns] [work]
  * A step is 32 layers of a Q4_0 Llama-3.1-8B's weight bytes: q/k/v 14.16 MB, attention (no weights:
  * attn_ns of waiting between two dependencies, default 3000), o 9.44 MB, gate/up 66.06 MB, down 33.03 MB,
  * every layer at its own addresses (3.9 GB, far past the L2). Each stage depends on the one before it:
  * after its dependency it reads the previous stage's activations (16 KB; down 57 KB) from L2, waits
- * spin_ns more (default 0: what quantizing them costs), then streams its bytes and writes its
- * activations. Three ways to run the chain:
+ * spin_ns more (default 0: what quantizing them costs), then streams its bytes — each 16 bytes
+ * xor-folded, and in a second table also put through work rounds of four dependent dp4a (default 4:
+ * the order of a Q4_0 dot's arithmetic a 16-byte chunk) — and writes its activations. Three ways to
+ * run the chain:
  *   launch  one kernel a stage (132 blocks of 16 warps, 16 loads of 16 bytes a lane in flight), the
  *           first batch asked for before griddepcontrol.wait, captured in one graph with programmatic
  *           dependent launch: lmc's current decode (k_gemv_q) without its arithmetic;
@@ -31,6 +33,23 @@ struct stage {
     size_t off, bytes;
     int act, pre_ns;
 };
+
+/* What a stage does besides streaming: spin_ns after its activations' read (their quantization), and
+ * work rounds of four dependent dp4a on every 16 bytes it reads (a product's arithmetic) */
+struct knobs {
+    int spin_ns, work;
+};
+
+__device__ __forceinline__ uint32_t consume(uint4 v, uint32_t acc, int work) {
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    for (int r = 0; r < work; r++) {
+        acc = (uint32_t)__dp4a((int)v.x, (int)acc, (int)acc);
+        acc = (uint32_t)__dp4a((int)v.y, (int)acc, (int)acc);
+        acc = (uint32_t)__dp4a((int)v.z, (int)acc, (int)acc);
+        acc = (uint32_t)__dp4a((int)v.w, (int)acc, (int)acc);
+    }
+    return acc;
+}
 
 __device__ __forceinline__ unsigned long long now_ns(void) {
     unsigned long long t;
@@ -81,7 +100,7 @@ __device__ __forceinline__ void write_act(float *act, int i, uint32_t acc) {
 
 /* ------------------------------------------------------------------ launch: a kernel a stage */
 
-__global__ void __launch_bounds__(WARPS * 32, 1) k_stage(const uint8_t *w, stage st, int i, float *act, int spin_ns,
+__global__ void __launch_bounds__(WARPS * 32, 1) k_stage(const uint8_t *w, stage st, int i, float *act, knobs kn,
                                                          uint32_t *sink) {
     const size_t nt = (size_t)gridDim.x * blockDim.x, tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const uint4 *p = (const uint4 *)(w + st.off);
@@ -99,10 +118,10 @@ __global__ void __launch_bounds__(WARPS * 32, 1) k_stage(const uint8_t *w, stage
     asm volatile("griddepcontrol.wait;" ::: "memory");
     uint32_t acc = 0;
     if (st.pre_ns > 0) spin(st.pre_ns);
-    acc ^= prologue(act, i, st.act, spin_ns);
+    acc ^= prologue(act, i, st.act, kn.spin_ns);
     for (size_t base = 0;;) {
 #pragma unroll
-        for (int k = 0; k < L; k++) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+        for (int k = 0; k < L; k++) acc = consume(v[k], acc, kn.work);
         base += nt * L;
         if (base >= n16) break;
         load(base);
@@ -114,7 +133,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) k_stage(const uint8_t *w, stage
 /* ------------------------------------------------------------------ reg: persistent, registers */
 
 __global__ void __launch_bounds__(WARPS * 32, 1) k_reg_chain(const uint8_t *w, const stage *sts, int nst, float *act,
-                                                             unsigned *ctr, int spin_ns, uint32_t *sink) {
+                                                             unsigned *ctr, knobs kn, uint32_t *sink) {
     const size_t nt = (size_t)gridDim.x * blockDim.x, tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     uint4 v[L];
     auto load = [&](int i, size_t base) {
@@ -137,12 +156,12 @@ __global__ void __launch_bounds__(WARPS * 32, 1) k_reg_chain(const uint8_t *w, c
                 spin(st.pre_ns);
                 grid_barrier(ctr, ++bars);
             }
-            acc ^= prologue(act, i, st.act, spin_ns);
+            acc ^= prologue(act, i, st.act, kn.spin_ns);
         }
         const size_t n16 = st.bytes / 16;
         for (size_t base = 0;;) {
 #pragma unroll
-            for (int k = 0; k < L; k++) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+            for (int k = 0; k < L; k++) acc = consume(v[k], acc, kn.work);
             base += nt * L;
             if (base < n16) {
                 load(i, base);
@@ -163,7 +182,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) k_reg_chain(const uint8_t *w, c
  * issues the copies: a producer cursor (stage ps, item pit) walks all stages' items in order and
  * refills each slot as soon as the warp has read it, across stage boundaries. */
 __global__ void __launch_bounds__(WARPS * 32, 1) k_ring_chain(const uint8_t *w, const stage *sts, int nst, float *act,
-                                                              unsigned *ctr, int spin_ns, int sb, int ns,
+                                                              unsigned *ctr, knobs kn, int sb, int ns,
                                                               uint32_t *sink) {
     extern __shared__ __align__(128) uint8_t sm[];
     const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -209,7 +228,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) k_ring_chain(const uint8_t *w, 
                 spin(st.pre_ns);
                 grid_barrier(ctr, ++bars);
             }
-            acc ^= prologue(act, i, st.act, spin_ns);
+            acc ^= prologue(act, i, st.act, kn.spin_ns);
         }
         const int items = items_of(i);
         const size_t per = per_of(i);
@@ -227,7 +246,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) k_ring_chain(const uint8_t *w, 
             const int n16 = (int)((per - o < (size_t)sb ? per - o : (size_t)sb) / 16);
             for (int j = lane; j < n16; j += 32) {
                 const uint4 v = s[j];
-                acc ^= v.x ^ v.y ^ v.z ^ v.w;
+                acc = consume(v, acc, kn.work);
             }
             __syncwarp();
             if (lane == 0) {
@@ -264,7 +283,7 @@ static cudaLaunchConfig_t one_wave(cudaLaunchAttribute *at, cudaStream_t s) {
     return cfg;
 }
 
-static double time_launch(int spin_ns, int reps) {
+static double time_launch(knobs kn, int reps) {
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
     cudaLaunchAttribute at[1];
@@ -274,7 +293,7 @@ static double time_launch(int spin_ns, int reps) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < nc; i++) CK(cudaLaunchKernelEx(&cfg, k_stage, (const uint8_t *)wbuf, cst[i], i, act, spin_ns, sink));
+    for (int i = 0; i < nc; i++) CK(cudaLaunchKernelEx(&cfg, k_stage, (const uint8_t *)wbuf, cst[i], i, act, kn, sink));
     CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
     double best = 1e30;
@@ -317,7 +336,8 @@ static int compact(stage *out) {
 }
 
 int main(int argc, char **argv) {
-    const int attn_ns = argc > 1 ? atoi(argv[1]) : 3000, spin_ns = argc > 2 ? atoi(argv[2]) : 0;
+    const int attn_ns = argc > 1 ? atoi(argv[1]) : 3000, spin_ns = argc > 2 ? atoi(argv[2]) : 0,
+              work = argc > 3 ? atoi(argv[3]) : 4;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     const size_t sz[PER_LAYER] = {14155776, 0, 9437184, 66060288, 33030144}; /* Q4_0 bytes: 4096·6144, -, 4096², 2·4096·14336, 14336·4096 at 4.5 bits */
     const int actb[PER_LAYER] = {16384, 0, 16384, 16384, 57344};
@@ -347,38 +367,39 @@ int main(int argc, char **argv) {
     const double ideal = layer / copy / 1e3; /* µs a layer */
     printf("%d multiprocessors; copy %.0f GB/s; a layer %.2f MB, %.2f µs at that rate; attention %d ns, prologue spin %d ns\n\n",
            sms, copy, layer / 1e6, ideal, attn_ns, spin_ns);
-    printf("| way | shape | µs a layer | of the roofline |\n|---|---|---|---|\n");
-    auto row = [&](const char *way, const char *shape, double us) {
-        printf("| %s | %s | %.2f | %.0f %% |\n", way, shape, us / LAYERS, 100.0 * ideal * LAYERS / us);
-    };
-    row("launch", "16 warps x 16 loads", time_launch(spin_ns, 5));
-
     int coop = 0;
     CK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, 0));
-    if (!coop) {
-        printf("no cooperative launch on this device: persistent ways skipped\n");
-        return 0;
-    }
+    if (!coop) printf("no cooperative launch on this device: the persistent ways are skipped\n\n");
     cudaLaunchAttribute ca[1];
     ca[0].id = cudaLaunchAttributeCooperative;
     ca[0].val.cooperative = 1;
-    cudaLaunchConfig_t cfg = one_wave(ca, 0);
-    row("reg", "16 warps x 16 loads", time_coop([&] {
-            CK(cudaLaunchKernelEx(&cfg, k_reg_chain, (const uint8_t *)wbuf, (const stage *)dst_, nc, act, ctr, spin_ns, sink));
-        }, 5));
-    const int rings[][2] = {{4096, 3}, {8192, 1}, {4096, 2}, {2048, 6}, {2048, 4}, {1024, 8}};
-    for (auto &r : rings) {
-        const int sb = r[0], ns = r[1];
-        const size_t smem = (size_t)WARPS * ns * (sb + 8);
-        if (smem > 227 * 1024) continue;
-        CK(cudaFuncSetAttribute(k_ring_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        cfg.dynamicSmemBytes = smem;
-        char shape[64];
-        snprintf(shape, sizeof shape, "16 warps x %d slots of %d KB", ns, sb / 1024);
-        row("ring", shape, time_coop([&] {
-                CK(cudaLaunchKernelEx(&cfg, k_ring_chain, (const uint8_t *)wbuf, (const stage *)dst_, nc, act, ctr, spin_ns,
-                                      sb, ns, sink));
+    printf("| way | shape | dp4a a 16 bytes | µs a layer | of the roofline |\n|---|---|---|---|---|\n");
+    const int works[2] = {0, work};
+    for (int wi = 0; wi < (work > 0 ? 2 : 1); wi++) {
+        const knobs kn = {spin_ns, works[wi]};
+        auto row = [&](const char *way, const char *shape, double us) {
+            printf("| %s | %s | %d | %.2f | %.0f %% |\n", way, shape, 4 * kn.work, us / LAYERS, 100.0 * ideal * LAYERS / us);
+        };
+        row("launch", "16 warps x 16 loads", time_launch(kn, 5));
+        if (!coop) continue;
+        cudaLaunchConfig_t cfg = one_wave(ca, 0);
+        row("reg", "16 warps x 16 loads", time_coop([&] {
+                CK(cudaLaunchKernelEx(&cfg, k_reg_chain, (const uint8_t *)wbuf, (const stage *)dst_, nc, act, ctr, kn, sink));
             }, 5));
+        const int rings[][2] = {{4096, 3}, {8192, 1}, {4096, 2}, {2048, 6}, {2048, 4}, {1024, 8}};
+        for (auto &r : rings) {
+            const int sb = r[0], ns = r[1];
+            const size_t smem = (size_t)WARPS * ns * (sb + 8);
+            if (smem > 227 * 1024) continue;
+            CK(cudaFuncSetAttribute(k_ring_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            cfg.dynamicSmemBytes = smem;
+            char shape[64];
+            snprintf(shape, sizeof shape, "16 warps x %d slots of %d KB", ns, sb / 1024);
+            row("ring", shape, time_coop([&] {
+                    CK(cudaLaunchKernelEx(&cfg, k_ring_chain, (const uint8_t *)wbuf, (const stage *)dst_, nc, act, ctr, kn, sb,
+                                          ns, sink));
+                }, 5));
+        }
     }
     return 0;
 }
