@@ -14,6 +14,8 @@
  *   launch  one kernel a stage (132 blocks of 16 warps, 16 loads of 16 bytes a lane in flight), the
  *           first batch asked for before griddepcontrol.wait, captured in one graph with programmatic
  *           dependent launch: lmc's current decode (k_gemv_q) without its arithmetic;
+ *   launch, rings  the same with each warp's share streamed through its ring of shared-memory slots
+ *           (below), the first slots asked for before the wait;
  *   reg     one persistent kernel (a block a multiprocessor), a grid-wide barrier between stages, each
  *           warp's first batch of the next stage asked for before the barrier;
  *   ring    one persistent kernel whose warps stream their shares through rings of shared memory slots
@@ -22,7 +24,8 @@
  *           as the ring reaches.
  * µs a layer and the share of the roofline (a layer's bytes at the device-to-device copy rate, as
  * bench_cuda counts it): if ring comes near the roofline where launch does not, a persistent decode
- * kernel is the way to the target; if not, the per-stage costs are elsewhere. */
+ * kernel is the way to the target (and "launch, rings" says how much of that the rings alone give);
+ * if none does, the per-stage costs are elsewhere. */
 #include "cuda_standalone.cuh"
 
 enum { LAYERS = 32, PER_LAYER = 5, NST = LAYERS * PER_LAYER, ACT_FLOATS = 16384, L = 16, WARPS = 16 };
@@ -177,49 +180,132 @@ __global__ void __launch_bounds__(WARPS * 32, 1) k_reg_chain(const uint8_t *w, c
 
 /* ------------------------------------------------------------------ ring: persistent, bulk copies */
 
-/* Warp gw of the grid streams the contiguous share [gw·per, (gw + 1)·per) of every stage (per: the
- * stage's bytes over the grid's warps, down to 16) through its ring of ns slots of sb bytes. Lane 0
- * issues the copies: a producer cursor (stage ps, item pit) walks all stages' items in order and
- * refills each slot as soon as the warp has read it, across stage boundaries. */
+/* A warp's ring of ns slots of sb bytes in shared memory, filled by lane 0's bulk copies (mbarrier
+ * completion), read in the order they were filled; every lane keeps the same counts. */
+struct warp_ring {
+    uint8_t *ring;
+    uint64_t *bar;
+    int sb, ns;
+    unsigned issued, used;
+    uint64_t pol;
+
+    __device__ void init(uint8_t *sm, int sb_, int ns_) {
+        const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
+        sb = sb_;
+        ns = ns_;
+        ring = sm + (size_t)warp * ns * sb;
+        bar = (uint64_t *)(sm + (size_t)nw * ns * sb) + warp * ns;
+        issued = used = 0;
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+        if ((threadIdx.x & 31) == 0) {
+            for (int k = 0; k < ns; k++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sa(bar + k)) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        __syncwarp();
+    }
+    /* lane 0: n bytes (16-byte multiple) of src into the next slot; the slot was read (done) before */
+    __device__ void put(const uint8_t *src, uint32_t n) {
+        const int k = (int)(issued % (unsigned)ns);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(bar + k)), "r"(n) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+                         sa(ring + (size_t)k * sb)),
+                     "l"(src), "r"(n), "r"(sa(bar + k)), "l"(pol)
+                     : "memory");
+    }
+    /* every lane, after lane 0's put */
+    __device__ void count_put(void) { issued++; }
+    /* the oldest filled slot, once its bytes are there */
+    __device__ const uint4 *take(void) {
+        const int k = (int)(used % (unsigned)ns);
+        uint32_t done;
+        do {
+            asm volatile("{\n\t.reg .pred q;\n\tmbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+                         : "=r"(done)
+                         : "r"(sa(bar + k)), "r"((used / (unsigned)ns) & 1u)
+                         : "memory");
+        } while (!done);
+        return (const uint4 *)(ring + (size_t)k * sb);
+    }
+    /* every lane: the slot taken has been read */
+    __device__ void done(void) {
+        __syncwarp();
+        used++;
+    }
+};
+
+/* bytes of item it of a share of per bytes in slots of sb */
+__device__ __forceinline__ uint32_t item_bytes(size_t per, int it, int sb) {
+    const size_t o = (size_t)it * sb;
+    return (uint32_t)(per - o < (size_t)sb ? per - o : (size_t)sb);
+}
+
+/* launch, by rings: k_stage with the warp's share of the stage streamed through its ring, the
+ * first ns slots asked for before griddepcontrol.wait */
+__global__ void __launch_bounds__(WARPS * 32, 1) k_stage_ring(const uint8_t *w, stage st, int i, float *act, knobs kn,
+                                                              int sb, int ns, uint32_t *sink) {
+    extern __shared__ __align__(128) uint8_t sm[];
+    const int nw = blockDim.x >> 5, lane = threadIdx.x & 31;
+    const size_t gw = (size_t)blockIdx.x * nw + (threadIdx.x >> 5), nwg = (size_t)gridDim.x * nw;
+    const size_t per = st.bytes / nwg / 16 * 16;
+    const int items = (int)((per + sb - 1) / (size_t)sb);
+    const uint8_t *src = w + st.off + gw * per;
+    warp_ring r;
+    r.init(sm, sb, ns);
+    int next = 0;
+    for (; next < ns && next < items; next++) {
+        if (lane == 0) r.put(src + (size_t)next * sb, item_bytes(per, next, sb));
+        r.count_put();
+    }
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    uint32_t acc = 0;
+    if (st.pre_ns > 0) spin(st.pre_ns);
+    acc ^= prologue(act, i, st.act, kn.spin_ns);
+    for (int it = 0; it < items; it++) {
+        const uint4 *s = r.take();
+        const int n16 = (int)(item_bytes(per, it, sb) / 16);
+        for (int j = lane; j < n16; j += 32) acc = consume(s[j], acc, kn.work);
+        r.done();
+        if (next < items) {
+            if (lane == 0) r.put(src + (size_t)next * sb, item_bytes(per, next, sb));
+            r.count_put();
+            next++;
+        }
+    }
+    write_act(act, i, acc);
+    if (acc == 0x9e3779b9u) sink[0] = acc;
+}
+
+/* ring: warp gw of the grid streams the contiguous share [gw·per, (gw + 1)·per) of every stage (per:
+ * the stage's bytes over the grid's warps, down to 16) through its ring; a producer cursor (stage ps,
+ * item pit) walks all stages' items in order and refills each slot as soon as the warp has read it,
+ * across stage boundaries. */
 __global__ void __launch_bounds__(WARPS * 32, 1) k_ring_chain(const uint8_t *w, const stage *sts, int nst, float *act,
                                                               unsigned *ctr, knobs kn, int sb, int ns,
                                                               uint32_t *sink) {
     extern __shared__ __align__(128) uint8_t sm[];
-    const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    uint8_t *ring = sm + (size_t)warp * ns * sb;
-    uint64_t *bar = (uint64_t *)(sm + (size_t)nw * ns * sb) + warp * ns;
-    const size_t gw = (size_t)blockIdx.x * nw + warp, nwg = (size_t)gridDim.x * nw;
+    const int nw = blockDim.x >> 5, lane = threadIdx.x & 31;
+    const size_t gw = (size_t)blockIdx.x * nw + (threadIdx.x >> 5), nwg = (size_t)gridDim.x * nw;
     auto per_of = [&](int i) { return sts[i].bytes / nwg / 16 * 16; };
     auto items_of = [&](int i) { return (int)((per_of(i) + sb - 1) / (size_t)sb); };
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    int ps = 0, pit = 0;   /* the producer's next item */
-    unsigned issued = 0; /* items issued so far: slot issued % ns */
-    auto issue_next = [&]() { /* lane 0: the next item of any stage into its slot, if there is one */
+    warp_ring r;
+    r.init(sm, sb, ns);
+    int ps = 0, pit = 0; /* the producer's next item */
+    auto put_next = [&]() { /* the next item of any stage into the next slot, if there is one */
         while (ps < nst && pit >= items_of(ps)) {
             ps++;
             pit = 0;
         }
         if (ps >= nst) return;
-        const size_t per = per_of(ps), o = (size_t)pit * sb;
-        const uint32_t n = (uint32_t)(per - o < (size_t)sb ? per - o : (size_t)sb);
-        const int k = (int)(issued % (unsigned)ns);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(bar + k)), "r"(n) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-                         sa(ring + (size_t)k * sb)),
-                     "l"(w + sts[ps].off + gw * per + o), "r"(n), "r"(sa(bar + k)), "l"(pol)
-                     : "memory");
-        issued++;
+        const size_t per = per_of(ps);
+        if (lane == 0) r.put(w + sts[ps].off + gw * per + (size_t)pit * sb, item_bytes(per, pit, sb));
+        r.count_put();
         pit++;
     };
-    if (lane == 0) {
-        for (int k = 0; k < ns; k++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sa(bar + k)) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        for (int k = 0; k < ns; k++) issue_next();
-    }
-    __syncwarp();
+    for (int k = 0; k < ns; k++) put_next();
     uint32_t acc = 0;
-    unsigned bars = 0, used = 0; /* items read so far */
+    unsigned bars = 0;
     for (int i = 0; i < nst; i++) {
         const stage st = sts[i];
         if (i > 0) {
@@ -232,28 +318,12 @@ __global__ void __launch_bounds__(WARPS * 32, 1) k_ring_chain(const uint8_t *w, 
         }
         const int items = items_of(i);
         const size_t per = per_of(i);
-        for (int it = 0; it < items; it++, used++) {
-            const int k = (int)(used % (unsigned)ns);
-            uint32_t done;
-            do {
-                asm volatile("{\n\t.reg .pred q;\n\tmbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2;\n\tselp.u32 %0, 1, 0, q;\n\t}"
-                             : "=r"(done)
-                             : "r"(sa(bar + k)), "r"((used / (unsigned)ns) & 1u)
-                             : "memory");
-            } while (!done);
-            const uint4 *s = (const uint4 *)(ring + (size_t)k * sb);
-            const size_t o = (size_t)it * sb;
-            const int n16 = (int)((per - o < (size_t)sb ? per - o : (size_t)sb) / 16);
-            for (int j = lane; j < n16; j += 32) {
-                const uint4 v = s[j];
-                acc = consume(v, acc, kn.work);
-            }
-            __syncwarp();
-            if (lane == 0) {
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                issue_next();
-            }
-            __syncwarp();
+        for (int it = 0; it < items; it++) {
+            const uint4 *s = r.take();
+            const int n16 = (int)(item_bytes(per, it, sb) / 16);
+            for (int j = lane; j < n16; j += 32) acc = consume(s[j], acc, kn.work);
+            r.done();
+            put_next();
         }
         write_act(act, i, acc);
     }
@@ -283,17 +353,20 @@ static cudaLaunchConfig_t one_wave(cudaLaunchAttribute *at, cudaStream_t s) {
     return cfg;
 }
 
-static double time_launch(knobs kn, int reps) {
+/* one kernel a stage, launched by f(cfg, i) with programmatic dependent launch and smem bytes of
+ * dynamic shared memory, captured in one graph: best of reps */
+template <typename F> static double time_launch(F f, size_t smem, int reps) {
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = one_wave(at, s);
+    cfg.dynamicSmemBytes = smem;
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < nc; i++) CK(cudaLaunchKernelEx(&cfg, k_stage, (const uint8_t *)wbuf, cst[i], i, act, kn, sink));
+    for (int i = 0; i < nc; i++) f(cfg, i);
     CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
     double best = 1e30;
@@ -369,32 +442,38 @@ int main(int argc, char **argv) {
            sms, copy, layer / 1e6, ideal, attn_ns, spin_ns);
     int coop = 0;
     CK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, 0));
-    if (!coop) printf("no cooperative launch on this device: the persistent ways are skipped\n\n");
+    if (!coop) printf("no cooperative launch on this device: the persistent ways (reg, ring) are skipped\n\n");
     cudaLaunchAttribute ca[1];
     ca[0].id = cudaLaunchAttributeCooperative;
     ca[0].val.cooperative = 1;
     printf("| way | shape | dp4a a 16 bytes | µs a layer | of the roofline |\n|---|---|---|---|---|\n");
     const int works[2] = {0, work};
+    const int rings[][2] = {{4096, 3}, {8192, 1}, {4096, 2}, {2048, 6}, {2048, 4}, {1024, 8}}; /* ≤ 197 KB a block */
     for (int wi = 0; wi < (work > 0 ? 2 : 1); wi++) {
         const knobs kn = {spin_ns, works[wi]};
         auto row = [&](const char *way, const char *shape, double us) {
             printf("| %s | %s | %d | %.2f | %.0f %% |\n", way, shape, 4 * kn.work, us / LAYERS, 100.0 * ideal * LAYERS / us);
         };
-        row("launch", "16 warps x 16 loads", time_launch(kn, 5));
-        if (!coop) continue;
+        row("launch", "16 warps x 16 loads", time_launch([&](cudaLaunchConfig_t &c, int i) {
+                CK(cudaLaunchKernelEx(&c, k_stage, (const uint8_t *)wbuf, cst[i], i, act, kn, sink));
+            }, 0, 5));
         cudaLaunchConfig_t cfg = one_wave(ca, 0);
-        row("reg", "16 warps x 16 loads", time_coop([&] {
-                CK(cudaLaunchKernelEx(&cfg, k_reg_chain, (const uint8_t *)wbuf, (const stage *)dst_, nc, act, ctr, kn, sink));
-            }, 5));
-        const int rings[][2] = {{4096, 3}, {8192, 1}, {4096, 2}, {2048, 6}, {2048, 4}, {1024, 8}};
+        if (coop)
+            row("reg", "16 warps x 16 loads", time_coop([&] {
+                    CK(cudaLaunchKernelEx(&cfg, k_reg_chain, (const uint8_t *)wbuf, (const stage *)dst_, nc, act, ctr, kn, sink));
+                }, 5));
         for (auto &r : rings) {
             const int sb = r[0], ns = r[1];
             const size_t smem = (size_t)WARPS * ns * (sb + 8);
-            if (smem > 227 * 1024) continue;
-            CK(cudaFuncSetAttribute(k_ring_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            cfg.dynamicSmemBytes = smem;
             char shape[64];
             snprintf(shape, sizeof shape, "16 warps x %d slots of %d KB", ns, sb / 1024);
+            CK(cudaFuncSetAttribute(k_stage_ring, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            row("launch, rings", shape, time_launch([&](cudaLaunchConfig_t &c, int i) {
+                    CK(cudaLaunchKernelEx(&c, k_stage_ring, (const uint8_t *)wbuf, cst[i], i, act, kn, sb, ns, sink));
+                }, smem, 5));
+            if (!coop) continue;
+            CK(cudaFuncSetAttribute(k_ring_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            cfg.dynamicSmemBytes = smem;
             row("ring", shape, time_coop([&] {
                     CK(cudaLaunchKernelEx(&cfg, k_ring_chain, (const uint8_t *)wbuf, (const stage *)dst_, nc, act, ctr, kn, sb,
                                           ns, sink));
