@@ -103,7 +103,8 @@ asan:
 
 # Without a GPU (CI): the CUDA backend, its tests, bench and the CLI are compiled and linked when
 # nvcc is installed, and the CUDA tests run (they print a SKIP line and RESULT 0 0 without a
-# device); the standalone bench/cuda_*.cu programs are compiled; without nvcc it says so. Its own build folder (objects with -DLMC_CUDA).
+# device); the standalone bench/cuda_*.cu programs are compiled; without nvcc it says so. Its own
+# build folder (objects with -DLMC_CUDA).
 CUDA_CHECK_NVCC ?= /usr/local/cuda/bin/nvcc
 cuda-check:
 	@if [ -x "$(CUDA_CHECK_NVCC)" ]; then \

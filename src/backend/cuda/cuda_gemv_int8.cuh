@@ -190,17 +190,20 @@ static __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
     return d;
 }
 
+/* c + Σ of the products of the bytes of a[0..3] (signed, or unsigned for U) and the signed bytes
+ * of b's four words: one chain of four dp4a */
+template <bool U> static __device__ __forceinline__ int dp4a_x4(const int (&a)[4], int4 b, int c) {
+    auto d = [](int x, int y, int acc) { return U ? dp4a_us((uint32_t)x, y, acc) : __dp4a(x, y, acc); };
+    c = d(a[0], b.x, c);
+    c = d(a[1], b.y, c);
+    c = d(a[2], b.z, c);
+    return d(a[3], b.w, c);
+}
+
 /* Σ of a 32-element block's int8 products: lo/hi its codes of the first and the last 16 elements
  * (four words each), xa/xb the activations' two planes at the block. */
 static __device__ __forceinline__ int dp4a_halves(const int (&lo)[4], const int (&hi)[4], int4 xa, int4 xb) {
-    int s = __dp4a(lo[0], xa.x, 0);
-    s = __dp4a(lo[1], xa.y, s);
-    s = __dp4a(lo[2], xa.z, s);
-    s = __dp4a(lo[3], xa.w, s);
-    s = __dp4a(hi[0], xb.x, s);
-    s = __dp4a(hi[1], xb.y, s);
-    s = __dp4a(hi[2], xb.z, s);
-    return __dp4a(hi[3], xb.w, s);
+    return dp4a_x4<false>(hi, xb, dp4a_x4<false>(lo, xa, 0));
 }
 
 /* acc[r][t] += the batch's chunks · token t's int8 activations. */

@@ -190,22 +190,8 @@ static __device__ __forceinline__ void kqv_dot(float (&acc)[RW][NT], const kqv_b
             const float2 ml = meta[t * nbk + blo], mh = meta[t * nbk + bhi];
 #pragma unroll
             for (int r = 0; r < RW; r++) {
-                int sl = __dp4a(lo[r][0], xa.x, 0);
-                sl = __dp4a(lo[r][1], xa.y, sl);
-                sl = __dp4a(lo[r][2], xa.z, sl);
-                sl = __dp4a(lo[r][3], xa.w, sl);
-                int sh;
-                if constexpr (TYPE == LMC_DTYPE_Q4_K) {
-                    sh = dp4a_us((uint32_t)hi[r][0], xb.x, 0);
-                    sh = dp4a_us((uint32_t)hi[r][1], xb.y, sh);
-                    sh = dp4a_us((uint32_t)hi[r][2], xb.z, sh);
-                    sh = dp4a_us((uint32_t)hi[r][3], xb.w, sh);
-                } else {
-                    sh = __dp4a(hi[r][0], xb.x, 0);
-                    sh = __dp4a(hi[r][1], xb.y, sh);
-                    sh = __dp4a(hi[r][2], xb.z, sh);
-                    sh = __dp4a(hi[r][3], xb.w, sh);
-                }
+                const int sl = dp4a_x4<false>(lo[r], xa, 0);
+                const int sh = dp4a_x4<TYPE == LMC_DTYPE_Q4_K>(hi[r], xb, 0); /* Q4_K: unsigned 16·code */
                 float v = fmaf(a0[r] * ml.x, (float)sl, (a1[r] * mh.x) * (float)sh);
                 if (TYPE != LMC_DTYPE_Q6_K) v -= fmaf(m0[r], ml.y, m1[r] * mh.y);
                 acc[r][t] += v;
